@@ -1,0 +1,34 @@
+# Loomwork — the two set-up commands are `make demo` and `make test`.
+GO ?= go
+BIN := bin/loom-eval
+
+.PHONY: demo stop test build vet fmt-check templ-check fuzz bench clickhouse-fetch
+
+build:
+	$(GO) build -o $(BIN) ./cmd/loom-eval
+
+# Start `loom-eval serve` on the embedded store, send a realistic agent trace
+# through OTLP, and print where to look. `make stop` stops the server.
+demo: build
+	./scripts/demo.sh
+
+stop:
+	./scripts/demo.sh stop
+
+# The whole test suite: vet, gofmt, generated-code check, and `go test -race`
+# against the embedded store AND a real local ClickHouse 26.7 (fetched once
+# into ~/.cache/loomwork and started on loopback for the run).
+test:
+	./scripts/test.sh
+
+vet:
+	$(GO) vet ./...
+
+fuzz:
+	./scripts/fuzz.sh
+
+bench:
+	./scripts/bench.sh
+
+clickhouse-fetch:
+	./scripts/clickhouse.sh fetch

@@ -1,0 +1,285 @@
+package storetest
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// generateEpoch is the start of the first generated trace. Fixed, so the
+// same seed gives byte-identical spans on every run.
+var generateEpoch = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+var (
+	genAgents = []string{"research-agent", "coding-agent", "triage-agent", "support-agent"}
+	genModels = []struct{ provider, request, response string }{
+		{"openai", "gpt-4.1-mini", "gpt-4.1-mini-2025-04-14"},
+		{"anthropic", "claude-sonnet-4-5", "claude-sonnet-4-5-20250929"},
+		{"openai", "gpt-4o", "gpt-4o-2024-08-06"},
+		{"gcp.gemini", "gemini-2.5-flash", "gemini-2.5-flash"},
+	}
+	genTools    = []string{"web_search", "read_file", "run_tests", "fetch_url", "sql_query"}
+	genServices = []string{"agent-api", "agent-worker", "eval-runner"}
+)
+
+// GenerateTraces returns n agent-shaped traces of spansPerTrace spans each:
+// an invoke_agent root whose children alternate chat calls with
+// execute_tool and retrieval spans, carrying the attributes real GenAI
+// instrumentations send (~14 per span: operation, provider, models, usage,
+// finish reasons, tool call ids and arguments, retrieved documents, server
+// address...), the typed store.Span fields derived from them as the
+// collector would, occasional tool errors with an exception event, and a
+// handful of resource attribute sets shared across traces. Spans are in
+// trace order; the same seed always gives the same spans.
+func GenerateTraces(n, spansPerTrace int, seed int64) []store.Span {
+	if n <= 0 || spansPerTrace <= 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6c6f6f6d776f726b))
+	resources := make([]store.Attributes, len(genServices))
+	for i, svc := range genServices {
+		resources[i] = store.Attributes{
+			"service.name":           svc,
+			"service.version":        fmt.Sprintf("1.%d.0", i+3),
+			"deployment.environment": "staging",
+			"host.name":              fmt.Sprintf("worker-%02d", i),
+			"telemetry.sdk.name":     "opentelemetry",
+			"telemetry.sdk.language": "python",
+			"telemetry.sdk.version":  "1.38.0",
+		}
+	}
+	spans := make([]store.Span, 0, n*spansPerTrace)
+	start := generateEpoch
+	for i := 0; i < n; i++ {
+		start = start.Add(time.Duration(20+rng.IntN(80)) * time.Millisecond)
+		spans = appendTrace(spans, rng, start, spansPerTrace, resources)
+	}
+	return spans
+}
+
+func randHex(rng *rand.Rand, nbytes int) string {
+	b := make([]byte, nbytes)
+	for i := range b {
+		b[i] = byte(rng.UintN(256))
+	}
+	// An all-zero id is invalid in OTLP; the odds are nil, but be exact.
+	b[0] |= 1
+	return hex.EncodeToString(b)
+}
+
+func appendTrace(spans []store.Span, rng *rand.Rand, start time.Time, k int, resources []store.Attributes) []store.Span {
+	traceID := randHex(rng, 16)
+	svc := rng.IntN(len(genServices))
+	agent := genAgents[rng.IntN(len(genAgents))]
+	model := genModels[rng.IntN(len(genModels))]
+	conv := "conv_" + randHex(rng, 6)
+	scope := "opentelemetry.instrumentation.openai_v2"
+
+	root := store.Span{
+		TraceID:        traceID,
+		SpanID:         randHex(rng, 8),
+		Name:           "invoke_agent " + agent,
+		Kind:           "internal",
+		StartTime:      start,
+		StatusCode:     store.StatusOK,
+		ServiceName:    genServices[svc],
+		ScopeName:      scope,
+		ScopeVersion:   "0.52b1",
+		Operation:      "invoke_agent",
+		Provider:       model.provider,
+		RequestModel:   model.request,
+		AgentName:      agent,
+		ConversationID: conv,
+		Attributes: store.Attributes{
+			"gen_ai.operation.name":    "invoke_agent",
+			"gen_ai.provider.name":     model.provider,
+			"gen_ai.agent.name":        agent,
+			"gen_ai.agent.id":          "asst_" + randHex(rng, 8),
+			"gen_ai.agent.description": "Answers questions with cited evidence",
+			"gen_ai.conversation.id":   conv,
+			"gen_ai.request.model":     model.request,
+			"loomwork.case.id":         fmt.Sprintf("case-%04d", rng.IntN(5000)),
+			"loomwork.trial":           int64(rng.IntN(5)),
+		},
+		ResourceAttributes: resources[svc],
+	}
+	spans = append(spans, root)
+	rootIdx := len(spans) - 1
+
+	t := start.Add(time.Duration(1+rng.IntN(3)) * time.Millisecond)
+	var sumIn, sumOut int64
+	hadError := false
+	for j := 1; j < k; j++ {
+		var sp store.Span
+		switch {
+		case j%2 == 1 || j == k-1:
+			sp = genChat(rng, model.provider, model.request, model.response, conv, agent)
+			sumIn += sp.InputTokens
+			sumOut += sp.OutputTokens
+		case j%6 == 4:
+			sp = genRetrieval(rng)
+		default:
+			sp = genTool(rng)
+			hadError = hadError || sp.IsError()
+		}
+		sp.TraceID = traceID
+		sp.SpanID = randHex(rng, 8)
+		sp.ParentSpanID = root.SpanID
+		sp.ServiceName = genServices[svc]
+		sp.ScopeName = scope
+		sp.ScopeVersion = "0.52b1"
+		sp.ResourceAttributes = resources[svc]
+		sp.StartTime = t
+		sp.EndTime = t.Add(sp.EndTime.Sub(time.Time{}))
+		for e := range sp.Events {
+			sp.Events[e].Time = t.Add(sp.Events[e].Time.Sub(time.Time{}))
+		}
+		t = sp.EndTime.Add(time.Duration(rng.IntN(2000)) * time.Microsecond)
+		spans = append(spans, sp)
+	}
+	// Some instrumentations repeat the children's usage on the agent span;
+	// store summaries must not count it twice.
+	r := &spans[rootIdx]
+	r.EndTime = t.Add(time.Millisecond)
+	if sumIn > 0 && rng.IntN(2) == 0 {
+		r.HasUsage = true
+		r.InputTokens, r.OutputTokens = sumIn, sumOut
+		r.Attributes["gen_ai.usage.input_tokens"] = sumIn
+		r.Attributes["gen_ai.usage.output_tokens"] = sumOut
+	}
+	if hadError && rng.IntN(2) == 0 {
+		r.StatusCode = store.StatusError
+		r.StatusMessage = "tool call failed"
+	}
+	return spans
+}
+
+// genChat, genTool and genRetrieval return a span whose EndTime (and event
+// times) hold offsets from the zero time; appendTrace places them.
+func genChat(rng *rand.Rand, provider, reqModel, respModel, conv, agent string) store.Span {
+	in := int64(200 + rng.IntN(6000))
+	out := int64(20 + rng.IntN(800))
+	cached := int64(0)
+	if rng.IntN(3) == 0 {
+		cached = in / 2
+	}
+	sp := store.Span{
+		Name:            "chat " + reqModel,
+		Kind:            "client",
+		StatusCode:      store.StatusUnset,
+		Operation:       "chat",
+		Provider:        provider,
+		RequestModel:    reqModel,
+		ResponseModel:   respModel,
+		AgentName:       agent,
+		ConversationID:  conv,
+		HasUsage:        true,
+		InputTokens:     in,
+		OutputTokens:    out,
+		CacheReadTokens: cached,
+		EndTime:         time.Time{}.Add(time.Duration(300+rng.IntN(4000)) * time.Millisecond),
+		Attributes: store.Attributes{
+			"gen_ai.operation.name":                "chat",
+			"gen_ai.provider.name":                 provider,
+			"gen_ai.request.model":                 reqModel,
+			"gen_ai.response.model":                respModel,
+			"gen_ai.response.id":                   "chatcmpl-" + randHex(rng, 12),
+			"gen_ai.request.temperature":           float64(rng.IntN(11)) / 10,
+			"gen_ai.request.max_tokens":            int64(4096),
+			"gen_ai.response.finish_reasons":       []any{"stop"},
+			"gen_ai.usage.input_tokens":            in,
+			"gen_ai.usage.output_tokens":           out,
+			"gen_ai.usage.cache_read.input_tokens": cached,
+			"gen_ai.conversation.id":               conv,
+			"server.address":                       "api." + provider + ".example",
+			"server.port":                          int64(443),
+		},
+	}
+	if rng.IntN(4) == 0 {
+		sp.Attributes["gen_ai.response.finish_reasons"] = []any{"tool_calls"}
+	}
+	if rng.IntN(3) == 0 {
+		cost := float64(in)*2.5e-6 + float64(out)*1e-5
+		sp.CostUSD = &cost
+		sp.Attributes["llm.cost.total"] = cost
+	}
+	return sp
+}
+
+func genTool(rng *rand.Rand) store.Span {
+	tool := genTools[rng.IntN(len(genTools))]
+	callID := "call_" + randHex(rng, 10)
+	sp := store.Span{
+		Name:       "execute_tool " + tool,
+		Kind:       "internal",
+		StatusCode: store.StatusOK,
+		Operation:  "execute_tool",
+		ToolName:   tool,
+		ToolCallID: callID,
+		EndTime:    time.Time{}.Add(time.Duration(5+rng.IntN(900)) * time.Millisecond),
+		Attributes: store.Attributes{
+			"gen_ai.operation.name":      "execute_tool",
+			"gen_ai.tool.name":           tool,
+			"gen_ai.tool.type":           "function",
+			"gen_ai.tool.call.id":        callID,
+			"gen_ai.tool.description":    "Runs " + tool + " in the sandbox",
+			"gen_ai.tool.call.arguments": fmt.Sprintf(`{"query":"item %d","limit":%d}`, rng.IntN(1000), 1+rng.IntN(20)),
+			"gen_ai.tool.call.result":    fmt.Sprintf(`{"status":"done","rows":%d}`, rng.IntN(50)),
+			"loomwork.sandbox.id":        "sbx-" + randHex(rng, 4),
+			"loomwork.sandbox.exit_code": int64(0),
+			"code.function.name":         "tools." + tool,
+			"thread.id":                  int64(1 + rng.IntN(16)),
+		},
+	}
+	if rng.IntN(20) == 0 {
+		sp.StatusCode = store.StatusError
+		sp.StatusMessage = tool + ": upstream returned 503"
+		sp.Attributes["error.type"] = "UpstreamUnavailable"
+		sp.Attributes["loomwork.sandbox.exit_code"] = int64(1)
+		sp.Events = []store.Event{{
+			Time: time.Time{}.Add(sp.EndTime.Sub(time.Time{}) / 2),
+			Name: "exception",
+			Attributes: store.Attributes{
+				"exception.type":    "UpstreamUnavailable",
+				"exception.message": "503 Service Unavailable",
+				"exception.escaped": false,
+			},
+		}}
+	}
+	return sp
+}
+
+func genRetrieval(rng *rand.Rand) store.Span {
+	docs := make([]string, 3+rng.IntN(5))
+	docList := make([]any, len(docs))
+	for i := range docs {
+		docs[i] = fmt.Sprintf("doc-%05d", rng.IntN(100000))
+		docList[i] = docs[i]
+	}
+	cited := []string{docs[0]}
+	return store.Span{
+		Name:          "retrieval kb-main",
+		Kind:          "client",
+		StatusCode:    store.StatusUnset,
+		Operation:     "retrieval",
+		RetrievedDocs: docs,
+		CitedDocs:     cited,
+		EndTime:       time.Time{}.Add(time.Duration(10+rng.IntN(200)) * time.Millisecond),
+		Attributes: store.Attributes{
+			"gen_ai.operation.name":         "retrieval",
+			"gen_ai.data_source.id":         "kb-main",
+			"gen_ai.retrieval.query.text":   "how does the checkout retry policy work",
+			"gen_ai.retrieval.documents":    docList,
+			store.AttrCitedDocuments:        []any{cited[0]},
+			"db.system.name":                "bleve",
+			"loomwork.retrieval.mode":       "hybrid",
+			"loomwork.retrieval.k":          int64(len(docs)),
+			"loomwork.retrieval.latency_ms": 12.5,
+			"server.address":                "127.0.0.1",
+			"server.port":                   int64(8081),
+		},
+	}
+}
