@@ -21,9 +21,9 @@ fi
 
 if ls web/*.templ >/dev/null 2>&1 || find web -name '*.templ' | grep -q .; then
   echo "== templ generate (generated code must be committed and current)"
-  go run github.com/a-h/templ/cmd/templ generate -path web >/dev/null
+  go tool templ generate -path web >/dev/null
   if [ -n "$(git status --porcelain -- web | grep '_templ.go' || true)" ]; then
-    echo "generated *_templ.go files are stale: run 'go run github.com/a-h/templ/cmd/templ generate -path web' and commit"; git status --porcelain -- web; exit 1
+    echo "generated *_templ.go files are stale: run 'go tool templ generate -path web' and commit"; git status --porcelain -- web; exit 1
   fi
 fi
 

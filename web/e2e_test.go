@@ -1,0 +1,173 @@
+package web
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// browser starts headless Chromium (Debian's package) for an end-to-end
+// test. Without Chromium the test skips locally and fails in CI, which
+// installs it.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed; .ci/run installs Debian's chromium package")
+		}
+		t.Skip("chromium not installed (apt-get install chromium)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1500, 1000),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	return bctx
+}
+
+// artifactDir is where screenshots go: $LOOMWORK_ARTIFACTS, else
+// testartifacts/ at the repository root (git-ignored).
+func artifactDir(t *testing.T) string {
+	dir := os.Getenv("LOOMWORK_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "testartifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(artifactDir(t), name+".png")
+	if err := os.WriteFile(p, buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", p)
+}
+
+func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func count(t *testing.T, ctx context.Context, selector string) int {
+	t.Helper()
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconv.Quote(selector)+`).length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func text(t *testing.T, ctx context.Context, selector string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(selector))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestBrowserTraceListFilterTraceCriticalPathAndSpanPanel(t *testing.T) {
+	st, _ := seeded(t)
+	srv, err := New(Config{}, Deps{Traces: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	ctx := browser(t)
+
+	// The list.
+	do(t, ctx, chromedp.Navigate(ts.URL+"/traces"), chromedp.WaitVisible("#trace-table"))
+	if rows := count(t, ctx, "#trace-table tbody tr"); rows != 31 {
+		t.Fatalf("list shows %d traces, want 31", rows)
+	}
+	screenshot(t, ctx, "01-trace-list")
+
+	// Filter by status and service through the form.
+	do(t, ctx,
+		chromedp.SetValue(`select[name="status"]`, "error"),
+		chromedp.SetValue(`input[name="service"]`, "svc-<i>x</i>"),
+		chromedp.Submit(`#filters`),
+		chromedp.WaitVisible(`#trace-table`),
+	)
+	// Submit navigates; wait until the filtered page is the one shown.
+	do(t, ctx, chromedp.Poll[chromedp.Void](`document.querySelectorAll("#trace-table tbody tr").length === 1`))
+	screenshot(t, ctx, "02-trace-list-filtered")
+
+	// Open the trace: the critical path is highlighted.
+	do(t, ctx, chromedp.Click(`#trace-table tbody tr a.root`), chromedp.WaitVisible("#waterfall"))
+	if crit := count(t, ctx, ".wf-row.crit"); crit != 3 {
+		t.Fatalf("critical rows highlighted: %d, want 3", crit)
+	}
+	if root := text(t, ctx, ".wf-row .span-link"); !strings.Contains(root, "<script>") {
+		t.Fatalf("the span name should render as literal text, got %q", root)
+	}
+	screenshot(t, ctx, "03-trace-waterfall")
+
+	// Open a span: the panel loads in place with attributes and messages.
+	do(t, ctx,
+		chromedp.Click(`.wf-row[data-span="00000000000000a2"] .span-link`),
+		chromedp.WaitVisible(`#span-panel .span-panel[data-span="00000000000000a2"]`),
+	)
+	panel := text(t, ctx, "#span-panel")
+	for _, want := range []string{"chat gpt-4o", "gen_ai.input.messages", "<script>alert(4)</script>", "cache read 1000"} {
+		if !strings.Contains(panel, want) {
+			t.Errorf("span panel lacks %q", want)
+		}
+	}
+	if sel := count(t, ctx, `.wf-row.selected[data-span="00000000000000a2"]`); sel != 1 {
+		t.Errorf("selected row not marked")
+	}
+	screenshot(t, ctx, "04-span-panel")
+}
+
+func TestBrowserBigTraceExpandsASubtreeInPlace(t *testing.T) {
+	st := openStore(t)
+	spans := bigTraceSpans(30_000)
+	if err := st.WriteSpans(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := New(Config{}, Deps{Traces: st})
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	ctx := browser(t)
+	do(t, ctx, chromedp.Navigate(ts.URL+"/traces/"+spans[0].TraceID), chromedp.WaitVisible("#waterfall"))
+	before := count(t, ctx, ".wf-row")
+	do(t, ctx, chromedp.Click(`.wf-row[data-span="`+spans[1].SpanID+`"] a.toggle`), chromedp.WaitVisible(`.wf-more a.more`))
+	after := count(t, ctx, ".wf-row")
+	if before != 51 || after != 51+PageRows {
+		t.Fatalf("rows before/after expanding: %d/%d, want 51/%d", before, after, 51+PageRows)
+	}
+	screenshot(t, ctx, "05-big-trace-expanded")
+}

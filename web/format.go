@@ -1,0 +1,261 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/store"
+)
+
+func fmtMS(ms float64) string {
+	switch {
+	case ms >= 60000:
+		return fmt.Sprintf("%.1f min", ms/60000)
+	case ms >= 1000:
+		return fmt.Sprintf("%.2f s", ms/1000)
+	case ms >= 10:
+		return fmt.Sprintf("%.0f ms", ms)
+	default:
+		return fmt.Sprintf("%.2f ms", ms)
+	}
+}
+
+func fmtDur(d time.Duration) string { return fmtMS(float64(d) / 1e6) }
+
+func fmtCost(c *float64) string {
+	if c == nil {
+		return "unknown"
+	}
+	if *c < 0.01 {
+		return fmt.Sprintf("$%.5f", *c)
+	}
+	return fmt.Sprintf("$%.4f", *c)
+}
+
+func fmtInt(n int64) string {
+	s := fmt.Sprint(n)
+	if n < 10000 && n > -10000 {
+		return s
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && c != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000")
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.3f%%", f) }
+
+func barStyle(r Row) string {
+	w := r.WidthPct
+	if w < 0.15 {
+		w = 0.15
+	}
+	return fmt.Sprintf("left:%.3f%%;width:%.3f%%", r.OffsetPct, w)
+}
+
+func indentStyle(depth int) string {
+	return fmt.Sprintf("padding-left:%dpx", 6+min(depth, 40)*14)
+}
+
+// traceURL builds a trace-page URL keeping the view state.
+func traceURL(id string, q waterfallQuery, page int, span string, toggle string) string {
+	v := url.Values{}
+	ids := make([]string, 0, len(q.Toggled)+1)
+	for t := range q.Toggled {
+		if t != toggle {
+			ids = append(ids, t)
+		}
+	}
+	if toggle != "" && !q.Toggled[toggle] {
+		ids = append(ids, toggle)
+	}
+	sort.Strings(ids)
+	if len(ids) > 0 {
+		v.Set("t", strings.Join(ids, ","))
+	}
+	if q.Search != "" {
+		v.Set("q", q.Search)
+	}
+	if page > 1 {
+		v.Set("p", fmt.Sprint(page))
+	}
+	if span != "" {
+		v.Set("span", span)
+	}
+	u := "/traces/" + url.PathEscape(id)
+	if enc := v.Encode(); enc != "" {
+		u += "?" + enc
+	}
+	return u
+}
+
+func rowsURL(id, parent string, q waterfallQuery) string {
+	v := url.Values{"parent": {parent}}
+	return "/traces/" + url.PathEscape(id) + "/rows?" + v.Encode()
+}
+
+func spanFragmentURL(id, span string) string {
+	return "/traces/" + url.PathEscape(id) + "/spans/" + url.PathEscape(span) + "?fragment=1"
+}
+
+// listURL rewrites one parameter of the list query.
+func listURL(q url.Values, key, value string) string {
+	v := url.Values{}
+	for k, vs := range q {
+		if k != key && k != "page" {
+			v[k] = vs
+		}
+	}
+	if value != "" {
+		v.Set(key, value)
+	}
+	return "/traces?" + v.Encode()
+}
+
+func sortURL(q url.Values, key string) string {
+	v := url.Values{}
+	for k, vs := range q {
+		if k != "sort" && k != "order" && k != "page" {
+			v[k] = vs
+		}
+	}
+	v.Set("sort", key)
+	if q.Get("sort") == key && q.Get("order") != "asc" {
+		v.Set("order", "asc")
+	}
+	return "/traces?" + v.Encode()
+}
+
+// attrRows renders attribute values as display strings, sorted by key.
+type attrRow struct{ Key, Value string }
+
+func attrRows(a store.Attributes) []attrRow {
+	keys := make([]string, 0, len(a))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]attrRow, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, attrRow{k, displayValue(a[k])})
+	}
+	return out
+}
+
+func displayValue(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case nil:
+		return "null"
+	default:
+		b, err := json.Marshal(store.Attributes{"v": t})
+		if err != nil {
+			return fmt.Sprint(t)
+		}
+		s := string(b)
+		return s[len(`{"v":`) : len(s)-1]
+	}
+}
+
+// isMessages reports whether an attribute holds captured GenAI content.
+func isMessages(key string) bool {
+	switch key {
+	case "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result":
+		return true
+	}
+	return strings.HasPrefix(key, "gen_ai.prompt.") || strings.HasPrefix(key, "gen_ai.completion.")
+}
+
+func prettyJSON(s string) string {
+	var v any
+	if json.Unmarshal([]byte(s), &v) != nil {
+		return s
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the template escapes; \u003c would only hide what was sent
+	enc.SetIndent("", "  ")
+	if enc.Encode(v) != nil {
+		return s
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func critical(r Row) bool { return r.CritSelfMS > 0 }
+
+func selfPct(self, total float64) string {
+	if total <= 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%.1f%%", 100*self/total)
+}
+
+func joinStrings(s []string) string { return strings.Join(s, ", ") }
+
+func fmtUSD(f float64) string { return fmtCost(&f) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func citeTitle(ev Evidence, d string) string {
+	if contains(ev.CitedNotRetrieved, d) {
+		return "cited but never retrieved in this trace"
+	}
+	return "retrieved and cited"
+}
+
+func unpricedTitle(models []string) string {
+	if len(models) == 0 {
+		return ""
+	}
+	return "no price for " + strings.Join(models, ", ")
+}
+
+func critSelfOf(v TraceView, span string) float64 {
+	total := 0.0
+	for _, e := range v.Rollup.CriticalPath {
+		if e.SpanID == span {
+			total += e.SelfMS
+		}
+	}
+	return total
+}
+
+func topCritical(r rollup.Rollup, n int) []rollup.PathEntry {
+	entries := append([]rollup.PathEntry(nil), r.CriticalPath...)
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].SelfMS > entries[j].SelfMS })
+	if len(entries) > n {
+		entries = entries[:n]
+	}
+	return entries
+}

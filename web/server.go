@@ -1,0 +1,326 @@
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"github.com/loomwork/loomwork/scorer/pricing"
+	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/store"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// Config configures the UI.
+type Config struct {
+	// AuthToken, when set, is required as "Authorization: Bearer TOKEN" on
+	// every request but /healthz (browsers can sign in once at
+	// /login?token=TOKEN, which sets a cookie). Empty means no
+	// authentication, the right default on a laptop.
+	AuthToken string
+	// RollupCacheSize bounds how many computed trace rollups are kept
+	// (default 256).
+	RollupCacheSize int
+}
+
+// Validate reports configuration errors.
+func (c Config) Validate() error {
+	if c.AuthToken != "" && len(c.AuthToken) < 16 {
+		return errors.New("auth_token must be at least 16 characters")
+	}
+	if c.RollupCacheSize < 0 {
+		return errors.New("rollup_cache_size must not be negative")
+	}
+	return nil
+}
+
+// TraceReader is what the UI needs from the trace store.
+type TraceReader interface {
+	GetTrace(ctx context.Context, traceID string) ([]store.Span, error)
+	ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error)
+}
+
+// Deps are the UI's data sources. Only Traces is required.
+type Deps struct {
+	Traces TraceReader
+	Prices *pricing.Table // nil: the shipped table
+	Logger *slog.Logger
+	// Files serves runs, reports and ablations; nil hides those pages.
+	Files *FileSources
+}
+
+// Server is the UI's http.Handler.
+type Server struct {
+	cfg    Config
+	deps   Deps
+	mux    *http.ServeMux
+	log    *slog.Logger
+	cacheM sync.Mutex
+	cache  map[string]cachedTrace
+}
+
+type cachedTrace struct {
+	spans  []store.Span
+	rollup rollup.Rollup
+	index  *traceIndex
+}
+
+// New returns the UI handler.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("web config: %w", err)
+	}
+	if deps.Traces == nil {
+		return nil, errors.New("web config: a trace reader is required")
+	}
+	if deps.Prices == nil {
+		deps.Prices = pricing.Default()
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RollupCacheSize == 0 {
+		cfg.RollupCacheSize = 256
+	}
+	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: map[string]cachedTrace{}}
+	static, _ := fs.Sub(staticFS, "static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	s.mux.HandleFunc("GET /login", s.login)
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/traces", http.StatusFound) })
+	s.mux.HandleFunc("GET /traces", s.traceList)
+	s.mux.HandleFunc("GET /traces/{id}", s.tracePage)
+	s.mux.HandleFunc("GET /traces/{id}/rows", s.traceRows)
+	s.mux.HandleFunc("GET /traces/{id}/spans/{span}", s.spanPage)
+	s.mux.HandleFunc("GET /api/v1/traces", s.apiTraceList)
+	s.mux.HandleFunc("GET /api/v1/traces/{id}", s.apiTrace)
+	s.mux.HandleFunc("GET /api/v1/traces/{id}/rollup", s.apiRollup)
+	if deps.Files != nil {
+		s.registerFiles()
+	}
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler, enforcing the bearer token if set.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'")
+	if s.cfg.AuthToken != "" && r.URL.Path != "/healthz" && r.URL.Path != "/login" && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="loomwork"`)
+		http.Error(w, "unauthorized: send Authorization: Bearer TOKEN (browsers: open /login?token=TOKEN once)", http.StatusUnauthorized)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Handle mounts an extra handler on the UI's mux (the collector uses it).
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+func (s *Server) authorized(r *http.Request) bool {
+	tok := ""
+	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+		tok = strings.TrimPrefix(h, "Bearer ")
+	} else if c, err := r.Cookie("loomwork_token"); err == nil {
+		tok = c.Value
+	}
+	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AuthToken)) == 1
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	tok := r.URL.Query().Get("token")
+	if s.cfg.AuthToken == "" {
+		http.Redirect(w, r, "/traces", http.StatusFound)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AuthToken)) != 1 {
+		http.Error(w, "unauthorized: wrong or missing token", http.StatusUnauthorized)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: "loomwork_token", Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	http.Redirect(w, r, "/traces", http.StatusFound)
+}
+
+// loadTrace returns a trace's spans, rollup and index, cached while the
+// trace does not change (same span count and end).
+func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) {
+	spans, err := s.deps.Traces.GetTrace(ctx, id)
+	if err != nil {
+		return cachedTrace{}, err
+	}
+	key := fmt.Sprintf("%s/%d", id, len(spans))
+	s.cacheM.Lock()
+	c, ok := s.cache[key]
+	s.cacheM.Unlock()
+	if ok {
+		return c, nil
+	}
+	r := rollup.Compute(spans, s.deps.Prices)
+	c = cachedTrace{spans: spans, rollup: r, index: newTraceIndex(spans, &r)}
+	s.cacheM.Lock()
+	if len(s.cache) >= s.cfg.RollupCacheSize {
+		for k := range s.cache { // evict an arbitrary entry; the cache is a convenience
+			delete(s.cache, k)
+			break
+		}
+	}
+	s.cache[key] = c
+	s.cacheM.Unlock()
+	return c, nil
+}
+
+// rollupFor computes a trace's rollup for the list page.
+func (s *Server) rollupFor(ctx context.Context, id string) (rollup.Rollup, error) {
+	c, err := s.loadTrace(ctx, id)
+	if err != nil {
+		return rollup.Rollup{}, err
+	}
+	return c.rollup, nil
+}
+
+// badRequest reports an input error; the message names the parameter.
+type badRequest struct{ msg string }
+
+func (e badRequest) Error() string { return e.msg }
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	var br badRequest
+	switch {
+	case errors.As(err, &br):
+		status = http.StatusBadRequest
+	case errors.Is(err, store.ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, context.Canceled):
+		return
+	default:
+		// Store ids are validated by the store; an invalid id is the caller's fault.
+		if strings.Contains(err.Error(), "invalid trace id") {
+			status = http.StatusBadRequest
+		}
+	}
+	if status == http.StatusInternalServerError {
+		s.log.Error("request failed", "path", r.URL.Path, "err", err)
+	}
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, status, map[string]string{"error": err.Error()})
+		return
+	}
+	w.WriteHeader(status)
+	render(w, r, ErrorPage(status, err.Error()))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func render(w http.ResponseWriter, r *http.Request, c templ.Component) {
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	}
+	if err := c.Render(r.Context(), w); err != nil && !errors.Is(err, context.Canceled) {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// parseTraceQuery reads the list filters from URL parameters.
+func parseTraceQuery(v map[string][]string) (store.TraceQuery, error) {
+	get := func(k string) string {
+		if x := v[k]; len(x) > 0 {
+			return strings.TrimSpace(x[0])
+		}
+		return ""
+	}
+	q := store.TraceQuery{Service: get("service"), Agent: get("agent"), Model: get("model"), Text: get("q"), PageToken: get("page")}
+	parseTime := func(k string) (time.Time, error) {
+		s := get(k)
+		if s == "" {
+			return time.Time{}, nil
+		}
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return t, nil
+		}
+		if t, err := time.ParseInLocation("2006-01-02T15:04", s, time.UTC); err == nil { // <input type=datetime-local>
+			return t, nil
+		}
+		return time.Time{}, badRequest{fmt.Sprintf("parameter %s: %q is not a time (want RFC 3339, e.g. 2026-11-29T14:00:00Z)", k, s)}
+	}
+	var err error
+	if q.Start, err = parseTime("start"); err != nil {
+		return q, err
+	}
+	if q.End, err = parseTime("end"); err != nil {
+		return q, err
+	}
+	if since := get("since"); since != "" {
+		d, err := time.ParseDuration(since)
+		if err != nil || d <= 0 {
+			return q, badRequest{fmt.Sprintf("parameter since: %q is not a positive duration (e.g. 1h, 30m)", since)}
+		}
+		q.Start = time.Now().Add(-d)
+	}
+	switch st := get("status"); st {
+	case "", "ok", "error":
+		q.Status = st
+	default:
+		return q, badRequest{fmt.Sprintf("parameter status: %q is not ok or error", st)}
+	}
+	if md := get("min_duration"); md != "" {
+		d, err := time.ParseDuration(md)
+		if err != nil || d < 0 {
+			return q, badRequest{fmt.Sprintf("parameter min_duration: %q is not a duration (e.g. 250ms, 2s)", md)}
+		}
+		q.MinDuration = d
+	}
+	switch sb := get("sort"); sb {
+	case "", store.SortStart, store.SortDuration, store.SortSpans, store.SortErrors, store.SortTokens:
+		q.SortBy = sb
+	default:
+		return q, badRequest{fmt.Sprintf("parameter sort: %q is not one of start, duration, spans, errors, tokens", sb)}
+	}
+	switch get("order") {
+	case "", "desc":
+	case "asc":
+		q.Ascending = true
+	default:
+		return q, badRequest{fmt.Sprintf("parameter order: %q is not asc or desc", get("order"))}
+	}
+	if l := get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n <= 0 || n > store.MaxPageSize {
+			return q, badRequest{fmt.Sprintf("parameter limit: %q is not between 1 and %d", l, store.MaxPageSize)}
+		}
+		q.Limit = n
+	}
+	return q, nil
+}
+
+func parseMinCost(v map[string][]string) (float64, error) {
+	if x := v["min_cost"]; len(x) > 0 && strings.TrimSpace(x[0]) != "" {
+		f, err := strconv.ParseFloat(strings.TrimSpace(x[0]), 64)
+		if err != nil || f < 0 {
+			return 0, badRequest{fmt.Sprintf("parameter min_cost: %q is not a non-negative number of USD", x[0])}
+		}
+		return f, nil
+	}
+	return 0, nil
+}
+
+func itoa64(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,297 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/store"
+)
+
+// listRollupLimit is the largest trace the list page rolls up inline; bigger
+// ones show their numbers on the trace page.
+const listRollupLimit = 5000
+
+// ListRow is one trace in the list.
+type ListRow struct {
+	store.TraceSummary
+	RolledUp       bool     `json:"rolled_up"`
+	CriticalPathMS float64  `json:"critical_path_ms"`
+	CostUSD        *float64 `json:"cost_usd"`
+	UnpricedModels []string `json:"unpriced_models,omitempty"`
+}
+
+// ListView is the trace list page.
+type ListView struct {
+	Query    url.Values
+	Rows     []ListRow
+	NextPage string
+	MinCost  float64
+	Scanned  int // summaries scanned to fill a min_cost page
+}
+
+func (s *Server) listTraces(r *http.Request) (ListView, error) {
+	vals := r.URL.Query()
+	q, err := parseTraceQuery(vals)
+	if err != nil {
+		return ListView{}, err
+	}
+	minCost, err := parseMinCost(vals)
+	if err != nil {
+		return ListView{}, err
+	}
+	view := ListView{Query: vals, MinCost: minCost}
+	want := q.Limit
+	if want == 0 {
+		want = store.DefaultPageSize
+	}
+	// Cost is known only after a rollup, so a min_cost filter reads pages
+	// until it has filled one (at most 20 pages, then it says so).
+	for pages := 0; pages < 20; pages++ {
+		page, err := s.deps.Traces.ListTraces(r.Context(), q)
+		if err != nil {
+			if strings.Contains(err.Error(), "page token") {
+				return ListView{}, badRequest{"parameter page: " + err.Error()}
+			}
+			return ListView{}, err
+		}
+		for _, sum := range page.Traces {
+			view.Scanned++
+			row := ListRow{TraceSummary: sum}
+			if sum.SpanCount <= listRollupLimit {
+				ru, err := s.rollupFor(r.Context(), sum.TraceID)
+				if err != nil {
+					return ListView{}, err
+				}
+				row.RolledUp = true
+				row.CriticalPathMS = ru.CriticalPathMS
+				row.CostUSD = ru.CostUSD
+				row.UnpricedModels = ru.UnpricedModels
+			}
+			if minCost > 0 && (row.CostUSD == nil || *row.CostUSD < minCost) {
+				continue
+			}
+			view.Rows = append(view.Rows, row)
+		}
+		view.NextPage = page.NextPageToken
+		if minCost == 0 || len(view.Rows) >= want || page.NextPageToken == "" {
+			break
+		}
+		q.PageToken = page.NextPageToken
+	}
+	return view, nil
+}
+
+func (s *Server) traceList(w http.ResponseWriter, r *http.Request) {
+	view, err := s.listTraces(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	render(w, r, TraceListPage(view))
+}
+
+func (s *Server) apiTraceList(w http.ResponseWriter, r *http.Request) {
+	view, err := s.listTraces(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if view.Rows == nil {
+		view.Rows = []ListRow{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"traces": view.Rows, "next_page_token": view.NextPage})
+}
+
+// TraceView is the trace page.
+type TraceView struct {
+	TraceID   string
+	Rollup    rollup.Rollup
+	Rows      []Row
+	Page      int
+	Pages     int
+	TotalRows int
+	Query     waterfallQuery
+	Big       bool
+	Selected  *store.Span
+	Evidence  Evidence
+	SpanCount int
+	Services  []string
+}
+
+// Evidence compares what the trace retrieved with what it cited.
+type Evidence struct {
+	Retrieved []string
+	Cited     []string
+	// CitedNotRetrieved are citations of documents no retrieval returned.
+	CitedNotRetrieved []string
+}
+
+func evidenceOf(spans []store.Span) Evidence {
+	var ev Evidence
+	got := map[string]bool{}
+	cited := map[string]bool{}
+	for i := range spans {
+		for _, d := range spans[i].RetrievedDocs {
+			if !got[d] {
+				got[d] = true
+				ev.Retrieved = append(ev.Retrieved, d)
+			}
+		}
+		for _, d := range spans[i].CitedDocs {
+			if !cited[d] {
+				cited[d] = true
+				ev.Cited = append(ev.Cited, d)
+			}
+		}
+	}
+	for _, d := range ev.Cited {
+		if !got[d] {
+			ev.CitedNotRetrieved = append(ev.CitedNotRetrieved, d)
+		}
+	}
+	return ev
+}
+
+func parseWaterfallQuery(v url.Values) (waterfallQuery, error) {
+	q := waterfallQuery{Toggled: map[string]bool{}, Search: v.Get("q"), Page: 1}
+	for _, id := range strings.Split(v.Get("t"), ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			q.Toggled[id] = true
+		}
+	}
+	if p := v.Get("p"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			return q, badRequest{"parameter p: " + strconv.Quote(p) + " is not a page number"}
+		}
+		q.Page = n
+	}
+	return q, nil
+}
+
+func (s *Server) traceView(r *http.Request) (TraceView, error) {
+	id := r.PathValue("id")
+	wq, err := parseWaterfallQuery(r.URL.Query())
+	if err != nil {
+		return TraceView{}, err
+	}
+	c, err := s.loadTrace(r.Context(), id)
+	if err != nil {
+		return TraceView{}, err
+	}
+	all := c.index.rows(c.index.roots, wq)
+	pages := (len(all) + PageRows - 1) / PageRows
+	if pages == 0 {
+		pages = 1
+	}
+	if wq.Page > pages {
+		wq.Page = pages
+	}
+	lo := (wq.Page - 1) * PageRows
+	hi := min(lo+PageRows, len(all))
+	v := TraceView{TraceID: id, Rollup: c.rollup, Rows: all[lo:hi], Page: wq.Page, Pages: pages, TotalRows: len(all),
+		Query: wq, Big: len(c.spans) > bigTrace, Evidence: evidenceOf(c.spans), SpanCount: len(c.spans)}
+	seen := map[string]bool{}
+	for i := range c.spans {
+		if sv := c.spans[i].ServiceName; sv != "" && !seen[sv] {
+			seen[sv] = true
+			v.Services = append(v.Services, sv)
+		}
+	}
+	if sel := r.URL.Query().Get("span"); sel != "" {
+		if i, ok := c.index.byID[sel]; ok {
+			v.Selected = &c.spans[i]
+		}
+	}
+	return v, nil
+}
+
+func (s *Server) tracePage(w http.ResponseWriter, r *http.Request) {
+	v, err := s.traceView(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	render(w, r, TracePage(v))
+}
+
+// traceRows returns the rows of one span's subtree (its children and their
+// visible descendants) as an HTML fragment, for expanding without a reload.
+func (s *Server) traceRows(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	wq, err := parseWaterfallQuery(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := s.loadTrace(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	parent := r.URL.Query().Get("parent")
+	i, ok := c.index.byID[parent]
+	if !ok {
+		s.fail(w, r, badRequest{"parameter parent: span " + strconv.Quote(parent) + " is not in trace " + id})
+		return
+	}
+	offset := 0
+	if o := r.URL.Query().Get("offset"); o != "" {
+		if offset, err = strconv.Atoi(o); err != nil || offset < 0 {
+			s.fail(w, r, badRequest{"parameter offset: " + strconv.Quote(o) + " is not a row offset"})
+			return
+		}
+	}
+	rows := c.index.rows(c.index.children[i], wq)
+	more := ""
+	if offset > len(rows) {
+		offset = len(rows)
+	}
+	rows = rows[offset:]
+	if len(rows) > PageRows {
+		rows = rows[:PageRows]
+		more = rowsURL(id, parent, wq) + "&offset=" + strconv.Itoa(offset+PageRows)
+	}
+	v := TraceView{TraceID: id, Query: wq, Rollup: c.rollup}
+	render(w, r, WaterfallFragment(v, rows, more, traceURL(id, waterfallQuery{Toggled: map[string]bool{parent: !c.index.defaultCollapsed(i)}}, 1, "", "")))
+}
+
+func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
+	c, err := s.loadTrace(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	i, ok := c.index.byID[r.PathValue("span")]
+	if !ok {
+		s.fail(w, r, store.ErrNotFound)
+		return
+	}
+	if r.URL.Query().Get("fragment") == "1" {
+		render(w, r, SpanPanel(r.PathValue("id"), &c.spans[i], c.index.critSelf[c.spans[i].SpanID]))
+		return
+	}
+	u := "/traces/" + url.PathEscape(r.PathValue("id")) + "?span=" + url.QueryEscape(c.spans[i].SpanID)
+	http.Redirect(w, r, u, http.StatusFound)
+}
+
+func (s *Server) apiTrace(w http.ResponseWriter, r *http.Request) {
+	c, err := s.loadTrace(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"trace_id": r.PathValue("id"), "rollup": c.rollup, "spans": c.spans})
+}
+
+func (s *Server) apiRollup(w http.ResponseWriter, r *http.Request) {
+	c, err := s.loadTrace(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c.rollup)
+}
