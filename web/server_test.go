@@ -40,7 +40,7 @@ func hostileTrace() []store.Span {
 	root := store.Span{TraceID: tid, SpanID: "00000000000000a1", Name: "invoke_agent <script>alert('root')</script>", Kind: "internal",
 		StartTime: epoch, EndTime: epoch.Add(900 * time.Millisecond), StatusCode: store.StatusError, StatusMessage: "<b>boom</b>",
 		ServiceName: "svc-<i>x</i>", Operation: "invoke_agent", AgentName: "research",
-		CitedDocs: []string{"docs/setup.md#install", "<img src=x onerror=alert(2)>"},
+		CitedDocs:  []string{"docs/setup.md#install", "<img src=x onerror=alert(2)>"},
 		Attributes: store.Attributes{"gen_ai.operation.name": "invoke_agent", "note": "<script>alert(3)</script>"}}
 	chat := store.Span{TraceID: tid, SpanID: "00000000000000a2", ParentSpanID: root.SpanID, Name: "chat gpt-4o", Kind: "client",
 		StartTime: epoch.Add(10 * time.Millisecond), EndTime: epoch.Add(600 * time.Millisecond), StatusCode: store.StatusOK,
@@ -148,11 +148,11 @@ func TestTraceListFiltersAndRejectsBadParameters(t *testing.T) {
 		t.Fatalf("filter returned %d rows, want 1", strings.Count(body, `<tr class=`))
 	}
 	for path, want := range map[string]string{
-		"/traces?status=maybe":          "parameter status",
-		"/traces?min_duration=fast":     "parameter min_duration",
-		"/traces?start=yesterday":       "parameter start",
-		"/traces?sort=colour":           "parameter sort",
-		"/api/v1/traces?min_cost=-1":    "parameter min_cost",
+		"/traces?status=maybe":              "parameter status",
+		"/traces?min_duration=fast":         "parameter min_duration",
+		"/traces?start=yesterday":           "parameter start",
+		"/traces?sort=colour":               "parameter sort",
+		"/api/v1/traces?min_cost=-1":        "parameter min_cost",
 		"/api/v1/traces?page=not-a-token!!": "page",
 	} {
 		code, body := get(t, ts, path)
