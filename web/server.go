@@ -35,6 +35,13 @@ type Config struct {
 	// RollupCacheSize bounds how many computed trace rollups are kept
 	// (default 256).
 	RollupCacheSize int
+	// CacheFresh is how long a loaded trace is served without re-reading the
+	// store (default 10s): paging, expanding and selecting spans of a huge
+	// trace then cost no store read, and a trace still receiving spans shows
+	// them within this delay.
+	CacheFresh time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
 }
 
 // Validate reports configuration errors.
@@ -77,6 +84,7 @@ type cachedTrace struct {
 	spans  []store.Span
 	rollup rollup.Rollup
 	index  *traceIndex
+	loaded time.Time
 }
 
 // New returns the UI handler.
@@ -95,6 +103,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if cfg.RollupCacheSize == 0 {
 		cfg.RollupCacheSize = 256
+	}
+	if cfg.CacheFresh == 0 {
+		cfg.CacheFresh = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: map[string]cachedTrace{}}
 	static, _ := fs.Sub(staticFS, "static")
@@ -154,22 +168,28 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/traces", http.StatusFound)
 }
 
-// loadTrace returns a trace's spans, rollup and index, cached while the
-// trace does not change (same span count and end).
+// loadTrace returns a trace's spans, rollup and index. A trace loaded less
+// than CacheFresh ago is served from memory; after that it is re-read, and
+// its rollup recomputed only if its span count changed.
 func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) {
+	now := s.cfg.Now()
+	s.cacheM.Lock()
+	c, ok := s.cache[id]
+	s.cacheM.Unlock()
+	if ok && now.Sub(c.loaded) < s.cfg.CacheFresh {
+		return c, nil
+	}
 	spans, err := s.deps.Traces.GetTrace(ctx, id)
 	if err != nil {
 		return cachedTrace{}, err
 	}
-	key := fmt.Sprintf("%s/%d", id, len(spans))
-	s.cacheM.Lock()
-	c, ok := s.cache[key]
-	s.cacheM.Unlock()
-	if ok {
-		return c, nil
+	if ok && len(c.spans) == len(spans) {
+		c.loaded = now
+	} else {
+		r := rollup.Compute(spans, s.deps.Prices)
+		c = cachedTrace{spans: spans, rollup: r, index: newTraceIndex(spans, &r), loaded: now}
 	}
-	r := rollup.Compute(spans, s.deps.Prices)
-	c = cachedTrace{spans: spans, rollup: r, index: newTraceIndex(spans, &r)}
+	key := id
 	s.cacheM.Lock()
 	if len(s.cache) >= s.cfg.RollupCacheSize {
 		for k := range s.cache { // evict an arbitrary entry; the cache is a convenience

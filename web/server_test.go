@@ -320,3 +320,33 @@ func TestBigTraceOpensCollapsedPaginatedAndExpandsOneSubtree(t *testing.T) {
 		t.Fatalf("search rows = %d, want the match and the root", n)
 	}
 }
+
+func TestTraceReceivingSpansIsReloadedAfterTheFreshWindow(t *testing.T) {
+	st := openStore(t)
+	spans := hostileTrace()
+	if err := st.WriteSpans(context.Background(), spans[:2]); err != nil {
+		t.Fatal(err)
+	}
+	now := epoch
+	srv, err := New(Config{CacheFresh: 10 * time.Second, Now: func() time.Time { return now }}, Deps{Traces: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	path := "/traces/" + spans[0].TraceID
+	if _, body := get(t, ts, path); strings.Count(body, `data-depth=`) != 2 {
+		t.Fatal("want 2 rows at first")
+	}
+	if err := st.WriteSpans(context.Background(), spans[2:]); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(5 * time.Second)
+	if _, body := get(t, ts, path); strings.Count(body, `data-depth=`) != 2 {
+		t.Fatal("within the fresh window the cached trace is served")
+	}
+	now = now.Add(6 * time.Second)
+	if _, body := get(t, ts, path); strings.Count(body, `data-depth=`) != 3 {
+		t.Fatal("after the fresh window the new span must appear")
+	}
+}
