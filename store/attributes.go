@@ -44,33 +44,52 @@ func (a *Attributes) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&raw); err != nil {
 		return fmt.Errorf("decode attributes: %w", err)
 	}
-	*a = Attributes(normalizeNumbers(raw).(map[string]any))
+	norm, err := normalizeNumbers(raw)
+	if err != nil {
+		return fmt.Errorf("decode attributes: %w", err)
+	}
+	*a = Attributes(norm.(map[string]any))
 	return nil
 }
 
-func normalizeNumbers(v any) any {
+// normalizeNumbers turns json.Numbers into int64 (no '.', 'e' or 'E' and in
+// range) or float64. A number too large for a float64 is an error: decoding
+// it as ±Inf would not survive a round trip (MarshalJSON writes ±Inf as the
+// strings "Inf"/"-Inf").
+func normalizeNumbers(v any) (any, error) {
 	switch t := v.(type) {
 	case json.Number:
 		s := string(t)
 		if !bytes.ContainsAny([]byte(s), ".eE") {
 			if i, err := strconv.ParseInt(s, 10, 64); err == nil {
-				return i
+				return i, nil
 			}
 		}
-		f, _ := strconv.ParseFloat(s, 64)
-		return f
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil && (math.IsInf(f, 0) || math.IsNaN(f)) {
+			return nil, fmt.Errorf("number %s is out of range for a double", s)
+		}
+		return f, nil
 	case []any:
 		for i := range t {
-			t[i] = normalizeNumbers(t[i])
+			n, err := normalizeNumbers(t[i])
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			t[i] = n
 		}
-		return t
+		return t, nil
 	case map[string]any:
 		for k := range t {
-			t[k] = normalizeNumbers(t[k])
+			n, err := normalizeNumbers(t[k])
+			if err != nil {
+				return nil, fmt.Errorf("attribute %q: %w", k, err)
+			}
+			t[k] = n
 		}
-		return t
+		return t, nil
 	default:
-		return v
+		return v, nil
 	}
 }
 

@@ -2,6 +2,10 @@ package storetest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,9 +17,9 @@ type Harness struct {
 	// Open returns a new, EMPTY store (fresh file / fresh database). The suite
 	// closes it.
 	Open func(t *testing.T) store.Store
-	// Reopen, if set, opens the same data as an earlier Open after that store
-	// was closed (restart semantics: everything acknowledged must be there
-	// exactly once).
+	// Reopen, if set, opens the same data as an earlier Open (the most recent
+	// one) after that store was closed (restart semantics: everything
+	// acknowledged must be there exactly once). The suite closes it.
 	Reopen func(t *testing.T) store.Store
 	// Eventually: how long reads may lag writes (0 = read-your-writes).
 	Eventually time.Duration
@@ -38,6 +42,7 @@ type Capabilities struct {
 }
 
 // RunAll runs the whole conformance battery against the backend h describes.
+// Subtests run one after the other (Reopen refers to the latest Open).
 func RunAll(t *testing.T, h Harness) {
 	t.Helper()
 	if h.Open == nil {
@@ -47,7 +52,7 @@ func RunAll(t *testing.T, h Harness) {
 	for _, tc := range s.tests() {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.skip {
-				t.Skipf("backend opted out (Harness.Skip)")
+				t.Skip("backend opted out (Harness.Skip or no Harness.Reopen)")
 			}
 			tc.run(t)
 		})
@@ -67,13 +72,37 @@ type testCase struct {
 func (s *suite) tests() []testCase {
 	return []testCase{
 		{name: "RoundTripKeepsEveryField", run: s.testRoundTrip},
+		{name: "GetTraceOrdersByStartThenSpanID", run: s.testGetTraceOrder},
+		{name: "GetTraceUnknownIsErrNotFound", run: s.testGetTraceUnknown},
+		{name: "GetTraceInvalidIDIsError", run: s.testGetTraceInvalidID},
+		{name: "WriteRejectsInvalidIDsAndStoresNothing", run: s.testWriteInvalidIDs},
+		{name: "WriteEmptyBatchIsNoop", run: s.testWriteEmpty},
+		{name: "RewriteSameBatchKeepsOneCopy", run: s.testRewrite},
+		{name: "OverlappingBatchesKeepOneCopy", run: s.testOverlapping},
+		{name: "SpansOfOneTraceAcrossBatchesOutOfOrder", run: s.testOutOfOrder},
+		{name: "SummaryTokensCountModelCallsOnly", run: s.testTokenSums},
+		{name: "ListTracesFilters", run: s.testFilters},
+		{name: "ListTracesSortAndPaginate", run: s.testSortAndPaginate},
+		{name: "ListTracesDefaultPageSize", run: s.testDefaultPageSize},
+		{name: "ListTracesMalformedPageTokenIsError", run: s.testBadPageToken},
+		{name: "ListTracesInvalidQueryIsError", run: s.testInvalidQuery},
+		{name: "ConcurrentWritersEachSpanOnce", skip: s.h.Skip.ConcurrentWriters, run: s.testConcurrentWriters},
+		{name: "ReopenKeepsEverythingExactlyOnce", skip: s.h.Reopen == nil, run: s.testReopen},
+		{name: "CanceledContextIsError", skip: s.h.Skip.ContextCancellation, run: s.testCanceled},
 	}
 }
 
 // open opens a fresh store and registers its Close.
 func (s *suite) open(t *testing.T) store.Store {
 	t.Helper()
-	st := s.h.Open(t)
+	return s.track(t, s.h.Open(t))
+}
+
+func (s *suite) track(t *testing.T, st store.Store) store.Store {
+	t.Helper()
+	if st == nil {
+		t.Fatal("harness returned a nil store")
+	}
 	t.Cleanup(func() {
 		if err := st.Close(); err != nil {
 			t.Errorf("close store: %v", err)
@@ -82,11 +111,637 @@ func (s *suite) open(t *testing.T) store.Store {
 	return st
 }
 
+// write writes spans in batches of size (all at once when size <= 0) and
+// records them in m.
+func write(t *testing.T, st store.Store, m *refModel, spans []store.Span, size int) {
+	t.Helper()
+	if size <= 0 {
+		size = len(spans)
+	}
+	for i := 0; i < len(spans); i += size {
+		batch := spans[i:min(i+size, len(spans))]
+		if err := st.WriteSpans(context.Background(), batch); err != nil {
+			t.Fatalf("WriteSpans(spans[%d:%d]): %v", i, i+len(batch), err)
+		}
+		if m != nil {
+			m.add(batch...)
+		}
+	}
+}
+
+// eventually runs check until it returns "" or Harness.Eventually passes,
+// then fails with check's last description.
+func (s *suite) eventually(t *testing.T, what string, check func() string) {
+	t.Helper()
+	deadline := time.Now().Add(s.h.Eventually)
+	for {
+		msg := check()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s:\n%s", what, msg)
+		}
+		time.Sleep(min(100*time.Millisecond, s.h.Eventually/10+time.Millisecond))
+	}
+}
+
+// checkTraces checks that GetTrace returns exactly the model's spans for
+// every trace in m.
+func (s *suite) checkTraces(t *testing.T, st store.Store, m *refModel) {
+	t.Helper()
+	for _, id := range m.traceIDs() {
+		want := m.trace(id)
+		s.eventually(t, "GetTrace("+id+") differs (want = spans written)", func() string {
+			got, err := st.GetTrace(context.Background(), id)
+			if err != nil {
+				return fmt.Sprintf("GetTrace: %v", err)
+			}
+			return diffSpans(want, got)
+		})
+	}
+}
+
+// listAll walks every page of q. It reports duplicates across pages, pages
+// larger than the limit, and a next token on an empty page.
+func listAll(st store.Store, q store.TraceQuery) ([]store.TraceSummary, int, error) {
+	limit := q.Limit
+	if limit == 0 {
+		limit = store.DefaultPageSize
+	}
+	seen := map[string]int{}
+	var all []store.TraceSummary
+	pages := 0
+	for {
+		pages++
+		if pages > 10000 {
+			return nil, pages, errors.New("more than 10000 pages: the page token does not advance")
+		}
+		p, err := st.ListTraces(context.Background(), q)
+		if err != nil {
+			return nil, pages, fmt.Errorf("ListTraces page %d: %w", pages, err)
+		}
+		if len(p.Traces) > limit {
+			return nil, pages, fmt.Errorf("page %d has %d traces, limit is %d", pages, len(p.Traces), limit)
+		}
+		for _, tr := range p.Traces {
+			if prev, dup := seen[tr.TraceID]; dup {
+				return nil, pages, fmt.Errorf("trace %s on page %d was already on page %d", tr.TraceID, pages, prev)
+			}
+			seen[tr.TraceID] = pages
+		}
+		all = append(all, p.Traces...)
+		if p.NextPageToken == "" {
+			return all, pages, nil
+		}
+		if len(p.Traces) == 0 {
+			return nil, pages, fmt.Errorf("page %d is empty but has a next page token", pages)
+		}
+		q.PageToken = p.NextPageToken
+	}
+}
+
+// checkList checks that walking every page of q gives exactly the model's
+// answer, in order, with equal summaries.
+func (s *suite) checkList(t *testing.T, st store.Store, m *refModel, q store.TraceQuery) {
+	t.Helper()
+	want := m.expect(q)
+	s.eventually(t, fmt.Sprintf("ListTraces(%s) differs from the reference model", describeQuery(q)), func() string {
+		got, _, err := listAll(st, q)
+		if err != nil {
+			return err.Error()
+		}
+		return diffSummaries(want, got)
+	})
+}
+
+func describeQuery(q store.TraceQuery) string {
+	var parts []string
+	add := func(k string, v any) { parts = append(parts, fmt.Sprintf("%s=%v", k, v)) }
+	if !q.Start.IsZero() {
+		add("start", q.Start.Format(time.RFC3339Nano))
+	}
+	if !q.End.IsZero() {
+		add("end", q.End.Format(time.RFC3339Nano))
+	}
+	for _, kv := range []struct{ k, v string }{{"service", q.Service}, {"agent", q.Agent}, {"model", q.Model}, {"status", q.Status}, {"text", q.Text}, {"sort", q.SortBy}} {
+		if kv.v != "" {
+			add(kv.k, fmt.Sprintf("%q", kv.v))
+		}
+	}
+	if q.MinDuration != 0 {
+		add("min_duration", q.MinDuration)
+	}
+	if q.Ascending {
+		add("ascending", true)
+	}
+	if q.Limit != 0 {
+		add("limit", q.Limit)
+	}
+	return strings.Join(parts, " ")
+}
+
+func fixtureTrace(spans []store.Span, traceID string) []store.Span {
+	var out []store.Span
+	for _, sp := range spans {
+		if sp.TraceID == traceID {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// Trace ids in testdata/agent_traces.json.
+const (
+	fxResearch = "4bf92f3577b34da6a3ce929d0e0e4736" // every field and attribute type
+	fxCoding   = "b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6" // failing tool, error root
+	fxPipeline = "c0ffee00c0ffee00c0ffee00c0ffee01" // embeddings + text_completion, unicode name
+	fxPartial  = "d00d0000000000000000000000000d01" // no root span
+)
+
 func (s *suite) testRoundTrip(t *testing.T) {
 	st := s.open(t)
-	ctx := context.Background()
-	spans := loadFixture(t, "agent_traces.json")
-	if err := st.WriteSpans(ctx, spans); err != nil {
-		t.Fatalf("WriteSpans: %v", err)
+	m := newRefModel()
+	write(t, st, m, loadFixture(t, "agent_traces.json"), 0)
+	s.checkTraces(t, st, m)
+	s.checkList(t, st, m, store.TraceQuery{})
+}
+
+func (s *suite) testGetTraceOrder(t *testing.T) {
+	st := s.open(t)
+	base := loadFixture(t, "agent_traces.json")[0]
+	at := time.Date(2026, 2, 11, 12, 0, 0, 5, time.UTC)
+	mk := func(spanID string, start time.Time) store.Span {
+		sp := base
+		sp.TraceID = "0123456789abcdef0123456789abcdef"
+		sp.SpanID = spanID
+		sp.ParentSpanID = ""
+		sp.StartTime, sp.EndTime = start, start.Add(time.Second)
+		return sp
 	}
+	// Written out of order; three share a start time.
+	spans := []store.Span{
+		mk("00000000000000c3", at),
+		mk("ff00000000000001", at.Add(-time.Nanosecond)),
+		mk("00000000000000a1", at),
+		mk("00000000000000b2", at),
+		mk("0000000000000001", at.Add(time.Nanosecond)),
+	}
+	m := newRefModel()
+	write(t, st, m, spans, 2)
+	got, err := st.GetTrace(context.Background(), spans[0].TraceID)
+	s.eventually(t, "GetTrace order", func() string {
+		got, err = st.GetTrace(context.Background(), spans[0].TraceID)
+		if err != nil {
+			return err.Error()
+		}
+		var ids []string
+		for _, sp := range got {
+			ids = append(ids, sp.SpanID)
+		}
+		want := "ff00000000000001 00000000000000a1 00000000000000b2 00000000000000c3 0000000000000001"
+		if strings.Join(ids, " ") != want {
+			return fmt.Sprintf("span order\n  want %s\n  got  %s", want, strings.Join(ids, " "))
+		}
+		return ""
+	})
+}
+
+func (s *suite) testGetTraceUnknown(t *testing.T) {
+	st := s.open(t)
+	write(t, st, nil, loadFixture(t, "agent_traces.json"), 0)
+	_, err := st.GetTrace(context.Background(), "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab")
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetTrace(unknown id): got error %v, want one wrapping store.ErrNotFound", err)
+	}
+}
+
+func (s *suite) testGetTraceInvalidID(t *testing.T) {
+	st := s.open(t)
+	write(t, st, nil, loadFixture(t, "agent_traces.json"), 0)
+	for _, id := range []string{
+		"",
+		"xyz",
+		strings.ToUpper(fxResearch),        // ids are lower-case hex
+		fxResearch[:31],                    // too short
+		fxResearch + "0",                   // too long
+		"4bf92f3577b34da6a3ce929d0e0e473g", // not hex
+		"4bf92f35-77b3-4da6-a3ce-929d0e0e",
+		"' OR 1=1 --",
+	} {
+		spans, err := st.GetTrace(context.Background(), id)
+		if err == nil {
+			t.Errorf("GetTrace(%q) = %d spans, nil error; want an invalid-id error", id, len(spans))
+			continue
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetTrace(%q): got ErrNotFound, want an error saying the id is invalid", id)
+		}
+	}
+}
+
+func (s *suite) testWriteInvalidIDs(t *testing.T) {
+	st := s.open(t)
+	good := fixtureTrace(loadFixture(t, "agent_traces.json"), fxCoding)
+	cases := []struct {
+		name string
+		edit func(sp *store.Span)
+	}{
+		{"EmptyTraceID", func(sp *store.Span) { sp.TraceID = "" }},
+		{"UpperCaseTraceID", func(sp *store.Span) { sp.TraceID = strings.ToUpper(sp.TraceID) }},
+		{"ShortTraceID", func(sp *store.Span) { sp.TraceID = sp.TraceID[:30] }},
+		{"ZeroTraceID", func(sp *store.Span) { sp.TraceID = strings.Repeat("0", 32) }},
+		{"NonHexSpanID", func(sp *store.Span) { sp.SpanID = "zz00000000000001" }},
+		{"EmptySpanID", func(sp *store.Span) { sp.SpanID = "" }},
+		{"ZeroSpanID", func(sp *store.Span) { sp.SpanID = strings.Repeat("0", 16) }},
+		{"LongSpanID", func(sp *store.Span) { sp.SpanID += "00" }},
+		{"BadParentSpanID", func(sp *store.Span) { sp.ParentSpanID = "not-hex-parent!!" }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			batch := append([]store.Span(nil), good...)
+			bad := batch[len(batch)-1]
+			c.edit(&bad)
+			batch[len(batch)-1] = bad
+			if err := st.WriteSpans(context.Background(), batch); err == nil {
+				t.Fatalf("WriteSpans with an invalid id (%s): nil error", c.name)
+			}
+		})
+	}
+	// The valid spans of the rejected batches must not have been stored
+	// either: the caller was told the batch failed.
+	if s.h.Eventually > 0 {
+		time.Sleep(s.h.Eventually)
+	}
+	if _, err := st.GetTrace(context.Background(), fxCoding); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after only rejected batches, GetTrace(%s): got %v, want ErrNotFound", fxCoding, err)
+	}
+}
+
+func (s *suite) testWriteEmpty(t *testing.T) {
+	st := s.open(t)
+	if err := st.WriteSpans(context.Background(), nil); err != nil {
+		t.Fatalf("WriteSpans(nil): %v", err)
+	}
+	if err := st.WriteSpans(context.Background(), []store.Span{}); err != nil {
+		t.Fatalf("WriteSpans(empty): %v", err)
+	}
+	page, err := st.ListTraces(context.Background(), store.TraceQuery{})
+	if err != nil {
+		t.Fatalf("ListTraces on an empty store: %v", err)
+	}
+	if len(page.Traces) != 0 || page.NextPageToken != "" {
+		t.Fatalf("ListTraces on an empty store: %d traces, token %q; want none", len(page.Traces), page.NextPageToken)
+	}
+}
+
+func (s *suite) testRewrite(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	spans := append(loadFixture(t, "agent_traces.json"), GenerateTraces(5, 8, 3)...)
+	write(t, st, m, spans, 0)
+	s.checkList(t, st, m, store.TraceQuery{})
+	// A retried batch (same spans, same batch) and a retry split differently.
+	write(t, st, m, spans, 0)
+	write(t, st, m, spans, 7)
+	s.checkTraces(t, st, m)
+	s.checkList(t, st, m, store.TraceQuery{})
+}
+
+func (s *suite) testOverlapping(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	spans := append(loadFixture(t, "agent_traces.json"), GenerateTraces(4, 10, 5)...)
+	n := len(spans)
+	write(t, st, m, spans[:n/2], 0)
+	write(t, st, m, spans[n/3:3*n/4], 0)
+	write(t, st, m, spans[n/2:], 0)
+	// One batch repeating a span inside itself.
+	write(t, st, m, append(spans[:3:3], spans[0], spans[1]), 0)
+	s.checkTraces(t, st, m)
+	s.checkList(t, st, m, store.TraceQuery{})
+}
+
+func (s *suite) testOutOfOrder(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	tr := fixtureTrace(loadFixture(t, "agent_traces.json"), fxResearch)
+	// tr[0] is the root. Children arrive first, newest first, in separate
+	// batches; until the root arrives the summary has no root name and the
+	// service of the earliest span that did arrive.
+	byName := func(id string) store.Span {
+		for _, sp := range tr {
+			if sp.SpanID == id {
+				return sp
+			}
+		}
+		t.Fatalf("fixture span %s missing", id)
+		return store.Span{}
+	}
+	steps := [][]string{
+		{"4d5e6f708192a3b4"},                     // last chat
+		{"3c4d5e6f708192a3"},                     // retrieval, the earliest so far (service retrieval-svc)
+		{"2b3c4d5e6f708192", "00f067aa0ba902b7"}, // tool, root
+		{"1a2b3c4d5e6f7081"},                     // first chat
+	}
+	for i, ids := range steps {
+		var batch []store.Span
+		for _, id := range ids {
+			batch = append(batch, byName(id))
+		}
+		write(t, st, m, batch, 0)
+		want := m.expect(store.TraceQuery{})
+		if i == 1 && (want[0].RootName != "" || want[0].ServiceName != "retrieval-svc") {
+			t.Fatalf("reference model: before the root, want no root name and service retrieval-svc, got %+v", want[0])
+		}
+		if i == 2 && (want[0].RootName != "invoke_agent research-agent" || want[0].ServiceName != "agent-api") {
+			t.Fatalf("reference model: after the root, want its name and service, got %+v", want[0])
+		}
+		s.checkList(t, st, m, store.TraceQuery{})
+	}
+	s.checkTraces(t, st, m)
+	if got := m.expect(store.TraceQuery{})[0]; got.SpanCount != 5 {
+		t.Fatalf("reference model: %d spans, want 5", got.SpanCount)
+	}
+}
+
+func (s *suite) testTokenSums(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	write(t, st, m, loadFixture(t, "agent_traces.json"), 0)
+	want := map[string]store.TraceSummary{
+		// The root repeats its children's usage (3300/420): counting it
+		// would double the sums.
+		fxResearch: {InputTokens: 3300, OutputTokens: 420, CacheReadTokens: 400, CacheCreationTokens: 100, ReasoningTokens: 30, ModelCalls: 2, ToolCalls: 1, SpanCount: 5},
+		fxCoding:   {InputTokens: 5000, OutputTokens: 800, CacheReadTokens: 4000, ModelCalls: 2, ToolCalls: 1, SpanCount: 4, ErrorCount: 2},
+		// embeddings and text_completion are model calls too.
+		fxPipeline: {InputTokens: 964, OutputTokens: 120, ReasoningTokens: 64, ModelCalls: 2, SpanCount: 3},
+		fxPartial:  {InputTokens: 10, OutputTokens: 5, ModelCalls: 1, ToolCalls: 1, SpanCount: 2},
+	}
+	s.eventually(t, "token sums and counts", func() string {
+		got, _, err := listAll(st, store.TraceQuery{})
+		if err != nil {
+			return err.Error()
+		}
+		var b strings.Builder
+		for _, g := range got {
+			w, ok := want[g.TraceID]
+			if !ok {
+				fmt.Fprintf(&b, "unexpected trace %s\n", g.TraceID)
+				continue
+			}
+			type counts struct{ In, Out, CacheRead, CacheCreate, Reasoning, Model, Tool, Spans, Errors int64 }
+			wc := counts{w.InputTokens, w.OutputTokens, w.CacheReadTokens, w.CacheCreationTokens, w.ReasoningTokens, w.ModelCalls, w.ToolCalls, w.SpanCount, w.ErrorCount}
+			gc := counts{g.InputTokens, g.OutputTokens, g.CacheReadTokens, g.CacheCreationTokens, g.ReasoningTokens, g.ModelCalls, g.ToolCalls, g.SpanCount, g.ErrorCount}
+			if wc != gc {
+				fmt.Fprintf(&b, "trace %s:\n  want %+v\n  got  %+v\n", g.TraceID, wc, gc)
+			}
+		}
+		if len(got) != len(want) {
+			fmt.Fprintf(&b, "%d traces listed, want %d\n", len(got), len(want))
+		}
+		return b.String()
+	})
+}
+
+// filterData writes the fixtures plus generated traces and returns the
+// model.
+func (s *suite) filterData(t *testing.T, st store.Store) *refModel {
+	m := newRefModel()
+	write(t, st, m, loadFixture(t, "agent_traces.json"), 0)
+	write(t, st, m, GenerateTraces(40, 6, 11), 64)
+	return m
+}
+
+func (s *suite) testFilters(t *testing.T) {
+	st := s.open(t)
+	m := s.filterData(t, st)
+	all := m.expect(store.TraceQuery{})
+	mid := all[len(all)/2].Start
+	later := all[len(all)/4].Start
+	fixtureDay := time.Date(2026, 2, 10, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name string
+		q    store.TraceQuery
+		text bool // needs text search
+		none bool // matches no trace
+	}{
+		{name: "None", q: store.TraceQuery{}},
+		{name: "StartInclusive", q: store.TraceQuery{Start: mid}},
+		{name: "EndExclusive", q: store.TraceQuery{End: mid}},
+		{name: "StartAndEnd", q: store.TraceQuery{Start: mid, End: later}},
+		{name: "FixtureDayOnly", q: store.TraceQuery{Start: fixtureDay, End: fixtureDay.Add(24 * time.Hour)}},
+		{name: "ServiceOfRoot", q: store.TraceQuery{Service: "agent-worker"}},
+		{name: "ServiceOfAnyChildSpan", q: store.TraceQuery{Service: "retrieval-svc"}},
+		{name: "AgentOfChildSpan", q: store.TraceQuery{Agent: "triage-agent"}},
+		{name: "RequestModel", q: store.TraceQuery{Model: "claude-sonnet-4-5"}},
+		{name: "ResponseModel", q: store.TraceQuery{Model: "gpt-4o-2024-08-06"}},
+		{name: "StatusOK", q: store.TraceQuery{Status: store.StatusOK}},
+		{name: "StatusError", q: store.TraceQuery{Status: store.StatusError}},
+		{name: "MinDuration", q: store.TraceQuery{MinDuration: 12 * time.Second}},
+		{name: "MinDurationExactBoundary", q: store.TraceQuery{MinDuration: 30 * time.Second}}, // fxCoding lasts exactly 30s
+		{name: "TextCaseInsensitive", q: store.TraceQuery{Text: "WEB_search"}, text: true},
+		{name: "TextUnicodeCaseInsensitive", q: store.TraceQuery{Text: "RÉSUMÉ"}, text: true},
+		{name: "TextMatchesChildSpanName", q: store.TraceQuery{Text: "fetch_url"}, text: true},
+		{name: "TextPercentIsLiteral", q: store.TraceQuery{Text: "%"}, text: true, none: true},
+		{name: "TextUnderscoreIsLiteral", q: store.TraceQuery{Text: "H_U"}, text: true}, // fetc(h_u)rl
+		{name: "ServiceStatusAndDuration", q: store.TraceQuery{Service: "agent-api", Status: store.StatusOK, MinDuration: 5 * time.Second}},
+		{name: "AgentModelAndTime", q: store.TraceQuery{Agent: "research-agent", Model: "gpt-4o", Start: fixtureDay}},
+		{name: "AllFiltersAtOnce", q: store.TraceQuery{Start: fixtureDay, End: fixtureDay.Add(30 * 24 * time.Hour), Service: "agent-worker", Agent: "coding-agent", Model: "claude-sonnet-4-5", Status: store.StatusError, MinDuration: time.Second, Text: "RUN_TESTS"}, text: true},
+		{name: "NoMatch", q: store.TraceQuery{Agent: "nobody"}, none: true},
+		{name: "FilterAndSortAndPage", q: store.TraceQuery{Status: store.StatusOK, SortBy: store.SortTokens, Limit: 4}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.text && s.h.Skip.TextSearch {
+				t.Skip("backend opted out of text search")
+			}
+			// Guard the fixtures: a filter case must select a proper subset.
+			switch want := m.expect(c.q); {
+			case c.none && len(want) > 0:
+				t.Fatalf("fixture problem: %s should match nothing, matches %d", c.name, len(want))
+			case !c.none && len(want) == 0:
+				t.Fatalf("fixture problem: %s matches nothing in the reference model", c.name)
+			case c.name != "None" && len(want) == len(all):
+				t.Fatalf("fixture problem: %s matches every trace", c.name)
+			}
+			s.checkList(t, st, m, c.q)
+		})
+	}
+}
+
+func (s *suite) testSortAndPaginate(t *testing.T) {
+	st := s.open(t)
+	m := s.filterData(t, st)
+	for _, key := range []string{store.SortStart, store.SortDuration, store.SortSpans, store.SortErrors, store.SortTokens} {
+		for _, asc := range []bool{false, true} {
+			name := key + "/desc"
+			if asc {
+				name = key + "/asc"
+			}
+			t.Run(name, func(t *testing.T) {
+				q := store.TraceQuery{SortBy: key, Ascending: asc, Limit: 7}
+				s.checkList(t, st, m, q)
+				_, pages, err := listAll(st, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pages <= 2 {
+					t.Fatalf("walked %d pages; the test needs more than 2", pages)
+				}
+			})
+		}
+	}
+	t.Run("DefaultSortIsNewestFirst", func(t *testing.T) {
+		got, _, err := listAll(st, store.TraceQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].Start.After(got[i-1].Start) {
+				t.Fatalf("trace %d (%s) starts after trace %d (%s) in the default order", i, got[i].Start, i-1, got[i-1].Start)
+			}
+		}
+	})
+}
+
+func (s *suite) testDefaultPageSize(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	write(t, st, m, GenerateTraces(store.DefaultPageSize+7, 2, 21), 100)
+	s.eventually(t, "first page with the zero query", func() string {
+		p, err := st.ListTraces(context.Background(), store.TraceQuery{})
+		if err != nil {
+			return err.Error()
+		}
+		if len(p.Traces) != store.DefaultPageSize || p.NextPageToken == "" {
+			return fmt.Sprintf("got %d traces and token %q; want %d and a token", len(p.Traces), p.NextPageToken, store.DefaultPageSize)
+		}
+		return ""
+	})
+	s.checkList(t, st, m, store.TraceQuery{})
+	s.checkList(t, st, m, store.TraceQuery{Limit: 1})
+}
+
+func (s *suite) testBadPageToken(t *testing.T) {
+	st := s.open(t)
+	m := s.filterData(t, st)
+	_ = m
+	var valid string
+	s.eventually(t, "a first page with a next token", func() string {
+		p, err := st.ListTraces(context.Background(), store.TraceQuery{Limit: 3})
+		if err != nil {
+			return err.Error()
+		}
+		if p.NextPageToken == "" {
+			return "no next page token for a 3-trace page of a bigger store"
+		}
+		valid = p.NextPageToken
+		return ""
+	})
+	for _, tok := range []string{
+		"not a token",
+		"%%%%",
+		"AAAA",
+		"////////////////////////////////////////////////",
+		valid[:len(valid)/2],
+		strings.Repeat("A", 10000),
+		"\x00\xff",
+	} {
+		p, err := st.ListTraces(context.Background(), store.TraceQuery{Limit: 3, PageToken: tok})
+		if err == nil {
+			t.Errorf("ListTraces(page_token=%.40q): %d traces and nil error; want an error", tok, len(p.Traces))
+		}
+	}
+}
+
+func (s *suite) testInvalidQuery(t *testing.T) {
+	st := s.open(t)
+	write(t, st, nil, loadFixture(t, "agent_traces.json"), 0)
+	for _, q := range []store.TraceQuery{
+		{SortBy: "bogus"},
+		{Status: "maybe"},
+		{Limit: -1},
+		{MinDuration: -time.Second},
+	} {
+		if _, err := st.ListTraces(context.Background(), q); err == nil {
+			t.Errorf("ListTraces(%s): nil error; want an error naming the bad field", describeQuery(q))
+		}
+	}
+}
+
+func (s *suite) testConcurrentWriters(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	shared := GenerateTraces(6, 5, 999)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := 0; w < 4; w++ {
+		own := GenerateTraces(15, 7, int64(100+w))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Every writer also writes the shared traces, split differently.
+			spans := append(append([]store.Span(nil), own...), shared...)
+			size := 13 + 8*w
+			for i := 0; i < len(spans); i += size {
+				batch := spans[i:min(i+size, len(spans))]
+				if err := st.WriteSpans(context.Background(), batch); err != nil {
+					errs <- fmt.Errorf("writer %d: %w", w, err)
+					return
+				}
+				mu.Lock()
+				m.add(batch...)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	s.checkTraces(t, st, m)
+	s.checkList(t, st, m, store.TraceQuery{})
+}
+
+func (s *suite) testReopen(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	spans := append(loadFixture(t, "agent_traces.json"), GenerateTraces(20, 6, 31)...)
+	write(t, st, m, spans, 50)
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	st2 := s.track(t, s.h.Reopen(t))
+	s.checkTraces(t, st2, m)
+	s.checkList(t, st2, m, store.TraceQuery{})
+	// Retried after the restart: still one copy, summaries unchanged.
+	write(t, st2, m, spans[:77], 0)
+	more := GenerateTraces(3, 4, 32)
+	write(t, st2, m, more, 0)
+	s.checkTraces(t, st2, m)
+	s.checkList(t, st2, m, store.TraceQuery{})
+}
+
+func (s *suite) testCanceled(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	spans := loadFixture(t, "agent_traces.json")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := st.WriteSpans(ctx, spans); err == nil {
+		t.Error("WriteSpans with a cancelled context: nil error")
+	}
+	// Whatever a cancelled write did, a retry leaves exactly one copy.
+	write(t, st, m, spans, 0)
+	if _, err := st.GetTrace(ctx, fxResearch); err == nil {
+		t.Error("GetTrace with a cancelled context: nil error")
+	}
+	if _, err := st.ListTraces(ctx, store.TraceQuery{}); err == nil {
+		t.Error("ListTraces with a cancelled context: nil error")
+	}
+	s.checkTraces(t, st, m)
+	s.checkList(t, st, m, store.TraceQuery{})
 }

@@ -1,0 +1,112 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/storetest"
+)
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchStore runs fn on a fresh store and reports, besides fn's own
+// metrics, the process CPU time per span (robust against other load on the
+// machine) and the file's bytes per span after Close checkpoints the WAL.
+func benchStore(b *testing.B, cfg Config, fn func(*testing.B, store.Store)) {
+	path := filepath.Join(b.TempDir(), "traces.db")
+	cfg.Path = path
+	s, err := Open(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu0 := cpuTime()
+	fn(b, s)
+	cpu := cpuTime() - cpu0
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if st, err := os.Stat(path + suffix); err == nil {
+			size += st.Size()
+		}
+	}
+	spans := float64(b.N * storetest.BenchBatchSize)
+	b.ReportMetric(float64(cpu.Microseconds())/spans, "cpu-µs/span")
+	b.ReportMetric(float64(size)/spans, "B/span")
+}
+
+// BenchmarkWriteSpans measures ingest into a fresh file: 512-span batches of
+// 10-span agent traces with ~14 gen_ai attributes per span (what OTel SDKs
+// send), one transaction per batch, with the default synchronous=FULL and,
+// for comparison, NORMAL.
+func BenchmarkWriteSpans(b *testing.B) {
+	for _, sync := range []string{SyncFull, SyncNormal} {
+		b.Run("sync="+sync, func(b *testing.B) {
+			benchStore(b, Config{Synchronous: sync}, storetest.BenchmarkWrite)
+		})
+	}
+}
+
+// BenchmarkWriteSpansParallel is BenchmarkWriteSpans with 4 concurrent
+// writers: encoding and compression run outside the write lock, so they
+// overlap with another batch's SQLite transaction.
+func BenchmarkWriteSpansParallel(b *testing.B) {
+	benchStore(b, Config{}, func(b *testing.B, s store.Store) { storetest.BenchmarkWriteParallel(b, s, 4) })
+}
+
+// BenchmarkListTraces measures one 50-trace page over a store of 20,000
+// traces (100,000 spans): the default newest-first order (index), a sort key
+// without an index (scan and sort), and exact-match plus text filters.
+func BenchmarkListTraces(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "traces.db")
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Path: path, Synchronous: SyncNormal})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	spans := storetest.GenerateTraces(20000, 5, 1)
+	for i := 0; i < len(spans); i += 5000 {
+		if err := s.WriteSpans(ctx, spans[i:min(i+5000, len(spans))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		q    store.TraceQuery
+	}{
+		{"newest", store.TraceQuery{}},
+		{"slowest", store.TraceQuery{SortBy: store.SortDuration}},
+		{"agent+errors", store.TraceQuery{Agent: "coding-agent", Status: store.StatusError}},
+		{"text", store.TraceQuery{Text: "FETCH_URL"}},
+		{"model+tokens", store.TraceQuery{Model: "gpt-4o", SortBy: store.SortTokens}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				p, err := s.ListTraces(ctx, c.q)
+				if err != nil || len(p.Traces) == 0 {
+					b.Fatalf("ListTraces: %d traces, %v", len(p.Traces), err)
+				}
+			}
+		})
+	}
+	b.Run("get-trace", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := s.GetTrace(ctx, spans[(i*5)%len(spans)].TraceID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

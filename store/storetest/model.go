@@ -1,0 +1,247 @@
+package storetest
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// refTrace is the reference model's view of one trace: the summary a
+// backend must return, plus what the filters look at.
+type refTrace struct {
+	sum      store.TraceSummary
+	services map[string]bool
+	agents   map[string]bool
+	models   map[string]bool
+	names    []string
+}
+
+// refModel holds every span the suite has written, deduplicated on
+// (trace id, span id) exactly as a backend must.
+type refModel struct {
+	spans map[string]map[string]store.Span // trace → span → span
+}
+
+func newRefModel() *refModel {
+	return &refModel{spans: map[string]map[string]store.Span{}}
+}
+
+func (m *refModel) add(spans ...store.Span) {
+	for _, sp := range spans {
+		t := m.spans[sp.TraceID]
+		if t == nil {
+			t = map[string]store.Span{}
+			m.spans[sp.TraceID] = t
+		}
+		if _, ok := t[sp.SpanID]; !ok {
+			t[sp.SpanID] = sp
+		}
+	}
+}
+
+// trace returns a trace's spans in GetTrace order.
+func (m *refModel) trace(id string) []store.Span {
+	var out []store.Span
+	for _, sp := range m.spans[id] {
+		out = append(out, sp)
+	}
+	sortSpans(out)
+	return out
+}
+
+func (m *refModel) traceIDs() []string {
+	var ids []string
+	for id := range m.spans {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func sortSpans(spans []store.Span) {
+	sort.Slice(spans, func(i, j int) bool {
+		a, b := spans[i], spans[j]
+		if !a.StartTime.Equal(b.StartTime) {
+			return a.StartTime.Before(b.StartTime)
+		}
+		return a.SpanID < b.SpanID
+	})
+}
+
+// earlier reports whether a starts before b, ties broken by span id.
+func earlier(a, b *store.Span) bool {
+	if !a.StartTime.Equal(b.StartTime) {
+		return a.StartTime.Before(b.StartTime)
+	}
+	return a.SpanID < b.SpanID
+}
+
+// summarize computes the summary the store contract defines (see the
+// package doc for the rules the contract leaves open).
+func summarize(traceID string, spans []store.Span) refTrace {
+	rt := refTrace{services: map[string]bool{}, agents: map[string]bool{}, models: map[string]bool{}}
+	s := &rt.sum
+	s.TraceID = traceID
+	var root, first *store.Span
+	for i := range spans {
+		sp := &spans[i]
+		if first == nil || earlier(sp, first) {
+			first = sp
+		}
+		if sp.ParentSpanID == "" && (root == nil || earlier(sp, root)) {
+			root = sp
+		}
+		if i == 0 || sp.StartTime.Before(s.Start) {
+			s.Start = sp.StartTime
+		}
+		if i == 0 || sp.EndTime.After(s.End) {
+			s.End = sp.EndTime
+		}
+		s.SpanCount++
+		if sp.IsError() {
+			s.ErrorCount++
+		}
+		if sp.Operation == "execute_tool" {
+			s.ToolCalls++
+		}
+		if store.IsModelCallOperation(sp.Operation) {
+			s.ModelCalls++
+			s.InputTokens += sp.InputTokens
+			s.OutputTokens += sp.OutputTokens
+			s.CacheReadTokens += sp.CacheReadTokens
+			s.CacheCreationTokens += sp.CacheCreationTokens
+			s.ReasoningTokens += sp.ReasoningTokens
+		}
+		if sp.ServiceName != "" {
+			rt.services[sp.ServiceName] = true
+		}
+		if sp.AgentName != "" {
+			rt.agents[sp.AgentName] = true
+		}
+		for _, mdl := range []string{sp.RequestModel, sp.ResponseModel} {
+			if mdl != "" {
+				rt.models[mdl] = true
+			}
+		}
+		rt.names = append(rt.names, sp.Name)
+	}
+	if root != nil {
+		s.RootName = root.Name
+		s.ServiceName = root.ServiceName
+	} else if first != nil {
+		s.ServiceName = first.ServiceName
+	}
+	s.Start, s.End = s.Start.UTC(), s.End.UTC()
+	s.Duration = s.End.Sub(s.Start)
+	s.AgentNames = sortedSet(rt.agents)
+	s.Models = sortedSet(rt.models)
+	return rt
+}
+
+func sortedSet(m map[string]bool) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (m *refModel) summaries() []refTrace {
+	var out []refTrace
+	for _, id := range m.traceIDs() {
+		out = append(out, summarize(id, m.trace(id)))
+	}
+	return out
+}
+
+// matches applies the filters of q (not sort or paging).
+func (rt *refTrace) matches(q store.TraceQuery) bool {
+	s := rt.sum
+	if !q.Start.IsZero() && s.Start.Before(q.Start) {
+		return false
+	}
+	if !q.End.IsZero() && !s.Start.Before(q.End) {
+		return false
+	}
+	if q.Service != "" && !rt.services[q.Service] {
+		return false
+	}
+	if q.Agent != "" && !rt.agents[q.Agent] {
+		return false
+	}
+	if q.Model != "" && !rt.models[q.Model] {
+		return false
+	}
+	switch q.Status {
+	case store.StatusOK:
+		if s.ErrorCount > 0 {
+			return false
+		}
+	case store.StatusError:
+		if s.ErrorCount == 0 {
+			return false
+		}
+	}
+	if q.MinDuration > 0 && s.Duration < q.MinDuration {
+		return false
+	}
+	if q.Text != "" {
+		text := strings.ToLower(q.Text)
+		found := false
+		for _, n := range rt.names {
+			if strings.Contains(strings.ToLower(n), text) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func sortValue(s *store.TraceSummary, key string) int64 {
+	switch key {
+	case store.SortDuration:
+		return int64(s.Duration)
+	case store.SortSpans:
+		return s.SpanCount
+	case store.SortErrors:
+		return s.ErrorCount
+	case store.SortTokens:
+		return s.InputTokens + s.OutputTokens
+	default:
+		return s.Start.UnixNano()
+	}
+}
+
+// expect returns every summary matching q in q's order (all pages).
+func (m *refModel) expect(q store.TraceQuery) []store.TraceSummary {
+	var out []store.TraceSummary
+	for _, rt := range m.summaries() {
+		if rt.matches(q) {
+			out = append(out, rt.sum)
+		}
+	}
+	key := q.SortBy
+	sort.Slice(out, func(i, j int) bool {
+		a, b := sortValue(&out[i], key), sortValue(&out[j], key)
+		less := a < b || (a == b && out[i].TraceID < out[j].TraceID)
+		if q.Ascending {
+			return less
+		}
+		return !less && !(a == b && out[i].TraceID == out[j].TraceID)
+	})
+	return out
+}
+
+// normTime returns t in UTC, so times compare by instant.
+func normTime(t time.Time) time.Time { return t.UTC() }
