@@ -2,10 +2,195 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
+	"github.com/loomwork/loomwork/replay"
+	"github.com/loomwork/loomwork/replay/journal"
 )
 
-// runReplay is not built yet.
+// replayAgents registers every agent whose journals replay can re-run.
+func replayAgents() (*runtime.Registry, error) {
+	reg := runtime.NewRegistry()
+	for _, register := range []func(*runtime.Registry) error{
+		bookkeeper.Register,
+	} {
+		if err := register(reg); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+type replayOutput struct {
+	Reports []replay.Report `json:"reports"`
+	Errors  []string        `json:"errors,omitempty"`
+	OK      bool            `json:"ok"`
+}
+
+// runReplay re-runs journals with their recorded model answers, executing
+// the tools again; no model key is involved.
 func (m *Main) runReplay(ctx context.Context, args []string) error {
-	return &ExitError{Code: ExitRuntimeErr, Err: errors.New("replay: not implemented yet")}
+	fs := m.newFlagSet("replay", "replay [flags] JOURNAL.jsonl...")
+	rescore := fs.Bool("rescore", false, "derive the reports from the recorded events alone; execute nothing")
+	trialsOut := fs.String("trials-out", "", "write one trial record per run (JSONL) to this file, for loom-eval score")
+	endpoint := fs.String("otlp-endpoint", "", "send the replay's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
+	asJSON := fs.Bool("json", false, "print the reports as JSON")
+	strict := fs.Bool("strict", false, "also fail (exit 1) when a re-executed tool returns a different result")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usageError("replay: no journal given")
+	}
+	if *rescore && *endpoint != "" {
+		return usageError("replay: --rescore executes nothing and emits no spans; drop --otlp-endpoint")
+	}
+	reg, err := replayAgents()
+	if err != nil {
+		return err
+	}
+	cfg := replay.Config{Registry: reg}
+	if *endpoint != "" {
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(*endpoint), otlptracegrpc.WithInsecure())
+		if err != nil {
+			return fmt.Errorf("replay: otlp exporter: %w", err)
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+			sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "loom-eval-replay"))))
+		defer func() {
+			if err := tp.Shutdown(context.WithoutCancel(ctx)); err != nil {
+				fmt.Fprintf(m.Stderr, "loom-eval replay: flush spans to %s: %v\n", *endpoint, err)
+			}
+		}()
+		cfg.TracerProvider = tp
+	}
+	engine, err := replay.New(cfg)
+	if err != nil {
+		return err
+	}
+
+	out := replayOutput{Reports: []replay.Report{}}
+	badInput := false
+	for _, path := range fs.Args() {
+		runs, err := journal.ReadJSONLFile(path)
+		if err != nil {
+			var ce *journal.CorruptionError
+			badInput = badInput || errors.As(err, &ce) || errors.Is(err, os.ErrNotExist)
+			out.Errors = append(out.Errors, err.Error())
+			continue
+		}
+		for _, run := range runs {
+			var rep replay.Report
+			if *rescore {
+				rep, err = replay.Rescore(run)
+			} else {
+				rep, err = engine.Replay(ctx, run)
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return err
+				}
+				out.Errors = append(out.Errors, err.Error())
+				continue
+			}
+			out.Reports = append(out.Reports, rep)
+		}
+	}
+	failed := len(out.Errors) > 0
+	for _, r := range out.Reports {
+		if r.Divergence != nil || (*strict && len(r.ResultDiffs) > 0) {
+			failed = true
+		}
+	}
+	out.OK = !failed
+
+	if *trialsOut != "" {
+		if err := writeTrials(*trialsOut, out.Reports, *endpoint != ""); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		m.printReplay(out, *rescore)
+	}
+	switch {
+	case badInput:
+		return &ExitError{Code: ExitUsage, Err: errors.New("replay: a journal was rejected")}
+	case len(out.Errors) > 0:
+		return &ExitError{Code: ExitRuntimeErr, Err: errors.New("replay: a run could not be replayed")}
+	case failed:
+		return &ExitError{Code: ExitFailure, Err: errors.New("replay: a run diverged from its journal")}
+	}
+	return nil
+}
+
+func (m *Main) printReplay(out replayOutput, rescore bool) {
+	for _, r := range out.Reports {
+		status := "PASS"
+		switch {
+		case r.Divergence != nil:
+			status = "DIVERGED"
+		case len(r.ResultDiffs) > 0:
+			status = "DIFFERS"
+		case !r.Complete:
+			status = "PARTIAL"
+		}
+		if rescore {
+			status = "RESCORED"
+		}
+		fmt.Fprintf(m.Stdout, "%-8s %s (%s, agent %s, model label %s): %d/%d events matched, %d tool runs, %d model calls\n",
+			status, r.RunID, r.File, r.Agent, r.Label, r.MatchedEvents, r.RecordedEvents, r.ToolRuns, r.ModelCalls)
+		if d := r.Divergence; d != nil {
+			fmt.Fprintf(m.Stdout, "  %v (journal line %d)\n", d, r.DivergeLine)
+		}
+		for _, d := range r.ResultDiffs {
+			fmt.Fprintf(m.Stdout, "  %v (journal line %d)\n", d, d.Line)
+		}
+		if !r.Complete {
+			fmt.Fprintln(m.Stdout, "  the journal ends before run_finished: only its prefix was checked")
+		}
+	}
+	for _, e := range out.Errors {
+		fmt.Fprintf(m.Stdout, "ERROR    %s\n", e)
+	}
+	fmt.Fprintf(m.Stdout, "%d run(s), %d error(s), ok=%v\n", len(out.Reports), len(out.Errors), out.OK)
+}
+
+func writeTrials(path string, reps []replay.Report, withTrace bool) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("replay: write trials: %w", err)
+	}
+	enc := json.NewEncoder(f)
+	enc.SetEscapeHTML(false)
+	for i := range reps {
+		t := reps[i].TrialRecord(withTrace)
+		if err := t.Validate(); err != nil {
+			f.Close()
+			return fmt.Errorf("replay: trial for run %s: %w", reps[i].RunID, err)
+		}
+		if err := enc.Encode(t); err != nil {
+			f.Close()
+			return fmt.Errorf("replay: write trials: %w", err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("replay: write trials: %w", err)
+	}
+	return nil
 }

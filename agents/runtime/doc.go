@@ -1,0 +1,20 @@
+// Package runtime is the durable agent loop every Loomwork agent runs on:
+// model → tool calls → results, until a final answer, with every step
+// journaled (packages replay/journal and replay/journaldb) so a run killed at any point resumes
+// by replaying its journal — recorded model answers and tool results are
+// reused, never re-requested — and side effects happen exactly once when
+// they live in the journal's database.
+//
+// The runtime never learns which agent is running: an agent is a name, a
+// system prompt, tools declared with JSON Schema (validated before a tool
+// runs; see package schema) and optionally a citation extractor. A failing
+// tool (error, panic, invalid arguments, unknown name) becomes an error
+// observation for the model, never a crashed run. After the step limit one
+// last model call is made with the tools withheld, so a run that ran out of
+// steps still answers. Every step is an OpenTelemetry span with the GenAI
+// semantic conventions (invoke_agent → chat / execute_tool → retrieval).
+//
+// A resumed run whose agent, task or conversation no longer matches its
+// journal fails with a *DivergenceError carrying a stable code (LWR1100...)
+// and both sides. docs/runtime.md describes the guarantees in full.
+package runtime

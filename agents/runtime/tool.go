@@ -1,0 +1,180 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/agents/runtime/schema"
+	"github.com/loomwork/loomwork/replay/journaldb"
+)
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments (see package schema for
+	// the keywords enforced). Arguments are validated before Run is called;
+	// a call that does not validate gets an error observation naming the
+	// field, and Run never sees it.
+	Parameters json.RawMessage
+	// Effect marks a tool with side effects. Its Run is called inside the
+	// journal's write transaction with In.Tx set: every statement it runs
+	// through In.Tx commits in the same transaction as the call's
+	// tool_result event, so after a crash the effect has happened exactly
+	// once (both committed) or not at all (neither). An effect Run causes
+	// outside the journal's database (an HTTP request, a message) is
+	// at-least-once: a crash after it and before the commit repeats the
+	// call on resume with the same In.IdempotencyKey, which the receiver
+	// must deduplicate on.
+	Effect bool
+	// EffectSchema is idempotent DDL (CREATE TABLE IF NOT EXISTS ...) for
+	// the tables the tool's effects write; the runtime applies it to the
+	// journal database before the run starts.
+	EffectSchema string
+	// Run executes the call. A returned error, or a panic, becomes an error
+	// observation for the model (IsError), and the run goes on.
+	Run func(ctx context.Context, in ToolInput) (ToolOutput, error)
+}
+
+// ToolInput is one call of a tool.
+type ToolInput struct {
+	RunID     string
+	Step      int
+	CallID    string
+	Arguments json.RawMessage
+	// IdempotencyKey is derived from the run id, step, call id and the
+	// canonical arguments (journal.IdempotencyKey): the same call gets the
+	// same key in the process that resumes the run after a crash. Pass it
+	// to any external system that deduplicates requests.
+	IdempotencyKey string
+	// Tx is the journal transaction for a tool with Effect set; nil
+	// otherwise.
+	Tx *journaldb.EffectTx
+}
+
+// ToolOutput is what a tool returns.
+type ToolOutput struct {
+	// Content is the observation given to the model.
+	Content string
+	// Documents are the evidence ids a retrieval tool returned; the runtime
+	// journals them and puts them on a retrieval span
+	// (gen_ai.retrieval.documents).
+	Documents []string
+}
+
+func (t Tool) spec() llm.ToolSpec {
+	return llm.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+}
+
+// Agent is what an agent supplies to the runtime: a name, a system prompt
+// and tools. The runtime knows nothing else about it.
+type Agent struct {
+	Name   string
+	System string
+	Tools  []Tool
+	// Citations, when set, extracts the evidence ids the final answer cites
+	// (they go on the invoke_agent span as loomwork.citations and into the
+	// run_finished event).
+	Citations func(answer string) []string
+}
+
+// compiled is an agent with its schemas compiled.
+type compiled struct {
+	Agent
+	tools   map[string]*Tool
+	schemas map[string]*schema.Schema
+	specs   []llm.ToolSpec
+}
+
+func compileAgent(a Agent) (*compiled, error) {
+	if a.Name == "" {
+		return nil, errors.New("agent name must be set")
+	}
+	c := &compiled{Agent: a, tools: map[string]*Tool{}, schemas: map[string]*schema.Schema{}}
+	var errs []error
+	for i := range a.Tools {
+		t := &a.Tools[i]
+		switch {
+		case t.Name == "":
+			errs = append(errs, fmt.Errorf("agent %s: tool %d has no name", a.Name, i))
+			continue
+		case c.tools[t.Name] != nil:
+			errs = append(errs, fmt.Errorf("agent %s: tool %q declared twice", a.Name, t.Name))
+			continue
+		case t.Run == nil:
+			errs = append(errs, fmt.Errorf("agent %s: tool %q has no Run function", a.Name, t.Name))
+			continue
+		}
+		s, err := schema.Compile(t.Parameters)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("agent %s: tool %q: %w", a.Name, t.Name, err))
+			continue
+		}
+		c.tools[t.Name] = t
+		c.schemas[t.Name] = s
+		c.specs = append(c.specs, t.spec())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *compiled) toolNames() []string {
+	names := make([]string, 0, len(c.specs))
+	for _, s := range c.specs {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// Registry maps agent names to agents. Agents register into it at start-up
+// (cmd wires one per process; there is no global registry), and the replay
+// engine resolves a journal's recorded agent — and so the tools to
+// re-execute — through it.
+type Registry struct {
+	agents map[string]*compiled
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{agents: map[string]*compiled{}} }
+
+// Register adds an agent after checking its tools (names unique, schemas
+// compile). Registering a name twice is an error.
+func (r *Registry) Register(a Agent) error {
+	if _, dup := r.agents[a.Name]; dup {
+		return fmt.Errorf("register agent %s: already registered", a.Name)
+	}
+	c, err := compileAgent(a)
+	if err != nil {
+		return fmt.Errorf("register agent: %w", err)
+	}
+	r.agents[a.Name] = c
+	return nil
+}
+
+// Agent returns the agent registered under name.
+func (r *Registry) Agent(name string) (Agent, bool) {
+	c, ok := r.agents[name]
+	if !ok {
+		return Agent{}, false
+	}
+	return c.Agent, true
+}
+
+// Names lists the registered agents, sorted.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.agents))
+	for n := range r.agents {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r *Registry) String() string { return strings.Join(r.Names(), ", ") }

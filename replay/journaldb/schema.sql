@@ -1,0 +1,36 @@
+-- Loomwork journal schema, version 1. See docs/format/journal.md.
+CREATE TABLE IF NOT EXISTS journal_meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS journal_events (
+  run_id     TEXT    NOT NULL,
+  seq        INTEGER NOT NULL,
+  kind       TEXT    NOT NULL,
+  step       INTEGER NOT NULL,
+  tool       TEXT    NOT NULL DEFAULT '',
+  call_id    TEXT    NOT NULL DEFAULT '',
+  args_hash  TEXT    NOT NULL DEFAULT '',
+  label      TEXT    NOT NULL DEFAULT '',
+  time_ns    INTEGER NOT NULL,
+  payload    TEXT    NOT NULL,
+  prev_hash  TEXT    NOT NULL,
+  hash       TEXT    NOT NULL,
+  -- effect_key is "<idempotency key>#<index>" on effect events, NULL
+  -- otherwise; the unique index makes a second application of the same
+  -- effect fail instead of being recorded twice.
+  effect_key TEXT,
+  PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+
+CREATE UNIQUE INDEX IF NOT EXISTS journal_events_effect_key
+  ON journal_events (effect_key) WHERE effect_key IS NOT NULL;
+
+CREATE TRIGGER IF NOT EXISTS journal_events_append_only_update
+  BEFORE UPDATE ON journal_events
+  BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;
+
+CREATE TRIGGER IF NOT EXISTS journal_events_append_only_delete
+  BEFORE DELETE ON journal_events
+  BEGIN SELECT RAISE(ABORT, 'journal events are append-only'); END;

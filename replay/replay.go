@@ -1,0 +1,462 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/replay/journal"
+	"github.com/loomwork/loomwork/replay/journaldb"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// Registry resolves a journal's recorded agent name to the agent whose
+	// tools are re-executed. Required.
+	Registry *runtime.Registry
+	// TracerProvider receives the replayed runs' spans. Default: none.
+	TracerProvider trace.TracerProvider
+	// WorkDir holds the scratch databases re-executed effects are applied
+	// to (one per run). Default: a new temporary directory per run.
+	WorkDir string
+	// KeepDatabases keeps the scratch databases (Report.Database names
+	// each) instead of deleting them after the run.
+	KeepDatabases bool
+	// Clock stamps the scratch journal and the spans. Default time.Now.
+	Clock func() time.Time
+	// Logger receives operational messages. Default slog.Default().
+	Logger *slog.Logger
+
+	_ struct{}
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	if c.Registry == nil {
+		return errors.New("registry must be set")
+	}
+	return nil
+}
+
+// Engine replays journals.
+type Engine struct {
+	cfg Config
+	mu  sync.Mutex
+	n   int
+}
+
+// New returns an Engine. It does no I/O.
+func New(cfg Config) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("replay config: %w", err)
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = noop.NewTracerProvider()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Engine{cfg: cfg}, nil
+}
+
+// Report is the outcome of replaying (or rescoring) one run.
+type Report struct {
+	File     string `json:"file,omitempty"`
+	RunID    string `json:"run_id"`
+	Agent    string `json:"agent"`
+	CaseID   string `json:"case_id,omitempty"`
+	Trial    int    `json:"trial"`
+	Rescored bool   `json:"rescored,omitempty"` // from recorded events alone, nothing executed
+	// Label is the label of the recorded model answers ("scripted", "live").
+	Label string `json:"model_label"`
+	Model string `json:"model,omitempty"`
+
+	RecordedEvents int `json:"recorded_events"`
+	MatchedEvents  int `json:"matched_events"` // replayed events identical in kind, step, tool, call id and argument hash
+	// Complete is false when the journal ends before run_finished (a run
+	// that crashed and was never resumed): the replay checks the recorded
+	// prefix and stops there.
+	Complete bool `json:"complete"`
+
+	Divergence  *runtime.DivergenceError `json:"divergence,omitempty"`
+	DivergeLine int                      `json:"divergence_line,omitempty"` // the journal line of the divergent event
+	ResultDiffs []ResultDiff             `json:"result_diffs,omitempty"`
+
+	Answer           string    `json:"answer"`
+	Citations        []string  `json:"citations,omitempty"`
+	Documents        []string  `json:"documents,omitempty"`
+	ToolsCalled      []string  `json:"tools_called,omitempty"`
+	Steps            int       `json:"steps"`
+	StepLimitReached bool      `json:"step_limit_reached,omitempty"`
+	Usage            llm.Usage `json:"usage"`
+	DurationMS       float64   `json:"duration_ms"` // recorded: run_started to run_finished
+	ModelCalls       int       `json:"model_calls"` // calls to a model: always 0
+	ToolRuns         int       `json:"tool_runs"`
+	TraceID          string    `json:"trace_id,omitempty"`
+	Database         string    `json:"database,omitempty"`
+}
+
+// OK reports whether the replay found no divergence and no differing result.
+func (r *Report) OK() bool { return r.Divergence == nil && len(r.ResultDiffs) == 0 }
+
+// ResultDiff is a re-executed tool whose result differs from the journal.
+type ResultDiff struct {
+	Code     string `json:"code"` // runtime.CodeResultDiffers
+	Seq      int64  `json:"seq"`
+	Line     int    `json:"line,omitempty"`
+	Step     int    `json:"step"`
+	Tool     string `json:"tool"`
+	CallID   string `json:"call_id"`
+	Recorded string `json:"recorded"`
+	Replayed string `json:"replayed"`
+}
+
+func (d ResultDiff) String() string {
+	return fmt.Sprintf("[%s] tool result differs at seq %d (step %d, %s call %s): recorded %q, replayed %q",
+		d.Code, d.Seq, d.Step, d.Tool, d.CallID, d.Recorded, d.Replayed)
+}
+
+// ReplayFile reads, verifies and replays every run in a JSONL journal. A
+// corrupt journal is rejected before anything runs (*journal.CorruptionError).
+func (e *Engine) ReplayFile(ctx context.Context, path string) ([]Report, error) {
+	runs, err := journal.ReadJSONLFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Report, 0, len(runs))
+	for _, r := range runs {
+		rep, err := e.Replay(ctx, r)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rep)
+	}
+	return out, nil
+}
+
+// errRecordedEnd stops a replay that has reached the end of an incomplete
+// journal.
+var errRecordedEnd = errors.New("end of the recorded journal")
+
+// Replay re-runs one recorded run. Divergences and differing results are in
+// the report; the error is for what kept the replay from running (an
+// unregistered agent, a journal that does not start with run_started, I/O).
+func (e *Engine) Replay(ctx context.Context, run journal.Run) (Report, error) {
+	rep, started, err := header(run)
+	if err != nil {
+		return Report{}, err
+	}
+	agent, ok := e.cfg.Registry.Agent(started.Agent)
+	if !ok {
+		return rep, fmt.Errorf("replay run %s: agent %q is not registered (registered: %s)", run.ID, started.Agent, e.cfg.Registry)
+	}
+	dir := e.cfg.WorkDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "loomwork-replay-"); err != nil {
+			return rep, fmt.Errorf("replay run %s: %w", run.ID, err)
+		}
+		if !e.cfg.KeepDatabases {
+			defer os.RemoveAll(dir)
+		}
+	}
+	e.mu.Lock()
+	e.n++
+	dbPath := filepath.Join(dir, fmt.Sprintf("replay-%d-%s.db", e.n, safeName(run.ID)))
+	e.mu.Unlock()
+	scratch, err := journaldb.Open(ctx, journaldb.Config{Path: dbPath, Clock: e.cfg.Clock, Logger: e.cfg.Logger})
+	if err != nil {
+		return rep, fmt.Errorf("replay run %s: %w", run.ID, err)
+	}
+	defer func() {
+		scratch.Shutdown(ctx)
+		if !e.cfg.KeepDatabases {
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				os.Remove(dbPath + suffix)
+			}
+		}
+	}()
+	if e.cfg.KeepDatabases {
+		rep.Database = dbPath
+	}
+
+	chk := &checker{Store: scratch, run: run, rep: &rep, complete: rep.Complete}
+	model := &recordedModel{run: run, label: rep.Label}
+	rt, err := runtime.New(runtime.Config{Model: model, Journal: chk, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger})
+	if err != nil {
+		return rep, err
+	}
+	res, runErr := rt.Run(ctx, agent, runtime.Task{RunID: run.ID, Input: started.Input, Model: started.Model,
+		MaxSteps: started.MaxSteps, MaxTokens: started.MaxTokens, CaseID: started.CaseID, Trial: started.Trial})
+	rep.ModelCalls = model.live
+	rep.ToolRuns = res.ToolRuns
+	var de *runtime.DivergenceError
+	switch {
+	case runErr == nil:
+		if chk.matched < len(run.Events) {
+			ref := refOf(run.Events[chk.matched])
+			chk.diverge(&runtime.DivergenceError{Code: runtime.CodeMissing, RunID: run.ID, Seq: run.Events[chk.matched].Seq, Recorded: &ref})
+		}
+		rep.Answer, rep.Citations, rep.Documents = res.Answer, res.Citations, res.Documents
+		rep.Steps, rep.StepLimitReached, rep.Usage = res.Steps, res.StepLimitReached, res.Usage
+	case errors.Is(runErr, errRecordedEnd) && !rep.Complete:
+		// An incomplete journal replayed to its end: fine.
+	case errors.As(runErr, &de):
+		chk.diverge(de)
+	case errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded):
+		return rep, runErr
+	default:
+		if rep.Divergence == nil {
+			return rep, fmt.Errorf("replay run %s: %w", run.ID, runErr)
+		}
+	}
+	rep.MatchedEvents = chk.matched
+	if rep.Divergence != nil {
+		rep.DivergeLine = run.LineOf(rep.Divergence.Seq)
+	}
+	rep.TraceID = res.TraceID
+	rep.ToolsCalled = rescore(run).ToolsCalled
+	return rep, nil
+}
+
+// Rescore builds the report of a run from its recorded events alone:
+// nothing is executed and no model is involved.
+func Rescore(run journal.Run) (Report, error) {
+	rep, _, err := header(run)
+	if err != nil {
+		return Report{}, err
+	}
+	r := rescore(run)
+	r.File, r.RunID, r.Agent, r.CaseID, r.Trial, r.Label, r.Model = rep.File, rep.RunID, rep.Agent, rep.CaseID, rep.Trial, rep.Label, rep.Model
+	r.RecordedEvents, r.Complete, r.DurationMS = rep.RecordedEvents, rep.Complete, rep.DurationMS
+	r.Rescored = true
+	r.MatchedEvents = len(run.Events)
+	return r, nil
+}
+
+func rescore(run journal.Run) Report {
+	var r Report
+	seenTool, seenDoc := map[string]bool{}, map[string]bool{}
+	for _, e := range run.Events {
+		switch e.Kind {
+		case journal.KindToolCall:
+			if !seenTool[e.Tool] {
+				seenTool[e.Tool] = true
+				r.ToolsCalled = append(r.ToolsCalled, e.Tool)
+			}
+		case journal.KindToolResult:
+			var tr journal.ToolResult
+			if json.Unmarshal(e.Payload, &tr) == nil {
+				for _, d := range tr.Documents {
+					if !seenDoc[d] {
+						seenDoc[d] = true
+						r.Documents = append(r.Documents, d)
+					}
+				}
+			}
+		case journal.KindModelResponse:
+			var resp llm.Response
+			if json.Unmarshal(e.Payload, &resp) == nil {
+				r.Usage = r.Usage.Add(resp.Usage)
+			}
+		case journal.KindRunFinished:
+			var fin journal.RunFinished
+			if json.Unmarshal(e.Payload, &fin) == nil {
+				r.Answer, r.Citations, r.Steps, r.StepLimitReached = fin.Answer, fin.Citations, fin.Steps, fin.StepLimitReached
+			}
+		}
+	}
+	return r
+}
+
+// header reads the run_started event and the facts every report carries.
+func header(run journal.Run) (Report, journal.RunStarted, error) {
+	rep := Report{File: run.File, RunID: run.ID, RecordedEvents: len(run.Events)}
+	if len(run.Events) == 0 || run.Events[0].Kind != journal.KindRunStarted {
+		return rep, journal.RunStarted{}, fmt.Errorf("replay run %s: the journal does not start with run_started", run.ID)
+	}
+	var started journal.RunStarted
+	if err := json.Unmarshal(run.Events[0].Payload, &started); err != nil {
+		return rep, started, fmt.Errorf("replay run %s: line %d: decode run_started: %w", run.ID, run.LineOf(1), err)
+	}
+	rep.Agent, rep.CaseID, rep.Trial = started.Agent, started.CaseID, started.Trial
+	for _, e := range run.Events {
+		switch e.Kind {
+		case journal.KindModelResponse:
+			var resp llm.Response
+			if json.Unmarshal(e.Payload, &resp) == nil {
+				if rep.Model == "" {
+					rep.Model = resp.Model
+				}
+				if rep.Label == "" || resp.Label == llm.LabelScripted {
+					rep.Label = resp.Label
+				}
+			}
+		case journal.KindRunFinished:
+			rep.Complete = true
+			rep.DurationMS = float64(e.Time.Sub(run.Events[0].Time).Microseconds()) / 1000
+		}
+	}
+	return rep, started, nil
+}
+
+func refOf(e journal.Event) runtime.EventRef {
+	return runtime.EventRef{Kind: e.Kind, Step: e.Step, Tool: e.Tool, CallID: e.CallID, ArgsHash: e.ArgsHash}
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// recordedModel answers each step with the journal's recorded response for
+// that step. It never calls a model.
+type recordedModel struct {
+	run   journal.Run
+	label string
+	live  int // calls to a real model: none, ever
+}
+
+func (m *recordedModel) Label() string { return m.label }
+
+func (m *recordedModel) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
+	step := 1
+	for _, msg := range req.Messages {
+		if msg.Role == llm.RoleAssistant {
+			step++
+		}
+	}
+	seen := 0
+	for _, e := range m.run.Events {
+		if e.Kind != journal.KindModelResponse {
+			continue
+		}
+		seen++
+		if e.Step == step {
+			var resp llm.Response
+			if err := json.Unmarshal(e.Payload, &resp); err != nil {
+				return llm.Response{}, fmt.Errorf("line %d: decode recorded model response: %w", m.run.LineOf(e.Seq), err)
+			}
+			return resp, nil
+		}
+	}
+	return llm.Response{}, fmt.Errorf("%w: no recorded model response for step %d (%d recorded)", errRecordedEnd, step, seen)
+}
+
+// checker is the scratch journal, checking every appended event against
+// the recorded one with the same sequence number.
+type checker struct {
+	*journaldb.Store
+	run      journal.Run
+	rep      *Report
+	complete bool
+	matched  int
+	// resultsDiffer is set once a re-executed tool returned a different
+	// result: from then on the conversation legitimately differs from the
+	// recorded one, so model requests are compared by kind and step only.
+	resultsDiffer bool
+}
+
+func (c *checker) diverge(de *runtime.DivergenceError) {
+	if c.rep.Divergence == nil {
+		c.rep.Divergence = de
+	}
+}
+
+func (c *checker) Append(ctx context.Context, runID string, recs ...journal.Record) ([]journal.Event, error) {
+	evs, err := c.Store.Append(ctx, runID, recs...)
+	if err != nil {
+		return nil, err
+	}
+	return evs, c.check(evs)
+}
+
+func (c *checker) AppendEffect(ctx context.Context, runID string, call journaldb.EffectCall, fn journaldb.EffectFunc) ([]journal.Event, error) {
+	evs, err := c.Store.AppendEffect(ctx, runID, call, fn)
+	if err != nil {
+		return nil, err
+	}
+	return evs, c.check(evs)
+}
+
+func (c *checker) check(evs []journal.Event) error {
+	for _, got := range evs {
+		idx := int(got.Seq) - 1
+		if idx >= len(c.run.Events) {
+			if !c.complete {
+				return errRecordedEnd
+			}
+			ref := refOf(got)
+			de := &runtime.DivergenceError{Code: runtime.CodeExtra, RunID: c.run.ID, Seq: got.Seq, Produced: &ref}
+			c.diverge(de)
+			return de
+		}
+		want := c.run.Events[idx]
+		wr, gr := refOf(want), refOf(got)
+		if got.Kind == journal.KindModelRequest && c.resultsDiffer {
+			gr.ArgsHash, wr.ArgsHash = "", ""
+		}
+		if f := runtime.Compare(wr, gr); f != "" {
+			wr, gr = refOf(want), refOf(got)
+			de := &runtime.DivergenceError{Code: runtime.CodeMismatch, RunID: c.run.ID, Seq: got.Seq, Field: f, Recorded: &wr, Produced: &gr}
+			if f == "args_hash" && got.Kind == journal.KindModelRequest {
+				de.Detail = "the run built a different conversation although every earlier tool result matched"
+			}
+			c.diverge(de)
+			return de
+		}
+		if got.Kind == journal.KindToolResult {
+			c.compareResult(want, got)
+		}
+		c.matched++
+	}
+	return nil
+}
+
+func (c *checker) compareResult(want, got journal.Event) {
+	var w, g journal.ToolResult
+	if json.Unmarshal(want.Payload, &w) != nil || json.Unmarshal(got.Payload, &g) != nil {
+		return
+	}
+	if w.Content == g.Content && w.IsError == g.IsError && slices.Equal(w.Documents, g.Documents) {
+		return
+	}
+	c.resultsDiffer = true
+	c.rep.ResultDiffs = append(c.rep.ResultDiffs, ResultDiff{
+		Code: runtime.CodeResultDiffers, Seq: got.Seq, Line: c.run.LineOf(got.Seq), Step: got.Step, Tool: got.Tool, CallID: got.CallID,
+		Recorded: describeResult(w), Replayed: describeResult(g),
+	})
+}
+
+func describeResult(r journal.ToolResult) string {
+	s := r.Content
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	if r.IsError {
+		s = "(error) " + s
+	}
+	if len(r.Documents) > 0 {
+		s += " [documents: " + strings.Join(r.Documents, ", ") + "]"
+	}
+	return s
+}
