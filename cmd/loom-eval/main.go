@@ -65,6 +65,7 @@ func commands() map[string]command {
 		"score":            {"score trials and compare against a baseline", (*Main).runScore},
 		"gate":             {"apply a gate policy to a score comparison (exit 1 on regression)", (*Main).runGate},
 		"replay":           {"re-run committed journals without a model key", (*Main).runReplay},
+		"run":              {"run a reference agent (research or coding), journaled and traced", (*Main).runRun},
 		"sandbox":          {"run a command in the sandbox (sandbox exec [limits] -- CMD ARGS)", (*Main).runSandbox},
 		"ablate":           {"run the retrieval ablation on a judged dataset", (*Main).runAblate},
 		"datasets":         {"build judged query sets from a project's docs and issues", (*Main).runDatasets},
