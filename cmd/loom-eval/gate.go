@@ -2,10 +2,36 @@ package main
 
 import (
 	"context"
-	"errors"
+
+	"github.com/loomwork/loomwork/scorer/gate"
 )
 
-// runGate is not built yet.
+// runGate applies a policy to a candidate run compared with a baseline.
+// Exit 0: the gate passed; 1: it failed (a regression); 2: bad input.
 func (m *Main) runGate(ctx context.Context, args []string) error {
-	return &ExitError{Code: ExitRuntimeErr, Err: errors.New("gate: not implemented yet")}
+	fs := m.newFlagSet("gate", "gate --policy POLICY.json --candidate TRIALS.jsonl --baseline TRIALS.jsonl [--cases CASES.jsonl] [--format text|json|markdown|junit]")
+	var f scoreFlags
+	f.register(fs)
+	policyPath := fs.String("policy", "", "gate policy JSON (required; see docs/scoring.md)")
+	candidate := fs.String("candidate", "", "candidate trials JSONL (required)")
+	baseline := fs.String("baseline", "", "baseline trials JSONL (checks that compare need it)")
+	pos, err := scorerParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError("gate: unexpected arguments %q (use --candidate and --baseline)", pos)
+	}
+	if *policyPath == "" || *candidate == "" {
+		return usageError("gate: --policy and --candidate are required")
+	}
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	policy, err := gate.Load(*policyPath)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	return m.evaluate(ctx, &f, cfg, *candidate, *baseline, policy)
 }

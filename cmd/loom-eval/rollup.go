@@ -1,11 +1,175 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/scorer/pricing"
+	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/store"
 )
 
-// runRollup is not built yet.
+// runRollup reads OTLP/JSON (one ExportTraceServiceRequest per line, the
+// Collector file exporter's format), maps it with the collector's GenAI
+// mapping and prints one rollup per trace.
 func (m *Main) runRollup(ctx context.Context, args []string) error {
-	return &ExitError{Code: ExitRuntimeErr, Err: errors.New("rollup: not implemented yet")}
+	fs := m.newFlagSet("rollup", "rollup FILE [--json] [--prices FILE]")
+	asJSON := fs.Bool("json", false, "print JSON (one object per trace, in a top-level array)")
+	pricesPath := fs.String("prices", "", "price table JSON overriding the built-in one (see docs/scoring.md)")
+	pos, err := scorerParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("rollup: want exactly one FILE, got %d arguments", len(pos))
+	}
+	prices, err := scorerLoadPrices(*pricesPath)
+	if err != nil {
+		return err
+	}
+	spans, err := readOTLPJSONLines(pos[0])
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	rs := rollup.ComputeAll(spans, prices)
+	if *asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rs)
+	}
+	return writeRollupText(m.Stdout, rs, prices)
+}
+
+// scorerParseArgs parses flags that may come before or after positional
+// arguments ("rollup FILE --json" as well as "rollup --json FILE").
+func scorerParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func scorerLoadPrices(path string) (*pricing.Table, error) {
+	if path == "" {
+		return pricing.Default(), nil
+	}
+	t, err := pricing.LoadOverride(pricing.Default(), path)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return t, nil
+}
+
+// readOTLPJSONLines decodes every line with the pdata JSON unmarshaler and
+// maps it through genai.MapTraces, so this path and the collector agree on
+// every field. A malformed line or a span the mapping rejects is an error
+// naming the file and line.
+func readOTLPJSONLines(path string) ([]store.Span, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open traces: %w", err)
+	}
+	defer f.Close()
+	var (
+		spans []store.Span
+		um    ptrace.JSONUnmarshaler
+	)
+	br := bufio.NewReaderSize(f, 1<<20)
+	for line := 1; ; line++ {
+		b, rerr := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(b)) > 0 {
+			td, err := um.UnmarshalTraces(b)
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: decode OTLP/JSON ExportTraceServiceRequest: %w", path, line, err)
+			}
+			got, rejected := genai.MapTraces(td, genai.Options{})
+			if len(rejected) > 0 {
+				return nil, fmt.Errorf("%s:%d: %s", path, line, genai.RejectionSummary(rejected))
+			}
+			spans = append(spans, got...)
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("read %s: line %d: %w", path, line, rerr)
+		}
+	}
+	if len(spans) == 0 {
+		return nil, fmt.Errorf("%s: no spans", path)
+	}
+	return spans, nil
+}
+
+func writeRollupText(w io.Writer, rs []rollup.Rollup, prices *pricing.Table) error {
+	bw := bufio.NewWriter(w)
+	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	for i, r := range rs {
+		if i > 0 {
+			p("\n")
+		}
+		p("trace %s  %q  start %s\n", r.TraceID, r.RootName, r.Start.Format("2006-01-02T15:04:05.000Z07:00"))
+		p("  wall time      %.3f ms   critical path %.3f ms\n", r.DurationMS, r.CriticalPathMS)
+		p("  spans          %d (model calls %d, failed %d; tool calls %d; errors %d)\n", r.SpanCount, r.ModelCalls, r.FailedModelCalls, r.ToolCalls, r.ErrorCount)
+		p("  tokens         in %d (cache read %d, cache write %d)  out %d (reasoning %d)\n", r.TokensIn, r.CacheReadTokens, r.CacheCreationTokens, r.TokensOut, r.ReasoningTokens)
+		if r.CostUSD != nil {
+			p("  cost           $%.6f  (prices as of %s)\n", *r.CostUSD, prices.AsOf)
+		} else {
+			p("  cost           unknown — unpriced: %s; priced part $%.6f\n", strings.Join(r.UnpricedModels, ", "), r.KnownCostUSD)
+		}
+		for _, mu := range r.Models {
+			c := "unknown"
+			if mu.CostUSD != nil {
+				c = fmt.Sprintf("$%.6f", *mu.CostUSD)
+			}
+			p("    %-34s %3d calls  in %8d  out %7d  %s\n", mu.Model, mu.Calls, mu.TokensIn, mu.TokensOut, c)
+		}
+		// The spans a user should look at first: largest critical self time.
+		top := append([]rollup.PathEntry(nil), r.CriticalPath...)
+		sort.SliceStable(top, func(a, b int) bool { return top[a].SelfMS > top[b].SelfMS })
+		const show = 10
+		p("  critical path  %d spans; by self time:\n", len(top))
+		for j, e := range top {
+			if j == show {
+				p("    … %d more (use --json for all)\n", len(top)-show)
+				break
+			}
+			share := 0.0
+			if r.CriticalPathMS > 0 {
+				share = 100 * e.SelfMS / r.CriticalPathMS
+			}
+			id := e.SpanID
+			if id == "" {
+				id = "-"
+			}
+			p("    %10.3f ms %5.1f%%  %-16s %s\n", e.SelfMS, share, id, e.Name)
+		}
+		for _, n := range r.Notes {
+			p("  note: %s\n", n)
+		}
+	}
+	return bw.Flush()
 }

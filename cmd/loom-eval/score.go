@@ -3,9 +3,205 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/scorer"
+	"github.com/loomwork/loomwork/scorer/gate"
+	"github.com/loomwork/loomwork/scorer/report"
+	"github.com/loomwork/loomwork/store/storeurl"
 )
 
-// runScore is not built yet.
+// scoreFlags are shared by score and gate.
+type scoreFlags struct {
+	cases, prices, format, ks, junit, markdown, store string
+	seed                                              uint64
+	resamples                                         int
+	level                                             float64
+}
+
+func (f *scoreFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.cases, "cases", "", "cases JSONL (expected tools, required evidence, budgets); without it trials are scored on success only")
+	fs.StringVar(&f.prices, "prices", "", "price table JSON overriding the built-in one, for trials with inline spans")
+	fs.StringVar(&f.format, "format", report.Text, "output format: "+strings.Join(report.Formats, ", "))
+	fs.StringVar(&f.ks, "k", "1,3,5", "comma-separated k values for pass@k and pass^k")
+	fs.Uint64Var(&f.seed, "seed", 1, "bootstrap seed (same seed, same report)")
+	fs.IntVar(&f.resamples, "resamples", 10000, "bootstrap resamples")
+	fs.Float64Var(&f.level, "level", 0.95, "confidence level of the intervals")
+	fs.StringVar(&f.junit, "junit", "", "also write JUnit XML to this file")
+	fs.StringVar(&f.markdown, "markdown", "", "also write Markdown to this file")
+	fs.StringVar(&f.store, "store", "", "trace store URL: load the trace of every trial that has a trace_id but no inline spans, and derive the fields it leaves out")
+}
+
+func (f *scoreFlags) config() (scorer.Config, error) {
+	cfg := scorer.DefaultConfig()
+	prices, err := scorerLoadPrices(f.prices)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Prices, cfg.Seed, cfg.Resamples, cfg.Level = prices, f.seed, f.resamples, f.level
+	cfg.Ks = nil
+	for _, s := range strings.Split(f.ks, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || k < 1 {
+			return cfg, usageError("-k: %q is not a positive integer", s)
+		}
+		cfg.Ks = append(cfg.Ks, k)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError("%v", err)
+	}
+	valid := false
+	for _, name := range report.Formats {
+		valid = valid || name == f.format
+	}
+	if !valid {
+		return cfg, usageError("-format: %q, want one of %s", f.format, strings.Join(report.Formats, ", "))
+	}
+	return cfg, nil
+}
+
+// scoreFiles loads and scores one trials file (cases shared). traces, when
+// not nil, resolves trace ids to stored spans.
+func scoreFiles(ctx context.Context, cases []datasets.Case, path string, cfg scorer.Config, traces scorer.TraceReader) (*scorer.Suite, error) {
+	trials, err := datasets.LoadTrials(path)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	if traces != nil {
+		if err := scorer.ResolveTraces(ctx, traces, trials); err != nil {
+			code := ExitRuntimeErr
+			if errors.Is(err, scorer.ErrTraceMissing) {
+				code = ExitUsage
+			}
+			return nil, &ExitError{Code: code, Err: fmt.Errorf("%s: %w", path, err)}
+		}
+	}
+	s, err := scorer.Score(cases, trials, cfg)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %w", path, err)}
+	}
+	s.Source = path
+	return s, nil
+}
+
+func loadCasesFlag(path string) ([]datasets.Case, error) {
+	if path == "" {
+		return nil, nil
+	}
+	cs, err := datasets.LoadCases(path)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	if cs == nil {
+		cs = []datasets.Case{} // an empty case file still means "cases given"
+	}
+	return cs, nil
+}
+
+// evaluate scores the candidate (and baseline), compares, gates and writes
+// the report. It returns an ExitFailure error when the gate fails.
+func (m *Main) evaluate(ctx context.Context, f *scoreFlags, cfg scorer.Config, candPath, basePath string, policy *gate.Policy) error {
+	cases, err := loadCasesFlag(f.cases)
+	if err != nil {
+		return err
+	}
+	var traces scorer.TraceReader
+	if f.store != "" {
+		if _, err := storeurl.Parse(f.store); err != nil {
+			return usageError("--store: %v", err)
+		}
+		st, err := storeurl.Open(ctx, f.store, true)
+		if err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: err}
+		}
+		defer st.Close()
+		traces = st
+	}
+	if policy != nil {
+		policy.Apply(&cfg)
+	}
+	r := &report.Report{}
+	if r.Suite, err = scoreFiles(ctx, cases, candPath, cfg, traces); err != nil {
+		return err
+	}
+	if f.cases != "" {
+		r.Suite.CasesFile = f.cases
+	}
+	if basePath != "" {
+		if r.Baseline, err = scoreFiles(ctx, cases, basePath, cfg, traces); err != nil {
+			return err
+		}
+		if r.Comparison, err = scorer.Compare(r.Baseline, r.Suite, cfg); err != nil {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+	}
+	if policy != nil {
+		r.Gate = gate.Evaluate(policy, r.Suite, r.Comparison)
+	}
+	if err := report.Write(m.Stdout, f.format, r); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	for _, extra := range []struct{ path, format string }{{f.junit, report.JUnit}, {f.markdown, report.Markdown}} {
+		if extra.path == "" {
+			continue
+		}
+		if err := writeReportFile(extra.path, extra.format, r); err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: err}
+		}
+	}
+	if r.Gate != nil && !r.Gate.Passed {
+		var names []string
+		for _, c := range r.Gate.Failed() {
+			names = append(names, c.Name)
+		}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("gate failed: %s", strings.Join(names, ", "))}
+	}
+	return nil
+}
+
+func writeReportFile(path, format string, r *report.Report) error {
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s report: %w", format, err)
+	}
+	if err := report.Write(fh, format, r); err != nil {
+		fh.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := fh.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return nil
+}
+
+// runScore scores a trials file, optionally against a baseline and a gate.
 func (m *Main) runScore(ctx context.Context, args []string) error {
-	return &ExitError{Code: ExitRuntimeErr, Err: errors.New("score: not implemented yet")}
+	fs := m.newFlagSet("score", "score FILE.jsonl [--cases CASES.jsonl] [--against BASE.jsonl] [--format text|json|markdown|junit] [--seed N] [--gate POLICY]")
+	var f scoreFlags
+	f.register(fs)
+	against := fs.String("against", "", "baseline trials JSONL to compare with, case by case")
+	policyPath := fs.String("gate", "", "gate policy JSON; exit 1 when it fails (see docs/scoring.md)")
+	pos, err := scorerParseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("score: want exactly one trials FILE, got %d arguments", len(pos))
+	}
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	var policy *gate.Policy
+	if *policyPath != "" {
+		if policy, err = gate.Load(*policyPath); err != nil {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+	}
+	return m.evaluate(ctx, &f, cfg, pos[0], *against, policy)
 }

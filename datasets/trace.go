@@ -1,0 +1,206 @@
+package datasets
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/loomwork/loomwork/scorer/pricing"
+	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/store"
+)
+
+// AttrTaskSuccess is the span attribute (a bool) an agent sets on its root
+// span to say whether it accomplished the task. Without it, success is read
+// from the root span's status (error → failed, ok or unset → succeeded).
+const AttrTaskSuccess = "loomwork.task.success"
+
+// TraceOptions controls TrialFromTrace.
+type TraceOptions struct {
+	CaseID string
+	Trial  int
+	// Prices prices the trace's calls; nil leaves cost unknown unless the
+	// spans carry explicit costs.
+	Prices *pricing.Table
+	// ModelLabel, when set, labels the trial; it may not contradict a
+	// "scripted" label found on the spans.
+	ModelLabel string
+	// InlineSpans copies the spans into the trial instead of referencing the
+	// trace by id only.
+	InlineSpans bool
+}
+
+// Derived is what a trace says about a trial.
+type Derived struct {
+	Success           bool
+	SuccessFrom       string // "attribute loomwork.task.success on span X" or "root status ..."
+	ToolsCalled       []string
+	EvidenceRetrieved []string
+	EvidenceCited     []string
+	ModelLabel        string
+	Model             string
+	Rollup            rollup.Rollup
+}
+
+// DeriveFromTrace reads a trial's facts from its spans:
+//   - tools: every execute_tool span's gen_ai.tool.name (else the name after
+//     "execute_tool "), in start order, repeats kept;
+//   - evidence retrieved: the union of every span's RetrievedDocs
+//     (gen_ai.retrieval.documents), in first-seen start order;
+//   - evidence cited: the union of every span's CitedDocs (loomwork.citations);
+//   - success: AttrTaskSuccess on the root if set (else on the latest-ending
+//     span that sets it), otherwise the root's status;
+//   - model label: "scripted" if any span carries loomwork.model.label =
+//     scripted (a scripted run is never reported as live), otherwise that
+//     label if one is set, otherwise "live" when the trace made model calls;
+//   - duration, cost and tokens: the rollup's.
+func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error) {
+	var d Derived
+	if len(spans) == 0 {
+		return d, errors.New("derive trial: trace has no spans")
+	}
+	for i := range spans {
+		if spans[i].TraceID != spans[0].TraceID {
+			return d, fmt.Errorf("derive trial: spans belong to traces %s and %s", spans[0].TraceID, spans[i].TraceID)
+		}
+	}
+	order := make([]int, len(spans))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return spans[order[a]].StartTime.Before(spans[order[b]].StartTime) })
+
+	ids := map[string]bool{}
+	for i := range spans {
+		ids[spans[i].SpanID] = true
+	}
+	root := -1
+	for _, i := range order {
+		if spans[i].ParentSpanID == "" || !ids[spans[i].ParentSpanID] {
+			if root < 0 || spans[i].Duration() > spans[root].Duration() {
+				root = i
+			}
+		}
+	}
+	if root < 0 {
+		root = order[0]
+	}
+
+	seenR, seenC := map[string]bool{}, map[string]bool{}
+	labels := map[string]bool{}
+	models := map[string]int{}
+	attrSpan := -1
+	for _, i := range order {
+		s := &spans[i]
+		if s.Operation == "execute_tool" {
+			name := s.ToolName
+			if name == "" {
+				name = strings.TrimSpace(strings.TrimPrefix(s.Name, "execute_tool"))
+			}
+			if name == "" {
+				name = "(unnamed tool)"
+			}
+			d.ToolsCalled = append(d.ToolsCalled, name)
+		}
+		for _, doc := range s.RetrievedDocs {
+			if !seenR[doc] {
+				seenR[doc] = true
+				d.EvidenceRetrieved = append(d.EvidenceRetrieved, doc)
+			}
+		}
+		for _, doc := range s.CitedDocs {
+			if !seenC[doc] {
+				seenC[doc] = true
+				d.EvidenceCited = append(d.EvidenceCited, doc)
+			}
+		}
+		if l, ok := s.Attributes.String(store.AttrModelLabel); ok && l != "" {
+			labels[l] = true
+		}
+		if store.IsModelCallOperation(s.Operation) {
+			m := s.ResponseModel
+			if m == "" {
+				m = s.RequestModel
+			}
+			if m != "" {
+				models[m]++
+			}
+		}
+		if _, ok := s.Attributes[AttrTaskSuccess].(bool); ok {
+			if attrSpan < 0 || i == root || (attrSpan != root && s.EndTime.After(spans[attrSpan].EndTime)) {
+				attrSpan = i
+			}
+		}
+	}
+	switch {
+	case attrSpan >= 0:
+		d.Success = spans[attrSpan].Attributes[AttrTaskSuccess].(bool)
+		d.SuccessFrom = fmt.Sprintf("attribute %s on span %s", AttrTaskSuccess, spans[attrSpan].SpanID)
+	default:
+		d.Success = !spans[root].IsError()
+		d.SuccessFrom = fmt.Sprintf("status %q of root span %s", spans[root].StatusCode, spans[root].SpanID)
+	}
+	switch {
+	case labels[LabelScripted]:
+		d.ModelLabel = LabelScripted
+	case len(labels) > 0:
+		var ls []string
+		for l := range labels {
+			ls = append(ls, l)
+		}
+		sort.Strings(ls)
+		d.ModelLabel = strings.Join(ls, "+")
+	case len(models) > 0:
+		d.ModelLabel = LabelLive
+	default:
+		d.ModelLabel = "unknown"
+	}
+	best := 0
+	for m, n := range models {
+		if n > best || (n == best && m < d.Model) {
+			d.Model, best = m, n
+		}
+	}
+	d.Rollup = rollup.Compute(spans, prices)
+	return d, nil
+}
+
+// TrialFromTrace converts one trace into a trial record.
+func TrialFromTrace(spans []store.Span, opts TraceOptions) (Trial, error) {
+	d, err := DeriveFromTrace(spans, opts.Prices)
+	if err != nil {
+		return Trial{}, err
+	}
+	label := d.ModelLabel
+	if opts.ModelLabel != "" {
+		if d.ModelLabel == LabelScripted && opts.ModelLabel != LabelScripted {
+			return Trial{}, fmt.Errorf("trial from trace %s: spans are labelled %q, refusing label %q", spans[0].TraceID, LabelScripted, opts.ModelLabel)
+		}
+		label = opts.ModelLabel
+	}
+	success := d.Success
+	dur := d.Rollup.DurationMS
+	tokens := d.Rollup.TokensIn + d.Rollup.TokensOut
+	t := Trial{
+		CaseID:            opts.CaseID,
+		Trial:             opts.Trial,
+		ModelLabel:        label,
+		Model:             d.Model,
+		TraceID:           spans[0].TraceID,
+		Success:           &success,
+		ToolsCalled:       d.ToolsCalled,
+		EvidenceRetrieved: d.EvidenceRetrieved,
+		EvidenceCited:     d.EvidenceCited,
+		DurationMS:        &dur,
+		CostUSD:           d.Rollup.CostUSD,
+		Tokens:            &tokens,
+	}
+	if opts.InlineSpans {
+		t.Spans = append([]store.Span(nil), spans...)
+	}
+	if err := t.Validate(); err != nil {
+		return Trial{}, fmt.Errorf("trial from trace %s: %w", spans[0].TraceID, err)
+	}
+	return t, nil
+}

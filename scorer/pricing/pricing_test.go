@@ -1,0 +1,139 @@
+package pricing
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLookupMatchesSnapshotsDeliberately(t *testing.T) {
+	tab := Default()
+	cases := []struct {
+		model, want string // want "" = unknown
+	}{
+		{"gpt-4o", "gpt-4o"},
+		{"GPT-4o", "gpt-4o"},
+		{"gpt-4o-2024-08-06", "gpt-4o"},
+		{"gpt-4o-2024-05-13", "gpt-4o-2024-05-13"}, // its own, older price wins over the family
+		{"gpt-4o-mini-2024-07-18", "gpt-4o-mini"},  // never gpt-4o by prefix
+		{"gpt-4o-audio-preview", ""},
+		{"gpt-4o-mini-tts", ""},
+		{"openai/gpt-4.1-mini", "gpt-4.1-mini"},
+		{"claude-sonnet-4-5-20250929", "claude-sonnet-4-5"},
+		{"claude-3-5-haiku@20241022", "claude-3-5-haiku"},
+		{"claude-3-5-sonnet-latest", "claude-3-5-sonnet"},
+		{"claude-opus-4-0", "claude-opus-4"},
+		{"models/gemini-2.5-flash", "gemini-2.5-flash"},
+		{"gemini-2.0-flash-001", "gemini-2.0-flash"},
+		{"gemini-2.5-flash-lite", "gemini-2.5-flash-lite"}, // not gemini-2.5-flash
+		{"gemini-2.5", ""},
+		{"gpt-5-2025-08-07", "gpt-5"},
+		{"", ""},
+		{"-20250929", ""},
+	}
+	for _, c := range cases {
+		m, name, ok := tab.Lookup(c.model)
+		if c.want == "" {
+			if ok {
+				t.Errorf("Lookup(%q) = %q, want unknown", c.model, name)
+			}
+			continue
+		}
+		if !ok || name != c.want || m == nil {
+			t.Errorf("Lookup(%q) = %q, %v; want %q", c.model, name, ok, c.want)
+		}
+	}
+}
+
+func TestCostPricesCacheAndLongContextApart(t *testing.T) {
+	tab := Default()
+	m, _, _ := tab.Lookup("claude-sonnet-4-5")
+	got := m.Cost(Usage{Input: 1000, CacheRead: 10000, CacheCreation: 2000, Output: 500})
+	want := (1000*3.0 + 10000*0.30 + 2000*3.75 + 500*15.0) / 1e6
+	if math.Abs(got-want) > 1e-12 {
+		t.Errorf("short prompt cost = %v, want %v", got, want)
+	}
+	// 150k uncached + 60k cache read: over the 200k threshold, every token
+	// is billed at the long-context tier.
+	got = m.Cost(Usage{Input: 150000, CacheRead: 60000, Output: 1000})
+	want = (150000*6.0 + 60000*0.60 + 1000*22.50) / 1e6
+	if math.Abs(got-want) > 1e-12 {
+		t.Errorf("long prompt cost = %v, want %v", got, want)
+	}
+	// No published cache rate: cached tokens cost the input rate.
+	old, _, _ := tab.Lookup("gpt-4o-2024-05-13")
+	if got, want := old.Cost(Usage{CacheRead: 1e6}), 5.0; math.Abs(got-want) > 1e-12 {
+		t.Errorf("uncached-rate model cost = %v, want %v", got, want)
+	}
+}
+
+func TestEmbeddedTableIsDatedAndSourced(t *testing.T) {
+	tab := Default()
+	if tab.AsOf == "" || len(tab.Sources) < 3 {
+		t.Fatalf("embedded table lacks a date or sources: %q %v", tab.AsOf, tab.Sources)
+	}
+	for _, p := range []string{"gpt-4o", "claude-sonnet-4-5", "gemini-2.5-pro"} {
+		if _, _, ok := tab.Lookup(p); !ok {
+			t.Errorf("embedded table has no %s", p)
+		}
+	}
+}
+
+func TestOverrideFileMergesOrReplaces(t *testing.T) {
+	dir := t.TempDir()
+	merge := filepath.Join(dir, "merge.json")
+	os.WriteFile(merge, []byte(`{"as_of":"2030-01-01","models":[{"provider":"acme","model":"gpt-4o","input":1,"output":2},{"model":"acme-1","input":3,"output":4}]}`), 0o644)
+	tab, err := LoadOverride(Default(), merge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _, _ := tab.Lookup("gpt-4o-2024-08-06"); m == nil || m.Input != 1 {
+		t.Errorf("override did not replace gpt-4o: %+v", m)
+	}
+	if _, _, ok := tab.Lookup("claude-3-haiku"); !ok {
+		t.Error("merge dropped a built-in model")
+	}
+	repl := filepath.Join(dir, "replace.json")
+	os.WriteFile(repl, []byte(`{"as_of":"2030-01-01","replace":true,"models":[{"model":"acme-1","input":3,"output":4}]}`), 0o644)
+	tab, err = LoadOverride(Default(), repl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := tab.Lookup("gpt-4o"); ok {
+		t.Error("replace kept a built-in model")
+	}
+}
+
+func TestBadPriceFilesNameTheProblem(t *testing.T) {
+	cases := map[string]string{
+		`{"models":[{"model":"x","input":1,"output":2,"oops":1}]}`: `unknown field "oops"`,
+		`{"models":[{"model":"x","input":-1,"output":2}]}`:         `"input"`,
+		`{"models":[{"model":"","input":1,"output":2}]}`:           `"model"`,
+		`{"models":[]}`: `no models`,
+		`{"models":[{"model":"x","input":1,"output":2},{"model":"X","input":1,"output":2}]}`:    `listed twice`,
+		`{"models":[{"model":"x","input":"1","output":2}]}`:                                     `input`,
+		`{"models":[{"model":"x","input":1,"output":2,"long_context":{"input":1,"output":1}}]}`: `threshold_input_tokens`,
+	}
+	for body, want := range cases {
+		p := filepath.Join(t.TempDir(), "p.json")
+		os.WriteFile(p, []byte(body), 0o644)
+		_, err := LoadOverride(nil, p)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
+			t.Errorf("LoadOverride(%s) error = %v, want it to name %q and the file", body, err, want)
+		}
+	}
+}
+
+func TestModelNamesWithSlashesStillMatchExactly(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "p.json")
+	os.WriteFile(p, []byte(`{"models":[{"model":"acme/large","input":1,"output":2}]}`), 0o644)
+	tab, err := LoadOverride(nil, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := tab.Lookup("acme/large"); !ok {
+		t.Error("exact name with a slash not found")
+	}
+}

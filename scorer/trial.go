@@ -1,0 +1,242 @@
+package scorer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loomwork/loomwork/datasets"
+)
+
+// ScoreTrial scores one trial against its case.
+//
+// Fields a trial with inline spans leaves out (success, tools, evidence,
+// duration, cost, tokens) are derived from the spans (datasets.DeriveFromTrace);
+// fields it states are used as stated.
+//
+// Components, each on [0, 1]:
+//   - success: 1 if the task succeeded;
+//   - tool precision / recall: over the DISTINCT tool names called against
+//     the expected set (calling the right tool twice is not imprecise);
+//   - evidence retrieved / cited: the share of required evidence among the
+//     retrieved / cited ids; with evidence_match "any", 1 as soon as one is
+//     there;
+//   - budgets: the share of budgets whose verdict is pass (unknown counts as
+//     not passing).
+//
+// Score = Σ weight·component / Σ weight over the components that apply.
+// Passed = success, every budget verdict pass, and (when evidence is
+// required) the required evidence cited per evidence_match. So a successful
+// task that cites none of its required evidence neither passes nor scores 1.
+func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, error) {
+	ts := TrialScore{CaseID: t.CaseID, Trial: t.Trial, ModelLabel: t.ModelLabel, Model: t.Model, TraceID: t.TraceID,
+		Budgets: []BudgetVerdict{}, Reasons: []string{}}
+	success, tools, retrieved, cited := t.Success, t.ToolsCalled, t.EvidenceRetrieved, t.EvidenceCited
+	dur, cost, tokens := t.DurationMS, t.CostUSD, t.Tokens
+	if len(t.Spans) > 0 {
+		d, err := datasets.DeriveFromTrace(t.Spans, cfg.Prices)
+		if err != nil {
+			return ts, fmt.Errorf("score trial %d of case %q%s: %w", t.Trial, t.CaseID, lineSuffix(t.Line), err)
+		}
+		if d.ModelLabel == datasets.LabelScripted && t.ModelLabel != datasets.LabelScripted {
+			return ts, fmt.Errorf("score trial %d of case %q%s: field \"model_label\": %q, but its spans are labelled scripted",
+				t.Trial, t.CaseID, lineSuffix(t.Line), t.ModelLabel)
+		}
+		if success == nil {
+			success = &d.Success
+		}
+		if tools == nil {
+			tools = d.ToolsCalled
+		}
+		if retrieved == nil {
+			retrieved = d.EvidenceRetrieved
+		}
+		if cited == nil {
+			cited = d.EvidenceCited
+		}
+		if dur == nil {
+			dur = ptr(d.Rollup.DurationMS)
+		}
+		if cost == nil {
+			cost = d.Rollup.CostUSD
+			if cost == nil {
+				ts.Reasons = append(ts.Reasons, fmt.Sprintf("cost unknown: unpriced models %v", d.Rollup.UnpricedModels))
+			}
+		}
+		if tokens == nil {
+			tokens = ptr(d.Rollup.TokensIn + d.Rollup.TokensOut)
+		}
+		if ts.TraceID == "" {
+			ts.TraceID = t.Spans[0].TraceID
+		}
+		if ts.Model == "" {
+			ts.Model = d.Model
+		}
+	}
+	if success == nil {
+		return ts, fmt.Errorf("score trial %d of case %q%s: field \"success\": not given, and no spans to derive it from (trace %s: pass a store to load it)",
+			t.Trial, t.CaseID, lineSuffix(t.Line), t.TraceID)
+	}
+	ts.Success = *success
+	ts.DurationMS, ts.CostUSD, ts.Tokens = dur, cost, tokens
+
+	w := cfg.Weights
+	num, den := w.Success*b2f(ts.Success), w.Success
+	if !ts.Success {
+		ts.Reasons = append(ts.Reasons, "task not accomplished")
+	}
+
+	if len(c.ExpectedTools) > 0 {
+		p, r, missing, extra := toolPR(c.ExpectedTools, tools)
+		ts.ToolPrecision, ts.ToolRecall = &p, &r
+		num += w.ToolPrecision*p + w.ToolRecall*r
+		den += w.ToolPrecision + w.ToolRecall
+		if len(missing) > 0 {
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("expected tools not called: %s", strings.Join(missing, ", ")))
+		}
+		if len(extra) > 0 {
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("tools called that were not expected: %s", strings.Join(extra, ", ")))
+		}
+	}
+
+	evidenceOK := true
+	if len(c.RequiredEvidence) > 0 {
+		anyMode := c.EvidenceMatch == datasets.EvidenceAny
+		rs, rFound := support(c.RequiredEvidence, retrieved)
+		cs, cFound := support(c.RequiredEvidence, cited)
+		ts.EvidenceRetrieved, ts.EvidenceCited = &rs, &cs
+		credit := func(share float64, found int) float64 {
+			if anyMode {
+				return b2f(found > 0)
+			}
+			return share
+		}
+		num += w.EvidenceRetrieved*credit(rs, rFound) + w.EvidenceCited*credit(cs, cFound)
+		den += w.EvidenceRetrieved + w.EvidenceCited
+		if anyMode {
+			evidenceOK = cFound > 0
+		} else {
+			evidenceOK = cFound == len(uniq(c.RequiredEvidence))
+		}
+		switch {
+		case cFound == 0 && rFound > 0:
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("required evidence retrieved (%d) but never cited", rFound))
+		case cFound == 0:
+			ts.Reasons = append(ts.Reasons, "required evidence neither retrieved nor cited")
+		case !evidenceOK:
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("cited %d of %d required evidence ids", cFound, len(uniq(c.RequiredEvidence))))
+		}
+	}
+
+	budgetsOK := true
+	if n, passed := budgetVerdicts(c, &ts); n > 0 {
+		num += w.Budgets * float64(passed) / float64(n)
+		den += w.Budgets
+		budgetsOK = passed == n
+	}
+
+	if den > 0 {
+		ts.Score = num / den
+	}
+	ts.Passed = ts.Success && evidenceOK && budgetsOK
+	return ts, nil
+}
+
+func budgetVerdicts(c *datasets.Case, ts *TrialScore) (n, passed int) {
+	add := func(name string, limit float64, actual *float64, unit string, unknownWhy string) {
+		n++
+		v := BudgetVerdict{Budget: name, Limit: limit, Actual: actual}
+		switch {
+		case actual == nil:
+			v.Verdict = VerdictUnknown
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("%s budget %g%s: %s, verdict unknown", name, limit, unit, unknownWhy))
+		case *actual <= limit:
+			v.Verdict = VerdictPass
+			passed++
+		default:
+			v.Verdict = VerdictFail
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("over %s budget: %g%s > %g%s", name, *actual, unit, limit, unit))
+		}
+		ts.Budgets = append(ts.Budgets, v)
+	}
+	if b := c.Budgets.MS; b != nil {
+		add("ms", *b, ts.DurationMS, " ms", "duration not recorded")
+	}
+	if b := c.Budgets.USD; b != nil {
+		add("usd", *b, ts.CostUSD, " USD", "cost unknown")
+	}
+	if b := c.Budgets.Tokens; b != nil {
+		var actual *float64
+		if ts.Tokens != nil {
+			actual = ptr(float64(*ts.Tokens))
+		}
+		add("tokens", float64(*b), actual, " tokens", "token count not recorded")
+	}
+	return n, passed
+}
+
+// toolPR compares distinct called tool names with the expected set.
+func toolPR(expected, called []string) (precision, recall float64, missing, extra []string) {
+	exp := uniq(expected)
+	got := uniq(called)
+	expSet := map[string]bool{}
+	for _, e := range exp {
+		expSet[e] = true
+	}
+	gotSet := map[string]bool{}
+	hit := 0
+	for _, g := range got {
+		gotSet[g] = true
+		if expSet[g] {
+			hit++
+		} else {
+			extra = append(extra, g)
+		}
+	}
+	for _, e := range exp {
+		if !gotSet[e] {
+			missing = append(missing, e)
+		}
+	}
+	recall = float64(hit) / float64(len(exp))
+	if len(got) == 0 {
+		precision = 0 // nothing called while tools were expected
+	} else {
+		precision = float64(hit) / float64(len(got))
+	}
+	return precision, recall, missing, extra
+}
+
+// support is the share of required ids present in have.
+func support(required, have []string) (float64, int) {
+	req := uniq(required)
+	set := map[string]bool{}
+	for _, h := range have {
+		set[h] = true
+	}
+	found := 0
+	for _, r := range req {
+		if set[r] {
+			found++
+		}
+	}
+	return float64(found) / float64(len(req)), found
+}
+
+func uniq(xs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
