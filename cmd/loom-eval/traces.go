@@ -2,10 +2,322 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/loomwork/loomwork/collector/traceapi"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/storeurl"
 )
 
-// runTraces is not built yet.
+// runTraces lists or shows stored traces. It opens the store read-only, so
+// it works while serve is writing.
 func (m *Main) runTraces(ctx context.Context, args []string) error {
-	return &ExitError{Code: ExitRuntimeErr, Err: errors.New("traces: not implemented yet")}
+	if len(args) == 0 {
+		return usageError("traces: want a subcommand: traces list [filters] | traces get TRACE_ID")
+	}
+	switch args[0] {
+	case "list":
+		return m.runTracesList(ctx, args[1:])
+	case "get":
+		return m.runTracesGet(ctx, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprintln(m.Stderr, "Usage: loom-eval traces list [filters] [--json] | loom-eval traces get TRACE_ID [--json]")
+		return nil
+	}
+	return usageError("traces: unknown subcommand %q (want list or get)", args[0])
+}
+
+func (m *Main) tracesStoreFlag(fs *flag.FlagSet) *string {
+	return fs.String("store", "", "trace store URL (default $"+storeurl.EnvVar+", else "+storeurl.DefaultPath+")")
+}
+
+func (m *Main) tracesOpenStore(ctx context.Context, raw string) (store.Store, error) {
+	if raw == "" && m.Getenv != nil {
+		raw = m.Getenv(storeurl.EnvVar)
+	}
+	if _, err := storeurl.Parse(raw); err != nil {
+		return nil, usageError("--store: %v", err)
+	}
+	st, err := storeurl.Open(ctx, raw, true)
+	if err != nil {
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	return st, nil
+}
+
+func (m *Main) runTracesList(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("traces list", "traces list [--since 1h] [--service S] [--agent A] [--model M] [--status ok|error] [--json]")
+	storeURL := m.tracesStoreFlag(fs)
+	asJSON := fs.Bool("json", false, "print the page as JSON")
+	// Each filter is a traceapi query parameter, so the CLI and the HTTP API
+	// accept and reject the same things.
+	vals := map[string]*string{}
+	for _, name := range traceapi.ParamNames() {
+		if name == "asc" {
+			continue
+		}
+		vals[name] = fs.String(strings.ReplaceAll(name, "_", "-"), "", "filter: "+tracesParamHelp(name))
+	}
+	asc := fs.Bool("asc", false, "ascending order")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("traces list: unexpected arguments %q", fs.Args())
+	}
+	v := url.Values{}
+	for name, p := range vals {
+		if *p != "" {
+			v.Set(name, *p)
+		}
+	}
+	if *asc {
+		v.Set("asc", "true")
+	}
+	q, err := traceapi.ParseQuery(v, time.Now())
+	if err != nil {
+		return usageError("traces list: %s", strings.ReplaceAll(err.Error(), "query parameter", "flag"))
+	}
+	st, err := m.tracesOpenStore(ctx, *storeURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	page, err := st.ListTraces(ctx, q)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces list: %w", err)}
+	}
+	if *asJSON {
+		if page.Traces == nil {
+			page.Traces = []store.TraceSummary{}
+		}
+		return tracesWriteJSON(m.Stdout, page)
+	}
+	tracesPrintSummaries(m.Stdout, page)
+	return nil
+}
+
+func tracesParamHelp(name string) string {
+	switch name {
+	case "start", "end":
+		return "RFC 3339 time bound on the trace start"
+	case "since":
+		return "only traces started within this duration (e.g. 1h)"
+	case "min-duration", "min_duration":
+		return "only traces at least this long (e.g. 2s)"
+	case "status":
+		return "ok or error"
+	case "sort":
+		return "start, duration, spans, errors or tokens"
+	case "limit":
+		return fmt.Sprintf("page size (default %d, at most %d)", store.DefaultPageSize, store.MaxPageSize)
+	case "page_token":
+		return "continue from the previous page's token"
+	case "text":
+		return "substring of a span name"
+	}
+	return name + " (exact match)"
+}
+
+func tracesPrintSummaries(w io.Writer, page store.TracePage) {
+	if len(page.Traces) == 0 {
+		fmt.Fprintln(w, "No traces match.")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRACE ID\tSTART (UTC)\tDURATION\tSPANS\tERRORS\tROOT\tSERVICE\tAGENTS\tMODELS\tTOKENS IN/OUT")
+	for _, s := range page.Traces {
+		root := s.RootName
+		if root == "" {
+			root = "(root not received)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d/%d\n",
+			s.TraceID, s.Start.UTC().Format("2006-01-02 15:04:05"), tracesDur(s.Duration), s.SpanCount, s.ErrorCount,
+			tracesClip(root, 40), s.ServiceName, strings.Join(s.AgentNames, ","), strings.Join(s.Models, ","),
+			s.InputTokens, s.OutputTokens)
+	}
+	tw.Flush()
+	if page.NextPageToken != "" {
+		fmt.Fprintf(w, "\nMore traces: add --page-token %s\n", page.NextPageToken)
+	}
+}
+
+func (m *Main) runTracesGet(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("traces get", "traces get TRACE_ID [--json] [--store URL]")
+	storeURL := m.tracesStoreFlag(fs)
+	asJSON := fs.Bool("json", false, "print the spans as JSON")
+	// Accept the id before or after the flags.
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if id == "" && fs.NArg() > 0 {
+		id = fs.Arg(0)
+		if fs.NArg() > 1 {
+			return usageError("traces get: unexpected arguments %q", fs.Args()[1:])
+		}
+	} else if fs.NArg() > 0 {
+		return usageError("traces get: unexpected arguments %q", fs.Args())
+	}
+	id = strings.ToLower(strings.TrimSpace(id))
+	if !traceapi.TraceIDPattern.MatchString(id) {
+		return usageError("traces get: trace id %q: want 32 hex characters (see loom-eval traces list)", id)
+	}
+	st, err := m.tracesOpenStore(ctx, *storeURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	spans, err := st.GetTrace(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("traces get: trace %s not found in the store", id)}
+	}
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces get: %w", err)}
+	}
+	if *asJSON {
+		return tracesWriteJSON(m.Stdout, traceapi.TraceResponse{TraceID: id, Spans: spans})
+	}
+	tracesPrintTree(m.Stdout, id, spans)
+	// ROLLUP: the scorer's rollup (critical path with per-span critical
+	// self-time, leaf-only cost) is printed here once scorer/ provides it.
+	return nil
+}
+
+// printTree prints spans as an indented tree: offset from the trace start,
+// duration, status and the GenAI fields that matter when reading a run.
+func tracesPrintTree(w io.Writer, id string, spans []store.Span) {
+	byID := make(map[string]bool, len(spans))
+	children := map[string][]int{}
+	start, end := spans[0].StartTime, spans[0].EndTime
+	for i, s := range spans {
+		byID[s.SpanID] = true
+		if s.StartTime.Before(start) {
+			start = s.StartTime
+		}
+		if s.EndTime.After(end) {
+			end = s.EndTime
+		}
+		_ = i
+	}
+	var roots []int
+	for i, s := range spans {
+		if s.ParentSpanID == "" || !byID[s.ParentSpanID] {
+			roots = append(roots, i)
+			continue
+		}
+		children[s.ParentSpanID] = append(children[s.ParentSpanID], i)
+	}
+	fmt.Fprintf(w, "Trace %s  %d spans  %s  service %s\n\n", id, len(spans), tracesDur(end.Sub(start)), spans[roots[0]].ServiceName)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SPAN\tOFFSET\tDURATION\tSTATUS\tDETAILS")
+	var walk func(i, depth int, seen map[int]bool)
+	walk = func(i, depth int, seen map[int]bool) {
+		if seen[i] {
+			return
+		}
+		seen[i] = true
+		s := spans[i]
+		name := strings.Repeat("  ", depth) + s.Name
+		if s.ParentSpanID != "" && !byID[s.ParentSpanID] {
+			name += " (parent " + s.ParentSpanID + " not received)"
+		}
+		status := s.StatusCode
+		if s.IsError() && s.StatusMessage != "" {
+			status += ": " + tracesClip(s.StatusMessage, 40)
+		}
+		fmt.Fprintf(tw, "%s\t+%s\t%s\t%s\t%s\n", name, tracesDur(s.StartTime.Sub(start)), tracesDur(s.Duration()), status, tracesSpanDetails(s))
+		kids := children[s.SpanID]
+		sort.SliceStable(kids, func(a, b int) bool { return spans[kids[a]].StartTime.Before(spans[kids[b]].StartTime) })
+		for _, k := range kids {
+			walk(k, depth+1, seen)
+		}
+	}
+	seen := map[int]bool{}
+	for _, r := range roots {
+		walk(r, 0, seen)
+	}
+	tw.Flush()
+}
+
+func tracesSpanDetails(s store.Span) string {
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	add("op", s.Operation)
+	add("agent", s.AgentName)
+	model := s.ResponseModel
+	if model == "" {
+		model = s.RequestModel
+	}
+	add("model", model)
+	add("tool", s.ToolName)
+	if s.HasUsage {
+		u := fmt.Sprintf("%d/%d", s.InputTokens, s.OutputTokens)
+		if s.CacheReadTokens > 0 {
+			u += fmt.Sprintf(" cache-read %d", s.CacheReadTokens)
+		}
+		if s.CacheCreationTokens > 0 {
+			u += fmt.Sprintf(" cache-write %d", s.CacheCreationTokens)
+		}
+		if s.ReasoningTokens > 0 {
+			u += fmt.Sprintf(" reasoning %d", s.ReasoningTokens)
+		}
+		add("tokens in/out", u)
+	}
+	if s.CostUSD != nil {
+		add("cost", fmt.Sprintf("$%.6f", *s.CostUSD))
+	}
+	if len(s.RetrievedDocs) > 0 {
+		add("retrieved", strings.Join(s.RetrievedDocs, ","))
+	}
+	if len(s.CitedDocs) > 0 {
+		add("cited", strings.Join(s.CitedDocs, ","))
+	}
+	if l, ok := s.Attributes.String(store.AttrModelLabel); ok {
+		add("label", l)
+	}
+	return strings.Join(parts, " ")
+}
+
+func tracesDur(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d
+}
+
+func tracesClip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func tracesWriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("write JSON: %w", err)}
+	}
+	return nil
 }

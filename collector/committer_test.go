@@ -1,0 +1,111 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loomwork/loomwork/collector/agenttrace"
+	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/sqlite"
+)
+
+// gatedWriter holds the first write until released, so concurrent callers
+// pile up behind it; it writes to the real store.
+type gatedWriter struct {
+	store.Writer
+	once    sync.Once
+	release chan struct{}
+}
+
+func (g *gatedWriter) WriteSpans(ctx context.Context, spans []store.Span) error {
+	g.once.Do(func() { <-g.release })
+	return g.Writer.WriteSpans(ctx, spans)
+}
+
+func TestCommitterCoalescesConcurrentWritesAndAcksEachCaller(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "t.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	gw := &gatedWriter{Writer: st, release: make(chan struct{})}
+	c := newCommitter(gw, DefaultMaxBatchSpans, time.Minute)
+	var mu sync.Mutex
+	var batches []int
+	c.onBatch = func(requests, spans int, _ time.Duration, err error) {
+		mu.Lock()
+		batches = append(batches, requests)
+		mu.Unlock()
+	}
+	c.start(1)
+
+	gen := agenttrace.NewGenerator(9, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const callers = 6
+	inputs := make([][]store.Span, callers)
+	for i := range inputs {
+		inputs[i], _ = genai.MapTraces(gen.Batch(1, 5), genai.Options{})
+	}
+	errs := make(chan error, callers)
+	go func() { errs <- c.write(context.Background(), inputs[0]) }()
+	var wg sync.WaitGroup
+	for i := 1; i < callers; i++ {
+		wg.Go(func() { errs <- c.write(context.Background(), inputs[i]) })
+	}
+	// Let the other callers queue behind the held write; however many got
+	// there, each must be acknowledged only after its spans are stored.
+	time.Sleep(50 * time.Millisecond)
+	close(gw.release)
+	wg.Wait()
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	for _, in := range inputs {
+		got, err := st.GetTrace(context.Background(), in[0].TraceID)
+		if err != nil || len(got) != 5 {
+			t.Fatalf("acknowledged trace %s: %d spans, %v", in[0].TraceID, len(got), err)
+		}
+	}
+	total := 0
+	for _, n := range batches {
+		total += n
+	}
+	if total != callers {
+		t.Errorf("batches carried %d requests, want %d", total, callers)
+	}
+	t.Logf("requests per store write: %v", batches)
+
+	if err := c.shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.write(context.Background(), inputs[0]); !errors.Is(err, errShutDown) {
+		t.Errorf("write after shutdown: %v, want errShutDown", err)
+	}
+}
+
+func TestCommitterReportsStoreErrorToEveryCallerOfTheBatch(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "t.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close() // a real store that fails every write
+	c := newCommitter(st, DefaultMaxBatchSpans, time.Minute)
+	c.start(1)
+	defer c.shutdown(context.Background())
+	spans, _ := genai.MapTraces(agenttrace.NewGenerator(1, time.Now()).Batch(1, 3), genai.Options{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := c.write(context.Background(), spans); err == nil {
+				t.Error("write to a closed store was acknowledged")
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,107 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/store/storeurl"
+)
+
+// Config configures the Loomwork exporter. In a Collector configuration it
+// is the `loomwork` exporter's section:
+//
+//	exporters:
+//	  loomwork:
+//	    store: clickhouse://127.0.0.1:9000/loomwork
+type Config struct {
+	// Store is the store URL (see store/storeurl): empty for the embedded
+	// default, a file path or sqlite:PATH, or clickhouse://HOST:PORT/DB.
+	// Ignored when the factory was given an open store (WithStore).
+	Store string `mapstructure:"store"`
+	// MaxAttributeBytes limits one attribute value; larger values are
+	// truncated with a marker. 0 means genai.DefaultMaxAttrBytes, -1 turns
+	// truncation off.
+	MaxAttributeBytes int `mapstructure:"max_attribute_bytes"`
+	// Timeout bounds one export (mapping plus the store write) as seen by
+	// the caller, and each store write. 0 leaves exports to the caller's
+	// deadline; store writes are then bounded by DefaultTimeout.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxBatchSpans caps how many spans concurrent requests are coalesced
+	// into for one store write. Default 50000.
+	MaxBatchSpans int `mapstructure:"max_batch_spans"`
+	// Writers is how many store writes may run at once. Default 1.
+	Writers int `mapstructure:"writers"`
+	// RetryAfter is the delay suggested to senders (gRPC RetryInfo, HTTP
+	// Retry-After) when the store fails. Default 1s.
+	RetryAfter time.Duration `mapstructure:"retry_after"`
+
+	_ struct{} // keyed literals only
+}
+
+// Defaults.
+const (
+	DefaultMaxBatchSpans = 50000
+	DefaultWriters       = 1
+	DefaultRetryAfter    = time.Second
+	DefaultTimeout       = 30 * time.Second
+	maxWriters           = 64
+)
+
+func createDefaultConfig() *Config {
+	return &Config{Timeout: DefaultTimeout}
+}
+
+// Validate reports every problem with the configuration, naming the key.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Store != "" {
+		if _, err := storeurl.Parse(c.Store); err != nil {
+			errs = append(errs, fmt.Errorf("store: %w", err))
+		}
+	}
+	if c.MaxAttributeBytes < -1 {
+		errs = append(errs, fmt.Errorf("max_attribute_bytes: must be -1 (no limit), 0 (default %d) or positive (got %d)", genai.DefaultMaxAttrBytes, c.MaxAttributeBytes))
+	} else if c.MaxAttributeBytes > 0 && c.MaxAttributeBytes < 64 {
+		errs = append(errs, fmt.Errorf("max_attribute_bytes: %d is too small to keep a useful value; use at least 64", c.MaxAttributeBytes))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout: must not be negative (got %s)", c.Timeout))
+	}
+	if c.MaxBatchSpans < 0 {
+		errs = append(errs, fmt.Errorf("max_batch_spans: must not be negative (got %d)", c.MaxBatchSpans))
+	}
+	if c.Writers < 0 || c.Writers > maxWriters {
+		errs = append(errs, fmt.Errorf("writers: must be between 0 (default %d) and %d (got %d)", DefaultWriters, maxWriters, c.Writers))
+	}
+	if c.RetryAfter < 0 {
+		errs = append(errs, fmt.Errorf("retry_after: must not be negative (got %s)", c.RetryAfter))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) maxBatchSpans() int {
+	if c.MaxBatchSpans == 0 {
+		return DefaultMaxBatchSpans
+	}
+	return c.MaxBatchSpans
+}
+
+func (c *Config) writers() int {
+	if c.Writers == 0 {
+		return DefaultWriters
+	}
+	return c.Writers
+}
+
+func (c *Config) retryAfter() time.Duration {
+	if c.RetryAfter == 0 {
+		return DefaultRetryAfter
+	}
+	return c.RetryAfter
+}
+
+func (c *Config) mapOptions() genai.Options {
+	return genai.Options{MaxAttrBytes: c.MaxAttributeBytes}
+}

@@ -1,0 +1,235 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/loomwork/loomwork/collector/genai"
+)
+
+// TracesPath is the OTLP/HTTP traces path.
+const TracesPath = "/v1/traces"
+
+// Content types OTLP/HTTP defines.
+const (
+	contentTypeProto = "application/x-protobuf"
+	contentTypeJSON  = "application/json"
+)
+
+// front answers OTLP requests (gRPC and HTTP) by handing the decoded traces
+// to the consumer chain, and turns what the chain reports into OTLP
+// responses: partial_success for rejected spans, retryable statuses with a
+// retry delay for refusals.
+type front struct {
+	next       consumer.Traces
+	retryAfter time.Duration
+	log        *slog.Logger
+}
+
+// export passes td down the chain. On success the response carries
+// partial_success when the exporter rejected spans.
+func (f *front) export(ctx context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, *status.Status) {
+	resp := ptraceotlp.NewExportResponse()
+	td := req.Traces()
+	if td.SpanCount() == 0 {
+		return resp, nil
+	}
+	ctx, report := withRejectionReport(ctx)
+	if err := f.next.ConsumeTraces(ctx, td); err != nil {
+		st := errorStatus(err, f.retryAfter)
+		f.log.Debug("refused OTLP request", "spans", td.SpanCount(), "code", st.Code().String(), "error", err)
+		return resp, st
+	}
+	if rej := report.get(); len(rej) > 0 {
+		ps := resp.PartialSuccess()
+		ps.SetRejectedSpans(int64(len(rej)))
+		ps.SetErrorMessage(genai.RejectionSummary(rej))
+	}
+	return resp, nil
+}
+
+// --- gRPC ---
+
+// The gRPC side registers its own descriptor for the OTLP trace service
+// instead of ptraceotlp.RegisterGRPCServer: gRPC decodes a request before
+// the handler runs and answers INTERNAL when that fails, but OTLP wants
+// INVALID_ARGUMENT for a malformed request. So the handler receives the raw
+// bytes (rawCodec passes them through) and decodes them itself.
+
+const (
+	traceServiceName = "opentelemetry.proto.collector.trace.v1.TraceService"
+	exportMethod     = "/" + traceServiceName + "/Export"
+)
+
+type rawMessage struct{ b []byte }
+
+// rawCodec passes *rawMessage through untouched and delegates every other
+// type to the standard protobuf codec.
+type rawCodec struct{ proto encoding.CodecV2 }
+
+func newRawCodec() rawCodec { return rawCodec{proto: encoding.GetCodecV2("proto")} }
+
+func (c rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*rawMessage); ok {
+		return mem.BufferSlice{mem.SliceBuffer(r.b)}, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*rawMessage); ok {
+		r.b = data.Materialize()
+		return nil
+	}
+	return c.proto.Unmarshal(data, v)
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// rawTraceServer is the handler type of the descriptor below.
+type rawTraceServer interface {
+	exportRaw(ctx context.Context, in *rawMessage) (*rawMessage, error)
+}
+
+var traceServiceDesc = grpc.ServiceDesc{
+	ServiceName: traceServiceName,
+	HandlerType: (*rawTraceServer)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Export",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			in := new(rawMessage)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			s := srv.(rawTraceServer)
+			if interceptor == nil {
+				return s.exportRaw(ctx, in)
+			}
+			info := &grpc.UnaryServerInfo{Server: srv, FullMethod: exportMethod}
+			return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
+				return s.exportRaw(ctx, req.(*rawMessage))
+			})
+		},
+	}},
+	Metadata: "opentelemetry/proto/collector/trace/v1/trace_service.proto",
+}
+
+func (f *front) exportRaw(ctx context.Context, in *rawMessage) (*rawMessage, error) {
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(in.b); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "decode OTLP protobuf ExportTraceServiceRequest (%d bytes): %v", len(in.b), err)
+	}
+	resp, st := f.export(ctx, req)
+	if st != nil {
+		return nil, st.Err()
+	}
+	b, err := resp.MarshalProto()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "encode OTLP response: %v", err)
+	}
+	return &rawMessage{b: b}, nil
+}
+
+// --- HTTP ---
+
+func (f *front) handleHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeHTTPStatus(w, contentTypeJSON, http.StatusMethodNotAllowed,
+			status.Newf(codes.Unimplemented, "method %s not allowed on %s: OTLP/HTTP uses POST", r.Method, TracesPath))
+		return
+	}
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != contentTypeProto && mt != contentTypeJSON {
+		writeHTTPStatus(w, contentTypeJSON, http.StatusUnsupportedMediaType,
+			status.Newf(codes.InvalidArgument, "unsupported Content-Type %q: OTLP/HTTP accepts %s and %s",
+				r.Header.Get("Content-Type"), contentTypeProto, contentTypeJSON))
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		code := http.StatusBadRequest
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			code = http.StatusRequestEntityTooLarge
+		}
+		writeHTTPStatus(w, mt, code, status.Newf(codes.InvalidArgument, "read request body: %v", err))
+		return
+	}
+	req := ptraceotlp.NewExportRequest()
+	if mt == contentTypeJSON {
+		err = req.UnmarshalJSON(body)
+	} else {
+		err = req.UnmarshalProto(body)
+	}
+	if err != nil {
+		format := "protobuf"
+		if mt == contentTypeJSON {
+			format = "JSON"
+		}
+		writeHTTPStatus(w, mt, http.StatusBadRequest,
+			status.Newf(codes.InvalidArgument, "decode OTLP %s ExportTraceServiceRequest (%d bytes): %v", format, len(body), err))
+		return
+	}
+	resp, st := f.export(r.Context(), req)
+	if st != nil {
+		writeHTTPStatus(w, mt, httpStatus(st.Code()), st)
+		return
+	}
+	var out []byte
+	if mt == contentTypeJSON {
+		out, err = resp.MarshalJSON()
+	} else {
+		out, err = resp.MarshalProto()
+	}
+	if err != nil {
+		writeHTTPStatus(w, mt, http.StatusInternalServerError, status.Newf(codes.Internal, "encode OTLP response: %v", err))
+		return
+	}
+	w.Header().Set("Content-Type", mt)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+}
+
+// writeHTTPStatus writes an OTLP/HTTP error: a google.rpc.Status in the
+// request's encoding, with Retry-After when the status carries a retry
+// delay and the code is retryable.
+func writeHTTPStatus(w http.ResponseWriter, contentType string, code int, st *status.Status) {
+	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+		if ra := retryAfterHeader(st); ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
+	}
+	var (
+		body []byte
+		err  error
+	)
+	if contentType == contentTypeProto {
+		body, err = proto.Marshal(st.Proto())
+	} else {
+		contentType = contentTypeJSON
+		body, err = protojson.Marshal(st.Proto())
+	}
+	if err != nil {
+		contentType = "text/plain; charset=utf-8"
+		body = fmt.Appendf(nil, "%s\n", st.Message())
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,376 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configgrpc"
+	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/memorylimiterprocessor"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// Receivers a Server can run.
+const (
+	// ReceiverLoomwork is Loomwork's OTLP front (partial_success,
+	// INVALID_ARGUMENT for malformed requests). The default.
+	ReceiverLoomwork = "loomwork"
+	// ReceiverOTLP is the Collector's core otlpreceiver, unchanged. It
+	// drops spans with invalid ids without telling the sender (they are
+	// logged) and answers INTERNAL to undecodable gRPC requests.
+	ReceiverOTLP = "otlp"
+)
+
+// Default listen addresses. Loopback by default: serve has no
+// authentication, so exposing it is an explicit choice.
+const (
+	DefaultGRPCAddr = "127.0.0.1:4317"
+	DefaultHTTPAddr = "127.0.0.1:4318"
+	// AddrOff disables a listener.
+	AddrOff = "off"
+)
+
+// ServerConfig configures the in-process pipeline. The zero value is
+// valid: it listens on the default addresses with default limits.
+type ServerConfig struct {
+	// GRPCAddr and HTTPAddr are host:port to listen on (port 0 picks a free
+	// one), "" for the default, AddrOff to disable.
+	GRPCAddr string
+	HTTPAddr string
+	// Receiver is ReceiverLoomwork (default when empty) or ReceiverOTLP.
+	Receiver string
+	// Exporter configures the Loomwork exporter; its Store is ignored (the
+	// server writes to the store it is given).
+	Exporter Config
+	// MemoryLimitMiB is the memory limiter's hard limit; 0 means
+	// MemoryLimitPercent of the machine's (or cgroup's) memory.
+	MemoryLimitMiB uint32
+	// MemoryLimitPercent applies when MemoryLimitMiB is 0. Default 80.
+	MemoryLimitPercent uint32
+	// MemoryCheckInterval is how often the limiter measures. Default 1s.
+	MemoryCheckInterval time.Duration
+	// MaxRequestMiB caps one request's size (gRPC message, HTTP body after
+	// decompression). Default 64.
+	MaxRequestMiB int
+	// Logger receives the pipeline's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	_ struct{}
+}
+
+// Validate reports every problem with the configuration.
+func (c *ServerConfig) Validate() error {
+	var errs []error
+	switch c.Receiver {
+	case "", ReceiverLoomwork, ReceiverOTLP:
+	default:
+		errs = append(errs, fmt.Errorf("receiver: must be %q or %q (got %q)", ReceiverLoomwork, ReceiverOTLP, c.Receiver))
+	}
+	for _, a := range []struct{ key, v string }{{"grpc_addr", c.GRPCAddr}, {"http_addr", c.HTTPAddr}} {
+		if a.v == "" || a.v == AddrOff {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not host:port: %w", a.key, a.v, err))
+		}
+	}
+	if c.GRPCAddr == AddrOff && c.HTTPAddr == AddrOff {
+		errs = append(errs, errors.New("grpc_addr, http_addr: at least one listener must be on"))
+	}
+	if c.MemoryLimitPercent > 100 {
+		errs = append(errs, fmt.Errorf("memory_limit_percent: must be at most 100 (got %d)", c.MemoryLimitPercent))
+	}
+	if c.MemoryCheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("memory_check_interval: must not be negative (got %s)", c.MemoryCheckInterval))
+	}
+	if c.MaxRequestMiB < 0 {
+		errs = append(errs, fmt.Errorf("max_request_mib: must not be negative (got %d)", c.MaxRequestMiB))
+	}
+	if err := c.Exporter.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("exporter: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Server is the in-process OTLP pipeline: receiver → memory limiter →
+// Loomwork exporter → store.
+type Server struct {
+	cfg ServerConfig
+	w   store.Writer
+	log *slog.Logger
+
+	mu       sync.Mutex
+	started  bool
+	exp      exporter.Traces
+	proc     processor.Traces
+	core     receiver.Traces // ReceiverOTLP
+	grpcSrv  *grpc.Server
+	httpSrv  *http.Server
+	grpcAddr net.Addr
+	httpAddr net.Addr
+	serveWG  sync.WaitGroup
+}
+
+// NewServer validates cfg; it does no I/O. The server writes to w and never
+// closes it.
+func NewServer(cfg ServerConfig, w store.Writer) (*Server, error) {
+	if w == nil {
+		return nil, errors.New("new collector server: store writer is nil")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("collector server config: %w", err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{cfg: cfg, w: w, log: log}, nil
+}
+
+type nopHost struct{}
+
+func (nopHost) GetExtensions() map[component.ID]component.Component { return nil }
+
+// Start builds the components, starts them from the exporter up, and opens
+// the listeners. On failure everything started is shut down again.
+func (s *Server) Start(ctx context.Context) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("collector server already started")
+	}
+	s.started = true
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.shutdownLocked(ctx))
+		}
+	}()
+
+	tel := telemetrySettings(s.log.With("component", "collector"))
+	build := component.BuildInfo{Command: "loom-eval", Description: "Loomwork collector", Version: "dev"}
+	host := nopHost{}
+
+	expCfg := s.cfg.Exporter
+	expSet := exporter.Settings{ID: component.NewID(componentType), TelemetrySettings: tel, BuildInfo: build}
+	if s.exp, err = NewFactory(WithStore(s.w)).CreateTraces(ctx, expSet, &expCfg); err != nil {
+		return fmt.Errorf("create loomwork exporter: %w", err)
+	}
+	if err = s.exp.Start(ctx, host); err != nil {
+		return fmt.Errorf("start loomwork exporter: %w", err)
+	}
+
+	mlFactory := memorylimiterprocessor.NewFactory()
+	mlCfg := mlFactory.CreateDefaultConfig().(*memorylimiterprocessor.Config)
+	mlCfg.CheckInterval = orDefault(s.cfg.MemoryCheckInterval, time.Second)
+	if s.cfg.MemoryLimitMiB > 0 {
+		mlCfg.MemoryLimitMiB = s.cfg.MemoryLimitMiB
+		mlCfg.MemorySpikeLimitMiB = s.cfg.MemoryLimitMiB / 5
+	} else {
+		mlCfg.MemoryLimitPercentage = orDefault(s.cfg.MemoryLimitPercent, 80)
+		mlCfg.MemorySpikePercentage = mlCfg.MemoryLimitPercentage / 4
+	}
+	if err = mlCfg.Validate(); err != nil {
+		return fmt.Errorf("memory limiter config: %w", err)
+	}
+	procSet := processor.Settings{ID: component.NewID(mlFactory.Type()), TelemetrySettings: tel, BuildInfo: build}
+	if s.proc, err = mlFactory.CreateTraces(ctx, procSet, mlCfg, s.exp); err != nil {
+		return fmt.Errorf("create memory limiter: %w", err)
+	}
+	if err = s.proc.Start(ctx, host); err != nil {
+		return fmt.Errorf("start memory limiter: %w", err)
+	}
+
+	maxMiB := orDefault(s.cfg.MaxRequestMiB, 64)
+	grpcCfg := configgrpc.NewDefaultServerConfig()
+	grpcCfg.NetAddr.Endpoint = orDefault(s.cfg.GRPCAddr, DefaultGRPCAddr)
+	grpcCfg.MaxRecvMsgSizeMiB = maxMiB
+	grpcCfg.ReadBufferSize = 512 << 10
+	httpCfg := confighttp.NewDefaultServerConfig()
+	httpCfg.NetAddr.Endpoint = orDefault(s.cfg.HTTPAddr, DefaultHTTPAddr)
+	httpCfg.MaxRequestBodySize = int64(maxMiB) << 20
+	grpcOn := grpcCfg.NetAddr.Endpoint != AddrOff
+	httpOn := httpCfg.NetAddr.Endpoint != AddrOff
+
+	if s.cfg.Receiver == ReceiverOTLP {
+		return s.startCoreReceiver(ctx, tel, build, grpcCfg, httpCfg, grpcOn, httpOn)
+	}
+
+	f := &front{next: s.proc, retryAfter: s.cfg.Exporter.retryAfter(), log: s.log}
+	if grpcOn {
+		s.grpcSrv, err = grpcCfg.ToServer(ctx, nil, tel, configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec())))
+		if err != nil {
+			return fmt.Errorf("create OTLP gRPC server: %w", err)
+		}
+		s.grpcSrv.RegisterService(&traceServiceDesc, f)
+		ln, lerr := grpcCfg.NetAddr.Listen(ctx)
+		if lerr != nil {
+			return fmt.Errorf("listen for OTLP gRPC on %s: %w", grpcCfg.NetAddr.Endpoint, lerr)
+		}
+		s.grpcAddr = ln.Addr()
+		srv := s.grpcSrv
+		s.serveWG.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				s.log.Error("OTLP gRPC server stopped", "error", err)
+			}
+		})
+	}
+	if httpOn {
+		mux := http.NewServeMux()
+		mux.HandleFunc(TracesPath, f.handleHTTP)
+		s.httpSrv, err = httpCfg.ToServer(ctx, nil, tel, mux, confighttp.WithErrorHandler(httpErrorHandler))
+		if err != nil {
+			return fmt.Errorf("create OTLP HTTP server: %w", err)
+		}
+		ln, lerr := httpCfg.ToListener(ctx)
+		if lerr != nil {
+			return fmt.Errorf("listen for OTLP HTTP on %s: %w", httpCfg.NetAddr.Endpoint, lerr)
+		}
+		s.httpAddr = ln.Addr()
+		srv := s.httpSrv
+		s.serveWG.Go(func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("OTLP HTTP server stopped", "error", err)
+			}
+		})
+	}
+	s.log.Info("OTLP collector listening", "grpc", addrString(s.grpcAddr), "http", addrString(s.httpAddr), "receiver", ReceiverLoomwork)
+	return nil
+}
+
+// httpErrorHandler answers failures inside confighttp's decompression
+// (e.g. a corrupt gzip body) as OTLP errors.
+func httpErrorHandler(w http.ResponseWriter, r *http.Request, msg string, code int) {
+	writeHTTPStatus(w, contentTypeJSON, code, status.New(codes.InvalidArgument, msg))
+}
+
+func (s *Server) startCoreReceiver(ctx context.Context, tel component.TelemetrySettings, build component.BuildInfo,
+	grpcCfg configgrpc.ServerConfig, httpCfg confighttp.ServerConfig, grpcOn, httpOn bool,
+) error {
+	rf := otlpreceiver.NewFactory()
+	rcfg := rf.CreateDefaultConfig().(*otlpreceiver.Config)
+	rcfg.Protocols.GRPC = configoptional.None[configgrpc.ServerConfig]()
+	rcfg.Protocols.HTTP = configoptional.None[otlpreceiver.HTTPConfig]()
+	if grpcOn {
+		rcfg.Protocols.GRPC = configoptional.Some(grpcCfg)
+	}
+	if httpOn {
+		rcfg.Protocols.HTTP = configoptional.Some(otlpreceiver.HTTPConfig{
+			ServerConfig: httpCfg, TracesURLPath: TracesPath, MetricsURLPath: "/v1/metrics", LogsURLPath: "/v1/logs",
+		})
+	}
+	set := receiver.Settings{ID: component.NewID(rf.Type()), TelemetrySettings: tel, BuildInfo: build}
+	var err error
+	if s.core, err = rf.CreateTraces(ctx, set, rcfg, s.proc); err != nil {
+		return fmt.Errorf("create otlp receiver: %w", err)
+	}
+	if err = s.core.Start(ctx, nopHost{}); err != nil {
+		return fmt.Errorf("start otlp receiver: %w", err)
+	}
+	s.log.Info("OTLP collector listening", "grpc", grpcCfg.NetAddr.Endpoint, "http", httpCfg.NetAddr.Endpoint, "receiver", ReceiverOTLP)
+	return nil
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return AddrOff
+	}
+	return a.String()
+}
+
+// GRPCAddr returns the address the OTLP gRPC listener is bound to ("" when
+// off or not started, or with the core receiver).
+func (s *Server) GRPCAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.grpcAddr == nil {
+		return ""
+	}
+	return s.grpcAddr.String()
+}
+
+// HTTPAddr returns the address the OTLP HTTP listener is bound to.
+func (s *Server) HTTPAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.httpAddr == nil {
+		return ""
+	}
+	return s.httpAddr.String()
+}
+
+// Shutdown stops accepting requests, waits for the requests in flight
+// (their store writes included) to be answered, then stops the memory
+// limiter and the exporter. It is safe to call without Start and more than
+// once. The store stays open: its owner closes it afterwards.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdownLocked(ctx)
+}
+
+func (s *Server) shutdownLocked(ctx context.Context) error {
+	var errs []error
+	if s.grpcSrv != nil {
+		stopped := make(chan struct{})
+		go func() { s.grpcSrv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			s.grpcSrv.Stop()
+			<-stopped
+			errs = append(errs, fmt.Errorf("drain OTLP gRPC requests: %w", ctx.Err()))
+		}
+		s.grpcSrv = nil
+	}
+	if s.httpSrv != nil {
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("drain OTLP HTTP requests: %w", err))
+			_ = s.httpSrv.Close()
+		}
+		s.httpSrv = nil
+	}
+	s.serveWG.Wait()
+	if s.core != nil {
+		if err := s.core.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shut down otlp receiver: %w", err))
+		}
+		s.core = nil
+	}
+	if s.proc != nil {
+		if err := s.proc.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shut down memory limiter: %w", err))
+		}
+		s.proc = nil
+	}
+	if s.exp != nil {
+		if err := s.exp.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shut down loomwork exporter: %w", err))
+		}
+		s.exp = nil
+	}
+	return errors.Join(errs...)
+}
