@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/loomwork/loomwork/agents/sandbox"
 )
 
 // Exit codes, documented in the README.
@@ -128,6 +130,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 func main() {
+	// When this process is the sandbox's init helper (re-executed by
+	// agents/sandbox), Init runs the helper and never returns.
+	sandbox.Init()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := NewMain().Run(ctx, os.Args[1:])

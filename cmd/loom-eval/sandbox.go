@@ -2,10 +2,187 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loomwork/loomwork/agents/sandbox"
 )
 
-// runSandbox is not built yet.
+const sandboxUsage = "sandbox exec [flags] -- CMD [ARGS...]"
+
+// runSandbox runs one command in the sandbox and prints how it ended.
 func (m *Main) runSandbox(ctx context.Context, args []string) error {
-	return &ExitError{Code: ExitRuntimeErr, Err: errors.New("sandbox: not implemented yet")}
+	// Until main() calls it first thing, the helper re-exec lands here.
+	sandbox.Init()
+
+	if len(args) == 0 || args[0] != "exec" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintf(m.Stderr, "Usage: loom-eval %s\n", sandboxUsage)
+			return nil
+		}
+		return usageError("sandbox: want 'sandbox exec [flags] -- CMD ARGS'")
+	}
+	fs := m.newFlagSet("sandbox exec", sandboxUsage)
+	def := sandbox.DefaultLimits()
+	var (
+		wall      = fs.Duration("wall", def.WallTime, "wall-clock limit")
+		cpu       = fs.Duration("cpu", def.CPUTime, "CPU time limit (whole seconds; per process and for the whole tree)")
+		memory    = sizeFlag(fs, "memory", def.Memory, "memory limit for the whole tree (e.g. 256MiB)")
+		tasks     = fs.Int("tasks", def.Tasks, "limit on processes+threads of the tree (pids cgroup)")
+		output    = sizeFlag(fs, "output", def.Output, "bytes of stdout and of stderr kept; more kills the run")
+		fileSize  = sizeFlag(fs, "file-size", def.FileSize, "largest file the command may write (RLIMIT_FSIZE)")
+		openFiles = fs.Int("open-files", def.OpenFiles, "open file limit (RLIMIT_NOFILE)")
+		addrSpace = sizeFlag(fs, "address-space", def.AddressSpace, "address space of the command (RLIMIT_AS)")
+		tmp       = sizeFlag(fs, "tmp", def.Tmp, "size of the private /tmp")
+		workspace = fs.String("workspace", "", "host directory mounted read-write at /work (default: a fresh temporary one)")
+		stdinFile = fs.String("stdin", "", "file fed to the command's stdin ('-' for this process's stdin; default /dev/null)")
+		noSeccomp = fs.Bool("no-seccomp", false, "run without the seccomp filter")
+		asJSON    = fs.Bool("json", false, "print the result as JSON")
+		verbose   = fs.Bool("v", false, "log sandbox housekeeping to stderr")
+	)
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	cmd := fs.Args()
+	if len(cmd) == 0 {
+		return usageError("sandbox exec: no command given (put it after --)")
+	}
+	lim := sandbox.Limits{
+		WallTime: *wall, CPUTime: *cpu, Memory: *memory.v, Tasks: *tasks, Output: *output.v,
+		FileSize: *fileSize.v, OpenFiles: *openFiles, AddressSpace: *addrSpace.v, Tmp: *tmp.v,
+	}
+	if err := lim.Validate(); err != nil {
+		return usageError("sandbox exec: %v", err)
+	}
+	var stdin []byte
+	switch *stdinFile {
+	case "":
+	case "-":
+		b, err := io.ReadAll(m.Stdin)
+		if err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("read stdin: %w", err)}
+		}
+		stdin = b
+	default:
+		b, err := os.ReadFile(*stdinFile)
+		if err != nil {
+			return usageError("sandbox exec: --stdin: %v", err)
+		}
+		stdin = b
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(m.Stderr, nil))
+	}
+	r, err := sandbox.New(sandbox.Config{Limits: lim, DisableSeccomp: *noSeccomp, Logger: logger, HelperArgs: []string{"sandbox"}})
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if err := r.Start(ctx); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = r.Shutdown(sctx)
+	}()
+	res, err := r.Run(ctx, sandbox.Request{Command: cmd, Workspace: *workspace, Stdin: stdin})
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("write result: %w", err)}
+		}
+	} else {
+		printSandboxResult(m.Stdout, res)
+	}
+	if !res.Exited || res.ExitCode != 0 {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("sandbox: command ended: %s", res.Summary())}
+	}
+	return nil
+}
+
+func printSandboxResult(w io.Writer, res *sandbox.Result) {
+	fmt.Fprintf(w, "command:  %s\n", strings.Join(res.Command, " "))
+	fmt.Fprintf(w, "result:   %s\n", res.Summary())
+	for _, ev := range res.Evidence {
+		fmt.Fprintf(w, "evidence: %s\n", ev)
+	}
+	fmt.Fprintf(w, "kernel:   pids.events max=%d, oom_kill=%d, memory limit hits=%d (cgroups: %s)\n",
+		res.Counters.PidsMax, res.Counters.OOMKills, res.Counters.MemoryMax, res.Cgroups)
+	stream := func(name, s string, truncated bool) {
+		mark := ""
+		if truncated {
+			mark = fmt.Sprintf(" [truncated at %d bytes]", res.Limits.Output)
+		}
+		fmt.Fprintf(w, "--- %s (%d bytes)%s ---\n", name, len(s), mark)
+		if s != "" {
+			fmt.Fprint(w, s)
+			if !strings.HasSuffix(s, "\n") {
+				fmt.Fprintln(w)
+			}
+		}
+	}
+	stream("stdout", res.Stdout, res.StdoutTruncated)
+	stream("stderr", res.Stderr, res.StderrTruncated)
+}
+
+// byteSize is a flag value accepting 123, 64KiB, 256MiB, 1GiB (also K/M/G, KB/MB/GB as powers of 1024).
+type byteSize struct{ v *int64 }
+
+func sizeFlag(fs *flag.FlagSet, name string, def int64, usage string) byteSize {
+	v := new(int64)
+	*v = def
+	b := byteSize{v: v}
+	fs.Var(b, name, usage)
+	return b
+}
+
+func (b byteSize) String() string {
+	if b.v == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*b.v, 10)
+}
+
+func (b byteSize) Set(s string) error {
+	n, err := parseByteSize(s)
+	if err != nil {
+		return err
+	}
+	*b.v = n
+	return nil
+}
+
+func parseByteSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		m      int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("want a size such as 1048576, 64KiB, 256MiB or 1GiB")
+	}
+	if n > (1<<62)/mult {
+		return 0, errors.New("size too large")
+	}
+	return n * mult, nil
 }

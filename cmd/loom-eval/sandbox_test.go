@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/loomwork/loomwork/agents/sandbox"
+)
+
+func TestParseByteSize(t *testing.T) {
+	good := map[string]int64{"0": 0, "4096": 4096, "64KiB": 64 << 10, "256MiB": 256 << 20, "1GiB": 1 << 30, "2M": 2 << 20, "10 MB": 10 << 20, "7B": 7}
+	for in, want := range good {
+		if got, err := parseByteSize(in); err != nil || got != want {
+			t.Errorf("%q: got %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "-1", "1.5GiB", "MiB", "12XB", "99999999999GiB"} {
+		if _, err := parseByteSize(bad); err == nil {
+			t.Errorf("%q: want an error", bad)
+		}
+	}
+}
+
+func TestSandboxUsageErrors(t *testing.T) {
+	var stderr bytes.Buffer
+	m := &Main{Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	for _, args := range [][]string{{}, {"run"}, {"exec"}, {"exec", "--memory", "lots", "--", "true"}, {"exec", "--cpu", "10ms", "--", "true"}} {
+		err := m.runSandbox(context.Background(), args)
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != ExitUsage {
+			t.Errorf("%v: want a usage error, got %v", args, err)
+		}
+	}
+}
+
+// TestRootSandboxExecCLI builds loom-eval and runs commands through it: the
+// helper re-exec of the real binary, JSON and human output, exit codes.
+func TestRootSandboxExecCLI(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s needs root, and CI runs as root", t.Name())
+		}
+		t.Skip("needs root")
+	}
+	bin := filepath.Join(t.TempDir(), "loom-eval")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return stdout.String(), stderr.String(), code
+	}
+
+	stdout, stderr, code := run("sandbox", "exec", "--json", "--", "/usr/bin/python3", "-I", "-c",
+		"import os; print(os.path.exists('/etc/passwd'), os.getuid())")
+	if code != ExitOK {
+		t.Fatalf("exit %d; stderr: %s", code, stderr)
+	}
+	var res sandbox.Result
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatalf("decode --json output: %v\n%s", err, stdout)
+	}
+	if res.Stdout != "False 1000\n" || res.Reason != sandbox.ReasonExit || res.Limits != sandbox.DefaultLimits() {
+		t.Errorf("got stdout %q reason %s limits %+v", res.Stdout, res.Reason, res.Limits)
+	}
+
+	stdout, _, code = run("sandbox", "exec", "--memory", "64MiB", "--", "/usr/bin/python3", "-I", "-c",
+		"x = []\nwhile True: x.append(bytearray(1 << 20))")
+	if code != ExitFailure || !strings.Contains(stdout, "reason: memory") || !strings.Contains(stdout, "oom_kill=") {
+		t.Errorf("memory hog: exit %d, output:\n%s", code, stdout)
+	}
+}
