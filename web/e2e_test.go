@@ -171,3 +171,27 @@ func TestBrowserBigTraceExpandsASubtreeInPlace(t *testing.T) {
 	}
 	screenshot(t, ctx, "05-big-trace-expanded")
 }
+
+func TestBrowserReportComparisonAndItsTraces(t *testing.T) {
+	ts, _ := fileServer(t)
+	ctx := browser(t)
+	do(t, ctx, chromedp.Navigate(ts.URL+"/reports"), chromedp.WaitVisible("#report-table"))
+	do(t, ctx, chromedp.Click(`#report-table a`), chromedp.WaitVisible("#comparison"))
+	if n := count(t, ctx, "#deltas tr.change-regressed"); n != 1 {
+		t.Fatalf("regressed rows: %d, want 1 (c2)", n)
+	}
+	if g := text(t, ctx, "#gate h2"); !strings.Contains(g, "regression") {
+		t.Fatalf("gate heading %q", g)
+	}
+	screenshot(t, ctx, "06-report-comparison")
+	// Each trial links to its trace.
+	do(t, ctx, chromedp.Click(`#case-c2 a[href^="/traces/"]`), chromedp.WaitVisible("#waterfall"))
+	if crit := count(t, ctx, ".wf-row.crit"); crit == 0 {
+		t.Fatal("trace opened from the report shows no critical path")
+	}
+	do(t, ctx, chromedp.Navigate(ts.URL+"/runs"), chromedp.WaitVisible("#run-table"))
+	do(t, ctx, chromedp.Click(`#run-table a`), chromedp.WaitVisible("#steps"))
+	screenshot(t, ctx, "07-run-steps")
+	do(t, ctx, chromedp.Navigate(ts.URL+"/ablations/mkdocs.json"), chromedp.WaitVisible("#ablation-table"))
+	screenshot(t, ctx, "08-ablation")
+}

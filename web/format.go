@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomwork/loomwork/retrieval/ablation"
+	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/scorer/stats"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -125,7 +128,7 @@ func spanFragmentURL(id, span string) string {
 func listURL(q url.Values, key, value string) string {
 	v := url.Values{}
 	for k, vs := range q {
-		if k != key && k != "page" {
+		if k != key && k != "page_token" && len(vs) > 0 && vs[0] != "" {
 			v[k] = vs
 		}
 	}
@@ -138,13 +141,13 @@ func listURL(q url.Values, key, value string) string {
 func sortURL(q url.Values, key string) string {
 	v := url.Values{}
 	for k, vs := range q {
-		if k != "sort" && k != "order" && k != "page" {
+		if k != "sort" && k != "asc" && k != "page_token" && len(vs) > 0 && vs[0] != "" {
 			v[k] = vs
 		}
 	}
 	v.Set("sort", key)
-	if q.Get("sort") == key && q.Get("order") != "asc" {
-		v.Set("order", "asc")
+	if q.Get("sort") == key && q.Get("asc") != "true" {
+		v.Set("asc", "true")
 	}
 	return "/traces?" + v.Encode()
 }
@@ -258,4 +261,82 @@ func topCritical(r rollup.Rollup, n int) []rollup.PathEntry {
 		entries = entries[:n]
 	}
 	return entries
+}
+
+var ablationMetrics = []string{"recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"}
+
+func metricCell(m map[string]ablation.Stat, key string) string {
+	s, ok := m[key]
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f [%.3f, %.3f]", s.Mean, s.Lo, s.Hi)
+}
+
+func interval(iv *stats.Interval) string {
+	if iv == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.3f [%.3f, %.3f]", iv.Estimate, iv.Lower, iv.Upper)
+}
+
+func signedInterval(iv *stats.Interval) string {
+	if iv == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%+.3f [%+.3f, %+.3f]", iv.Estimate, iv.Lower, iv.Upper)
+}
+
+func pctLevel(iv *stats.Interval) string {
+	if iv == nil {
+		return ""
+	}
+	return fmt.Sprintf("%.0f%%", 100*iv.Level)
+}
+
+func kvals(kv []scorer.KValue) string {
+	var parts []string
+	for _, v := range kv {
+		parts = append(parts, fmt.Sprintf("@%d %.2f", v.K, v.Value))
+	}
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, " · ")
+}
+
+func fracPtr(f *float64) string {
+	if f == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", *f)
+}
+
+func pctPtr(f *float64) string {
+	if f == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%+.1f%%", *f)
+}
+
+func signedUSDp(f *float64) string {
+	if f == nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%+.5f", *f)
+}
+
+func signedMSp(f *float64) string {
+	if f == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%+.0f ms", *f)
+}
+
+func prettyAny(v any) string {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }

@@ -222,7 +222,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &br):
 		status = http.StatusBadRequest
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, context.Canceled):
 		return
@@ -260,83 +260,13 @@ func render(w http.ResponseWriter, r *http.Request, c templ.Component) {
 	}
 }
 
-// parseTraceQuery reads the list filters from URL parameters.
-func parseTraceQuery(v map[string][]string) (store.TraceQuery, error) {
-	get := func(k string) string {
-		if x := v[k]; len(x) > 0 {
-			return strings.TrimSpace(x[0])
-		}
-		return ""
-	}
-	q := store.TraceQuery{Service: get("service"), Agent: get("agent"), Model: get("model"), Text: get("q"), PageToken: get("page")}
-	parseTime := func(k string) (time.Time, error) {
-		s := get(k)
-		if s == "" {
-			return time.Time{}, nil
-		}
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return t, nil
-		}
-		if t, err := time.ParseInLocation("2006-01-02T15:04", s, time.UTC); err == nil { // <input type=datetime-local>
-			return t, nil
-		}
-		return time.Time{}, badRequest{fmt.Sprintf("parameter %s: %q is not a time (want RFC 3339, e.g. 2026-11-29T14:00:00Z)", k, s)}
-	}
-	var err error
-	if q.Start, err = parseTime("start"); err != nil {
-		return q, err
-	}
-	if q.End, err = parseTime("end"); err != nil {
-		return q, err
-	}
-	if since := get("since"); since != "" {
-		d, err := time.ParseDuration(since)
-		if err != nil || d <= 0 {
-			return q, badRequest{fmt.Sprintf("parameter since: %q is not a positive duration (e.g. 1h, 30m)", since)}
-		}
-		q.Start = time.Now().Add(-d)
-	}
-	switch st := get("status"); st {
-	case "", "ok", "error":
-		q.Status = st
-	default:
-		return q, badRequest{fmt.Sprintf("parameter status: %q is not ok or error", st)}
-	}
-	if md := get("min_duration"); md != "" {
-		d, err := time.ParseDuration(md)
-		if err != nil || d < 0 {
-			return q, badRequest{fmt.Sprintf("parameter min_duration: %q is not a duration (e.g. 250ms, 2s)", md)}
-		}
-		q.MinDuration = d
-	}
-	switch sb := get("sort"); sb {
-	case "", store.SortStart, store.SortDuration, store.SortSpans, store.SortErrors, store.SortTokens:
-		q.SortBy = sb
-	default:
-		return q, badRequest{fmt.Sprintf("parameter sort: %q is not one of start, duration, spans, errors, tokens", sb)}
-	}
-	switch get("order") {
-	case "", "desc":
-	case "asc":
-		q.Ascending = true
-	default:
-		return q, badRequest{fmt.Sprintf("parameter order: %q is not asc or desc", get("order"))}
-	}
-	if l := get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n <= 0 || n > store.MaxPageSize {
-			return q, badRequest{fmt.Sprintf("parameter limit: %q is not between 1 and %d", l, store.MaxPageSize)}
-		}
-		q.Limit = n
-	}
-	return q, nil
-}
-
+// parseMinCost reads min_cost, the one list filter the store cannot apply
+// (cost is known only after a rollup).
 func parseMinCost(v map[string][]string) (float64, error) {
 	if x := v["min_cost"]; len(x) > 0 && strings.TrimSpace(x[0]) != "" {
 		f, err := strconv.ParseFloat(strings.TrimSpace(x[0]), 64)
 		if err != nil || f < 0 {
-			return 0, badRequest{fmt.Sprintf("parameter min_cost: %q is not a non-negative number of USD", x[0])}
+			return 0, badRequest{fmt.Sprintf("min_cost: %q is not a non-negative number of USD", x[0])}
 		}
 		return f, nil
 	}

@@ -148,12 +148,13 @@ func TestTraceListFiltersAndRejectsBadParameters(t *testing.T) {
 		t.Fatalf("filter returned %d rows, want 1", strings.Count(body, `<tr class=`))
 	}
 	for path, want := range map[string]string{
-		"/traces?status=maybe":              "parameter status",
-		"/traces?min_duration=fast":         "parameter min_duration",
-		"/traces?start=yesterday":           "parameter start",
-		"/traces?sort=colour":               "parameter sort",
-		"/api/v1/traces?min_cost=-1":        "parameter min_cost",
-		"/api/v1/traces?page=not-a-token!!": "page",
+		"/traces?status=maybe":                    "status:",
+		"/traces?min_duration=fast":               "min_duration:",
+		"/traces?start=yesterday":                 "start:",
+		"/traces?sort=colour":                     "sort:",
+		"/api/v1/traces?min_cost=-1":              "min_cost:",
+		"/api/v1/traces?page_token=not-a-token!!": "page",
+		"/traces?colour=blue":                     "unknown query parameter",
 	} {
 		code, body := get(t, ts, path)
 		if code != 400 || !strings.Contains(body, want) {

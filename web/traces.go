@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loomwork/loomwork/collector/traceapi"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/store"
 )
@@ -34,13 +35,20 @@ type ListView struct {
 
 func (s *Server) listTraces(r *http.Request) (ListView, error) {
 	vals := r.URL.Query()
-	q, err := parseTraceQuery(vals)
-	if err != nil {
-		return ListView{}, err
-	}
 	minCost, err := parseMinCost(vals)
 	if err != nil {
 		return ListView{}, err
+	}
+	storeVals := url.Values{}
+	for k, v := range vals {
+		if k != "min_cost" {
+			storeVals[k] = v
+		}
+	}
+	// One parser for the CLI, the JSON API and these pages.
+	q, err := traceapi.ParseQuery(storeVals, s.cfg.Now())
+	if err != nil {
+		return ListView{}, badRequest{err.Error()}
 	}
 	view := ListView{Query: vals, MinCost: minCost}
 	want := q.Limit
@@ -53,7 +61,7 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 		page, err := s.deps.Traces.ListTraces(r.Context(), q)
 		if err != nil {
 			if strings.Contains(err.Error(), "page token") {
-				return ListView{}, badRequest{"parameter page: " + err.Error()}
+				return ListView{}, badRequest{"page_token: " + err.Error()}
 			}
 			return ListView{}, err
 		}
