@@ -59,6 +59,23 @@ is_elf_shared_object() {
 	[ "$(dd if="$f" bs=1 skip=16 count=2 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "0300" ] || return 1
 }
 
+# fetch_into packs the npm package in $1 and moves libchdb.so into the cache.
+fetch_into() {
+	local tmp="$1" tgz member
+	log "fetching $CHDB_PACKAGE@$CHDB_VERSION (about 170 MB)"
+	(cd "$tmp" && npm pack --silent "$CHDB_PACKAGE@$CHDB_VERSION" >/dev/null) || {
+		log "npm pack $CHDB_PACKAGE@$CHDB_VERSION failed"
+		return 1
+	}
+	tgz="$(ls "$tmp"/*.tgz 2>/dev/null | head -n 1)"
+	[ -n "$tgz" ] || { log "npm pack produced no tarball"; return 1; }
+	member="$(tar -tzf "$tgz" | grep -E '(^|/)libchdb\.so$' | head -n 1)"
+	[ -n "$member" ] || { log "$(basename "$tgz") has no libchdb.so"; return 1; }
+	tar -xzf "$tgz" -C "$tmp" "$member" || return 1
+	is_elf_shared_object "$tmp/$member" || { log "$member is not an ELF shared object"; return 1; }
+	mv -f "$tmp/$member" "$LIB.tmp" && mv -f "$LIB.tmp" "$LIB"
+}
+
 cmd_fetch() {
 	if is_elf_shared_object "$LIB"; then
 		log "libchdb $CHDB_VERSION already cached at $LIB"
@@ -68,34 +85,36 @@ cmd_fetch() {
 	mkdir -p "$LIB_DIR"
 	local tmp
 	tmp="$(mktemp -d "$LIB_DIR/.fetch.XXXXXX")"
-	trap 'rm -rf "$tmp"' RETURN
-	log "fetching $CHDB_PACKAGE@$CHDB_VERSION (about 170 MB)"
-	(cd "$tmp" && npm pack --silent "$CHDB_PACKAGE@$CHDB_VERSION" >/dev/null) ||
-		die "npm pack $CHDB_PACKAGE@$CHDB_VERSION failed"
-	local tgz
-	tgz="$(ls "$tmp"/*.tgz 2>/dev/null | head -n 1)"
-	[ -n "$tgz" ] || die "npm pack produced no tarball in $tmp"
-	local member
-	member="$(tar -tzf "$tgz" | grep -E '(^|/)libchdb\.so$' | head -n 1)"
-	[ -n "$member" ] || die "$tgz has no libchdb.so"
-	tar -xzf "$tgz" -C "$tmp" "$member"
-	is_elf_shared_object "$tmp/$member" || die "$member in $tgz is not an ELF shared object"
-	mv -f "$tmp/$member" "$LIB.tmp"
-	mv -f "$LIB.tmp" "$LIB"
+	if ! fetch_into "$tmp"; then
+		rm -rf "$tmp"
+		die "fetching $CHDB_PACKAGE@$CHDB_VERSION failed"
+	fi
+	rm -rf "$tmp"
 	log "cached $LIB ($(du -h "$LIB" | cut -f1))"
 }
 
-# loom_eval prints the path of a loom-eval binary, building one if needed.
+# loom_eval prints the launcher command line: loom-eval clickhouse-local,
+# building loom-eval if needed.
 loom_eval() {
 	if [ -n "${LOOM_EVAL:-}" ]; then
 		[ -x "$LOOM_EVAL" ] || die "LOOM_EVAL=$LOOM_EVAL is not executable"
-		printf '%s\n' "$LOOM_EVAL"
+		printf '%s clickhouse-local\n' "$LOOM_EVAL"
 		return
 	fi
 	local bin="$CACHE/bin/loom-eval"
 	mkdir -p "$CACHE/bin"
 	log "building loom-eval into $bin"
-	(cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./cmd/loom-eval) || die "go build ./cmd/loom-eval failed"
+	if (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./cmd/loom-eval) >&2; then
+		mv -f "$bin.tmp" "$bin"
+		printf '%s clickhouse-local\n' "$bin"
+		return
+	fi
+	# The stand-alone launcher has the same flags and depends on nothing
+	# but internal/chlocal, so a broken package elsewhere cannot stop it.
+	bin="$CACHE/bin/chlocal-launcher"
+	log "go build ./cmd/loom-eval failed; building the stand-alone launcher into $bin"
+	(cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./internal/chlocal/launcher) >&2 ||
+		die "go build ./internal/chlocal/launcher failed"
 	mv -f "$bin.tmp" "$bin"
 	printf '%s\n' "$bin"
 }
@@ -138,12 +157,14 @@ cmd_start() {
 	if pid_alive "$old"; then
 		die "a ClickHouse is already running on $dir (pid $old); use: scripts/clickhouse.sh env $dir"
 	fi
-	local bin
-	bin="$(loom_eval)"
+	local launcher
+	launcher="$(loom_eval)"
 	rm -f "$dir/clickhouse.ports" "$dir/clickhouse.pid"
 	# setsid: the server must not die with the shell that started it, and a
-	# Ctrl-C in that shell must not reach it.
-	setsid "$bin" clickhouse-local --lib "$LIB" --path "$dir/data" \
+	# Ctrl-C in that shell must not reach it. $launcher is word-split on
+	# purpose (binary plus subcommand; cache paths have no spaces).
+	# shellcheck disable=SC2086
+	setsid $launcher --lib "$LIB" --path "$dir/data" \
 		--ports-file "$dir/clickhouse.ports" >"$dir/clickhouse.log" 2>&1 </dev/null &
 	local pid=$!
 	echo "$pid" >"$dir/clickhouse.pid"

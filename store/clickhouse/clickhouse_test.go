@@ -1,0 +1,253 @@
+package clickhouse_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/clickhouse"
+	"github.com/loomwork/loomwork/store/storetest"
+)
+
+// TestConformance runs the shared trace-store suite against a real
+// ClickHouse 26.7, one fresh database per subtest.
+func TestConformance(t *testing.T) {
+	srv := chtest.Start(t)
+	var mu sync.Mutex
+	lastDB := map[string]string{} // top-level subtest → database of its last Open
+	key := func(t *testing.T) string {
+		name := t.Name()
+		if i := strings.Index(name, "/"); i >= 0 {
+			if j := strings.Index(name[i+1:], "/"); j >= 0 {
+				return name[:i+1+j]
+			}
+		}
+		return name
+	}
+	storetest.RunAll(t, storetest.Harness{
+		Open: func(t *testing.T) store.Store {
+			db := srv.NewDatabase(t)
+			mu.Lock()
+			lastDB[key(t)] = db
+			mu.Unlock()
+			return open(t, srv.DSN(db))
+		},
+		Reopen: func(t *testing.T) store.Store {
+			mu.Lock()
+			db := lastDB[key(t)]
+			mu.Unlock()
+			if db == "" {
+				t.Fatal("Reopen before Open")
+			}
+			return open(t, srv.DSN(db))
+		},
+	})
+}
+
+func open(t testing.TB, dsn string) *clickhouse.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := clickhouse.Open(ctx, clickhouse.Config{DSN: dsn})
+	if err != nil {
+		t.Fatalf("open %s: %v", dsn, err)
+	}
+	return s
+}
+
+func openFresh(t testing.TB, srv *chtest.Server) (*clickhouse.Store, string) {
+	t.Helper()
+	db := srv.NewDatabase(t)
+	s := open(t, srv.DSN(db))
+	t.Cleanup(func() { s.Close() })
+	return s, db
+}
+
+func TestOpenCreatesTheDatabaseAndAppliesEachMigrationOnce(t *testing.T) {
+	srv := chtest.Start(t)
+	base := srv.NewDatabase(t)
+	// A database that does not exist yet: Open creates it.
+	db := base + "_new"
+	t.Cleanup(func() { dropDatabase(t, srv, db) })
+	for i := 0; i < 3; i++ {
+		s := open(t, srv.DSN(db))
+		s.Close()
+	}
+	got := queryStrings(t, srv, "SELECT concat(toString(version), ' ', file) FROM "+db+".schema_migrations ORDER BY version")
+	want := []string{"1 0001_spans.sql", "2 0002_trace_summaries.sql"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("schema_migrations = %q, want %q (each applied once)", got, want)
+	}
+}
+
+func TestRetriedBatchIsStoredOnceAndCountedOnce(t *testing.T) {
+	srv := chtest.Start(t)
+	s, db := openFresh(t, srv)
+	ctx := context.Background()
+	spans := storetest.GenerateTraces(20, 10, 7)
+	if err := s.WriteSpans(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	// The exact retry an OTLP sender makes: the same block again. Insert
+	// deduplication drops it, so it does not even take disk space.
+	if err := s.WriteSpans(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryCount(t, srv, "SELECT count() FROM "+db+".spans"); n != 200 {
+		t.Errorf("after an identical retry the spans table holds %d rows, want 200 (block deduplicated)", n)
+	}
+	// A retry that is not byte-identical (here: half the batch, in another
+	// order, as a collector coalescing requests would send it) is stored
+	// again, and readers must still see each span once.
+	var half []store.Span
+	for i := len(spans) - 1; i >= 0; i -= 2 {
+		half = append(half, spans[i])
+	}
+	if err := s.WriteSpans(ctx, half); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryCount(t, srv, "SELECT count() FROM "+db+".spans"); n != 300 {
+		t.Fatalf("spans table holds %d rows, want 300 (the reordered half is a new block)", n)
+	}
+	page, err := s.ListTraces(ctx, store.TraceQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Traces) != 20 {
+		t.Fatalf("ListTraces returned %d traces, want 20", len(page.Traces))
+	}
+	byTrace := map[string][]store.Span{}
+	for _, sp := range spans {
+		byTrace[sp.TraceID] = append(byTrace[sp.TraceID], sp)
+	}
+	for _, ts := range page.Traces {
+		var in, out, calls int64
+		for _, sp := range byTrace[ts.TraceID] {
+			if store.IsModelCallOperation(sp.Operation) {
+				in += sp.InputTokens
+				out += sp.OutputTokens
+				calls++
+			}
+		}
+		if ts.SpanCount != 10 || ts.InputTokens != in || ts.OutputTokens != out || ts.ModelCalls != calls {
+			t.Errorf("trace %s: spans %d, input %d, output %d, model calls %d; want 10, %d, %d, %d",
+				ts.TraceID, ts.SpanCount, ts.InputTokens, ts.OutputTokens, ts.ModelCalls, in, out, calls)
+		}
+		got, err := s.GetTrace(ctx, ts.TraceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 10 {
+			t.Errorf("GetTrace(%s) returned %d spans, want 10", ts.TraceID, len(got))
+		}
+	}
+	// The same holds once merges have run.
+	if err := execSQL(srv, "OPTIMIZE TABLE "+db+".spans FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryCount(t, srv, "SELECT count() FROM "+db+".spans"); n != 200 {
+		t.Errorf("after merging, the spans table holds %d rows, want 200", n)
+	}
+}
+
+func TestWriteRejectsABatchWithOneBadSpanAndNamesIt(t *testing.T) {
+	srv := chtest.Start(t)
+	s, db := openFresh(t, srv)
+	spans := storetest.GenerateTraces(2, 10, 3)
+	spans[13].SpanID = "00000000000000000"
+	err := s.WriteSpans(context.Background(), spans)
+	if err == nil {
+		t.Fatal("batch with an invalid span id was accepted")
+	}
+	if !strings.Contains(err.Error(), "span 13") || !strings.Contains(err.Error(), "span_id") {
+		t.Errorf("error %q does not name span 13 and its span_id", err)
+	}
+	if n := queryCount(t, srv, "SELECT count() FROM "+db+".spans"); n != 0 {
+		t.Errorf("%d spans of the rejected batch were stored", n)
+	}
+	spans[13].SpanID = "0123456789abcdef"
+	spans[4].StartTime = time.Time{}
+	if err := s.WriteSpans(context.Background(), spans); err == nil || !strings.Contains(err.Error(), "start_time") {
+		t.Errorf("zero start time: %v; want an error naming start_time", err)
+	}
+}
+
+func TestFourConcurrentWritersStoreEverySpanOnce(t *testing.T) {
+	srv := chtest.Start(t)
+	s, db := openFresh(t, srv)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			// 500 traces each, in 2 batches of 2,500 spans; every writer
+			// also re-sends its first batch.
+			all := storetest.GenerateTraces(500, 10, int64(100+w))
+			for i := 0; i < len(all); i += 2500 {
+				if err := s.WriteSpans(ctx, all[i:i+2500]); err != nil {
+					errs <- fmt.Errorf("writer %d: %w", w, err)
+					return
+				}
+			}
+			if err := s.WriteSpans(ctx, all[:2500]); err != nil {
+				errs <- fmt.Errorf("writer %d retry: %w", w, err)
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := queryCount(t, srv, "SELECT count() FROM (SELECT DISTINCT trace_id, span_id FROM "+db+".spans)"); n != 20000 {
+		t.Errorf("%d distinct spans stored, want 20000", n)
+	}
+	total, pages := int64(0), 0
+	q := store.TraceQuery{Limit: store.MaxPageSize}
+	for {
+		page, err := s.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ts := range page.Traces {
+			total += ts.SpanCount
+		}
+		pages++
+		if page.NextPageToken == "" {
+			break
+		}
+		q.PageToken = page.NextPageToken
+	}
+	if total != 20000 || pages != 2 {
+		t.Errorf("summaries count %d spans over %d pages, want 20000 over 2", total, pages)
+	}
+}
+
+func TestClosedStoreRefusesCalls(t *testing.T) {
+	srv := chtest.Start(t)
+	s, _ := openFresh(t, srv)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	ctx := context.Background()
+	if err := s.WriteSpans(ctx, storetest.GenerateTraces(1, 2, 1)); err == nil {
+		t.Error("WriteSpans on a closed store succeeded")
+	}
+	if _, err := s.GetTrace(ctx, strings.Repeat("ab", 16)); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetTrace on a closed store: %v", err)
+	}
+	if _, err := s.ListTraces(ctx, store.TraceQuery{}); err == nil {
+		t.Error("ListTraces on a closed store succeeded")
+	}
+}

@@ -1,0 +1,89 @@
+package clickhouse
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// Config configures the ClickHouse trace store.
+type Config struct {
+	// DSN addresses the server, e.g. clickhouse://127.0.0.1:9000/loomwork
+	// (native protocol; LZ4 compression unless the DSN's compress parameter
+	// says otherwise). Its database is where the tables go unless Database
+	// is set.
+	DSN string
+	// Database overrides the DSN's database. It is created if missing.
+	Database string
+	// Cluster, when set, names the ClickHouse cluster (remote_servers) the
+	// DDL runs ON: each node gets Replicated*MergeTree local tables, and
+	// reads and writes go through Distributed tables sharded by trace id.
+	// Empty means a single server.
+	Cluster string
+	// TTL, when positive, drops spans and summaries whose day partition is
+	// older than this (whole parts at a time). It applies when the tables
+	// are created.
+	TTL time.Duration
+	// Logger receives migration progress (default: discard).
+	Logger *slog.Logger
+
+	_ struct{} // keyed literals only
+}
+
+var (
+	errNoDSN   = errors.New("dsn: must be set (e.g. clickhouse://127.0.0.1:9000/loomwork)")
+	identRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	clusterRe  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.\-]*$`)
+	defaultDB  = "default"
+	maxTTLDays = 100 * 365
+)
+
+// Validate reports every problem with c; the DSN goes through the driver's
+// own parser last, so a DSN the driver would reject fails here, not at the
+// first write.
+func (c Config) Validate() error {
+	var errs []error
+	if strings.TrimSpace(c.DSN) == "" {
+		errs = append(errs, errNoDSN)
+	}
+	if c.Database != "" && !identRe.MatchString(c.Database) {
+		errs = append(errs, fmt.Errorf("database: %q is not a plain identifier (letters, digits, underscore; not starting with a digit)", c.Database))
+	}
+	if c.Cluster != "" && !clusterRe.MatchString(c.Cluster) {
+		errs = append(errs, fmt.Errorf("cluster: %q is not a cluster name (letters, digits, '_', '.', '-')", c.Cluster))
+	}
+	if c.TTL < 0 {
+		errs = append(errs, fmt.Errorf("ttl: must not be negative (got %s)", c.TTL))
+	} else if c.TTL > 0 && (c.TTL < 24*time.Hour || c.TTL%(24*time.Hour) != 0) {
+		errs = append(errs, fmt.Errorf("ttl: must be a whole number of days, data is dropped by day partition (got %s)", c.TTL))
+	} else if c.TTL > time.Duration(maxTTLDays)*24*time.Hour {
+		errs = append(errs, fmt.Errorf("ttl: %s is more than %d days; use 0 to keep data for ever", c.TTL, maxTTLDays))
+	}
+	if len(errs) == 0 {
+		// Last chance to catch an invalid DSN.
+		opts, err := ch.ParseDSN(c.DSN)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dsn: %w", err))
+		} else if c.Database == "" && opts.Auth.Database != "" && !identRe.MatchString(opts.Auth.Database) {
+			errs = append(errs, fmt.Errorf("dsn: database %q is not a plain identifier", opts.Auth.Database))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// database returns the database the tables live in.
+func (c Config) database(opts *ch.Options) string {
+	switch {
+	case c.Database != "":
+		return c.Database
+	case opts.Auth.Database != "":
+		return opts.Auth.Database
+	default:
+		return defaultDB
+	}
+}

@@ -1,0 +1,106 @@
+package clickhouse
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden DDL files in testdata/")
+
+// renderAll renders the bootstrap and every migration as the statements
+// Open would run, one file per migration.
+func renderAll(t *testing.T, d ddl) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	join := func(steps []ddlStep) string {
+		var b strings.Builder
+		for _, s := range steps {
+			b.WriteString("-- step: " + s.name + "\n" + s.sql + ";\n\n")
+		}
+		return b.String()
+	}
+	boot, err := d.render("bootstrap", bootstrapSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out["0000_bootstrap.sql"] = join(boot)
+	migs, err := d.migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range migs {
+		out[m.file] = join(m.steps)
+	}
+	return out
+}
+
+func checkGolden(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, got := range files {
+		path := filepath.Join("testdata", dir, name)
+		if *update {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run: go test ./store/clickhouse -run %s -update)", err, t.Name())
+		}
+		if string(want) != got {
+			t.Errorf("%s differs from the rendered DDL (if the change is intended, run: go test ./store/clickhouse -run %s -update)\n--- got:\n%s", path, t.Name(), got)
+		}
+	}
+}
+
+func TestClusterDDLUsesOnClusterReplicatedTablesAndDistributedTables(t *testing.T) {
+	files := renderAll(t, newDDL("loomwork", "loomwork_cluster", 30*24*time.Hour))
+	checkGolden(t, "ddl_cluster", files)
+	all := strings.Join([]string{files["0001_spans.sql"], files["0002_trace_summaries.sql"]}, "")
+	for _, want := range []string{
+		"CREATE TABLE IF NOT EXISTS `loomwork`.spans_local ON CLUSTER 'loomwork_cluster'",
+		"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/spans_local', '{replica}')",
+		"ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/trace_summaries_local', '{replica}')",
+		"ENGINE = Distributed('loomwork_cluster', 'loomwork', 'spans_local', cityHash64(trace_id))",
+		"ENGINE = Distributed('loomwork_cluster', 'loomwork', 'trace_summaries_local', cityHash64(trace_id))",
+		"TO `loomwork`.trace_summaries_local",
+		"FROM `loomwork`.spans_local AS s",
+		"TTL toDate(start) + INTERVAL 30 DAY",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("cluster DDL lacks %q", want)
+		}
+	}
+	if !strings.Contains(files["0000_bootstrap.sql"], "CREATE DATABASE IF NOT EXISTS `loomwork` ON CLUSTER 'loomwork_cluster'") {
+		t.Errorf("bootstrap does not create the database ON CLUSTER:\n%s", files["0000_bootstrap.sql"])
+	}
+}
+
+func TestSingleServerDDLHasNoClusterClauses(t *testing.T) {
+	files := renderAll(t, newDDL("loomwork", "", 0))
+	checkGolden(t, "ddl_single", files)
+	for name, sql := range files {
+		for _, bad := range []string{"ON CLUSTER", "Replicated", "Distributed", "_local", "TTL"} {
+			if strings.Contains(sql, bad) {
+				t.Errorf("%s: single-server DDL contains %q", name, bad)
+			}
+		}
+	}
+}
+
+func TestSplitStepsRejectsSQLWithoutAStepName(t *testing.T) {
+	if _, err := splitSteps("x.sql", "CREATE TABLE t (x UInt8) ENGINE = Memory;"); err == nil || !strings.Contains(err.Error(), "x.sql line 1") {
+		t.Errorf("splitSteps without a name line: %v", err)
+	}
+	if _, err := splitSteps("y.sql", "-- name: two\nSELECT 1; SELECT 2;"); err == nil || !strings.Contains(err.Error(), `"two"`) {
+		t.Errorf("splitSteps with two statements in a step: %v", err)
+	}
+}

@@ -1,0 +1,19 @@
+// Package clickhouse is the trace store for ClickHouse, the backend that
+// scales: one server for a team, or a cluster behind stateless collectors.
+//
+// Spans go to a spans table (typed columns for the GenAI fields; the exact
+// attribute, resource, event and link encodings as compressed JSON strings,
+// so a span read back equals the span written). A materialized view folds
+// every insert into trace_summaries, which ListTraces reads. Schema changes
+// are versioned migrations (migrations/*.sql, embedded) applied by Open.
+//
+// Writes are idempotent on (trace_id, span_id): identical re-sent blocks are
+// dropped by insert deduplication, other copies are collapsed by
+// ReplacingMergeTree merges and, until then, at read time (LIMIT 1 BY span
+// id); summaries only use aggregates that a duplicate cannot change.
+//
+// With Config.Cluster set the DDL runs ON CLUSTER, data lives in
+// Replicated*MergeTree tables on every node and reads and writes go through
+// Distributed tables sharded by trace id. docs/clickhouse.md describes the
+// schema, the deployment and the measured costs.
+package clickhouse

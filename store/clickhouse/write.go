@@ -1,0 +1,270 @@
+package clickhouse
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+	"unsafe"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// spanColumns is the insert column list; spanBatch appends in this order.
+const spanColumns = `trace_id, span_id, parent_span_id, trace_state, name, kind, start, end,
+	status_code, status_message, service_name, scope_name, scope_version,
+	operation, provider, request_model, response_model, agent_name, conversation_id,
+	tool_name, tool_call_id, model_call, has_usage, input_tokens, output_tokens,
+	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd,
+	retrieved_docs, cited_docs, attributes, resource_attributes, events, links`
+
+// Storable time range: DateTime64(9) holds 1900-01-01 to 2262-04-11.
+var (
+	minTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(2262, 4, 11, 0, 0, 0, 0, time.UTC)
+)
+
+// spanBatch holds a batch column by column: the driver appends whole
+// columns far faster than row by row.
+type spanBatch struct {
+	traceID, spanID, parentID, traceState, name, kind       []string
+	start, end                                              []time.Time
+	statusCode, statusMessage, service, scope, scopeVer     []string
+	operation, provider, reqModel, respModel, agent, convID []string
+	toolName, toolCallID                                    []string
+	modelCall, hasUsage                                     []bool
+	input, output, cacheRead, cacheCreation, reasoning      []int64
+	cost                                                    []*float64
+	retrieved, cited                                        [][]string
+	attrs, resource, events, links                          []string
+}
+
+func (b *spanBatch) columns() []any {
+	return []any{
+		b.traceID, b.spanID, b.parentID, b.traceState, b.name, b.kind, b.start, b.end,
+		b.statusCode, b.statusMessage, b.service, b.scope, b.scopeVer,
+		b.operation, b.provider, b.reqModel, b.respModel, b.agent, b.convID,
+		b.toolName, b.toolCallID, b.modelCall, b.hasUsage, b.input, b.output,
+		b.cacheRead, b.cacheCreation, b.reasoning, b.cost,
+		b.retrieved, b.cited, b.attrs, b.resource, b.events, b.links,
+	}
+}
+
+// WriteSpans stores spans with one INSERT. It returns nil only once
+// ClickHouse has written the parts (and, under a cluster, the shards have
+// them). A span that is already stored is not stored again in a way readers
+// can see: an identical re-sent block is dropped by insert deduplication,
+// anything else is collapsed by merges and at read time, and trace
+// summaries use only idempotent aggregates. A batch with an invalid span is
+// rejected whole, before anything is sent.
+func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write spans: %w", err)
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	b, err := encodeBatch(spans)
+	if err != nil {
+		return fmt.Errorf("write spans: %w", err)
+	}
+	// The deduplication token names the batch by its spans' identities, so
+	// an OTLP retry of the same batch is dropped whole by the server (within
+	// the last non_replicated_deduplication_window / replicated window
+	// blocks) without hashing the block's data; the first copy wins, as in
+	// the embedded store.
+	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{
+		"insert_deduplicate":         1,
+		"insert_deduplication_token": batchToken(spans),
+	}))
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.spansTable+" ("+spanColumns+")")
+	if err != nil {
+		return fmt.Errorf("write spans: prepare insert: %w", err)
+	}
+	for i, col := range b.columns() {
+		if err := batch.Column(i).Append(col); err != nil {
+			_ = batch.Abort()
+			return fmt.Errorf("write spans: column %d: %w", i, err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("write spans: insert %d spans: %w", len(spans), err)
+	}
+	return nil
+}
+
+func encodeBatch(spans []store.Span) (*spanBatch, error) {
+	n := len(spans)
+	b := &spanBatch{
+		traceID: make([]string, n), spanID: make([]string, n), parentID: make([]string, n),
+		traceState: make([]string, n), name: make([]string, n), kind: make([]string, n),
+		start: make([]time.Time, n), end: make([]time.Time, n),
+		statusCode: make([]string, n), statusMessage: make([]string, n), service: make([]string, n),
+		scope: make([]string, n), scopeVer: make([]string, n),
+		operation: make([]string, n), provider: make([]string, n), reqModel: make([]string, n),
+		respModel: make([]string, n), agent: make([]string, n), convID: make([]string, n),
+		toolName: make([]string, n), toolCallID: make([]string, n),
+		modelCall: make([]bool, n), hasUsage: make([]bool, n),
+		input: make([]int64, n), output: make([]int64, n), cacheRead: make([]int64, n),
+		cacheCreation: make([]int64, n), reasoning: make([]int64, n),
+		cost:      make([]*float64, n),
+		retrieved: make([][]string, n), cited: make([][]string, n),
+		attrs: make([]string, n), resource: make([]string, n), events: make([]string, n), links: make([]string, n),
+	}
+	// Attribute JSON for the whole batch goes into one buffer, turned into
+	// one string at the end and sliced: no allocation per span. Spans from
+	// one OTLP resource share one map, so each resource map is encoded once,
+	// keyed by its identity (every span stays reachable during the call, so
+	// an address cannot be reused for another map).
+	type span struct{ from, to int }
+	arena := make([]byte, 0, 1024*n)
+	attrAt := make([]span, n)
+	resAt := make([]span, n)
+	resources := map[uintptr]span{}
+	for i := range spans {
+		sp := &spans[i]
+		if err := validateSpan(sp); err != nil {
+			return nil, fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+		}
+		b.traceID[i], b.spanID[i], b.parentID[i] = sp.TraceID, sp.SpanID, sp.ParentSpanID
+		b.traceState[i], b.name[i], b.kind[i] = sp.TraceState, sp.Name, sp.Kind
+		b.start[i], b.end[i] = sp.StartTime, sp.EndTime
+		b.statusCode[i], b.statusMessage[i] = sp.StatusCode, sp.StatusMessage
+		b.service[i], b.scope[i], b.scopeVer[i] = sp.ServiceName, sp.ScopeName, sp.ScopeVersion
+		b.operation[i], b.provider[i] = sp.Operation, sp.Provider
+		b.reqModel[i], b.respModel[i] = sp.RequestModel, sp.ResponseModel
+		b.agent[i], b.convID[i] = sp.AgentName, sp.ConversationID
+		b.toolName[i], b.toolCallID[i] = sp.ToolName, sp.ToolCallID
+		b.modelCall[i] = store.IsModelCallOperation(sp.Operation)
+		b.hasUsage[i] = sp.HasUsage
+		b.input[i], b.output[i] = sp.InputTokens, sp.OutputTokens
+		b.cacheRead[i], b.cacheCreation[i], b.reasoning[i] = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
+		b.cost[i] = sp.CostUSD
+		b.retrieved[i], b.cited[i] = nonNil(sp.RetrievedDocs), nonNil(sp.CitedDocs)
+		var err error
+		if sp.Attributes != nil {
+			from := len(arena)
+			if arena, err = appendAttributes(arena, sp.Attributes); err != nil {
+				return nil, fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
+			}
+			attrAt[i] = span{from, len(arena)}
+		}
+		if sp.ResourceAttributes != nil {
+			key := reflect.ValueOf(sp.ResourceAttributes).Pointer()
+			at, ok := resources[key]
+			if !ok {
+				from := len(arena)
+				if arena, err = appendAttributes(arena, sp.ResourceAttributes); err != nil {
+					return nil, fmt.Errorf("span %d (%s/%s): resource attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				}
+				at = span{from, len(arena)}
+				resources[key] = at
+			}
+			resAt[i] = at
+		}
+		if len(sp.Events) > 0 {
+			j, err := json.Marshal(sp.Events)
+			if err != nil {
+				return nil, fmt.Errorf("span %d (%s/%s): events: %w", i, sp.TraceID, sp.SpanID, err)
+			}
+			b.events[i] = string(j)
+		}
+		if len(sp.Links) > 0 {
+			j, err := json.Marshal(sp.Links)
+			if err != nil {
+				return nil, fmt.Errorf("span %d (%s/%s): links: %w", i, sp.TraceID, sp.SpanID, err)
+			}
+			b.links[i] = string(j)
+		}
+	}
+	// The arena is never written after this point, so the string can share
+	// its memory instead of copying tens of megabytes per batch.
+	all := unsafe.String(unsafe.SliceData(arena), len(arena))
+	for i := range spans {
+		b.attrs[i] = all[attrAt[i].from:attrAt[i].to]
+		b.resource[i] = all[resAt[i].from:resAt[i].to]
+	}
+	return b, nil
+}
+
+// batchToken identifies a batch by the ordered (trace id, span id, start,
+// end) of its spans.
+func batchToken(spans []store.Span) string {
+	h := sha256.New()
+	var buf [8]byte
+	for i := range spans {
+		h.Write([]byte(spans[i].TraceID))
+		h.Write([]byte(spans[i].SpanID))
+		binary.LittleEndian.PutUint64(buf[:], uint64(spans[i].StartTime.UnixNano()))
+		h.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(spans[i].EndTime.UnixNano()))
+		h.Write(buf[:])
+	}
+	return "loomwork-v1-" + hex.EncodeToString(h.Sum(nil))
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func validateSpan(sp *store.Span) error {
+	if err := checkID(sp.TraceID, 16); err != nil {
+		return fmt.Errorf("trace_id: %w", err)
+	}
+	if err := checkID(sp.SpanID, 8); err != nil {
+		return fmt.Errorf("span_id: %w", err)
+	}
+	if sp.ParentSpanID != "" {
+		if err := checkID(sp.ParentSpanID, 8); err != nil {
+			return fmt.Errorf("parent_span_id: %w", err)
+		}
+	}
+	if err := checkTime(sp.StartTime); err != nil {
+		return fmt.Errorf("start_time: %w", err)
+	}
+	if err := checkTime(sp.EndTime); err != nil {
+		return fmt.Errorf("end_time: %w", err)
+	}
+	return nil
+}
+
+// checkID accepts n bytes as lower-case hex, not all zero (OTLP's invalid
+// id).
+func checkID(id string, n int) error {
+	if len(id) != 2*n {
+		return fmt.Errorf("%q is not %d lower-case hex digits", id, 2*n)
+	}
+	zero := true
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return fmt.Errorf("%q is not %d lower-case hex digits (bad character at offset %d)", id, 2*n, i)
+		}
+		if c != '0' {
+			zero = false
+		}
+	}
+	if zero {
+		return fmt.Errorf("%q: the all-zero id is invalid", id)
+	}
+	return nil
+}
+
+func checkTime(t time.Time) error {
+	if t.Before(minTime) || !t.Before(maxTime) {
+		return fmt.Errorf("%s is outside the storable range (1900-01-01 to 2262-04-11); is it unset?", t.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
