@@ -68,6 +68,11 @@ type ServerConfig struct {
 	// MaxRequestMiB caps one request's size (gRPC message, HTTP body after
 	// decompression). Default 64.
 	MaxRequestMiB int
+	// AuthToken, when set, is required on every OTLP request as
+	// "Authorization: Bearer TOKEN" (HTTP header or gRPC metadata); others
+	// get HTTP 401 / gRPC UNAUTHENTICATED. Empty: no authentication, the
+	// default for a laptop. Needs the Loomwork receiver.
+	AuthToken string
 	// Logger receives the pipeline's logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -89,6 +94,12 @@ func (c *ServerConfig) Validate() error {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %q is not host:port: %w", a.key, a.v, err))
 		}
+	}
+	if c.AuthToken != "" && c.Receiver == ReceiverOTLP {
+		errs = append(errs, errors.New("auth_token: bearer authentication needs the loomwork receiver"))
+	}
+	if c.AuthToken != "" && len(c.AuthToken) < 16 {
+		errs = append(errs, errors.New("auth_token: must be at least 16 characters"))
 	}
 	if c.GRPCAddr == AddrOff && c.HTTPAddr == AddrOff {
 		errs = append(errs, errors.New("grpc_addr, http_addr: at least one listener must be on"))
@@ -221,7 +232,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 	f := &front{next: s.proc, retryAfter: s.cfg.Exporter.retryAfter(), log: s.log}
 	if grpcOn {
-		s.grpcSrv, err = grpcCfg.ToServer(ctx, nil, tel, configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec())))
+		opts := []configgrpc.ToServerOption{configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec()))}
+		if s.cfg.AuthToken != "" {
+			opts = append(opts, configgrpc.WithGrpcServerOption(grpc.UnaryInterceptor(bearerUnary(s.cfg.AuthToken))))
+		}
+		s.grpcSrv, err = grpcCfg.ToServer(ctx, nil, tel, opts...)
 		if err != nil {
 			return fmt.Errorf("create OTLP gRPC server: %w", err)
 		}
@@ -241,7 +256,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if httpOn {
 		mux := http.NewServeMux()
 		mux.HandleFunc(TracesPath, f.handleHTTP)
-		s.httpSrv, err = httpCfg.ToServer(ctx, nil, tel, mux, confighttp.WithErrorHandler(httpErrorHandler))
+		var h http.Handler = mux
+		if s.cfg.AuthToken != "" {
+			h = bearerHTTP(s.cfg.AuthToken, mux)
+		}
+		s.httpSrv, err = httpCfg.ToServer(ctx, nil, tel, h, confighttp.WithErrorHandler(httpErrorHandler))
 		if err != nil {
 			return fmt.Errorf("create OTLP HTTP server: %w", err)
 		}

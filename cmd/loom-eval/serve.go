@@ -12,9 +12,9 @@ import (
 
 	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/collector/genai"
-	"github.com/loomwork/loomwork/collector/traceapi"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
+	"github.com/loomwork/loomwork/web"
 )
 
 // runServe runs the OTLP collector pipeline, the trace store and the HTTP
@@ -30,6 +30,10 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	memMiB := fs.Uint("memory-limit-mib", 0, "refuse data (retryably) above this heap size; 0: 80% of the machine's memory")
 	writers := fs.Int("writers", 1, "concurrent store writes; 1 coalesces the most requests per write, which ClickHouse needs most")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	authToken := fs.String("auth-token", "", "require this bearer token on OTLP ingest, the UI and the API (default $LOOMWORK_AUTH_TOKEN; empty: no authentication)")
+	runsDir := fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (*.replay.json) for the Runs pages")
+	reportsDir := fs.String("reports-dir", "", "directory of score reports (*.json) for the Reports pages")
+	ablationsDir := fs.String("ablations-dir", "", "directory of ablation results (*.json) for the Ablations pages")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -42,6 +46,9 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: level}))
 
+	if *authToken == "" && m.Getenv != nil {
+		*authToken = m.Getenv("LOOMWORK_AUTH_TOKEN")
+	}
 	url := *storeURL
 	if url == "" && m.Getenv != nil {
 		url = m.Getenv(storeurl.EnvVar)
@@ -60,6 +67,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 			Timeout:           collector.DefaultTimeout,
 		},
 		MemoryLimitMiB: uint32(*memMiB),
+		AuthToken:      *authToken,
 		Logger:         log,
 	}
 	if *uiAddr != collector.AddrOff {
@@ -93,9 +101,13 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 			err = fmt.Errorf("serve: listen for the UI on %s: %w", *uiAddr, err)
 			return errors.Join(&ExitError{Code: ExitRuntimeErr, Err: err}, shutdownServe(srv, nil, st, log))
 		}
-		mux := http.NewServeMux()
-		mountUI(mux, st, log)
-		ui = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		files := &web.FileSources{RunsDir: *runsDir, ReportsDir: *reportsDir, AblationsDir: *ablationsDir}
+		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Logger: log, Files: files})
+		if err != nil {
+			ln.Close()
+			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))
+		}
+		ui = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		uiURL = "http://" + ln.Addr().String()
 		go func() {
 			if err := ui.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -108,7 +120,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	fmt.Fprintf(m.Stdout, "  OTLP gRPC  %s\n", serveAddr(srv.GRPCAddr(), cfg.GRPCAddr))
 	fmt.Fprintf(m.Stdout, "  OTLP HTTP  %s\n", serveAddr(srv.HTTPAddr(), cfg.HTTPAddr))
 	if uiURL != "" {
-		fmt.Fprintf(m.Stdout, "  UI / API   %s  (%s)\n", uiURL, traceapi.TracesPath)
+		fmt.Fprintf(m.Stdout, "  UI / API   %s  (JSON under /api/v1/)\n", uiURL)
 	}
 	fmt.Fprintln(m.Stdout, "Send a trace with: loom-eval demo   (Ctrl-C stops; acknowledged spans are on disk)")
 
@@ -118,13 +130,6 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 	return nil
-}
-
-// mountUI mounts the HTTP API (and, once the web UI lands, its pages) on
-// the UI listener's mux. The web UI registers its handlers here.
-func mountUI(mux *http.ServeMux, st store.Store, log *slog.Logger) {
-	traceapi.Register(mux, st, log, time.Now)
-	// The web UI mounts its pages on mux here.
 }
 
 // shutdownServe stops accepting (UI and OTLP), waits for in-flight writes,

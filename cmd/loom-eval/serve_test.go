@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -89,15 +90,36 @@ func TestServeDemoTracesCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("traces get: %v\n%s", err, out)
 	}
-	for _, want := range []string{"invoke_agent researcher", "    retrieval docs-index", "error: provider overloaded", "tokens in/out=2600/310", "label=scripted"} {
+	for _, want := range []string{"invoke_agent researcher", "    retrieval docs-index", "error: provider overloaded", "tokens in/out=2600/310", "label=scripted", "critical path"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("traces get output lacks %q:\n%s", want, out)
 		}
 	}
 	out, err = run("traces", "get", "--json", "--store", dbPath, ids[1])
-	var tr traceapi.TraceResponse
+	var tr struct {
+		traceapi.TraceResponse
+		Rollup struct {
+			CriticalPathMS float64 `json:"critical_path_ms"`
+			DurationMS     float64 `json:"duration_ms"`
+			ModelCalls     int     `json:"model_calls"`
+		} `json:"rollup"`
+	}
 	if err != nil || json.Unmarshal([]byte(out), &tr) != nil || len(tr.Spans) != 6 {
 		t.Fatalf("traces get --json: %v\n%s", err, out)
+	}
+	if tr.Rollup.ModelCalls == 0 || tr.Rollup.CriticalPathMS <= 0 || tr.Rollup.CriticalPathMS > tr.Rollup.DurationMS+1e-6 {
+		t.Errorf("traces get --json rollup = %+v", tr.Rollup)
+	}
+
+	// The UI on the same serve shows the traces.
+	resp, err := http.Get(addrs["UI / API"] + "/traces?service=loomwork-demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page2, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page2), ids[0]) {
+		t.Errorf("UI trace list: status %d, lacks %s", resp.StatusCode, ids[0])
 	}
 
 	// Bad input is a usage error; a missing trace is a failure, not a crash.

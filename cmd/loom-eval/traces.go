@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/collector/traceapi"
+	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
@@ -154,7 +155,8 @@ func tracesPrintSummaries(w io.Writer, page store.TracePage) {
 func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("traces get", "traces get TRACE_ID [--json] [--store URL]")
 	storeURL := m.tracesStoreFlag(fs)
-	asJSON := fs.Bool("json", false, "print the spans as JSON")
+	asJSON := fs.Bool("json", false, "print the spans and the rollup as JSON")
+	pricesFile := fs.String("prices", "", "price table override (JSON), see docs/scoring.md")
 	// Accept the id before or after the flags.
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -187,13 +189,23 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces get: %w", err)}
 	}
+	prices, err := scorerLoadPrices(*pricesFile)
+	if err != nil {
+		return err
+	}
+	ru := rollup.Compute(spans, prices)
 	if *asJSON {
-		return tracesWriteJSON(m.Stdout, traceapi.TraceResponse{TraceID: id, Spans: spans})
+		return tracesWriteJSON(m.Stdout, tracesGetResponse{TraceResponse: traceapi.TraceResponse{TraceID: id, Spans: spans}, Rollup: ru})
 	}
 	tracesPrintTree(m.Stdout, id, spans)
-	// ROLLUP: the scorer's rollup (critical path with per-span critical
-	// self-time, leaf-only cost) is printed here once scorer/ provides it.
-	return nil
+	fmt.Fprintln(m.Stdout)
+	return writeRollupText(m.Stdout, []rollup.Rollup{ru}, prices)
+}
+
+// tracesGetResponse is `traces get --json`: the spans and their rollup.
+type tracesGetResponse struct {
+	traceapi.TraceResponse
+	Rollup rollup.Rollup `json:"rollup"`
 }
 
 // printTree prints spans as an indented tree: offset from the trace start,
