@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Regenerates every performance number quoted in docs/ with one command:
+# each benchmark below is the one its doc cites. Output goes to
+# bench-results/<area>.txt (git-ignored) and to the terminal.
+#
+# Needs root (sandbox) and a local ClickHouse for the ClickHouse rows: the
+# script starts one with scripts/clickhouse.sh unless LOOMWORK_CLICKHOUSE_DSN
+# is set. Run it on a quiet machine: the numbers are wall-clock.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+out=bench-results
+mkdir -p "$out"
+echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/machine.txt"
+
+chdir=""
+cleanup() { if [ -n "$chdir" ]; then ./scripts/clickhouse.sh stop "$chdir" || true; rm -rf "$chdir"; fi; }
+trap cleanup EXIT
+if [ -z "${LOOMWORK_CLICKHOUSE_DSN:-}" ]; then
+  ./scripts/clickhouse.sh fetch
+  chdir=$(mktemp -d /tmp/loomwork-bench-ch.XXXXXX)
+  eval "$(./scripts/clickhouse.sh start "$chdir")"
+  export LOOMWORK_CLICKHOUSE_DSN LOOMWORK_CLICKHOUSE_PID
+fi
+
+run() { # area, then the command
+  local area=$1; shift
+  echo "== $area: $*" | tee "$out/$area.txt"
+  "$@" 2>&1 | tee -a "$out/$area.txt"
+}
+
+go test -c -o /tmp/loomwork-collector.test ./collector
+run ingest-sqlite     sh -c 'cd collector && /tmp/loomwork-collector.test -test.run "^$" -test.bench "BenchmarkIngest/sqlite" -test.benchtime 400x'
+run ingest-clickhouse sh -c 'cd collector && /tmp/loomwork-collector.test -test.run "^$" -test.bench "BenchmarkIngest/clickhouse" -test.benchtime 400x'
+run store-sqlite      go test ./store/sqlite/ -run '^$' -bench 'WriteSpans|ListTraces' -benchtime 100x
+run store-clickhouse  go test ./store/clickhouse -run '^$' -bench 'BenchmarkWriteSpans|BenchmarkGetTrace|BenchmarkListTraces' -benchtime 10x
+run scorer            go test ./scorer/rollup ./scorer -run '^$' -bench . -benchtime 5x
+run web               go test ./web -run '^$' -bench TracePage50k -benchtime 5x -benchmem
+run sandbox           go test ./agents/sandbox/ -run '^$' -bench . -benchtime 200x
+run retrieval         go test ./retrieval/ -run '^$' -bench 'Index|LSA|Search' -benchtime 5x
+run gateway           go test ./agents/gateway/... -run '^$' -bench . -benchtime 2000x
+run journal           go test ./replay/... -run '^$' -bench . -benchtime 100x
+run context           go run ./cmd/loom-eval context --format markdown --out docs/context.md
+echo "results in $out/"
