@@ -1,0 +1,248 @@
+package ablation
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/loomwork/loomwork/datasets/judged"
+	"github.com/loomwork/loomwork/retrieval"
+)
+
+func TestMetricsMatchHandComputedValues(t *testing.T) {
+	ranked := []string{"x", "a", "y", "b", "z"}
+	rel := map[string]int{"a": 2, "b": 1, "c": 1}
+	if got := RecallAt(ranked, rel, 1); got != 0 {
+		t.Errorf("recall@1 = %v", got)
+	}
+	if got := RecallAt(ranked, rel, 5); math.Abs(got-2.0/3) > 1e-12 {
+		t.Errorf("recall@5 = %v, want 2/3", got)
+	}
+	if got := MRRAt(ranked, rel, 10); got != 0.5 {
+		t.Errorf("mrr = %v, want 1/2", got)
+	}
+	if got := MRRAt(ranked, rel, 1); got != 0 {
+		t.Errorf("mrr@1 = %v, want 0", got)
+	}
+	// DCG = 3/log2(3) + 1/log2(5); IDCG = 3/log2(2) + 1/log2(3) + 1/log2(4).
+	want := (3/math.Log2(3) + 1/math.Log2(5)) / (3 + 1/math.Log2(3) + 0.5)
+	if got := NDCGAt(ranked, rel, 10); math.Abs(got-want) > 1e-12 {
+		t.Errorf("ndcg@10 = %v, want %v", got, want)
+	}
+	if got := Collapse([]string{"p1", "p1", "issue:3", "p2", "p1"}); strings.Join(got, ",") != "p1,issue:3,p2" {
+		t.Errorf("collapse = %v", got)
+	}
+	if got := Percentile([]float64{4, 1, 3, 2}, 0.5); got != 2.5 {
+		t.Errorf("median = %v", got)
+	}
+}
+
+func loadTiny(t *testing.T) *judged.Dataset {
+	t.Helper()
+	ds, err := judged.Load("../testdata/tiny", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// shippedDataset finds ../shared/datasets/mkdocs-material beside the repo
+// root. Without it the test skips, except under CI, where it must be there.
+func shippedDataset(t *testing.T) *judged.Dataset {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("repository root (go.mod) not found")
+		}
+		dir = parent
+	}
+	ds := filepath.Join(dir, "..", "shared", "datasets", "mkdocs-material")
+	if _, err := os.Stat(filepath.Join(ds, "qrels.jsonl")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but the shipped dataset is missing at %s: %v", ds, err)
+		}
+		t.Skipf("shipped dataset not found at %s (set up ../shared beside the repo to run this)", ds)
+	}
+	d, err := judged.Load(ds, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestRerankFoldsNeverTrainOnAnEvaluatedIssue(t *testing.T) {
+	check := func(name string, ds *judged.Dataset, k int) {
+		folds, err := PlanRerankFolds(ds.Queries, k, 42, ds.Duplicates())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		evaluated := 0
+		for _, f := range folds {
+			train := map[int]bool{}
+			for _, q := range f.Train {
+				train[q.Issue] = true
+				if len(q.Gold) > 0 {
+					t.Errorf("%s fold %s trains on gold query %s", name, f.Name, q.ID)
+				}
+			}
+			for _, q := range f.Eval {
+				evaluated++
+				if train[q.Issue] {
+					t.Errorf("%s fold %s trains and evaluates issue %d", name, f.Name, q.Issue)
+				}
+				for _, d := range ds.Duplicates()[q.Issue] {
+					if train[d] {
+						t.Errorf("%s fold %s trains on %d, a duplicate of evaluated %d", name, f.Name, d, q.Issue)
+					}
+				}
+			}
+		}
+		if evaluated != len(ds.Queries) {
+			t.Errorf("%s: %d evaluations for %d queries", name, evaluated, len(ds.Queries))
+		}
+	}
+	check("tiny", loadTiny(t), 2)
+	check("shipped", shippedDataset(t), 5)
+}
+
+func TestCheckFoldsCatchesALeakingFold(t *testing.T) {
+	ds := loadTiny(t)
+	q := ds.Queries[5]
+	err := CheckFolds([]Fold{{Name: "bad", Train: []judged.Query{q}, Eval: []judged.Query{q}}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "trains on issue") {
+		t.Fatalf("leaking fold accepted: %v", err)
+	}
+	gold := ds.Queries[0]
+	if err := CheckFolds([]Fold{{Name: "g", Train: []judged.Query{gold}}}, nil); err == nil {
+		t.Fatal("fold training on a gold query accepted")
+	}
+}
+
+func startService(t *testing.T, ds *judged.Dataset, dims, minDF int) *retrieval.Service {
+	t.Helper()
+	c, err := ds.Corpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := retrieval.New(retrieval.Config{Corpus: c, Duplicates: ds.Duplicates(), LSA: retrieval.LSAConfig{Dims: dims, MinDF: minDF, Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Shutdown(context.Background()) })
+	return svc
+}
+
+func TestRunIsDeterministicUnderASeed(t *testing.T) {
+	ds := loadTiny(t)
+	svc := startService(t, ds, 8, 1)
+	run := func(seed uint64) *Report {
+		rep, err := Run(context.Background(), Config{Service: svc, Queries: ds.Queries, Duplicates: ds.Duplicates(),
+			Modes: retrieval.AllModes, Variants: []Variant{Excluded, Leaky}, Seed: seed, Bootstrap: 300, Folds: 2,
+			Train: retrieval.TrainConfig{Epochs: 200}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	a, b := run(5), run(5)
+	if !reflect.DeepEqual(a.Rows, b.Rows) || !reflect.DeepEqual(a.Deltas, b.Deltas) || !reflect.DeepEqual(a.WinLoss, b.WinLoss) {
+		t.Error("same seed gave different metrics or intervals")
+	}
+	for i := range a.Runs {
+		if !reflect.DeepEqual(a.Runs[i].Top, b.Runs[i].Top) {
+			t.Errorf("run %d: rankings differ", i)
+		}
+	}
+	c := run(6)
+	same := true
+	for i := range a.Rows {
+		for _, m := range MetricNames {
+			if a.Rows[i].Metrics[m] != c.Rows[i].Metrics[m] {
+				same = false
+			}
+		}
+	}
+	if same {
+		t.Error("a different seed gave identical bootstrap intervals; the seed is not used")
+	}
+	var sb strings.Builder
+	for _, w := range []func() error{func() error { return a.WriteText(&sb) }, func() error { return a.WriteMarkdown(&sb) }, func() error { return a.WriteSVG(&sb) }, func() error { return a.WriteJSON(&sb) }} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(sb.String(), "<svg") || !strings.Contains(sb.String(), "| rerank |") {
+		t.Error("renderers lack the chart or the rerank row")
+	}
+}
+
+// TestShippedDatasetExclusionHoldsForEveryMode runs the whole ablation on
+// the shipped judgements: in the honest variant no mode ever returns the
+// query's own issue, every rerank score comes from a model that never saw
+// the query's issue, and the leaky variant does find the question (so the
+// exclusion is what keeps it out).
+func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the full ablation")
+	}
+	ds := shippedDataset(t)
+	svc := startService(t, ds, 128, 0)
+	rep, err := Run(context.Background(), Config{Service: svc, Queries: ds.Queries, Duplicates: ds.Duplicates(),
+		Modes: retrieval.AllModes, Variants: []Variant{Excluded, Leaky}, Seed: 1, Bootstrap: 100, Folds: 5,
+		Train: retrieval.TrainConfig{Epochs: 500}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gold := map[int]bool{}
+	for _, q := range ds.Queries {
+		if len(q.Gold) > 0 {
+			gold[q.Issue] = true
+		}
+	}
+	foundOwn := map[retrieval.Mode]int{}
+	for _, r := range rep.Runs {
+		switch r.Variant {
+		case Excluded:
+			if r.OwnRank != 0 {
+				t.Errorf("%s/%s: own issue at rank %d", r.QueryID, r.Mode, r.OwnRank)
+			}
+		case Leaky:
+			if r.OwnRank > 0 {
+				foundOwn[r.Mode]++
+			}
+		}
+		if r.Mode == retrieval.ModeRerank {
+			if gold[r.Issue] != (r.Fold == "gold") || r.Fold == "" {
+				t.Errorf("%s evaluated by fold %q", r.QueryID, r.Fold)
+			}
+		}
+	}
+	for _, m := range []retrieval.Mode{retrieval.ModeBM25, retrieval.ModeDense, retrieval.ModeRRF, retrieval.ModeWeighted} {
+		if foundOwn[m] < len(ds.Queries)/2 {
+			t.Errorf("leaky %s found its own issue for only %d of %d queries", m, foundOwn[m], len(ds.Queries))
+		}
+	}
+	if rep.Reranker.GoldModel == nil {
+		t.Fatal("no gold model")
+	}
+	for is := range gold {
+		if rep.Reranker.GoldModel.HasSeenIssue(is) {
+			t.Errorf("gold model trained on gold issue %d", is)
+		}
+	}
+}

@@ -1,0 +1,24 @@
+// Package retrieval is the search service the research agent uses at run time
+// and the thing the retrieval ablation measures.
+//
+// A corpus is documentation split into sections by heading (each keeping its
+// page path and mkdocs anchor) plus closed issues as whole documents. Five
+// modes rank it:
+//
+//   - bm25: bleve with BM25 scoring over a field-aware mapping (title,
+//     headings, body, path), persisted on disk and rebuilt only when the
+//     corpus's content hash changes;
+//   - dense: brute-force cosine over vectors from an [Embedder] (a pure-Go LSA
+//     model by default, or any OpenAI-compatible /v1/embeddings endpoint);
+//   - rrf: reciprocal rank fusion of bm25 and dense;
+//   - weighted: min-max normalised score fusion of bm25 and dense;
+//   - rerank: rrf candidates re-scored by a [Reranker] (a learned logistic
+//     regression over hand-built features, or a hosted /v1/rerank API).
+//
+// Exclusion is part of the query: [Query.ExcludeIssues] removes an issue and
+// every issue marked as its duplicate from the ranking of every mode, before
+// fusion and reranking, so an evaluation never sees its own question.
+//
+// Every search emits one OpenTelemetry span named "retrieval" with the
+// gen_ai retrieval attributes.
+package retrieval
