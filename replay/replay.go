@@ -201,8 +201,14 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	res, runErr := rt.Run(ctx, agent, runtime.Task{RunID: run.ID, Input: started.Input, Model: started.Model,
-		MaxSteps: started.MaxSteps, MaxTokens: started.MaxTokens, CaseID: started.CaseID, Trial: started.Trial})
+	// ReplayTask also restores what run_started recorded beyond these
+	// fields: the task's tool attributes and the context-layer spec (and
+	// any model-made summaries), so the replay compacts as the run did.
+	task, err := runtime.ReplayTask(run)
+	if err != nil {
+		return rep, err
+	}
+	res, runErr := rt.Run(ctx, agent, task)
 	rep.ModelCalls = model.live
 	rep.ToolRuns = res.ToolRuns
 	var de *runtime.DivergenceError
@@ -338,11 +344,17 @@ type recordedModel struct {
 
 func (m *recordedModel) Label() string { return m.label }
 
-func (m *recordedModel) Complete(_ context.Context, req llm.Request) (llm.Response, error) {
-	step := 1
-	for _, msg := range req.Messages {
-		if msg.Role == llm.RoleAssistant {
-			step++
+func (m *recordedModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	// The runtime says which step this is; counting assistant messages is
+	// the fallback, and is wrong once the context layer has summarised
+	// earlier turns away.
+	step, ok := runtime.StepFromContext(ctx)
+	if !ok {
+		step = 1
+		for _, msg := range req.Messages {
+			if msg.Role == llm.RoleAssistant {
+				step++
+			}
 		}
 	}
 	seen := 0

@@ -14,6 +14,13 @@
 // steps still answers. Every step is an OpenTelemetry span with the GenAI
 // semantic conventions (invoke_agent → chat / execute_tool → retrieval).
 //
+// With a ContextSpec (Config.Context or Task.Context) the context layer
+// (package contextlayer) compacts the conversation before every model call;
+// the compacted request is the one sent, hashed and journaled, the chat span
+// says what was shrunk, summarised and pinned, and the spec is journaled so
+// a resume or replay (ReplayTask) compacts the same way. Task.Attributes
+// carries per-run facts to the tools (ToolInput.TaskAttributes).
+//
 // A resumed run whose agent, task or conversation no longer matches its
 // journal fails with a *DivergenceError carrying a stable code (LWR1100...)
 // and both sides. docs/runtime.md describes the guarantees in full.

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/loomwork/loomwork/agents/contextlayer"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/replay/journal"
 	"github.com/loomwork/loomwork/replay/journaldb"
@@ -61,6 +62,13 @@ type Config struct {
 	MaxSteps int
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
+	// Context switches the context layer on for every run whose Task.Context
+	// is nil: before each model call the conversation is compacted to its
+	// budget (see ContextSpec). nil: requests carry the whole conversation.
+	Context *ContextSpec
+	// Summarizer makes the summaries of a ContextSpec whose Summarizer is
+	// "model" (e.g. contextlayer.ModelSummarizer over the gateway).
+	Summarizer contextlayer.Summarizer
 
 	_ struct{}
 }
@@ -76,6 +84,11 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSteps < 0 {
 		errs = append(errs, fmt.Errorf("max_steps must not be negative (got %d)", c.MaxSteps))
+	}
+	if c.Context != nil {
+		if err := c.Context.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -122,6 +135,20 @@ type Task struct {
 	// CaseID and Trial tie the run to an evaluation case; they are journaled.
 	CaseID string
 	Trial  int
+	// Context overrides Config.Context for this run (see ContextSpec).
+	Context *ContextSpec
+	// Attributes is a JSON object the task hands to every tool call
+	// (ToolInput.TaskAttributes) — e.g. the research agent's issue to
+	// exclude from retrieval. It is journaled in run_started, so a resumed
+	// or replayed run gives its tools the same values. Keys starting with
+	// "loomwork." are reserved.
+	Attributes json.RawMessage
+
+	// contextFixed makes Context authoritative even when nil (ReplayTask:
+	// a run recorded without a layer replays without one).
+	contextFixed bool
+	// summaries are recorded model summaries by step (ReplayTask).
+	summaries map[int]string
 }
 
 // Result is a finished run.
@@ -157,6 +184,7 @@ type run struct {
 	res      Result
 	docs     map[string]bool
 	span     trace.Span
+	ctxSpec  *ContextSpec // the context layer of this run, normalised; nil: none
 }
 
 // Run executes task with agent, or resumes it if the journal has events for
@@ -178,6 +206,16 @@ func (rt *Runtime) Run(ctx context.Context, agent Agent, task Task) (res Result,
 		return Result{}, fmt.Errorf("run %s: %w", task.RunID, err)
 	}
 	r := &run{rt: rt, agent: c, task: task, recorded: recorded, docs: map[string]bool{}}
+	if spec := rt.effectiveContext(task); spec != nil {
+		if err := spec.Validate(); err != nil {
+			return Result{}, fmt.Errorf("run %s: %w", task.RunID, err)
+		}
+		n := spec.normalized()
+		if n.Summarizer == SummarizerModel && rt.cfg.Summarizer == nil && len(task.summaries) == 0 && len(recorded) == 0 {
+			return Result{}, fmt.Errorf("run %s: context.summarizer is %q and the runtime has no Summarizer", task.RunID, SummarizerModel)
+		}
+		r.ctxSpec = &n
+	}
 	r.res.RunID = task.RunID
 	for _, t := range c.Tools {
 		if t.EffectSchema != "" {
@@ -235,8 +273,13 @@ func (r *run) loop(ctx context.Context) error {
 	for _, t := range c.Tools {
 		toolSpecs = append(toolSpecs, journal.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Effect: t.Effect})
 	}
+	attrs, err := startedAttributes(task, r.ctxSpec)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", task.RunID, err)
+	}
 	started := journal.RunStarted{Agent: c.Name, System: c.System, Input: task.Input, Model: task.Model,
-		MaxSteps: task.MaxSteps, MaxTokens: task.MaxTokens, Tools: toolSpecs, CaseID: task.CaseID, Trial: task.Trial}
+		MaxSteps: task.MaxSteps, MaxTokens: task.MaxTokens, Tools: toolSpecs, CaseID: task.CaseID, Trial: task.Trial,
+		Attributes: attrs}
 	// The argument hash of run_started covers what the agent's code decides
 	// (its prompt and tools) and the task, so resuming or replaying under a
 	// changed agent is caught at seq 1.
@@ -259,11 +302,18 @@ func (r *run) loop(ctx context.Context) error {
 			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: StepLimitPrompt})
 			r.res.StepLimitReached = true
 		}
-		req := llm.Request{Model: task.Model, System: c.System, Messages: append([]llm.Message(nil), msgs...), MaxTokens: task.MaxTokens}
+		// The request sent — and hashed and journaled — is the compacted
+		// conversation; the journal keeps the uncompacted new messages too,
+		// so the full history is never lost.
+		sendMsgs, ctxRec, err := r.compact(ctx, step, c.System, msgs)
+		if err != nil {
+			return fmt.Errorf("run %s: step %d: %w", task.RunID, step, err)
+		}
+		req := llm.Request{Model: task.Model, System: c.System, Messages: append([]llm.Message(nil), sendMsgs...), MaxTokens: task.MaxTokens}
 		if !final {
 			req.Tools = c.specs
 		}
-		resp, err := r.modelStep(ctx, step, req, msgs[sent:], final)
+		resp, err := r.modelStep(ctx, step, req, msgs[sent:], final, ctxRec)
 		if err != nil {
 			return err
 		}
@@ -292,15 +342,19 @@ func (r *run) modelLabel() string {
 	return ""
 }
 
-func (r *run) modelStep(ctx context.Context, step int, req llm.Request, newMsgs []llm.Message, final bool) (llm.Response, error) {
+func (r *run) modelStep(ctx context.Context, step int, req llm.Request, newMsgs []llm.Message, final bool, ctxRec *ContextRecord) (llm.Response, error) {
 	reqHash, err := journal.HashValue(req)
 	if err != nil {
 		return llm.Response{}, err
 	}
-	payload := journal.ModelRequest{Model: req.Model, MessageCount: len(req.Messages), NewMessages: newMsgs,
+	mr := journal.ModelRequest{Model: req.Model, MessageCount: len(req.Messages), NewMessages: newMsgs,
 		Tools: r.agent.toolNames(), ToolsWithheld: final, MaxTokens: req.MaxTokens}
 	if final {
-		payload.Tools = nil
+		mr.Tools = nil
+	}
+	var payload any = mr
+	if ctxRec != nil {
+		payload = modelRequestPayload{ModelRequest: mr, Context: ctxRec}
 	}
 	label := r.modelLabel()
 	reqEv, reused, err := r.record(ctx, journal.Record{Kind: journal.KindModelRequest, Step: step, ArgsHash: reqHash, Label: label, Payload: payload})
@@ -310,7 +364,7 @@ func (r *run) modelStep(ctx context.Context, step int, req llm.Request, newMsgs 
 	if reused && reqEv.Label != "" {
 		label = reqEv.Label
 	}
-	ctx, span := r.startChat(ctx, req)
+	ctx, span := r.startChat(ctx, req, ctxRec)
 	// A recorded answer is reused and the model is not asked again: asking
 	// would produce different text for the same step.
 	if r.pos < len(r.recorded) {
@@ -324,15 +378,15 @@ func (r *run) modelStep(ctx context.Context, step int, req llm.Request, newMsgs 
 				return llm.Response{}, fmt.Errorf("run %s seq %d: decode recorded model response: %w", r.task.RunID, e.Seq, err)
 			}
 			r.res.Reused++
-			r.endChat(span, req, resp, true, nil)
+			r.endChat(span, req, resp, true, nil, ctxRec)
 			r.account(resp)
 			return resp, nil
 		}
 	}
-	resp, err := r.rt.cfg.Model.Complete(ctx, req)
+	resp, err := r.rt.cfg.Model.Complete(withStep(ctx, step), req)
 	r.res.ModelCalls++
 	if err != nil {
-		r.endChat(span, req, llm.Response{Label: label}, false, err)
+		r.endChat(span, req, llm.Response{Label: label}, false, err, ctxRec)
 		return llm.Response{}, fmt.Errorf("run %s: step %d: model call: %w", r.task.RunID, step, err)
 	}
 	sanitizeArguments(&resp)
@@ -344,10 +398,10 @@ func (r *run) modelStep(ctx context.Context, step int, req llm.Request, newMsgs 
 	}
 	if _, err := r.rt.cfg.Journal.Append(ctx, r.task.RunID, journal.Record{Kind: journal.KindModelResponse, Step: step, Label: resp.Label, Payload: resp}); err != nil {
 		err = fmt.Errorf("run %s: step %d: %w", r.task.RunID, step, err)
-		r.endChat(span, req, resp, false, err)
+		r.endChat(span, req, resp, false, err, ctxRec)
 		return llm.Response{}, err
 	}
-	r.endChat(span, req, resp, false, nil)
+	r.endChat(span, req, resp, false, nil, ctxRec)
 	r.account(resp)
 	return resp, nil
 }
@@ -448,7 +502,7 @@ func (r *run) execute(ctx context.Context, step int, call llm.ToolCall, args jso
 	if err != nil {
 		return journal.ToolResult{}, err
 	}
-	in := ToolInput{RunID: r.task.RunID, Step: step, CallID: call.ID, Arguments: args, IdempotencyKey: key}
+	in := ToolInput{RunID: r.task.RunID, Step: step, CallID: call.ID, Arguments: args, IdempotencyKey: key, TaskAttributes: r.task.Attributes}
 	if !tool.Effect {
 		out, err := safeRun(ctx, tool, in)
 		if cerr := ctx.Err(); cerr != nil {

@@ -84,7 +84,7 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (r *run) startChat(ctx context.Context, req llm.Request) (context.Context, trace.Span) {
+func (r *run) startChat(ctx context.Context, req llm.Request, rec *ContextRecord) (context.Context, trace.Span) {
 	name := "chat"
 	if req.Model != "" {
 		name += " " + req.Model
@@ -96,11 +96,81 @@ func (r *run) startChat(ctx context.Context, req llm.Request) (context.Context, 
 	if req.MaxTokens > 0 {
 		attrs = append(attrs, attribute.Int(attrRequestMaxTokens, req.MaxTokens))
 	}
+	attrs = append(attrs, contextAttrs(rec)...)
 	return r.rt.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(r.rt.cfg.Clock()), trace.WithAttributes(attrs...))
 }
 
-func (r *run) endChat(span trace.Span, req llm.Request, resp llm.Response, reused bool, err error) {
+// Context-layer attribute keys on chat spans: what the layer did to the
+// request before it was sent.
+const (
+	AttrContextStrategy     = "loomwork.context.strategy"
+	AttrContextTokenizer    = "loomwork.context.tokenizer"
+	AttrContextBudget       = "loomwork.context.budget"
+	AttrContextTokensBefore = "loomwork.context.tokens_before"
+	AttrContextTokensAfter  = "loomwork.context.tokens_after"
+	AttrContextShrunk       = "loomwork.context.shrunk"
+	AttrContextShrunkCalls  = "loomwork.context.shrunk.tool_call_ids"
+	AttrContextShrunkSaved  = "loomwork.context.shrunk.tokens_saved"
+	AttrContextSummarised   = "loomwork.context.summarised"
+	AttrContextSummaryCalls = "loomwork.context.summarised.tool_call_ids"
+	AttrContextSummaryBy    = "loomwork.context.summary.by"
+	AttrContextPinned       = "loomwork.context.pinned"
+	AttrContextPinnedValues = "loomwork.context.pinned.values"
+	AttrContextPinsSkipped  = "loomwork.context.pins_skipped"
+	AttrContextDropped      = "loomwork.context.dropped"
+	AttrContextOverBudget   = "loomwork.context.over_budget"
+	AttrContextUsageDelta   = "loomwork.context.usage_minus_estimate"
+)
+
+func contextAttrs(rec *ContextRecord) []attribute.KeyValue {
+	if rec == nil {
+		return nil
+	}
+	rp := rec.Report
+	shrunkIDs := []string{}
+	saved := 0
+	for _, s := range rp.Shrunk {
+		if s.ToolCallID != "" {
+			shrunkIDs = append(shrunkIDs, s.ToolCallID)
+		}
+		saved += s.TokensBefore - s.TokensAfter
+	}
+	summarised, summaryBy, summaryIDs := 0, "", []string{}
+	if rp.Summary != nil {
+		summarised, summaryBy = rp.Summary.Messages, rp.Summary.By
+		summaryIDs = append(summaryIDs, rp.Summary.ToolCallIDs...)
+	}
+	pins := make([]string, 0, len(rp.PinsRestored))
+	for _, p := range rp.PinsRestored {
+		pins = append(pins, p.Value)
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(AttrContextStrategy, rec.Strategy),
+		attribute.String(AttrContextTokenizer, rp.Tokenizer),
+		attribute.Int(AttrContextBudget, rp.Budget),
+		attribute.Int(AttrContextTokensBefore, rp.TokensBefore),
+		attribute.Int(AttrContextTokensAfter, rp.TokensAfter),
+		attribute.Int(AttrContextShrunk, len(rp.Shrunk)),
+		attribute.StringSlice(AttrContextShrunkCalls, shrunkIDs),
+		attribute.Int(AttrContextShrunkSaved, saved),
+		attribute.Int(AttrContextSummarised, summarised),
+		attribute.StringSlice(AttrContextSummaryCalls, summaryIDs),
+		attribute.Int(AttrContextPinned, len(rp.PinsRestored)),
+		attribute.StringSlice(AttrContextPinnedValues, pins),
+		attribute.Int(AttrContextDropped, rp.DroppedOldest),
+		attribute.Bool(AttrContextOverBudget, rp.OverBudget),
+	}
+	if summaryBy != "" {
+		attrs = append(attrs, attribute.String(AttrContextSummaryBy, summaryBy))
+	}
+	if rp.PinsSkipped > 0 {
+		attrs = append(attrs, attribute.Int(AttrContextPinsSkipped, rp.PinsSkipped))
+	}
+	return attrs
+}
+
+func (r *run) endChat(span trace.Span, req llm.Request, resp llm.Response, reused bool, err error, rec *ContextRecord) {
 	attrs := []attribute.KeyValue{attribute.Bool(AttrReused, reused)}
 	if resp.Provider != "" {
 		attrs = append(attrs, attribute.String(attrProvider, resp.Provider))
@@ -125,6 +195,12 @@ func (r *run) endChat(span trace.Span, req llm.Request, resp llm.Response, reuse
 			attribute.Int64(attrReasoning, u.ReasoningTokens))
 		if resp.StopReason != "" {
 			attrs = append(attrs, attribute.StringSlice(attrFinishReasons, []string{resp.StopReason}))
+		}
+		if rec != nil && u.InputTokens > 0 {
+			// The provider's count beside the layer's own: the difference is
+			// the estimate's error (plus the tool schemas, which the layer's
+			// budget does not cover).
+			attrs = append(attrs, attribute.Int64(AttrContextUsageDelta, u.InputTokens-int64(rec.TokensAfter)))
 		}
 	} else {
 		attrs = append(attrs, attribute.String(attrErrorType, "model_error"))

@@ -55,6 +55,10 @@ type ToolInput struct {
 	// Tx is the journal transaction for a tool with Effect set; nil
 	// otherwise.
 	Tx *journaldb.EffectTx
+	// TaskAttributes is the run's Task.Attributes (a JSON object, or nil):
+	// per-run facts the tool must honour whatever the model asks, e.g. the
+	// issue a research run must never retrieve.
+	TaskAttributes json.RawMessage
 }
 
 // ToolOutput is what a tool returns.

@@ -6,29 +6,55 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
+	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/replay"
 	"github.com/loomwork/loomwork/replay/journal"
 )
 
-// replayAgents registers every agent whose journals replay can re-run.
-func replayAgents() (*runtime.Registry, error) {
+// replayAgents registers every agent whose journals replay can re-run. The
+// reference agents' heavy parts start lazily, on their first tool call: the
+// research agent's retrieval service over $LOOMWORK_DATASET (default
+// ../shared/datasets/mkdocs-material, BM25 index cached in .loomwork/index)
+// and the coding agent's sandbox, with workspaces in a temporary folder
+// that cleanup removes.
+func replayAgents() (*runtime.Registry, func(), error) {
+	dataset := os.Getenv("LOOMWORK_DATASET")
+	if dataset == "" {
+		dataset = defaultDataset
+	}
+	idx := &research.DatasetIndex{Dir: dataset, CacheDir: ".loomwork/index"}
+	sb := &coding.LazySandbox{Config: sandbox.Config{HelperArgs: []string{"sandbox"}}}
+	work := filepath.Join(os.TempDir(), fmt.Sprintf("loomwork-replay-workspaces-%d", os.Getpid()))
+	cleanup := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = sb.Shutdown(ctx)
+		_ = idx.Close(ctx)
+		_ = os.RemoveAll(work)
+	}
 	reg := runtime.NewRegistry()
 	for _, register := range []func(*runtime.Registry) error{
 		bookkeeper.Register,
+		func(r *runtime.Registry) error { return research.Register(r, research.Config{Index: idx}) },
+		func(r *runtime.Registry) error { return coding.Register(r, coding.Config{Sandbox: sb, WorkRoot: work}) },
 	} {
 		if err := register(reg); err != nil {
-			return nil, err
+			return nil, cleanup, err
 		}
 	}
-	return reg, nil
+	return reg, cleanup, nil
 }
 
 type replayOutput struct {
@@ -55,7 +81,8 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	if *rescore && *endpoint != "" {
 		return usageError("replay: --rescore executes nothing and emits no spans; drop --otlp-endpoint")
 	}
-	reg, err := replayAgents()
+	reg, cleanup, err := replayAgents()
+	defer cleanup()
 	if err != nil {
 		return err
 	}

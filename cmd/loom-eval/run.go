@@ -2,10 +2,424 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/contextlayer"
+	"github.com/loomwork/loomwork/agents/gateway"
+	"github.com/loomwork/loomwork/agents/gateway/providers"
+	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/agents/research"
+	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/replay/journaldb"
+	"github.com/loomwork/loomwork/scorer/pricing"
 )
 
-// runRun is not built yet.
+const runUsage = "run --agent research|coding (--task TEXT | --case FILE [--case-id ID]) [--trials N] " +
+	"[--provider scripted|openai|anthropic] [--model M] [--base-url URL] [--journal FILE.db] [--journal-out FILE.jsonl] " +
+	"[--otlp-endpoint host:4317] [--budget-usd X] [--context-budget N] [--context-strategy S] [--json]"
+
+// defaultDataset is the shipped judged set, beside the repository.
+const defaultDataset = "../shared/datasets/mkdocs-material"
+
+// researchDataset is where the research agent's corpus lives
+// ($LOOMWORK_DATASET overrides the default).
+func (m *Main) researchDataset() string {
+	if d := m.getenv("LOOMWORK_DATASET"); d != "" {
+		return d
+	}
+	return defaultDataset
+}
+
+func (m *Main) getenv(k string) string {
+	if m.Getenv == nil {
+		return os.Getenv(k)
+	}
+	return m.Getenv(k)
+}
+
+// runResult is what `run` reports per run.
+type runResult struct {
+	RunID            string    `json:"run_id"`
+	Agent            string    `json:"agent"`
+	CaseID           string    `json:"case_id,omitempty"`
+	Trial            int       `json:"trial"`
+	ModelLabel       string    `json:"model_label"`
+	Answer           string    `json:"answer"`
+	Citations        []string  `json:"citations"`
+	Documents        []string  `json:"documents"`
+	Steps            int       `json:"steps"`
+	StepLimitReached bool      `json:"step_limit_reached,omitempty"`
+	Usage            llm.Usage `json:"usage"`
+	ModelCalls       int       `json:"model_calls"`
+	Reused           int       `json:"reused_model_answers"`
+	TraceID          string    `json:"trace_id,omitempty"`
+	Journal          string    `json:"journal"`
+}
+
+type runTask struct {
+	caseID string
+	input  string
+	attrs  json.RawMessage
+}
+
+// runRun runs a reference agent, journaled (SQLite) and traced (OTLP), on a
+// scripted policy by default or a live provider through the gateway.
 func (m *Main) runRun(ctx context.Context, args []string) error {
-	return &ExitError{Code: ExitRuntimeErr, Err: errors.New("run: not implemented yet")}
+	fs := m.newFlagSet("run", runUsage)
+	agentName := fs.String("agent", "", "reference agent: research or coding")
+	taskText := fs.String("task", "", "the task text")
+	caseFile := fs.String("case", "", "a cases JSONL file (datasets.Case); research cases tagged issue:N exclude issue N from retrieval")
+	caseID := fs.String("case-id", "", "the case to run from --case (default: every case in the file)")
+	caseTag := fs.String("tag", "", "run only the cases of --case carrying this tag (e.g. research)")
+	trials := fs.Int("trials", 1, "trials per task (trial t of the scripted research policy uses query formulation t mod 3)")
+	provider := fs.String("provider", "scripted", "scripted, openai (or any OpenAI-compatible server) or anthropic; keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY")
+	model := fs.String("model", "", "model id for a live provider")
+	baseURL := fs.String("base-url", "", "API root of the provider (e.g. http://127.0.0.1:8000/v1 for a local OpenAI-compatible server)")
+	apiKeyEnv := fs.String("api-key-env", "", "environment variable holding the key (default: the provider's)")
+	journalPath := fs.String("journal", ".loomwork/runs.journal.db", "SQLite journal; a run id already in it is resumed, never re-asked")
+	journalOut := fs.String("journal-out", "", "also export this invocation's runs as JSONL (the format `loom-eval replay` reads)")
+	runID := fs.String("run-id", "", "run id (one task, one trial; default AGENT-CASE-tN for cases, AGENT-TASKHASH-TIME for --task)")
+	endpoint := fs.String("otlp-endpoint", "", "send spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
+	budgetUSD := fs.Float64("budget-usd", 0, "refuse model calls whose worst case would exceed this spend (live providers; 0: no budget)")
+	ctxBudget := fs.Int("context-budget", 0, "context-layer token budget (0: the agent's default, 8000)")
+	ctxStrategy := fs.String("context-strategy", "", "context strategy: truncate, shrink, shrink+summarise, shrink+summarise+pins, or none (default: the agent's)")
+	ctxSummarizer := fs.String("context-summarizer", "extractive", "extractive, or model (live providers: the summary is asked of the same model and journaled)")
+	maxSteps := fs.Int("max-steps", 8, "model calls that may request tools before the tools-withheld last call")
+	maxTokens := fs.Int("max-tokens", 0, "output cap per model call (live providers; 0: 2048)")
+	dataset := fs.String("dataset", "", "research corpus: a judged dataset folder (default $LOOMWORK_DATASET or "+defaultDataset+")")
+	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	workspaces := fs.String("workspaces", ".loomwork/workspaces", "coding: folder of per-run sandbox workspaces (keep it to resume runs)")
+	deterministic := fs.Bool("deterministic", false, "stamp journal events with a logical clock (2026-01-01T00:00:00Z + 1 ms per event) so a scripted recording is byte-identical on every machine; recorded durations are then logical")
+	asJSON := fs.Bool("json", false, "print the results as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("run: unexpected argument %q", fs.Arg(0))
+	}
+	if *agentName != research.Name && *agentName != coding.Name {
+		return usageError("run: --agent must be research or coding (got %q)", *agentName)
+	}
+	if (*taskText == "") == (*caseFile == "") {
+		return usageError("run: give exactly one of --task and --case")
+	}
+	if (*caseID != "" || *caseTag != "") && *caseFile == "" {
+		return usageError("run: --case-id and --tag need --case")
+	}
+	if *trials < 1 || *maxSteps < 1 || *maxTokens < 0 || *budgetUSD < 0 || *ctxBudget < 0 {
+		return usageError("run: need --trials >= 1, --max-steps >= 1 and non-negative --max-tokens, --budget-usd, --context-budget")
+	}
+	live := *provider != "scripted"
+	switch *provider {
+	case "scripted":
+		if *model != "" || *baseURL != "" || *budgetUSD != 0 || *apiKeyEnv != "" {
+			return usageError("run: --model, --base-url, --api-key-env and --budget-usd are for live providers; the scripted policy takes none")
+		}
+		if *ctxSummarizer == runtime.SummarizerModel {
+			return usageError("run: --context-summarizer model needs a live provider")
+		}
+	case "openai", "anthropic":
+		if *model == "" {
+			return usageError("run: --provider %s needs --model", *provider)
+		}
+	default:
+		return usageError("run: --provider must be scripted, openai or anthropic (got %q)", *provider)
+	}
+
+	// Tasks.
+	var tasks []runTask
+	if *taskText != "" {
+		tasks = []runTask{{input: *taskText}}
+	} else {
+		cases, err := datasets.LoadCases(*caseFile)
+		if err != nil {
+			return usageError("run: %v", err)
+		}
+		for _, c := range cases {
+			if *caseID != "" && c.ID != *caseID || *caseTag != "" && !slices.Contains(c.Tags, *caseTag) {
+				continue
+			}
+			t := runTask{caseID: c.ID, input: c.Task}
+			if *agentName == research.Name {
+				var excl []int
+				for _, tag := range c.Tags {
+					if s, ok := strings.CutPrefix(tag, "issue:"); ok {
+						n, err := strconv.Atoi(s)
+						if err != nil || n <= 0 {
+							return usageError("run: %s line %d: field \"tags\": %q is not issue:N with a positive N", *caseFile, c.Line, tag)
+						}
+						excl = append(excl, n)
+					}
+				}
+				t.attrs = research.TaskAttributes(excl...)
+			}
+			tasks = append(tasks, t)
+		}
+		if len(tasks) == 0 {
+			if *caseID != "" {
+				return usageError("run: case %q is not in %s (or lacks tag %q)", *caseID, *caseFile, *caseTag)
+			}
+			return usageError("run: %s has no cases", *caseFile)
+		}
+	}
+	if *runID != "" && (len(tasks) != 1 || *trials != 1) {
+		return usageError("run: --run-id names one run: use it with one task and --trials 1")
+	}
+
+	// Context layer.
+	var spec *runtime.ContextSpec
+	if *ctxStrategy != "none" {
+		s := research.DefaultContext()
+		if *agentName == coding.Name {
+			s = coding.DefaultContext()
+		}
+		if *ctxStrategy != "" {
+			s.Strategy = *ctxStrategy
+		}
+		if *ctxBudget > 0 {
+			s.Budget = *ctxBudget
+		}
+		s.Summarizer = *ctxSummarizer
+		if err := s.Validate(); err != nil {
+			return usageError("run: %v", err)
+		}
+		spec = &s
+	} else if *ctxBudget > 0 {
+		return usageError("run: --context-budget with --context-strategy none")
+	}
+
+	// Tracing.
+	var tp trace.TracerProvider
+	if *endpoint != "" {
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(*endpoint), otlptracegrpc.WithInsecure())
+		if err != nil {
+			return fmt.Errorf("run: otlp exporter: %w", err)
+		}
+		sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+			sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "loom-eval-run"))))
+		defer func() {
+			if err := sdk.Shutdown(context.WithoutCancel(ctx)); err != nil {
+				fmt.Fprintf(m.Stderr, "loom-eval run: flush spans to %s: %v\n", *endpoint, err)
+			}
+		}()
+		tp = sdk
+	}
+
+	// The agent.
+	var agent runtime.Agent
+	switch *agentName {
+	case research.Name:
+		dir := *dataset
+		if dir == "" {
+			dir = m.researchDataset()
+		}
+		if _, err := os.Stat(filepath.Join(dir, "qrels.jsonl")); err != nil {
+			return usageError("run: research dataset %s: %v (set --dataset or $LOOMWORK_DATASET)", dir, err)
+		}
+		idx := &research.DatasetIndex{Dir: dir, CacheDir: *indexCache}
+		if tp != nil {
+			idx.Tracer = tp.Tracer("github.com/loomwork/loomwork/retrieval")
+		}
+		defer idx.Close(context.WithoutCancel(ctx))
+		a, err := research.New(research.Config{Index: idx})
+		if err != nil {
+			return err
+		}
+		agent = a
+	case coding.Name:
+		sb := &coding.LazySandbox{Config: sandbox.Config{HelperArgs: []string{"sandbox"}}}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+			defer cancel()
+			_ = sb.Shutdown(sctx)
+		}()
+		a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: *workspaces})
+		if err != nil {
+			return err
+		}
+		agent = a
+	}
+
+	// The journal.
+	if dir := filepath.Dir(*journalPath); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: %w", err)}
+		}
+	}
+	jcfg := journaldb.Config{Path: *journalPath}
+	if *deterministic {
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		jcfg.Clock = func() time.Time { t0 = t0.Add(time.Millisecond); return t0 }
+	}
+	j, err := journaldb.Open(ctx, jcfg)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: %w", err)}
+	}
+	defer j.Shutdown(context.WithoutCancel(ctx))
+
+	// The model: a scripted policy (one per trial, see below) or the gateway.
+	var gw *gateway.Gateway
+	if live {
+		mc := gateway.ModelConfig{Provider: *provider, Model: *model, BaseURL: *baseURL, APIKeyEnv: *apiKeyEnv,
+			MaxOutputTokens: 2048, Capabilities: []gateway.Capability{gateway.CapTools}, Timeout: gateway.Duration(2 * time.Minute)}
+		if *maxTokens > 0 {
+			mc.MaxOutputTokens = *maxTokens
+		}
+		if pm, _, ok := pricing.Default().Lookup(*model); ok {
+			mc.Prices = gateway.Prices{InputPerMTok: pm.Input, OutputPerMTok: pm.Output}
+			if pm.CacheRead != nil {
+				mc.Prices.CacheReadPerMTok = *pm.CacheRead
+			}
+			if pm.CacheWrite != nil {
+				mc.Prices.CacheWritePerMTok = *pm.CacheWrite
+			}
+		} else if *budgetUSD > 0 {
+			return usageError("run: --budget-usd: no price is known for model %q, so the budget cannot be enforced", *model)
+		}
+		cfg := gateway.DefaultConfig()
+		cfg.Models = []gateway.ModelConfig{mc}
+		cfg.BudgetUSD = *budgetUSD
+		opts := gateway.Options{Providers: providers.Standard(), Getenv: m.getenv}
+		if tp != nil {
+			opts.Tracer = tp.Tracer("github.com/loomwork/loomwork/agents/gateway")
+		}
+		if gw, err = gateway.New(cfg, opts); err != nil {
+			return usageError("run: %v", err)
+		}
+	}
+	var counter contextlayer.Counter = contextlayer.Estimate{}
+	if !live {
+		tok, err := contextlayer.NewTokenizer()
+		if err != nil {
+			return err
+		}
+		counter = tok
+	}
+
+	var results []runResult
+	for _, t := range tasks {
+		for trial := range *trials {
+			var mdl runtime.Model
+			switch {
+			case live:
+				mdl = gw
+			case *agentName == research.Name:
+				mdl = research.Policy(research.PolicyConfig{QueryStyle: research.QueryStyleForTrial(trial), Counter: counter})
+			default:
+				mdl = coding.Policy(coding.PolicyConfig{Counter: counter})
+			}
+			rcfg := runtime.Config{Model: mdl, Journal: j, TracerProvider: tp, MaxSteps: *maxSteps, Context: spec}
+			if live && spec != nil && spec.Summarizer == runtime.SummarizerModel {
+				rcfg.Summarizer = contextlayer.ModelSummarizer{Model: gw, ModelName: *model}
+			}
+			rt, err := runtime.New(rcfg)
+			if err != nil {
+				return usageError("run: %v", err)
+			}
+			id := *runID
+			switch {
+			case id != "":
+			case t.caseID != "":
+				id = fmt.Sprintf("%s-%s-t%d", *agentName, t.caseID, trial)
+			default:
+				sum := sha256.Sum256([]byte(t.input))
+				id = fmt.Sprintf("%s-%s-%d-t%d", *agentName, hex.EncodeToString(sum[:4]), time.Now().Unix(), trial)
+			}
+			task := runtime.Task{RunID: id, Input: t.input, CaseID: t.caseID, Trial: trial, Attributes: t.attrs}
+			if live {
+				task.Model = *model
+				task.MaxTokens = *maxTokens
+			}
+			res, err := rt.Run(ctx, agent, task)
+			if err != nil {
+				var de *runtime.DivergenceError
+				if errors.As(err, &de) {
+					return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run %s: the journal %s already holds this run id with different steps: %w", id, *journalPath, err)}
+				}
+				return &ExitError{Code: ExitRuntimeErr, Err: err}
+			}
+			results = append(results, runResult{RunID: id, Agent: *agentName, CaseID: t.caseID, Trial: trial, ModelLabel: res.Label,
+				Answer: res.Answer, Citations: nonNilStrings(res.Citations), Documents: nonNilStrings(res.Documents), Steps: res.Steps,
+				StepLimitReached: res.StepLimitReached, Usage: res.Usage, ModelCalls: res.ModelCalls, Reused: res.Reused,
+				TraceID: res.TraceID, Journal: *journalPath})
+		}
+	}
+
+	if *journalOut != "" {
+		ids := make([]string, len(results))
+		for i, r := range results {
+			ids[i] = r.RunID
+		}
+		if err := exportRuns(ctx, j, *journalOut, ids); err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: err}
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(results)
+	}
+	for _, r := range results {
+		fmt.Fprintf(m.Stdout, "%s (agent %s, model label %s): %d steps, %d model calls (%d reused), tokens in %d out %d\n",
+			r.RunID, r.Agent, r.ModelLabel, r.Steps, r.ModelCalls, r.Reused, r.Usage.InputTokens, r.Usage.OutputTokens)
+		fmt.Fprintf(m.Stdout, "  retrieved: %s\n  cited:     %s\n", strings.Join(r.Documents, ", "), strings.Join(r.Citations, ", "))
+		for _, line := range strings.Split(r.Answer, "\n") {
+			fmt.Fprintf(m.Stdout, "  | %s\n", line)
+		}
+		if r.TraceID != "" {
+			fmt.Fprintf(m.Stdout, "  trace %s\n", r.TraceID)
+		}
+	}
+	fmt.Fprintf(m.Stdout, "%d run(s) journaled in %s\n", len(results), *journalPath)
+	return nil
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func exportRuns(ctx context.Context, j *journaldb.Store, path string, ids []string) error {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("run: export journal: %w", err)
+		}
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("run: export journal: %w", err)
+	}
+	if err := j.Export(ctx, f, ids...); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("run: export journal: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("run: export journal: %w", err)
+	}
+	return os.Rename(tmp, path)
 }

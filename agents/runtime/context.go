@@ -1,0 +1,300 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/loomwork/loomwork/agents/contextlayer"
+	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/replay/journal"
+)
+
+// ContextSpec switches the context layer (package contextlayer) on for a
+// run: before every model call the conversation is compacted to Budget
+// tokens and the compacted request is the one sent, hashed and journaled.
+//
+// The spec is journaled in the run's run_started event (attribute
+// "loomwork.context"), so a resumed or replayed run compacts exactly as the
+// recorded one did, and resuming under a different spec is a divergence at
+// seq 1. Extractive summaries are deterministic and recomputed; a model
+// summary's text is journaled with its model_request event and reused on
+// resume and replay, never requested again.
+type ContextSpec struct {
+	// Strategy is a contextlayer preset: "truncate", "shrink",
+	// "shrink+summarise" or "shrink+summarise+pins".
+	Strategy string `json:"strategy"`
+	// Budget is the most tokens the system prompt and messages may count.
+	Budget int `json:"budget"`
+	// Tokenizer counts tokens: "o200k_base" (default, the real BPE) or
+	// "estimate" (contextlayer.Estimate).
+	Tokenizer string `json:"tokenizer,omitempty"`
+	// ToolResultMaxTokens is the size above which a tool result is shrunk
+	// (0: the layer's default, 400).
+	ToolResultMaxTokens int `json:"tool_result_max_tokens,omitempty"`
+	// Summarizer is "extractive" (default) or "model" (Config.Summarizer
+	// makes the summaries).
+	Summarizer string `json:"summarizer,omitempty"`
+	// Pins are facts the task requires kept (contextlayer.Input.Pins).
+	Pins []string `json:"pins,omitempty"`
+}
+
+// Tokenizer and summarizer names in a ContextSpec.
+const (
+	TokenizerO200k      = "o200k_base"
+	TokenizerEstimate   = "estimate"
+	SummarizerExtract   = "extractive"
+	SummarizerModel     = "model"
+	attrContextReserved = "loomwork.context"
+)
+
+// Validate reports every problem with the spec.
+func (s ContextSpec) Validate() error {
+	var errs []error
+	if _, err := contextlayer.Preset(s.Strategy, max(s.Budget, 1)); err != nil {
+		errs = append(errs, fmt.Errorf("context.strategy: %w", err))
+	}
+	if s.Budget <= 0 {
+		errs = append(errs, fmt.Errorf("context.budget: must be a positive token count (got %d)", s.Budget))
+	}
+	switch s.Tokenizer {
+	case "", TokenizerO200k, TokenizerEstimate:
+	default:
+		errs = append(errs, fmt.Errorf("context.tokenizer: want %q or %q (got %q)", TokenizerO200k, TokenizerEstimate, s.Tokenizer))
+	}
+	if s.ToolResultMaxTokens < 0 {
+		errs = append(errs, fmt.Errorf("context.tool_result_max_tokens: must not be negative (got %d)", s.ToolResultMaxTokens))
+	}
+	switch s.Summarizer {
+	case "", SummarizerExtract, SummarizerModel:
+	default:
+		errs = append(errs, fmt.Errorf("context.summarizer: want %q or %q (got %q)", SummarizerExtract, SummarizerModel, s.Summarizer))
+	}
+	return errors.Join(errs...)
+}
+
+// normalized fills the defaults, so the journaled spec says what ran.
+func (s ContextSpec) normalized() ContextSpec {
+	if s.Tokenizer == "" {
+		s.Tokenizer = TokenizerO200k
+	}
+	if s.Summarizer == "" {
+		s.Summarizer = SummarizerExtract
+	}
+	return s
+}
+
+// o200k is loaded once per process: the ranks take ~0.3 s and ~60 MB, and a
+// Tokenizer is immutable and safe for concurrent use, so sharing it is a
+// cache, not shared mutable state.
+var o200k = sync.OnceValues(contextlayer.NewTokenizer)
+
+func counterFor(name string) (contextlayer.Counter, error) {
+	switch name {
+	case TokenizerEstimate:
+		return contextlayer.Estimate{}, nil
+	default:
+		return o200k()
+	}
+}
+
+// ContextRecord is what the runtime journals (in the model_request event,
+// key "context") and puts on the chat span about one compaction.
+type ContextRecord struct {
+	Strategy string `json:"strategy"`
+	contextlayer.Report
+	// SummaryText is the raw text of a model-made summary (journaled so a
+	// resume or replay reuses it instead of asking a model again).
+	SummaryText string `json:"summary_text,omitempty"`
+}
+
+// modelRequestPayload is journal.ModelRequest plus the context record.
+// Readers that only know journal.ModelRequest ignore the extra key.
+type modelRequestPayload struct {
+	journal.ModelRequest
+	Context *ContextRecord `json:"context,omitempty"`
+}
+
+// stepSummarizer serves one model call's summary: the recorded text when the
+// journal has one for this step, otherwise the configured summarizer.
+type stepSummarizer struct {
+	recorded *string
+	live     contextlayer.Summarizer
+	used     string
+}
+
+func (s *stepSummarizer) Summarize(ctx context.Context, msgs []llm.Message, maxTokens int) (string, error) {
+	if s.recorded != nil {
+		s.used = *s.recorded
+		return s.used, nil
+	}
+	if s.live == nil {
+		return "", errors.New(`the context spec asks for model summaries and the runtime has no Summarizer (a resume or replay reuses recorded summaries; this step has none)`)
+	}
+	text, err := s.live.Summarize(ctx, msgs, maxTokens)
+	s.used = text
+	return text, err
+}
+
+// effectiveContext is the spec a task runs under.
+func (rt *Runtime) effectiveContext(task Task) *ContextSpec {
+	if task.Context != nil || task.contextFixed {
+		return task.Context
+	}
+	return rt.cfg.Context
+}
+
+// compact applies the context layer to msgs for the model call of step. It
+// returns msgs unchanged (and a nil record) when the run has no layer.
+func (r *run) compact(ctx context.Context, step int, system string, msgs []llm.Message) ([]llm.Message, *ContextRecord, error) {
+	spec := r.ctxSpec
+	if spec == nil {
+		return msgs, nil, nil
+	}
+	cfg, err := contextlayer.Preset(spec.Strategy, spec.Budget)
+	if err != nil {
+		return nil, nil, err
+	}
+	if spec.ToolResultMaxTokens > 0 {
+		cfg.ToolResultMaxTokens = spec.ToolResultMaxTokens
+	}
+	counter, err := counterFor(spec.Tokenizer)
+	if err != nil {
+		return nil, nil, fmt.Errorf("context layer: %w", err)
+	}
+	var sum *stepSummarizer
+	var layerSum contextlayer.Summarizer
+	if spec.Summarizer == SummarizerModel {
+		sum = &stepSummarizer{recorded: r.recordedSummary(step), live: r.rt.cfg.Summarizer}
+		layerSum = sum
+	}
+	layer, err := contextlayer.New(cfg, counter, layerSum)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, err := layer.Apply(ctx, contextlayer.Input{System: system, Messages: msgs, Pins: spec.Pins})
+	if err != nil {
+		return nil, nil, fmt.Errorf("context layer: %w", err)
+	}
+	rec := &ContextRecord{Strategy: spec.Strategy, Report: out.Report}
+	if sum != nil && out.Report.Summary != nil && out.Report.Summary.By == "model" {
+		rec.SummaryText = sum.used
+	}
+	return out.Messages, rec, nil
+}
+
+// recordedSummary finds the model summary journaled for step: in the
+// journal being resumed, or in the task built by ReplayTask.
+func (r *run) recordedSummary(step int) *string {
+	if s, ok := r.task.summaries[step]; ok {
+		return &s
+	}
+	if r.pos < len(r.recorded) {
+		e := r.recorded[r.pos]
+		if e.Kind == journal.KindModelRequest && e.Step == step {
+			var p modelRequestPayload
+			if json.Unmarshal(e.Payload, &p) == nil && p.Context != nil && p.Context.SummaryText != "" {
+				s := p.Context.SummaryText
+				return &s
+			}
+		}
+	}
+	return nil
+}
+
+// startedAttributes merges the task's attributes and the context spec into
+// the run_started attributes object (nil when there is neither, so runs
+// without them hash exactly as before).
+func startedAttributes(task Task, spec *ContextSpec) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(task.Attributes) > 0 {
+		if err := json.Unmarshal(task.Attributes, &m); err != nil || m == nil {
+			return nil, fmt.Errorf("task attributes: must be a JSON object")
+		}
+		for k := range m {
+			if strings.HasPrefix(k, "loomwork.") {
+				return nil, fmt.Errorf("task attributes: key %q: the loomwork. prefix is reserved for the runtime", k)
+			}
+		}
+	}
+	if spec != nil {
+		b, err := json.Marshal(spec)
+		if err != nil {
+			return nil, err
+		}
+		m[attrContextReserved] = b
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(m)
+}
+
+// ReplayTask rebuilds, from a recorded run, the Task that produced it: the
+// input, limits and case from run_started, the task attributes, the context
+// spec (or explicitly none) and the model summaries each step used. The
+// replay engine runs it so a replay compacts exactly as the recording did.
+func ReplayTask(run journal.Run) (Task, error) {
+	if len(run.Events) == 0 || run.Events[0].Kind != journal.KindRunStarted {
+		return Task{}, fmt.Errorf("replay task %s: the journal does not start with run_started", run.ID)
+	}
+	var started journal.RunStarted
+	if err := json.Unmarshal(run.Events[0].Payload, &started); err != nil {
+		return Task{}, fmt.Errorf("replay task %s: decode run_started: %w", run.ID, err)
+	}
+	task := Task{RunID: run.ID, Input: started.Input, Model: started.Model, MaxSteps: started.MaxSteps,
+		MaxTokens: started.MaxTokens, CaseID: started.CaseID, Trial: started.Trial, contextFixed: true}
+	if len(started.Attributes) > 0 {
+		m := map[string]json.RawMessage{}
+		if err := json.Unmarshal(started.Attributes, &m); err != nil {
+			return Task{}, fmt.Errorf("replay task %s: run_started attributes: %w", run.ID, err)
+		}
+		if raw, ok := m[attrContextReserved]; ok {
+			var spec ContextSpec
+			if err := json.Unmarshal(raw, &spec); err != nil {
+				return Task{}, fmt.Errorf("replay task %s: run_started attributes.%s: %w", run.ID, attrContextReserved, err)
+			}
+			task.Context = &spec
+			delete(m, attrContextReserved)
+		}
+		if len(m) > 0 {
+			b, err := json.Marshal(m)
+			if err != nil {
+				return Task{}, err
+			}
+			task.Attributes = b
+		}
+	}
+	for _, e := range run.Events {
+		if e.Kind != journal.KindModelRequest {
+			continue
+		}
+		var p modelRequestPayload
+		if json.Unmarshal(e.Payload, &p) == nil && p.Context != nil && p.Context.SummaryText != "" {
+			if task.summaries == nil {
+				task.summaries = map[int]string{}
+			}
+			task.summaries[e.Step] = p.Context.SummaryText
+		}
+	}
+	return task, nil
+}
+
+type stepKey struct{}
+
+// StepFromContext returns the step of the model call a context belongs to.
+// The runtime sets it on the context it passes to Model.Complete, so a model
+// that serves recorded answers can find the step even when the context layer
+// has summarised earlier assistant turns away (counting them would be
+// wrong then).
+func StepFromContext(ctx context.Context) (int, bool) {
+	s, ok := ctx.Value(stepKey{}).(int)
+	return s, ok
+}
+
+func withStep(ctx context.Context, step int) context.Context {
+	return context.WithValue(ctx, stepKey{}, step)
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// shippedDatasetAbs finds ../shared/datasets/mkdocs-material beside the
+// repository (absolute), failing in CI and skipping elsewhere when absent.
+func shippedDatasetAbs(t *testing.T) string {
+	t.Helper()
+	ds, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "datasets", "mkdocs-material"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ds, "qrels.jsonl")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI is set but the judged dataset is missing at %s", ds)
+		}
+		t.Skipf("judged dataset not found at %s", ds)
+	}
+	return ds
+}
+
+func newTestMain(stdout, stderr *bytes.Buffer, env map[string]string) *Main {
+	return &Main{Stdout: stdout, Stderr: stderr, Getenv: func(k string) string { return env[k] }}
+}
+
+func TestRunResearchScriptedIsJournaledResumableAndReplayable(t *testing.T) {
+	ds := shippedDatasetAbs(t)
+	cases, err := filepath.Abs(filepath.Join("..", "..", "baselines", "cases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LOOMWORK_DATASET", ds) // replay's registry reads the process environment
+	t.Chdir(t.TempDir())             // .loomwork/ caches land here, not in the source tree
+	ctx := context.Background()
+	args := []string{"--agent", "research", "--case", cases, "--case-id", "mkm-156", "--dataset", ds,
+		"--journal", "runs.db", "--journal-out", "runs.jsonl", "--deterministic", "--json"}
+	var out, errb bytes.Buffer
+	m := newTestMain(&out, &errb, map[string]string{})
+	if err := m.runRun(ctx, args); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	var res []runResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	if len(res) != 1 || res[0].RunID != "research-mkm-156-t0" || res[0].ModelLabel != "scripted" || res[0].ModelCalls != 3 ||
+		len(res[0].Documents) == 0 || len(res[0].Citations) == 0 {
+		t.Fatalf("result = %+v", res)
+	}
+	for _, d := range append(res[0].Documents, res[0].Citations...) {
+		if d == "issue:156" {
+			t.Fatalf("the run retrieved or cited its own issue: %+v", res[0])
+		}
+	}
+	// The same command again resumes the recorded run: no model call.
+	out.Reset()
+	if err := m.runRun(ctx, args); err != nil {
+		t.Fatal(err)
+	}
+	var again []runResult
+	json.Unmarshal(out.Bytes(), &again)
+	if again[0].ModelCalls != 0 || again[0].Reused != 3 || again[0].Answer != res[0].Answer {
+		t.Fatalf("resume = %+v", again[0])
+	}
+	// The exported journal replays with the tools executed again.
+	out.Reset()
+	if err := m.runReplay(ctx, []string{"--strict", "--json", "runs.jsonl"}); err != nil {
+		t.Fatalf("replay: %v\n%s", err, out.String())
+	}
+	var rep replayOutput
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || !rep.OK || len(rep.Reports) != 1 || rep.Reports[0].ToolRuns == 0 ||
+		rep.Reports[0].MatchedEvents != rep.Reports[0].RecordedEvents || rep.Reports[0].ModelCalls != 0 {
+		t.Fatalf("replay = %s", out.String())
+	}
+}
+
+func TestRunRejectsBadUsageWithExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"--agent", "writer", "--task", "x"},
+		{"--agent", "research"},
+		{"--agent", "research", "--task", "x", "--case", "c.jsonl"},
+		{"--agent", "research", "--task", "x", "--model", "gpt-4o"},
+		{"--agent", "research", "--task", "x", "--provider", "openai"},
+		{"--agent", "research", "--task", "x", "--provider", "gemini", "--model", "m"},
+		{"--agent", "research", "--task", "x", "--context-strategy", "squeeze"},
+		{"--agent", "research", "--task", "x", "--context-summarizer", "model"},
+		{"--agent", "research", "--task", "x", "--trials", "0"},
+		{"--agent", "research", "--case-id", "a", "--task", "x"},
+		{"--agent", "coding", "--case", filepath.Join(t.TempDir(), "missing.jsonl")},
+	} {
+		var out, errb bytes.Buffer
+		err := newTestMain(&out, &errb, nil).runRun(context.Background(), args)
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != ExitUsage {
+			t.Errorf("%v: want a usage error, got %v", args, err)
+		}
+	}
+}
+
+func TestRunNamesTheBadCaseTag(t *testing.T) {
+	dir := t.TempDir()
+	cases := filepath.Join(dir, "cases.jsonl")
+	os.WriteFile(cases, []byte(`{"id":"a","task":"t","tags":["issue:abc"]}`+"\n"), 0o644)
+	var out, errb bytes.Buffer
+	err := newTestMain(&out, &errb, nil).runRun(context.Background(), []string{"--agent", "research", "--case", cases})
+	if err == nil || !strings.Contains(err.Error(), "line 1") || !strings.Contains(err.Error(), "issue:abc") {
+		t.Fatalf("err = %v", err)
+	}
+}

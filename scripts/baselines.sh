@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Committed evaluation baselines of the two reference agents.
+#
+#   scripts/baselines.sh record   regenerate baselines/ from source: cases from the
+#                                 judged set's gold queries and the coding policy's
+#                                 scripted solutions, journals recorded with the
+#                                 scripted policies (3 trials per case, logical
+#                                 journal clock: byte-identical on every machine),
+#                                 the baseline trials and the score reports.
+#   scripts/baselines.sh check    what CI runs: replay every committed journal (tools
+#                                 re-executed: retrieval and the sandbox; no model key),
+#                                 score the replay against the committed baseline and
+#                                 apply the gate. Exit non-zero on a divergence, a
+#                                 differing tool result, or a regression.
+#
+# Needs: Go, root (the coding agent's sandbox), the judged dataset at
+# $LOOMWORK_DATASET (default ../shared/datasets/mkdocs-material).
+set -euo pipefail
+
+mode=${1:-}
+cd "$(dirname "$0")/.."
+export LOOMWORK_DATASET=${LOOMWORK_DATASET:-../shared/datasets/mkdocs-material}
+TRIALS=${TRIALS:-3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bin=$tmp/loom-eval
+go build -o "$bin" ./cmd/loom-eval
+
+case "$mode" in
+record)
+  go run ./baselines/gencases --dataset "$LOOMWORK_DATASET" --out baselines/cases.jsonl
+  rm -f baselines/journals/*.jsonl
+  for agent in research coding; do
+    "$bin" run --agent "$agent" --case baselines/cases.jsonl --tag "$agent" --trials "$TRIALS" \
+      --deterministic --journal "$tmp/$agent.journal.db" --workspaces "$tmp/workspaces" \
+      --journal-out "baselines/journals/$agent.jsonl" >"$tmp/$agent.run.txt"
+    tail -n 1 "$tmp/$agent.run.txt"
+  done
+  "$bin" replay --strict --trials-out baselines/baseline.trials.jsonl baselines/journals/*.jsonl | tail -n 1
+  "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --seed 1 --format json >baselines/report.json
+  "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --seed 1 --format markdown >baselines/report.md
+  du -sh baselines
+  ;;
+check)
+  "$bin" replay --strict --trials-out "$tmp/candidate.trials.jsonl" baselines/journals/*.jsonl
+  "$bin" score "$tmp/candidate.trials.jsonl" --cases baselines/cases.jsonl \
+    --against baselines/baseline.trials.jsonl --seed 1 --format markdown
+  "$bin" gate --policy baselines/policy.json --candidate "$tmp/candidate.trials.jsonl" \
+    --baseline baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --seed 1
+  ;;
+*)
+  echo "usage: scripts/baselines.sh record|check" >&2
+  exit 2
+  ;;
+esac
