@@ -298,16 +298,17 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 		s.Notes = append(s.Notes, fmt.Sprintf("%d trials have unknown cost: suite cost is a lower bound", s.UnknownCostTrials))
 	}
 	if len(caseScores) > 0 {
-		iv, err := stats.BootstrapMean(caseScores, cfg.bootstrap(1))
+		// Two variables: the suite keeps a pointer to each interval.
+		scoreIV, err := stats.BootstrapMean(caseScores, cfg.bootstrap(1))
 		if err != nil {
 			return nil, fmt.Errorf("score: %w", err)
 		}
-		s.MeanScore = &iv
-		iv, err = stats.BootstrapMean(caseRates, cfg.bootstrap(2))
+		s.MeanScore = &scoreIV
+		rateIV, err := stats.BootstrapMean(caseRates, cfg.bootstrap(2))
 		if err != nil {
 			return nil, fmt.Errorf("score: %w", err)
 		}
-		s.PassRate = &iv
+		s.PassRate = &rateIV
 	}
 	s.PassAtK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassAtK })
 	s.PassHatK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassHatK })

@@ -250,3 +250,27 @@ func TestCompareReportsFlipsAndMissingCasesSeparately(t *testing.T) {
 		t.Errorf("cost change %v", cmp.CostChangePct)
 	}
 }
+
+// Regression: the suite's mean-score and pass-rate intervals once pointed at
+// the same variable, so the mean score silently showed the pass rate.
+func TestSuiteMeanScoreAndPassRateAreDistinctMeasurements(t *testing.T) {
+	c := researchCase
+	good := goodTrial()
+	partial := goodTrial()
+	partial.Trial = 1
+	partial.EvidenceCited = nil // succeeds, high score, does not pass
+	s, err := Score([]datasets.Case{c}, []datasets.Trial{good, partial}, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.PassRate.Estimate != 0.5 {
+		t.Fatalf("pass rate %v, want 0.5", s.PassRate.Estimate)
+	}
+	want := s.Cases[0].MeanScore
+	if math.Abs(s.MeanScore.Estimate-want) > 1e-12 || s.MeanScore.Estimate <= 0.5 {
+		t.Fatalf("suite mean score %v, want the case mean %v (above the pass rate)", s.MeanScore.Estimate, want)
+	}
+	if s.MeanScore == s.PassRate {
+		t.Fatal("mean score and pass rate share one interval")
+	}
+}
