@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
 )
@@ -74,6 +76,8 @@ type bm25Index struct {
 	idx bleve.Index
 	// Rebuilt reports whether Open had to (re)build the index.
 	rebuilt bool
+	// tmpDir is removed on close (the "in-memory" index's files).
+	tmpDir string
 }
 
 // openBM25 opens the index under dir if it was built from a corpus with the
@@ -116,19 +120,29 @@ func openBM25(ctx context.Context, dir string, c *Corpus, log *slog.Logger) (*bm
 	return &bm25Index{idx: idx, rebuilt: true}, nil
 }
 
-// newMemBM25 builds an in-memory index (tests, throwaway corpora). It uses
-// scorch without a path rather than bleve.NewMemOnly: the latter is the
-// older upsidedown engine on a treap, several times slower to query.
+// newMemBM25 builds a throwaway index (tests, corpora without a cache
+// dir). It is an on-disk scorch index in a temporary directory removed on
+// close, not scorch without a path or bleve.NewMemOnly: both of those rank
+// differently from the persisted index (unmerged in-memory segments score
+// BM25 from per-segment statistics; NewMemOnly is the older upsidedown
+// engine), and a query must return the same list whichever is used
+// (TestBM25RankingIsTheSameInMemoryFreshAndReopened).
 func newMemBM25(ctx context.Context, c *Corpus) (*bm25Index, error) {
-	idx, err := bleve.NewUsing("", newIndexMapping(), scorch.Name, scorch.Name, nil)
+	dir, err := os.MkdirTemp("", "loomwork-bm25-")
 	if err != nil {
-		return nil, fmt.Errorf("create in-memory bm25 index: %w", err)
+		return nil, fmt.Errorf("create temporary bm25 index dir: %w", err)
+	}
+	idx, err := bleve.New(filepath.Join(dir, "bm25"), newIndexMapping())
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("create temporary bm25 index: %w", err)
 	}
 	if err := indexAll(ctx, idx, c); err != nil {
 		_ = idx.Close()
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &bm25Index{idx: idx, rebuilt: true}, nil
+	return &bm25Index{idx: idx, rebuilt: true, tmpDir: dir}, nil
 }
 
 func indexAll(ctx context.Context, idx bleve.Index, c *Corpus) error {
@@ -152,6 +166,25 @@ func indexAll(ctx context.Context, idx bleve.Index, c *Corpus) error {
 		if err := idx.Batch(b); err != nil {
 			return fmt.Errorf("index batch: %w", err)
 		}
+	}
+	return mergeToOneSegment(ctx, idx)
+}
+
+// mergeToOneSegment merges the index into a single segment before it is
+// used. Scores were seen to depend on how background merging had left the
+// segments at query time (one ranking in six runs differed), and the
+// research agent's committed journals need the same list every time.
+func mergeToOneSegment(ctx context.Context, idx bleve.Index) error {
+	adv, err := idx.Advanced()
+	if err != nil {
+		return fmt.Errorf("merge bm25 index: %w", err)
+	}
+	sc, ok := adv.(*scorch.Scorch)
+	if !ok {
+		return nil
+	}
+	if err := sc.ForceMerge(ctx, &mergeplan.SingleSegmentMergePlanOptions); err != nil {
+		return fmt.Errorf("merge bm25 index to one segment: %w", err)
 	}
 	return nil
 }
@@ -202,23 +235,46 @@ func (b *bm25Index) search(ctx context.Context, text string, fields []string, si
 		bq.AddMustNot(bleve.NewDocIDQuery(exclude))
 		q = bq
 	}
-	req := bleve.NewSearchRequestOptions(q, size, 0, false)
+	// The same query must return the same list from any index of the same
+	// corpus, so that journaled runs replay. bleve breaks ties by internal
+	// document number, and sums per-field scores in an order that can move
+	// the last bits; so fetch a margin beyond size, round scores to 9
+	// significant digits, order by (score, id) and cut.
+	const margin = 20
+	req := bleve.NewSearchRequestOptions(q, size+margin, 0, false)
 	res, err := b.idx.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("bm25 search: %w", err)
 	}
 	out := make([]Ranked, 0, len(res.Hits))
 	for _, h := range res.Hits {
-		out = append(out, Ranked{ID: h.ID, Score: h.Score})
+		out = append(out, Ranked{ID: h.ID, Score: roundSig(h.Score, 9)})
+	}
+	sortRanked(out)
+	if len(out) > size {
+		out = out[:size]
 	}
 	return out, nil
+}
+
+// roundSig rounds x to n significant digits.
+func roundSig(x float64, n int) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	p := math.Pow(10, float64(n-1)-math.Floor(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
 }
 
 func (b *bm25Index) close() error {
 	if b == nil || b.idx == nil {
 		return nil
 	}
-	return b.idx.Close()
+	err := b.idx.Close()
+	if b.tmpDir != "" {
+		err = errors.Join(err, os.RemoveAll(b.tmpDir))
+	}
+	return err
 }
 
 func contains(xs []string, s string) bool {
