@@ -47,6 +47,9 @@ echo "== go test -race ./..."
 go test -race -timeout 25m ${TEST_FLAGS:-} ./... 2>&1 | tee /tmp/loomwork-test.log
 rc=${PIPESTATUS[0]}
 pass=$(grep -c '^ok ' /tmp/loomwork-test.log || true)
-fail=$(grep -cE '^(FAIL|--- FAIL)' /tmp/loomwork-test.log || true)
+fail=$(grep -cE '^FAIL' /tmp/loomwork-test.log || true)
 echo "packages: $pass passed, $fail failed"
-exit "$rc"
+if [ "$rc" -ne 0 ]; then exit "$rc"; fi
+
+echo "== baselines: replay the committed journals, score against the baseline, gate"
+./scripts/baselines.sh check
