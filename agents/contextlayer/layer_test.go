@@ -339,7 +339,7 @@ func TestMeasurementShowsOnlyPinningKeepsBothAtFourThousandTokens(t *testing.T) 
 }
 
 func FuzzShrinkTextKeepsJSONValid(f *testing.F) {
-	f.Add(`{"a":[1,2,3,4,5,6,7,8],"b":"` + strings.Repeat("x", 500) + `"}`, 20)
+	f.Add(`{"a":[1,2,3,4,5,6,7,8],"b":"`+strings.Repeat("x", 500)+`"}`, 20)
 	f.Add(`[[[[1]]],{"k":null,"z":true}]`, 3)
 	f.Add(`not json at all `+strings.Repeat("y ", 300), 10)
 	f.Add(`{"_pin":"A-12","n":1.5e300}`, 1)
