@@ -198,7 +198,7 @@ func anthropicOrderError(msgs []llm.Message) error {
 }
 
 func TestCompactedRequestsKeepBothProvidersToolOrderingRules(t *testing.T) {
-	tok := tokenizer(t)
+	tok := Estimate{} // the rule does not depend on the counter; the estimate keeps -race fast
 	rng := rand.New(rand.NewPCG(3, 4))
 	for trial := 0; trial < 60; trial++ {
 		// Turns with 1–3 parallel tool calls and results of random size.
