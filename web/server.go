@@ -84,7 +84,22 @@ type cachedTrace struct {
 	spans  []store.Span
 	rollup rollup.Rollup
 	index  *traceIndex
+	labels []string // model labels ("scripted") found on the spans
 	loaded time.Time
+}
+
+// modelLabels lists the distinct loomwork.model.label values of a trace, so
+// a page can say when its model answers were scripted.
+func modelLabels(spans []store.Span) []string {
+	var out []string
+	seen := map[string]bool{}
+	for i := range spans {
+		if l, ok := spans[i].Attributes.String(store.AttrModelLabel); ok && l != "" && !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // New returns the UI handler.
@@ -187,7 +202,7 @@ func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) 
 		c.loaded = now
 	} else {
 		r := rollup.Compute(spans, s.deps.Prices)
-		c = cachedTrace{spans: spans, rollup: r, index: newTraceIndex(spans, &r), loaded: now}
+		c = cachedTrace{spans: spans, rollup: r, index: newTraceIndex(spans, &r), labels: modelLabels(spans), loaded: now}
 	}
 	key := id
 	s.cacheM.Lock()
@@ -202,13 +217,13 @@ func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) 
 	return c, nil
 }
 
-// rollupFor computes a trace's rollup for the list page.
-func (s *Server) rollupFor(ctx context.Context, id string) (rollup.Rollup, error) {
+// rollupFor computes a trace's rollup and model labels for the list page.
+func (s *Server) rollupFor(ctx context.Context, id string) (rollup.Rollup, []string, error) {
 	c, err := s.loadTrace(ctx, id)
 	if err != nil {
-		return rollup.Rollup{}, err
+		return rollup.Rollup{}, nil, err
 	}
-	return c.rollup, nil
+	return c.rollup, c.labels, nil
 }
 
 // badRequest reports an input error; the message names the parameter.

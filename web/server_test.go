@@ -351,3 +351,22 @@ func TestTraceReceivingSpansIsReloadedAfterTheFreshWindow(t *testing.T) {
 		t.Fatal("after the fresh window the new span must appear")
 	}
 }
+
+func TestScriptedTracesAreLabelledScriptedOnListAndTracePages(t *testing.T) {
+	st := openStore(t)
+	spans := hostileTrace()
+	spans[1].Attributes = store.Attributes{store.AttrModelLabel: "scripted"}
+	if err := st.WriteSpans(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	ts := newServer(t, st, Config{})
+	for _, p := range []string{"/traces", "/traces/" + spans[0].TraceID} {
+		if _, body := get(t, ts, p); !strings.Contains(body, "scripted model") {
+			t.Errorf("%s does not say the model was scripted", p)
+		}
+	}
+	_, body := get(t, ts, "/api/v1/traces")
+	if !strings.Contains(body, `"model_labels": [`) {
+		t.Error("the JSON list does not carry model_labels")
+	}
+}

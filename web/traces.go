@@ -22,6 +22,7 @@ type ListRow struct {
 	CriticalPathMS float64  `json:"critical_path_ms"`
 	CostUSD        *float64 `json:"cost_usd"`
 	UnpricedModels []string `json:"unpriced_models,omitempty"`
+	ModelLabels    []string `json:"model_labels,omitempty"` // e.g. "scripted"
 }
 
 // ListView is the trace list page.
@@ -69,7 +70,7 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 			view.Scanned++
 			row := ListRow{TraceSummary: sum}
 			if sum.SpanCount <= listRollupLimit {
-				ru, err := s.rollupFor(r.Context(), sum.TraceID)
+				ru, labels, err := s.rollupFor(r.Context(), sum.TraceID)
 				if err != nil {
 					return ListView{}, err
 				}
@@ -77,6 +78,7 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 				row.CriticalPathMS = ru.CriticalPathMS
 				row.CostUSD = ru.CostUSD
 				row.UnpricedModels = ru.UnpricedModels
+				row.ModelLabels = labels
 			}
 			if minCost > 0 && (row.CostUSD == nil || *row.CostUSD < minCost) {
 				continue
@@ -127,6 +129,7 @@ type TraceView struct {
 	Evidence  Evidence
 	SpanCount int
 	Services  []string
+	Labels    []string // model labels on the spans, e.g. "scripted"
 }
 
 // Evidence compares what the trace retrieved with what it cited.
@@ -201,7 +204,7 @@ func (s *Server) traceView(r *http.Request) (TraceView, error) {
 	lo := (wq.Page - 1) * PageRows
 	hi := min(lo+PageRows, len(all))
 	v := TraceView{TraceID: id, Rollup: c.rollup, Rows: all[lo:hi], Page: wq.Page, Pages: pages, TotalRows: len(all),
-		Query: wq, Big: len(c.spans) > bigTrace, Evidence: evidenceOf(c.spans), SpanCount: len(c.spans)}
+		Query: wq, Big: len(c.spans) > bigTrace, Evidence: evidenceOf(c.spans), SpanCount: len(c.spans), Labels: c.labels}
 	seen := map[string]bool{}
 	for i := range c.spans {
 		if sv := c.spans[i].ServiceName; sv != "" && !seen[sv] {
