@@ -24,7 +24,8 @@ if [ "${1:-}" = stop ]; then stop; exit 0; fi
 
 [ -x "$BIN" ] || go build -o "$BIN" ./cmd/loom-eval
 stop
-"$BIN" serve --store "$DIR/traces.db" --grpc-addr "$GRPC" --http-addr "$HTTP" --ui-addr "$UI" >"$DIR/serve.log" 2>&1 &
+"$BIN" serve --store "$DIR/traces.db" --grpc-addr "$GRPC" --http-addr "$HTTP" --ui-addr "$UI" \
+  --runs-dir baselines/journals --reports-dir baselines >"$DIR/serve.log" 2>&1 &
 echo $! >"$PIDFILE"
 for i in $(seq 100); do
   if curl -fsS "http://$UI/healthz" >/dev/null 2>&1; then break; fi
@@ -43,6 +44,7 @@ echo
 echo "== loom-eval traces get $trace --store $DIR/traces.db"
 "$BIN" traces get "$trace" --store "$DIR/traces.db"
 echo
-echo "Look here:  http://$UI/traces/$trace   (web UI)"
+echo "Look here:  http://$UI/traces/$trace   (web UI: the trace)"
+echo "            http://$UI/runs  and  http://$UI/reports   (the committed baseline journals and report)"
 echo "            loom-eval traces get $trace"
 echo "Stop the server with: make stop"
