@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -61,7 +62,7 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 	for pages := 0; pages < 20; pages++ {
 		page, err := s.deps.Traces.ListTraces(r.Context(), q)
 		if err != nil {
-			if strings.Contains(err.Error(), "page token") {
+			if errors.Is(err, store.ErrBadPageToken) {
 				return ListView{}, badRequest{"page_token: " + err.Error()}
 			}
 			return ListView{}, err

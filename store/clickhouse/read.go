@@ -2,8 +2,8 @@ package clickhouse
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -96,17 +96,13 @@ func decodeJSONColumns(sp *store.Span, attrs, resource, events, links string) er
 	return nil
 }
 
-// sortKeys maps store.Sort* names to the expression ordering by them; the
-// index is what page tokens record, so only ever append.
-var sortKeys = []struct {
-	name string
-	expr string
-}{
-	{store.SortStart, "start_ns"},
-	{store.SortDuration, "duration_ns"},
-	{store.SortSpans, "span_count"},
-	{store.SortErrors, "error_count"},
-	{store.SortTokens, "input_tokens + output_tokens"},
+// sortExprs maps store.Sort* names to the expression ordering by them.
+var sortExprs = map[string]string{
+	store.SortStart:    "start_ns",
+	store.SortDuration: "duration_ns",
+	store.SortSpans:    "span_count",
+	store.SortErrors:   "error_count",
+	store.SortTokens:   "input_tokens + output_tokens",
 }
 
 // summarySQL merges the summary rows of each trace (one per insert block
@@ -179,10 +175,11 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	}
 	defer rows.Close()
 	page := store.TracePage{Traces: []store.TraceSummary{}}
-	var last pageToken
+	var lastValue int64
+	var lastTrace string
 	more := false
 	for rows.Next() {
-		if len(page.Traces) == plan.limit {
+		if len(page.Traces) == plan.Limit {
 			more = true
 			break
 		}
@@ -204,90 +201,41 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 			ts.Models = nil
 		}
 		page.Traces = append(page.Traces, ts)
-		last = pageToken{sortKey: plan.sortKey, ascending: q.Ascending, lastValue: sortValue, lastTrace: ts.TraceID, filters: filterHash(&q)}
+		lastValue, lastTrace = sortValue, ts.TraceID
 	}
 	if err := rows.Err(); err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
 	if more {
-		page.NextPageToken = last.encode()
+		last := store.PagePosition{SortValue: lastValue}
+		// Stored ids were checked on write, so this fails only for a
+		// table written by something else.
+		id, err := hex.DecodeString(lastTrace)
+		if err != nil || len(id) != len(last.TraceID) {
+			return store.TracePage{}, fmt.Errorf("list traces: stored trace id %q is not 32 hex digits", lastTrace)
+		}
+		copy(last.TraceID[:], id)
+		page.NextPageToken = plan.NextPageToken(last)
 	}
 	return page, nil
 }
 
 type listPlan struct {
-	sql     string
-	args    []any
-	limit   int
-	sortKey byte
+	store.PlannedQuery
+	sql  string
+	args []any
 }
 
 // planList validates q and builds the query for one page.
 func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	var p listPlan
-	var errs []error
-	sortBy := q.SortBy
-	if sortBy == "" {
-		sortBy = store.SortStart
-	}
-	found := false
-	for i, k := range sortKeys {
-		if k.name == sortBy {
-			p.sortKey, found = byte(i), true
-		}
-	}
-	if !found {
-		names := make([]string, len(sortKeys))
-		for i, k := range sortKeys {
-			names[i] = k.name
-		}
-		errs = append(errs, fmt.Errorf("sort_by %q is not one of %s", q.SortBy, strings.Join(names, ", ")))
-	}
-	switch q.Status {
-	case "", store.StatusOK, store.StatusError:
-	default:
-		errs = append(errs, fmt.Errorf("status %q is not %q, %q or empty", q.Status, store.StatusOK, store.StatusError))
-	}
-	switch {
-	case q.Limit < 0:
-		errs = append(errs, fmt.Errorf("limit %d is negative", q.Limit))
-	case q.Limit == 0:
-		p.limit = store.DefaultPageSize
-	case q.Limit > store.MaxPageSize:
-		p.limit = store.MaxPageSize
-	default:
-		p.limit = q.Limit
-	}
-	if q.MinDuration < 0 {
-		errs = append(errs, fmt.Errorf("min_duration %v is negative", q.MinDuration))
-	}
-	if !q.Start.IsZero() {
-		if err := checkTime(q.Start); err != nil {
-			errs = append(errs, fmt.Errorf("start: %w", err))
-		}
-	}
-	if !q.End.IsZero() {
-		if err := checkTime(q.End); err != nil {
-			errs = append(errs, fmt.Errorf("end: %w", err))
-		}
-	}
-	if !q.Start.IsZero() && !q.End.IsZero() && q.Start.After(q.End) {
-		errs = append(errs, fmt.Errorf("start %s is after end %s", q.Start.Format(time.RFC3339Nano), q.End.Format(time.RFC3339Nano)))
-	}
-	var tok *pageToken
-	if q.PageToken != "" {
-		t, err := decodePageToken(q.PageToken)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case found && (t.sortKey != p.sortKey || t.ascending != q.Ascending || t.filters != filterHash(q)):
-			errs = append(errs, fmt.Errorf("%w: it was issued for a different sort or filters", errBadPageToken))
-		default:
-			tok = &t
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	var err error
+	if p.PlannedQuery, err = q.Plan(checkTime); err != nil {
 		return p, err
+	}
+	sortExpr, ok := sortExprs[p.SortBy]
+	if !ok {
+		return p, fmt.Errorf("sort_by %q is not supported by the ClickHouse store", p.SortBy)
 	}
 
 	// Pre-filters pick the traces with at least one summary row that could
@@ -346,9 +294,9 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	if q.Ascending {
 		dir, cmp = "ASC", ">"
 	}
-	if tok != nil {
+	if p.After != nil {
 		where = append(where, "(sort_value, trace_id) "+cmp+" (?, ?)")
-		args = append(args, tok.lastValue, tok.lastTrace)
+		args = append(args, p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
 	}
 	preSQL, whereSQL := "", ""
 	if len(pre) > 0 {
@@ -357,10 +305,9 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	if len(where) > 0 {
 		whereSQL = "WHERE " + strings.Join(where, " AND ")
 	}
-	sortExpr := sortKeys[p.sortKey].expr
 	order := "sort_value " + dir + ", trace_id " + dir
 	pageSQL := fmt.Sprintf("SELECT trace_id FROM (%s) ORDER BY %s LIMIT %d",
-		fmt.Sprintf(summarySQL, sortExpr, s.summariesTable, preSQL, whereSQL), order, p.limit+1)
+		fmt.Sprintf(summarySQL, sortExpr, s.summariesTable, preSQL, whereSQL), order, p.Limit+1)
 	full := fmt.Sprintf(summarySQL, sortExpr, s.summariesTable, "WHERE trace_id IN (SELECT trace_id FROM page)", "")
 	p.sql = fmt.Sprintf(listSQL, pageSQL, full, order)
 	p.args = args

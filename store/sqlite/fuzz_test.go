@@ -8,27 +8,6 @@ import (
 	"github.com/loomwork/loomwork/store"
 )
 
-// FuzzDecodePageToken: any string is either rejected with an error or is a
-// token whose encoding gives the same string back; never a panic.
-func FuzzDecodePageToken(f *testing.F) {
-	valid := pageToken{sortKey: 1, ascending: true, lastValue: -5, lastTrace: [16]byte{1, 2, 3}, filters: 42}.encode()
-	for _, s := range []string{"", valid, valid[:10], "AAAA", "not a token", "////", valid + "A", "\x00"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		p, err := decodePageToken(s)
-		if err != nil {
-			return
-		}
-		if got := p.encode(); got != s {
-			t.Fatalf("decode(%q) accepted, but encodes back as %q", s, got)
-		}
-		if int(p.sortKey) >= len(sortKeys) {
-			t.Fatalf("decode(%q) accepted sort key %d", s, p.sortKey)
-		}
-	})
-}
-
 // FuzzAppendAttrs: the ingest encoder (appendAttrs) must decode to exactly
 // what store.Attributes.MarshalJSON decodes to, for any attributes a JSON
 // document can describe.

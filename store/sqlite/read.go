@@ -152,11 +152,10 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	}
 	defer rows.Close()
 	page := store.TracePage{Traces: []store.TraceSummary{}}
-	var lastValue int64
-	var lastTrace [16]byte
+	var last store.PagePosition
 	more := false
 	for rows.Next() {
-		if len(page.Traces) == plan.limit {
+		if len(page.Traces) == plan.Limit {
 			more = true
 			break
 		}
@@ -184,17 +183,14 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s models: %w", ts.TraceID, err)
 		}
 		page.Traces = append(page.Traces, ts)
-		lastValue = sortValue
-		copy(lastTrace[:], id)
+		last.SortValue = sortValue
+		copy(last.TraceID[:], id)
 	}
 	if err := rows.Err(); err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
 	if more {
-		page.NextPageToken = pageToken{
-			sortKey: plan.sortKey, ascending: q.Ascending,
-			lastValue: lastValue, lastTrace: lastTrace, filters: filterHash(&q),
-		}.encode()
+		page.NextPageToken = plan.NextPageToken(last)
 	}
 	return page, nil
 }
@@ -211,91 +207,42 @@ func decodeList(s string) ([]string, error) {
 }
 
 type queryPlan struct {
-	sql     string
-	args    []any
-	limit   int
-	sortKey byte
+	store.PlannedQuery
+	sql  string
+	args []any
+}
+
+// sortColumns maps store.Sort* names to the traces column ordering by them.
+var sortColumns = map[string]string{
+	store.SortStart:    "start_ns",
+	store.SortDuration: "duration_ns",
+	store.SortSpans:    "span_count",
+	store.SortErrors:   "error_count",
+	store.SortTokens:   "tokens_total",
 }
 
 // planQuery validates q and builds the SQL for one page.
 func planQuery(q *store.TraceQuery) (queryPlan, error) {
 	var p queryPlan
-	var errs []error
-	sortBy := q.SortBy
-	if sortBy == "" {
-		sortBy = store.SortStart
-	}
-	found := false
-	for i, k := range sortKeys {
-		if k.name == sortBy {
-			p.sortKey, found = byte(i), true
-		}
-	}
-	if !found {
-		names := make([]string, len(sortKeys))
-		for i, k := range sortKeys {
-			names[i] = k.name
-		}
-		errs = append(errs, fmt.Errorf("sort_by %q is not one of %s", q.SortBy, strings.Join(names, ", ")))
-	}
-	switch q.Status {
-	case "", store.StatusOK, store.StatusError:
-	default:
-		errs = append(errs, fmt.Errorf("status %q is not %q, %q or empty", q.Status, store.StatusOK, store.StatusError))
-	}
-	switch {
-	case q.Limit < 0:
-		errs = append(errs, fmt.Errorf("limit %d is negative", q.Limit))
-	case q.Limit == 0:
-		p.limit = store.DefaultPageSize
-	case q.Limit > store.MaxPageSize:
-		p.limit = store.MaxPageSize
-	default:
-		p.limit = q.Limit
-	}
-	if q.MinDuration < 0 {
-		errs = append(errs, fmt.Errorf("min_duration %v is negative", q.MinDuration))
-	}
-	var startNS, endNS int64
 	var err error
-	if !q.Start.IsZero() {
-		if startNS, err = unixNanos(q.Start); err != nil {
-			errs = append(errs, fmt.Errorf("start: %w", err))
-		}
-	}
-	if !q.End.IsZero() {
-		if endNS, err = unixNanos(q.End); err != nil {
-			errs = append(errs, fmt.Errorf("end: %w", err))
-		}
-	}
-	if !q.Start.IsZero() && !q.End.IsZero() && q.Start.After(q.End) {
-		errs = append(errs, fmt.Errorf("start %s is after end %s", q.Start.Format(time.RFC3339Nano), q.End.Format(time.RFC3339Nano)))
-	}
-	var tok *pageToken
-	if q.PageToken != "" {
-		t, err := decodePageToken(q.PageToken)
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case found && (t.sortKey != p.sortKey || t.ascending != q.Ascending || t.filters != filterHash(q)):
-			errs = append(errs, fmt.Errorf("%w: it was issued for a different sort or filters", errBadPageToken))
-		default:
-			tok = &t
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if p.PlannedQuery, err = q.Plan(func(t time.Time) error {
+		_, err := unixNanos(t)
+		return err
+	}); err != nil {
 		return p, err
 	}
-
-	col := sortKeys[p.sortKey].column
+	col, ok := sortColumns[p.SortBy]
+	if !ok {
+		return p, fmt.Errorf("sort_by %q is not supported by the embedded store", p.SortBy)
+	}
 	var where []string
 	if !q.Start.IsZero() {
 		where = append(where, "start_ns >= ?")
-		p.args = append(p.args, startNS)
+		p.args = append(p.args, q.Start.UnixNano())
 	}
 	if !q.End.IsZero() {
 		where = append(where, "start_ns < ?")
-		p.args = append(p.args, endNS)
+		p.args = append(p.args, q.End.UnixNano())
 	}
 	for _, f := range []struct {
 		kind int
@@ -324,9 +271,9 @@ func planQuery(q *store.TraceQuery) (queryPlan, error) {
 	if q.Ascending {
 		dir, cmp = "ASC", ">"
 	}
-	if tok != nil {
+	if p.After != nil {
 		where = append(where, fmt.Sprintf("(%s, trace_id) %s (?, ?)", col, cmp))
-		p.args = append(p.args, tok.lastValue, tok.lastTrace[:])
+		p.args = append(p.args, p.After.SortValue, p.After.TraceID[:])
 	}
 	var b strings.Builder
 	b.WriteString(`SELECT trace_id, root_name, service_name, agent_names, models,
@@ -338,7 +285,7 @@ func planQuery(q *store.TraceQuery) (queryPlan, error) {
 		b.WriteString(" WHERE ")
 		b.WriteString(strings.Join(where, " AND "))
 	}
-	fmt.Fprintf(&b, " ORDER BY %s %s, trace_id %s LIMIT %d", col, dir, dir, p.limit+1)
+	fmt.Fprintf(&b, " ORDER BY %s %s, trace_id %s LIMIT %d", col, dir, dir, p.Limit+1)
 	p.sql = b.String()
 	return p, nil
 }
