@@ -51,8 +51,8 @@ fail=$(grep -cE '^FAIL' /tmp/loomwork-test.log || true)
 echo "packages: $pass passed, $fail failed"
 if [ "$rc" -ne 0 ]; then exit "$rc"; fi
 
-echo "== sandbox suite again, three times, beside the retrieval and runtime suites (issue 5: it must hold up repeatedly and in company)"
-go test -race -count=3 ./agents/sandbox/ ./agents/coding/ ./agents/runtime/ ./retrieval/
+echo "== sandbox suite again, three times, beside the coding agent, collector and retrieval suites (issue 5: it must hold up repeatedly and in company)"
+go test -race -count=3 ./agents/sandbox/ ./agents/coding/ ./collector/ ./retrieval/
 
 echo "== baselines: replay the committed journals, score against the baseline, gate"
 ./scripts/baselines.sh check
