@@ -26,11 +26,24 @@ type committer struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 	onBatch  func(requests, spans int, d time.Duration, err error)
+	// prep, when set, lets each caller do the store's encoding work
+	// concurrently before handing over, so the serialised write does
+	// only the database part.
+	prep preparer
+}
+
+// preparer is a store whose writes split into a CPU-heavy part that needs
+// no lock (prepare) and the write proper, which takes any number of
+// prepared batches in one transaction (the embedded store).
+type preparer interface {
+	prepare(spans []store.Span) (any, error)
+	writePrepared(ctx context.Context, batches []any) error
 }
 
 type pending struct {
-	spans []store.Span
-	done  chan error // buffered: the writer never blocks on a gone caller
+	spans    []store.Span
+	prepared any        // from prep.prepare, when the committer has a preparer
+	done     chan error // buffered: the writer never blocks on a gone caller
 }
 
 func newCommitter(w store.Writer, maxSpans int, timeout time.Duration) *committer {
@@ -54,6 +67,15 @@ func (c *committer) start(writers int) {
 // then still complete; a retry is harmless because stores are idempotent).
 func (c *committer) write(ctx context.Context, spans []store.Span) error {
 	p := &pending{spans: spans, done: make(chan error, 1)}
+	if c.prep != nil {
+		// In the caller's goroutine: concurrent requests encode in
+		// parallel, and a request with a span the store rejects fails alone
+		// instead of failing the group it would have joined.
+		var err error
+		if p.prepared, err = c.prep.prepare(spans); err != nil {
+			return err
+		}
+	}
 	select {
 	case c.reqs <- p:
 	case <-c.stop:
@@ -95,13 +117,6 @@ collect:
 			break collect
 		}
 	}
-	spans := first.spans
-	if len(batch) > 1 {
-		spans = make([]store.Span, 0, n)
-		for _, p := range batch {
-			spans = append(spans, p.spans...)
-		}
-	}
 	ctx := context.Background()
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
@@ -109,7 +124,23 @@ collect:
 		defer cancel()
 	}
 	began := time.Now()
-	err := c.w.WriteSpans(ctx, spans)
+	var err error
+	if c.prep != nil {
+		prepared := make([]any, len(batch))
+		for i, p := range batch {
+			prepared[i] = p.prepared
+		}
+		err = c.prep.writePrepared(ctx, prepared)
+	} else {
+		spans := first.spans
+		if len(batch) > 1 {
+			spans = make([]store.Span, 0, n)
+			for _, p := range batch {
+				spans = append(spans, p.spans...)
+			}
+		}
+		err = c.w.WriteSpans(ctx, spans)
+	}
 	if c.onBatch != nil {
 		c.onBatch(len(batch), n, time.Since(began), err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,4 +109,78 @@ func TestCommitterReportsStoreErrorToEveryCallerOfTheBatch(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// gatedPrep holds the first prepared write until released; it writes to the
+// real embedded store.
+type gatedPrep struct {
+	sqlitePrep
+	once    sync.Once
+	release chan struct{}
+}
+
+func (g *gatedPrep) writePrepared(ctx context.Context, batches []any) error {
+	g.once.Do(func() { <-g.release })
+	return g.sqlitePrep.writePrepared(ctx, batches)
+}
+
+func TestCommitterWithPreparedWritesStoresEachAckedRequestAndFailsABadOneAlone(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "t.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := newCommitter(st, DefaultMaxBatchSpans, time.Minute)
+	gp := &gatedPrep{sqlitePrep: sqlitePrep{st}, release: make(chan struct{})}
+	c.prep = gp
+	var mu sync.Mutex
+	maxRequests := 0
+	c.onBatch = func(requests, _ int, _ time.Duration, _ error) {
+		mu.Lock()
+		maxRequests = max(maxRequests, requests)
+		mu.Unlock()
+	}
+	c.start(1)
+	defer c.shutdown(context.Background())
+
+	gen := agenttrace.NewGenerator(11, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	const callers = 6
+	inputs := make([][]store.Span, callers)
+	for i := range inputs {
+		inputs[i], _ = genai.MapTraces(gen.Batch(2, 5), genai.Options{})
+	}
+	// The same spans again from another caller: stored once.
+	inputs = append(inputs, inputs[1])
+	bad := append([]store.Span{}, inputs[2][:3]...)
+	bad[1].SpanID = "not-hex"
+
+	errs := make(chan error, len(inputs))
+	go func() { errs <- c.write(context.Background(), inputs[0]) }()
+	time.Sleep(20 * time.Millisecond) // the first write is now held
+	var wg sync.WaitGroup
+	for i := 1; i < len(inputs); i++ {
+		wg.Go(func() { errs <- c.write(context.Background(), inputs[i]) })
+	}
+	badErr := make(chan error, 1)
+	wg.Go(func() { badErr <- c.write(context.Background(), bad) })
+	time.Sleep(50 * time.Millisecond)
+	close(gp.release)
+	wg.Wait()
+	for range inputs {
+		if err := <-errs; err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	if err := <-badErr; err == nil || !strings.Contains(err.Error(), "not-hex") {
+		t.Errorf("request with an invalid span id: %v, want an error naming it", err)
+	}
+	for _, in := range inputs {
+		for _, id := range []string{in[0].TraceID, in[len(in)-1].TraceID} {
+			got, err := st.GetTrace(context.Background(), id)
+			if err != nil || len(got) != 5 {
+				t.Fatalf("acknowledged trace %s: %d spans, %v", id, len(got), err)
+			}
+		}
+	}
+	t.Logf("most requests in one store write: %d", maxRequests)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/sqlite"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
 
@@ -104,6 +105,9 @@ func (e *traceExporter) start(ctx context.Context, _ component.Host) error {
 		writeTimeout = DefaultTimeout
 	}
 	c := newCommitter(w, e.cfg.maxBatchSpans(), writeTimeout)
+	if ps, ok := w.(sqlitePreparer); ok {
+		c.prep = sqlitePrep{ps}
+	}
 	c.onBatch = func(requests, spans int, d time.Duration, err error) {
 		if err != nil {
 			e.log.Warn("store write failed; senders are told to retry",
@@ -163,6 +167,24 @@ func (e *traceExporter) push(ctx context.Context, td ptrace.Traces) error {
 		return newRetryable(codes.Unavailable, fmt.Errorf("store %d spans: %w", len(spans), err), e.cfg.retryAfter())
 	}
 	return nil
+}
+
+// sqlitePreparer is the embedded store's split write (see preparer).
+type sqlitePreparer interface {
+	PrepareSpans(spans []store.Span) (*sqlite.PreparedSpans, error)
+	WritePrepared(ctx context.Context, batches ...*sqlite.PreparedSpans) error
+}
+
+type sqlitePrep struct{ s sqlitePreparer }
+
+func (p sqlitePrep) prepare(spans []store.Span) (any, error) { return p.s.PrepareSpans(spans) }
+
+func (p sqlitePrep) writePrepared(ctx context.Context, batches []any) error {
+	bs := make([]*sqlite.PreparedSpans, len(batches))
+	for i, b := range batches {
+		bs[i] = b.(*sqlite.PreparedSpans)
+	}
+	return p.s.WritePrepared(ctx, bs...)
 }
 
 // rejectionReport collects the spans the exporter rejected for one request,

@@ -39,6 +39,8 @@ type Store struct {
 	writeMu sync.Mutex
 	// resourceIDs caches resource hash → row id for rows known committed.
 	resourceIDs map[[16]byte]int64
+	// bulkStmts caches the writer's multi-row inserts (see bulkInsert).
+	bulkStmts map[bulkKey]*sql.Stmt
 
 	closeOnce sync.Once
 	closeErr  error

@@ -39,23 +39,71 @@ type spanRow struct {
 // invalid id or an unstorable time fails the whole batch before anything is
 // written.
 func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
-	if s.isClosed() {
-		return errClosed
-	}
-	if s.writer == nil {
-		return errReadOnly
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("write spans: %w", err)
-	}
 	if len(spans) == 0 {
-		return nil
+		return s.checkWritable(ctx)
 	}
-	// Encoding and compression happen before taking the write lock, so
-	// concurrent callers use both cores for it.
-	rows, blocks, err := s.prepareRows(spans)
+	p, err := s.PrepareSpans(spans)
 	if err != nil {
 		return fmt.Errorf("write spans: %w", err)
+	}
+	return s.WritePrepared(ctx, p)
+}
+
+// PreparedSpans is a batch validated and encoded (payload JSON, compressed
+// blocks) by PrepareSpans, ready for WritePrepared. It refers to the spans
+// it was made from: they must not change until the write returns.
+type PreparedSpans struct {
+	rows   []spanRow
+	blocks [][]byte
+}
+
+// PrepareSpans does the CPU-heavy part of a write (validation, payload
+// encoding, compression) without the write lock, so that callers can run it
+// concurrently, e.g. one per incoming request, while another batch's
+// transaction holds the lock. It fails, naming the span, for the spans
+// WriteSpans would reject.
+func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
+	if s.isClosed() {
+		return nil, errClosed
+	}
+	rows, blocks, err := s.prepareRows(spans)
+	if err != nil {
+		return nil, err
+	}
+	return &PreparedSpans{rows: rows, blocks: blocks}, nil
+}
+
+// WritePrepared stores the prepared batches in one transaction, with
+// WriteSpans' guarantees (committed and fsynced before it returns nil;
+// spans already stored, or repeated across the batches, are stored once).
+func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) error {
+	if err := s.checkWritable(ctx); err != nil {
+		return err
+	}
+	var rows []spanRow
+	var blocks [][]byte
+	switch len(batches) {
+	case 0:
+		return nil
+	case 1:
+		rows, blocks = batches[0].rows, batches[0].blocks
+	default:
+		n := 0
+		for _, b := range batches {
+			n += len(b.rows)
+		}
+		rows = make([]spanRow, 0, n)
+		for _, b := range batches {
+			at := len(rows)
+			rows = append(rows, b.rows...)
+			for i := at; i < len(rows); i++ {
+				rows[i].block += len(blocks)
+			}
+			blocks = append(blocks, b.blocks...)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -65,6 +113,19 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 	if err := s.writeRows(ctx, rows, blocks); err != nil {
 		// The transaction rolled back: resource rows it inserted are gone.
 		clear(s.resourceIDs)
+		return fmt.Errorf("write spans: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) checkWritable(ctx context.Context) error {
+	if s.isClosed() {
+		return errClosed
+	}
+	if s.writer == nil {
+		return errReadOnly
+	}
+	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
 	return nil
@@ -189,117 +250,283 @@ func decodeID(id string, n int) ([]byte, error) {
 	return b, nil
 }
 
-const insertSpanSQL = `INSERT OR IGNORE INTO spans (
-	trace_seq, span_id, parent_span_id, trace_state, name, kind, start_ns, end_ns,
+// spanCols is the spans insert column list; writeRows appends a row's
+// values in this order.
+const spanCols = `trace_seq, span_id, parent_span_id, trace_state, name, kind, start_ns, end_ns,
 	status_code, status_message, service_name, scope_name, scope_version,
 	operation, provider, request_model, response_model, agent_name, conversation_id,
 	tool_name, tool_call_id, has_usage, input_tokens, output_tokens,
 	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd,
-	resource_id, payload_block, payload_off, payload_len
-) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
+	resource_id, payload_block, payload_off, payload_len`
+
+const spanColCount = 32
 
 // traceGroup is the part of a batch that belongs to one trace.
 type traceGroup struct {
 	traceID  []byte
 	sm       *summary
+	rows     []*spanRow // in batch order
 	inserted []*spanRow
 }
 
 func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) error {
+	if err := s.prepareBulk(ctx); err != nil {
+		return err
+	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() // no-op after Commit
+	// Statements below run under a context that is never cancelled: for
+	// every statement executed under a cancellable one, modernc starts a
+	// watcher goroutine and installs a progress handler, a per-row cost.
+	// Each statement is short; ctx still ends the transaction (database/sql
+	// rolls it back when ctx is done, and later statements then fail).
+	sctx := context.WithoutCancel(ctx)
 
 	// Block ids and new traces' sequence numbers are assigned here, under
 	// the write lock of an immediate transaction (so also safe against
 	// another process writing the file).
 	var firstBlock, nextSeq int64
-	if err := tx.QueryRowContext(ctx, `SELECT (SELECT coalesce(max(id), 0) + 1 FROM payload_blocks), (SELECT coalesce(max(seq), 0) + 1 FROM traces)`).Scan(&firstBlock, &nextSeq); err != nil {
+	if err := tx.QueryRowContext(sctx, `SELECT (SELECT coalesce(max(id), 0) + 1 FROM payload_blocks), (SELECT coalesce(max(seq), 0) + 1 FROM traces)`).Scan(&firstBlock, &nextSeq); err != nil {
 		return fmt.Errorf("allocate ids: %w", err)
 	}
 	blockUsed := make([]bool, len(blocks))
 
-	resIDs, err := s.resolveResources(ctx, tx, rows)
+	resIDs, err := s.resolveResources(sctx, tx, rows)
 	if err != nil {
 		return err
 	}
 
-	sel, err := tx.PrepareContext(ctx, selectSummarySQL)
-	if err != nil {
-		return fmt.Errorf("prepare summary read: %w", err)
-	}
-	defer sel.Close()
 	groups := map[string]*traceGroup{}
 	var order []*traceGroup
 	for i := range rows {
-		k := string(rows[i].traceID)
-		if _, ok := groups[k]; ok {
-			continue
+		r := &rows[i]
+		g, ok := groups[string(r.traceID)]
+		if !ok {
+			g = &traceGroup{traceID: r.traceID}
+			groups[string(r.traceID)] = g
+			order = append(order, g)
 		}
-		sm, err := loadSummary(ctx, sel, rows[i].traceID)
-		if err != nil {
-			return fmt.Errorf("read summary of trace %x: %w", rows[i].traceID, err)
-		}
-		if !sm.exists {
-			sm.seq = nextSeq
-			nextSeq++
-		}
-		g := &traceGroup{traceID: rows[i].traceID, sm: sm}
-		groups[k] = g
-		order = append(order, g)
+		g.rows = append(g.rows, r)
+	}
+	if err := loadSummaries(sctx, tx, order); err != nil {
+		return err
 	}
 
-	stmt, err := tx.PrepareContext(ctx, insertSpanSQL)
-	if err != nil {
-		return fmt.Errorf("prepare span insert: %w", err)
-	}
-	defer stmt.Close()
-	for i := range rows {
-		r := &rows[i]
-		sp := r.span
-		g := groups[string(r.traceID)]
-		var resID any
-		if r.resAttrs != nil {
-			resID = resIDs[r.resHash]
+	// Decide which spans are new, so that the inserts need no per-row
+	// answer and can carry many rows each: a trace without a summary row
+	// has no stored spans (both are written in one transaction); for a
+	// known trace, its stored span ids are read. A span repeated within the
+	// batch is stored once, first copy wins. The insert has no OR IGNORE: if
+	// this reasoning were ever wrong, the unique index fails the whole
+	// transaction instead of letting a summary count a span twice.
+	ins := s.newBulkInsert(tx, spansHead, spanColCount)
+	var existing *sql.Stmt
+	defer func() {
+		if existing != nil {
+			existing.Close()
 		}
-		var parent any
-		if r.parentID != nil {
-			parent = r.parentID
+	}()
+	for _, g := range order {
+		if !g.sm.exists {
+			g.sm.seq = nextSeq
+			nextSeq++
 		}
-		res, err := stmt.ExecContext(ctx,
-			g.sm.seq, r.spanID, parent, sp.TraceState, sp.Name, sp.Kind, r.startNS, r.endNS,
-			sp.StatusCode, sp.StatusMessage, sp.ServiceName, sp.ScopeName, sp.ScopeVersion,
-			sp.Operation, sp.Provider, sp.RequestModel, sp.ResponseModel, sp.AgentName, sp.ConversationID,
-			sp.ToolName, sp.ToolCallID, sp.HasUsage, sp.InputTokens, sp.OutputTokens,
-			sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens, r.cost,
-			resID, firstBlock+int64(r.block), r.off, r.n)
-		if err != nil {
-			return fmt.Errorf("insert span %s/%s: %w", sp.TraceID, sp.SpanID, err)
+		seen := make(map[[8]byte]struct{}, len(g.rows))
+		if g.sm.exists {
+			if existing == nil {
+				if existing, err = tx.PrepareContext(sctx, `SELECT span_id FROM spans WHERE trace_seq = ?`); err != nil {
+					return fmt.Errorf("prepare stored span lookup: %w", err)
+				}
+			}
+			if err := storedSpanIDs(sctx, existing, g.sm.seq, seen); err != nil {
+				return fmt.Errorf("read stored spans of trace %x: %w", g.traceID, err)
+			}
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return fmt.Errorf("insert span %s/%s: %w", sp.TraceID, sp.SpanID, err)
-		}
-		if n == 1 {
+		for _, r := range g.rows {
+			var id [8]byte
+			copy(id[:], r.spanID)
+			if _, dup := seen[id]; dup {
+				continue
+			}
+			seen[id] = struct{}{}
 			g.inserted = append(g.inserted, r)
 			blockUsed[r.block] = true
+			sp := r.span
+			var resID any
+			if r.resAttrs != nil {
+				resID = resIDs[r.resHash]
+			}
+			var parent any
+			if r.parentID != nil {
+				parent = r.parentID
+			}
+			ins.args = append(ins.args,
+				g.sm.seq, r.spanID, parent, sp.TraceState, sp.Name, sp.Kind, r.startNS, r.endNS,
+				sp.StatusCode, sp.StatusMessage, sp.ServiceName, sp.ScopeName, sp.ScopeVersion,
+				sp.Operation, sp.Provider, sp.RequestModel, sp.ResponseModel, sp.AgentName, sp.ConversationID,
+				sp.ToolName, sp.ToolCallID, sp.HasUsage, sp.InputTokens, sp.OutputTokens,
+				sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens, r.cost,
+				resID, firstBlock+int64(r.block), r.off, r.n)
+			if err := ins.rowAdded(sctx); err != nil {
+				return fmt.Errorf("insert spans: %w", err)
+			}
 		}
+	}
+	if err := ins.flush(sctx); err != nil {
+		return fmt.Errorf("insert spans: %w", err)
 	}
 	for i, data := range blocks {
 		if !blockUsed[i] {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO payload_blocks (id, data) VALUES (?, ?)`, firstBlock+int64(i), data); err != nil {
+		if _, err := tx.ExecContext(sctx, `INSERT INTO payload_blocks (id, data) VALUES (?, ?)`, firstBlock+int64(i), data); err != nil {
 			return fmt.Errorf("insert payload block: %w", err)
 		}
 	}
-	if err := s.updateSummaries(ctx, tx, order); err != nil {
+	if err := s.updateSummaries(sctx, tx, order); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("before commit: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// storedSpanIDs adds the span ids stored for trace seq to ids.
+func storedSpanIDs(ctx context.Context, q *sql.Stmt, seq int64, ids map[[8]byte]struct{}) error {
+	rs, err := q.QueryContext(ctx, seq)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var b []byte
+		if err := rs.Scan(&b); err != nil {
+			return err
+		}
+		var id [8]byte
+		copy(id[:], b)
+		ids[id] = struct{}{}
+	}
+	return rs.Err()
+}
+
+// bulkInsert runs an INSERT of many rows per statement: with modernc, a
+// statement execution costs far more than binding one more row's values.
+// Callers append a row's values to args, then call rowAdded. The prepared
+// statements (for bulkChunks rows) are cached on the store, so a large
+// INSERT is parsed once per store, not once per transaction.
+type bulkInsert struct {
+	s    *Store
+	tx   *sql.Tx
+	head string // "INSERT INTO t (cols) VALUES "
+	cols int
+	args []any
+}
+
+// bulkChunks are the row counts of the prepared statements, largest first:
+// a full chunk is bulkChunks[0] rows, a remainder uses the smaller ones.
+var bulkChunks = [...]int{64, 16, 4, 1}
+
+type bulkKey struct {
+	head string
+	rows int
+}
+
+// The multi-row inserts writeRows uses, by head, with their column counts.
+const (
+	spansHead = `INSERT INTO spans (` + spanCols + `) VALUES `
+	tagsHead  = `INSERT OR IGNORE INTO trace_tags (kind, value, seq) VALUES `
+)
+
+var bulkHeads = []struct {
+	head string
+	cols int
+}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {tagsHead, 3}}
+
+// prepareBulk prepares the multi-row inserts once per store. It must run
+// outside a transaction: the writer has a single connection, which an open
+// transaction holds. Called under writeMu, which guards the cache.
+func (s *Store) prepareBulk(ctx context.Context) error {
+	if s.bulkStmts != nil {
+		return nil
+	}
+	stmts := map[bulkKey]*sql.Stmt{}
+	for _, h := range bulkHeads {
+		for _, rows := range bulkChunks {
+			st, err := s.writer.PrepareContext(ctx, bulkQuery(h.head, h.cols, rows))
+			if err != nil {
+				for _, st := range stmts {
+					st.Close()
+				}
+				return fmt.Errorf("prepare %d-row insert: %w", rows, err)
+			}
+			stmts[bulkKey{h.head, rows}] = st
+		}
+	}
+	s.bulkStmts = stmts
+	return nil
+}
+
+func (s *Store) newBulkInsert(tx *sql.Tx, head string, cols int) *bulkInsert {
+	return &bulkInsert{s: s, tx: tx, head: head, cols: cols, args: make([]any, 0, cols*bulkChunks[0])}
+}
+
+func bulkQuery(head string, cols, rows int) string {
+	var q strings.Builder
+	q.Grow(len(head) + rows*(2*cols+2))
+	q.WriteString(head)
+	for r := range rows {
+		if r > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteByte('(')
+		for c := range cols {
+			if c > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteByte('?')
+		}
+		q.WriteByte(')')
+	}
+	return q.String()
+}
+
+// exec inserts the first rows rows of args.
+func (b *bulkInsert) exec(ctx context.Context, rows int) error {
+	st := b.s.bulkStmts[bulkKey{b.head, rows}]
+	if st == nil {
+		return fmt.Errorf("no prepared insert of %d rows for %q", rows, b.head)
+	}
+	n := rows * b.cols
+	_, err := b.tx.StmtContext(ctx, st).ExecContext(ctx, b.args[:n]...)
+	rest := copy(b.args, b.args[n:])
+	clear(b.args[rest:]) // drop references to inserted values
+	b.args = b.args[:rest]
+	return err
+}
+
+func (b *bulkInsert) rowAdded(ctx context.Context) error {
+	if len(b.args) < b.cols*bulkChunks[0] {
+		return nil
+	}
+	return b.exec(ctx, bulkChunks[0])
+}
+
+// flush inserts the rows not inserted yet.
+func (b *bulkInsert) flush(ctx context.Context) error {
+	for _, rows := range bulkChunks {
+		for len(b.args) >= rows*b.cols {
+			if err := b.exec(ctx, rows); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -433,11 +660,12 @@ func (sm *summary) add(r *spanRow) {
 	}
 }
 
-const selectSummarySQL = `SELECT seq, root_name, root_service, root_start_ns, root_span_id,
+// selectSummariesSQL reads summaries; loadSummaries appends the IN list.
+const selectSummariesSQL = `SELECT trace_id, seq, root_name, root_service, root_start_ns, root_span_id,
 	first_service, first_start_ns, first_span_id, agent_names, models, services, names_lower,
 	start_ns, end_ns, span_count, error_count, model_calls, tool_calls,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens
-	FROM traces WHERE trace_id = ?`
+	FROM traces WHERE trace_id IN `
 
 // summaryCols are written by both the insert and the update of a summary,
 // after seq and trace_id.
@@ -447,29 +675,21 @@ const summaryCols = `service_name, root_name, root_service, root_start_ns, root_
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, tokens_total`
 
 var (
-	insertSummarySQL = `INSERT INTO traces (seq, trace_id, ` + summaryCols + `)
-	VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
-	updateSummarySQL = `UPDATE traces SET (` + summaryCols + `) =
+	insertSummaryHead = `INSERT INTO traces (seq, trace_id, ` + summaryCols + `) VALUES `
+	summaryColCount   = 27
+	updateSummarySQL  = `UPDATE traces SET (` + summaryCols + `) =
 	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
 )
 
 // updateSummaries folds each group's newly inserted spans into its trace's
 // summary row and tag rows. Groups without new spans are left alone.
 func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
-	var ins, upd, tag *sql.Stmt
-	prep := func(st **sql.Stmt, q string) error {
-		if *st != nil {
-			return nil
-		}
-		var err error
-		*st, err = tx.PrepareContext(ctx, q)
-		return err
-	}
+	ins := s.newBulkInsert(tx, insertSummaryHead, summaryColCount)
+	tags := s.newBulkInsert(tx, tagsHead, 3)
+	var upd *sql.Stmt
 	defer func() {
-		for _, st := range []*sql.Stmt{ins, upd, tag} {
-			if st != nil {
-				st.Close()
-			}
+		if upd != nil {
+			upd.Close()
 		}
 	}()
 	for _, g := range groups {
@@ -500,18 +720,22 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 			sm.start, sm.end, sm.end - sm.start, sm.spans, sm.errors, sm.modelCalls, sm.toolCalls,
 			sm.inTok, sm.outTok, sm.cacheReadTok, sm.cacheCreateTok, sm.reasTok, sm.inTok + sm.outTok,
 		}
-		var err error
 		if sm.exists {
-			if err = prep(&upd, updateSummarySQL); err == nil {
+			var err error
+			if upd == nil {
+				upd, err = tx.PrepareContext(ctx, updateSummarySQL)
+			}
+			if err == nil {
 				_, err = upd.ExecContext(ctx, append(vals, sm.seq)...)
 			}
-		} else {
-			if err = prep(&ins, insertSummarySQL); err == nil {
-				_, err = ins.ExecContext(ctx, append([]any{sm.seq, g.traceID}, vals...)...)
+			if err != nil {
+				return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
 			}
-		}
-		if err != nil {
-			return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
+		} else {
+			ins.args = append(append(ins.args, sm.seq, g.traceID), vals...)
+			if err := ins.rowAdded(ctx); err != nil {
+				return fmt.Errorf("write trace summaries: %w", err)
+			}
 		}
 		for _, set := range []struct {
 			kind int
@@ -521,57 +745,107 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 				if _, ok := sm.oldTags[tagKey{set.kind, v}]; ok {
 					continue
 				}
-				if err := prep(&tag, `INSERT OR IGNORE INTO trace_tags (kind, value, seq) VALUES (?, ?, ?)`); err != nil {
-					return fmt.Errorf("prepare tag write: %w", err)
-				}
-				if _, err := tag.ExecContext(ctx, set.kind, v, sm.seq); err != nil {
-					return fmt.Errorf("write tags of trace %x: %w", g.traceID, err)
+				tags.args = append(tags.args, set.kind, v, sm.seq)
+				if err := tags.rowAdded(ctx); err != nil {
+					return fmt.Errorf("write trace tags: %w", err)
 				}
 			}
+		}
+	}
+	if err := ins.flush(ctx); err != nil {
+		return fmt.Errorf("write trace summaries: %w", err)
+	}
+	if err := tags.flush(ctx); err != nil {
+		return fmt.Errorf("write trace tags: %w", err)
+	}
+	return nil
+}
+
+func newSummary() *summary {
+	return &summary{
+		agents: map[string]struct{}{}, models: map[string]struct{}{},
+		services: map[string]struct{}{}, names: map[string]struct{}{},
+		oldTags: map[tagKey]struct{}{},
+	}
+}
+
+// loadSummaries sets every group's summary: the stored one, or a fresh one
+// for a trace not stored yet. Many traces are read per query.
+func loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
+	const chunk = 256
+	byID := make(map[string]*traceGroup, len(groups))
+	args := make([]any, 0, chunk)
+	for i := 0; i < len(groups); i += chunk {
+		part := groups[i:min(i+chunk, len(groups))]
+		args = args[:0]
+		var q strings.Builder
+		q.WriteString(selectSummariesSQL)
+		q.WriteByte('(')
+		for k, g := range part {
+			if k > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteByte('?')
+			args = append(args, g.traceID)
+			byID[string(g.traceID)] = g
+		}
+		q.WriteByte(')')
+		if err := scanSummaries(ctx, tx, q.String(), args, byID); err != nil {
+			return fmt.Errorf("read trace summaries: %w", err)
+		}
+	}
+	for _, g := range groups {
+		if g.sm == nil {
+			g.sm = newSummary()
 		}
 	}
 	return nil
 }
 
-func loadSummary(ctx context.Context, sel *sql.Stmt, traceID []byte) (*summary, error) {
-	sm := &summary{
-		agents: map[string]struct{}{}, models: map[string]struct{}{},
-		services: map[string]struct{}{}, names: map[string]struct{}{},
-		oldTags: map[tagKey]struct{}{},
-	}
-	var agents, models, services, names string
-	err := sel.QueryRowContext(ctx, traceID).Scan(&sm.seq,
-		&sm.rootName, &sm.rootService, &sm.rootStart, &sm.rootSpanID,
-		&sm.firstService, &sm.firstStart, &sm.firstSpanID, &agents, &models, &services, &names,
-		&sm.start, &sm.end, &sm.spans, &sm.errors, &sm.modelCalls, &sm.toolCalls,
-		&sm.inTok, &sm.outTok, &sm.cacheReadTok, &sm.cacheCreateTok, &sm.reasTok)
-	if err == sql.ErrNoRows {
-		return sm, nil
-	}
+func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID map[string]*traceGroup) error {
+	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	sm.exists = true
-	for _, l := range []struct {
-		kind int
-		src  string
-		dst  map[string]struct{}
-	}{{tagAgent, agents, sm.agents}, {tagModel, models, sm.models}, {tagService, services, sm.services}} {
-		var vals []string
-		if err := json.Unmarshal([]byte(l.src), &vals); err != nil {
-			return nil, fmt.Errorf("decode stored list %q: %w", l.src, err)
+	defer rs.Close()
+	for rs.Next() {
+		sm := newSummary()
+		var traceID []byte
+		var agents, models, services, names string
+		if err := rs.Scan(&traceID, &sm.seq,
+			&sm.rootName, &sm.rootService, &sm.rootStart, &sm.rootSpanID,
+			&sm.firstService, &sm.firstStart, &sm.firstSpanID, &agents, &models, &services, &names,
+			&sm.start, &sm.end, &sm.spans, &sm.errors, &sm.modelCalls, &sm.toolCalls,
+			&sm.inTok, &sm.outTok, &sm.cacheReadTok, &sm.cacheCreateTok, &sm.reasTok); err != nil {
+			return err
 		}
-		for _, v := range vals {
-			l.dst[v] = struct{}{}
-			sm.oldTags[tagKey{l.kind, v}] = struct{}{}
+		g, ok := byID[string(traceID)]
+		if !ok {
+			return fmt.Errorf("summary of trace %x was not asked for", traceID)
 		}
+		sm.exists = true
+		for _, l := range []struct {
+			kind int
+			src  string
+			dst  map[string]struct{}
+		}{{tagAgent, agents, sm.agents}, {tagModel, models, sm.models}, {tagService, services, sm.services}} {
+			var vals []string
+			if err := json.Unmarshal([]byte(l.src), &vals); err != nil {
+				return fmt.Errorf("trace %x: decode stored list %q: %w", traceID, l.src, err)
+			}
+			for _, v := range vals {
+				l.dst[v] = struct{}{}
+				sm.oldTags[tagKey{l.kind, v}] = struct{}{}
+			}
+		}
+		for _, n := range strings.Split(names, namesSep) {
+			if n != "" {
+				sm.names[n] = struct{}{}
+			}
+		}
+		g.sm = sm
 	}
-	for _, n := range strings.Split(names, namesSep) {
-		if n != "" {
-			sm.names[n] = struct{}{}
-		}
-	}
-	return sm, nil
+	return rs.Err()
 }
 
 func sortedKeys(m map[string]struct{}) []string {
