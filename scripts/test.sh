@@ -48,11 +48,13 @@ go test -race -timeout 25m ${TEST_FLAGS:-} ./... 2>&1 | tee /tmp/loomwork-test.l
 rc=${PIPESTATUS[0]}
 pass=$(grep -c '^ok ' /tmp/loomwork-test.log || true)
 fail=$(grep -cE '^FAIL' /tmp/loomwork-test.log || true)
-echo "packages: $pass passed, $fail failed"
-if [ "$rc" -ne 0 ]; then exit "$rc"; fi
+if [ "$rc" -ne 0 ]; then echo "packages: $pass passed, $fail failed"; exit "$rc"; fi
 
 echo "== sandbox suite again, three times, beside the coding agent, collector and retrieval suites (issue 5: it must hold up repeatedly and in company)"
 go test -race -count=3 ./agents/sandbox/ ./agents/coding/ ./collector/ ./retrieval/
 
 echo "== baselines: replay the committed journals, score against the baseline, gate"
 ./scripts/baselines.sh check
+
+# The closing line CI reads: Go test packages that passed and failed.
+echo "packages: $pass passed, $fail failed"
