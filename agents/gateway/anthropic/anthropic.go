@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -44,8 +43,6 @@ const (
 	// one.
 	DefaultMaxTokens = 4096
 )
-
-const maxBodyBytes = 32 << 20
 
 // maxTokenCount bounds any one reported token count; anything larger is a
 // corrupt body, and summing such values could overflow.
@@ -153,63 +150,14 @@ func (c *Client) Complete(ctx context.Context, req llm.Request) (llm.Response, e
 	if c.cfg.Stream {
 		hreq.Header.Set("Accept", "text/event-stream")
 	}
-	hresp, err := c.cfg.HTTPClient.Do(hreq)
-	if err != nil {
-		return llm.Response{}, c.scrub(gateway.TransportError(ctx, c.cfg.Provider, model, err))
-	}
-	defer hresp.Body.Close()
-
-	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
-		data, _ := io.ReadAll(io.LimitReader(hresp.Body, 1<<20))
-		ae := decodeError(hresp.StatusCode, data)
-		ae.Provider, ae.Model = c.cfg.Provider, model
-		ae.RetryAfter = gateway.ParseRetryAfter(hresp.Header, c.cfg.Now())
-		if ae.RequestID == "" {
-			ae.RequestID = hresp.Header.Get("request-id")
-		}
-		return llm.Response{}, c.scrub(ae)
-	}
-
-	var resp llm.Response
-	if c.cfg.Stream && strings.HasPrefix(hresp.Header.Get("Content-Type"), "text/event-stream") {
-		resp, err = decodeStream(hresp.Body)
-	} else {
-		var data []byte
-		data, err = io.ReadAll(io.LimitReader(hresp.Body, maxBodyBytes))
-		if err != nil {
-			return llm.Response{}, c.scrub(gateway.TransportError(ctx, c.cfg.Provider, model, err))
-		}
-		resp, err = decodeResponse(data)
-	}
-	if err != nil {
-		var ae *gateway.APIError
-		if errors.As(err, &ae) {
-			ae.Provider, ae.Model = c.cfg.Provider, model
-			if ae.Type == gateway.ErrTypeStreamCut && ctx.Err() != nil {
-				return llm.Response{}, fmt.Errorf("anthropic %s: %w", model, ctx.Err())
-			}
-			return llm.Response{}, c.scrub(ae)
-		}
-		return llm.Response{}, err
-	}
-	resp.Provider = c.cfg.Provider
-	resp.Label = llm.LabelLive
-	if resp.Model == "" {
-		resp.Model = model
-	}
-	return resp, nil
+	return gateway.Exchange{
+		Client: c.cfg.HTTPClient, Provider: c.cfg.Provider, Model: model, Key: c.cfg.APIKey, Now: c.cfg.Now,
+		Stream: c.cfg.Stream, RequestIDHeader: "request-id",
+		DecodeError: decodeError, DecodeStream: decodeStream, DecodeResponse: decodeResponse,
+	}.Do(ctx, hreq)
 }
 
-func (c *Client) scrub(err error) error {
-	var ae *gateway.APIError
-	if errors.As(err, &ae) {
-		ae.Message = c.cfg.APIKey.Scrub(ae.Message)
-		if ae.Err != nil && strings.Contains(ae.Err.Error(), c.cfg.APIKey.Reveal()) {
-			ae.Err = errors.New(c.cfg.APIKey.Scrub(ae.Err.Error()))
-		}
-	}
-	return err
-}
+func (c *Client) scrub(err error) error { return gateway.ScrubKey(err, c.cfg.APIKey) }
 
 // ---- wire format ----
 

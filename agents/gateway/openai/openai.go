@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -33,9 +32,6 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 
 // ProviderName is the gen_ai.provider.name value for OpenAI.
 const ProviderName = "openai"
-
-// maxBodyBytes bounds a non-streamed response body.
-const maxBodyBytes = 32 << 20
 
 // Config configures a Client.
 type Config struct {
@@ -153,65 +149,15 @@ func (c *Client) Complete(ctx context.Context, req llm.Request) (llm.Response, e
 	if !c.cfg.APIKey.IsZero() {
 		hreq.Header.Set("Authorization", "Bearer "+c.cfg.APIKey.Reveal())
 	}
-	hresp, err := c.cfg.HTTPClient.Do(hreq)
-	if err != nil {
-		return llm.Response{}, c.scrub(gateway.TransportError(ctx, c.cfg.Provider, model, err))
-	}
-	defer hresp.Body.Close()
-
-	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
-		data, _ := io.ReadAll(io.LimitReader(hresp.Body, 1<<20))
-		ae := decodeError(hresp.StatusCode, data)
-		ae.Provider, ae.Model = c.cfg.Provider, model
-		ae.RetryAfter = gateway.ParseRetryAfter(hresp.Header, c.cfg.Now())
-		ae.RequestID = hresp.Header.Get("x-request-id")
-		return llm.Response{}, c.scrub(ae)
-	}
-
-	var resp llm.Response
-	if c.cfg.Stream && strings.HasPrefix(hresp.Header.Get("Content-Type"), "text/event-stream") {
-		resp, err = decodeStream(hresp.Body)
-	} else {
-		// A server that ignores stream:true answers with one JSON body;
-		// accept that too.
-		var data []byte
-		data, err = io.ReadAll(io.LimitReader(hresp.Body, maxBodyBytes))
-		if err != nil {
-			return llm.Response{}, c.scrub(gateway.TransportError(ctx, c.cfg.Provider, model, err))
-		}
-		resp, err = decodeResponse(data)
-	}
-	if err != nil {
-		var ae *gateway.APIError
-		if errors.As(err, &ae) {
-			ae.Provider, ae.Model = c.cfg.Provider, model
-			if ae.Type == gateway.ErrTypeStreamCut && ctx.Err() != nil {
-				return llm.Response{}, fmt.Errorf("openai %s: %w", model, ctx.Err())
-			}
-			return llm.Response{}, c.scrub(ae)
-		}
-		return llm.Response{}, err
-	}
-	resp.Provider = c.cfg.Provider
-	resp.Label = llm.LabelLive
-	if resp.Model == "" {
-		resp.Model = model
-	}
-	return resp, nil
+	return gateway.Exchange{
+		Client: c.cfg.HTTPClient, Provider: c.cfg.Provider, Model: model, Key: c.cfg.APIKey, Now: c.cfg.Now,
+		Stream: c.cfg.Stream, RequestIDHeader: "x-request-id",
+		DecodeError: decodeError, DecodeStream: decodeStream, DecodeResponse: decodeResponse,
+	}.Do(ctx, hreq)
 }
 
 // scrub removes the key from an error's text fields.
-func (c *Client) scrub(err error) error {
-	var ae *gateway.APIError
-	if errors.As(err, &ae) {
-		ae.Message = c.cfg.APIKey.Scrub(ae.Message)
-		ae.Param = c.cfg.APIKey.Scrub(ae.Param)
-		if ae.Err != nil && strings.Contains(ae.Err.Error(), c.cfg.APIKey.Reveal()) && !c.cfg.APIKey.IsZero() {
-			ae.Err = errors.New(c.cfg.APIKey.Scrub(ae.Err.Error()))
-		}
-	}
-	return err
-}
+func (c *Client) scrub(err error) error { return gateway.ScrubKey(err, c.cfg.APIKey) }
 
 // ---- wire format ----
 
