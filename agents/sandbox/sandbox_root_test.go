@@ -188,7 +188,18 @@ func TestRootNetworkIsUnreachableIncludingHostLoopback(t *testing.T) {
 import json, socket, sys, fcntl, struct
 port = int(sys.argv[1])
 out = {}
-for host in ['127.0.0.1', '10.0.2.2', '8.8.8.8', '169.254.169.254', '::1']:
+out['interfaces'] = [n for _, n in socket.if_nameindex()]
+probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+flags = struct.unpack('16sH', fcntl.ioctl(probe.fileno(), 0x8913, struct.pack('16sH', b'lo', 0)))[1]
+probe.close()
+out['lo_up'] = bool(flags & 1)
+# Addresses off this machine are tried only when the namespace has no way
+# out (no interface but a down lo), so a broken sandbox fails the checks
+# below without sending anything anywhere. 192.0.2.1 and 198.51.100.1 are
+# documentation addresses; 169.254.169.254 is the cloud metadata service.
+isolated = out['interfaces'] in ([], ['lo']) and not out['lo_up']
+hosts = ['127.0.0.1', '::1'] + (['192.0.2.1', '198.51.100.1', '169.254.169.254'] if isolated else [])
+for host in hosts:
     fam = socket.AF_INET6 if ':' in host else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_STREAM)
     s.settimeout(2)
@@ -198,14 +209,13 @@ for host in ['127.0.0.1', '10.0.2.2', '8.8.8.8', '169.254.169.254', '::1']:
     except OSError as e:
         out['tcp ' + host] = e.errno
     s.close()
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-try:
-    u.sendto(b'x', ('8.8.8.8', 53)); out['udp 8.8.8.8'] = 'sent'
-except OSError as e:
-    out['udp 8.8.8.8'] = e.errno
-out['interfaces'] = [n for _, n in socket.if_nameindex()]
-flags = struct.unpack('16sH', fcntl.ioctl(u.fileno(), 0x8913, struct.pack('16sH', b'lo', 0)))[1]
-out['lo_up'] = bool(flags & 1)
+if isolated:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.sendto(b'x', ('192.0.2.1', 53)); out['udp 192.0.2.1'] = 'sent'
+    except OSError as e:
+        out['udp 192.0.2.1'] = e.errno
+    u.close()
 print(json.dumps(out))
 `, Request{Command: []string{strconv.Itoa(port)}})
 	ln.Close()
@@ -224,6 +234,11 @@ print(json.dumps(out))
 	}
 	if got["lo_up"] != false {
 		t.Errorf("lo must be down, got up=%v", got["lo_up"])
+	}
+	for _, k := range []string{"tcp 127.0.0.1", "tcp ::1", "tcp 192.0.2.1", "tcp 169.254.169.254", "udp 192.0.2.1"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("%s was not probed (the namespace was not isolated, so off-machine probes were skipped): %v", k, got)
+		}
 	}
 	if accepted != 1 {
 		t.Errorf("test server accepted %d connections; want only the host's own probe", accepted)
