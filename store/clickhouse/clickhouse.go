@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -30,6 +31,12 @@ type Store struct {
 	// use (Distributed tables under a cluster).
 	spansTable     string
 	summariesTable string
+
+	// batches recycles the column slices and JSON arena of WriteSpans:
+	// the driver copies every value into its own buffers, so nothing
+	// refers to them once the insert returns, and reusing them spares a
+	// kilobyte or more of garbage per span.
+	batches sync.Pool
 }
 
 // Open connects to ClickHouse, creates the database if needed and applies

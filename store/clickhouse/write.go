@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 
 	"github.com/loomwork/loomwork/store"
 )
@@ -43,6 +44,50 @@ type spanBatch struct {
 	cost                                                    []*float64
 	retrieved, cited                                        [][]string
 	attrs, resource, events, links                          []string
+
+	// Scratch space of encode, kept for the next batch.
+	arena         []byte
+	attrAt, resAt []jsonSpan
+	resources     map[uintptr]jsonSpan
+
+	// filler is a string at least as long as any String column's total
+	// bytes, for presizeStrings.
+	filler string
+}
+
+// jsonSpan locates one JSON document in spanBatch.arena.
+type jsonSpan struct{ from, to int }
+
+// presizeStrings gives each String column's byte buffer its final size in
+// one allocation before the real values go in. The driver appends value by
+// value, and past small sizes a Go slice grows by 1.25×, so a column of N
+// bytes otherwise allocates about 5N and copies about 4N: measured, the
+// largest single client cost of a write (attribute JSON is ~0.5 KB a span).
+// Appending one filler value of exactly N bytes and resetting the column
+// keeps the capacity (ColStr.Reset truncates) and sends nothing: the column
+// is empty again before the batch's values are appended.
+func presizeStrings(cols []column.Interface, data []any, filler string) {
+	for i, c := range cols {
+		col, ok := c.(*column.String)
+		if !ok || i >= len(data) {
+			continue
+		}
+		vals, ok := data[i].([]string)
+		if !ok {
+			continue
+		}
+		total := 0
+		for _, v := range vals {
+			total += len(v)
+		}
+		if total < 4096 || total > len(filler) {
+			continue
+		}
+		if _, err := col.Append([]string{filler[:total]}); err != nil {
+			continue // only an optimisation; the real append reports errors
+		}
+		col.Reset()
+	}
 }
 
 func (b *spanBatch) columns() []any {
@@ -73,8 +118,12 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	b, err := encodeBatch(spans)
-	if err != nil {
+	b, _ := s.batches.Get().(*spanBatch)
+	if b == nil {
+		b = new(spanBatch)
+	}
+	defer s.batches.Put(b)
+	if err := b.encode(spans); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
 	// The deduplication token names the batch by its spans' identities, so
@@ -90,7 +139,9 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 	if err != nil {
 		return fmt.Errorf("write spans: prepare insert: %w", err)
 	}
-	for i, col := range b.columns() {
+	data := b.columns()
+	presizeStrings(batch.Columns(), data, b.filler)
+	for i, col := range data {
 		if err := batch.Column(i).Append(col); err != nil {
 			_ = batch.Abort()
 			return fmt.Errorf("write spans: column %d: %w", i, err)
@@ -102,38 +153,56 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 	return nil
 }
 
-func encodeBatch(spans []store.Span) (*spanBatch, error) {
-	n := len(spans)
-	b := &spanBatch{
-		traceID: make([]string, n), spanID: make([]string, n), parentID: make([]string, n),
-		traceState: make([]string, n), name: make([]string, n), kind: make([]string, n),
-		start: make([]time.Time, n), end: make([]time.Time, n),
-		statusCode: make([]string, n), statusMessage: make([]string, n), service: make([]string, n),
-		scope: make([]string, n), scopeVer: make([]string, n),
-		operation: make([]string, n), provider: make([]string, n), reqModel: make([]string, n),
-		respModel: make([]string, n), agent: make([]string, n), convID: make([]string, n),
-		toolName: make([]string, n), toolCallID: make([]string, n),
-		modelCall: make([]bool, n), hasUsage: make([]bool, n),
-		input: make([]int64, n), output: make([]int64, n), cacheRead: make([]int64, n),
-		cacheCreation: make([]int64, n), reasoning: make([]int64, n),
-		cost:      make([]*float64, n),
-		retrieved: make([][]string, n), cited: make([][]string, n),
-		attrs: make([]string, n), resource: make([]string, n), events: make([]string, n), links: make([]string, n),
+// resize returns s with length n and every element zero, reusing its
+// array when it is large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
 	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// encode fills b's columns from spans, reusing b's memory from an earlier
+// batch. On error b holds a partial batch that must not be sent.
+func (b *spanBatch) encode(spans []store.Span) error {
+	n := len(spans)
+	b.traceID, b.spanID, b.parentID = resize(b.traceID, n), resize(b.spanID, n), resize(b.parentID, n)
+	b.traceState, b.name, b.kind = resize(b.traceState, n), resize(b.name, n), resize(b.kind, n)
+	b.start, b.end = resize(b.start, n), resize(b.end, n)
+	b.statusCode, b.statusMessage, b.service = resize(b.statusCode, n), resize(b.statusMessage, n), resize(b.service, n)
+	b.scope, b.scopeVer = resize(b.scope, n), resize(b.scopeVer, n)
+	b.operation, b.provider, b.reqModel = resize(b.operation, n), resize(b.provider, n), resize(b.reqModel, n)
+	b.respModel, b.agent, b.convID = resize(b.respModel, n), resize(b.agent, n), resize(b.convID, n)
+	b.toolName, b.toolCallID = resize(b.toolName, n), resize(b.toolCallID, n)
+	b.modelCall, b.hasUsage = resize(b.modelCall, n), resize(b.hasUsage, n)
+	b.input, b.output, b.cacheRead = resize(b.input, n), resize(b.output, n), resize(b.cacheRead, n)
+	b.cacheCreation, b.reasoning = resize(b.cacheCreation, n), resize(b.reasoning, n)
+	b.cost = resize(b.cost, n)
+	b.retrieved, b.cited = resize(b.retrieved, n), resize(b.cited, n)
+	b.attrs, b.resource, b.events, b.links = resize(b.attrs, n), resize(b.resource, n), resize(b.events, n), resize(b.links, n)
 	// Attribute JSON for the whole batch goes into one buffer, turned into
 	// one string at the end and sliced: no allocation per span. Spans from
 	// one OTLP resource share one map, so each resource map is encoded once,
 	// keyed by its identity (every span stays reachable during the call, so
 	// an address cannot be reused for another map).
-	type span struct{ from, to int }
-	arena := make([]byte, 0, 1024*n)
-	attrAt := make([]span, n)
-	resAt := make([]span, n)
-	resources := map[uintptr]span{}
+	if cap(b.arena) == 0 {
+		b.arena = make([]byte, 0, 1024*n)
+	}
+	arena := b.arena[:0]
+	b.attrAt, b.resAt = resize(b.attrAt, n), resize(b.resAt, n)
+	attrAt, resAt := b.attrAt, b.resAt
+	if b.resources == nil {
+		b.resources = map[uintptr]jsonSpan{}
+	}
+	clear(b.resources)
+	resources := b.resources
+	defer func() { b.arena = arena[:0] }()
 	for i := range spans {
 		sp := &spans[i]
 		if err := validateSpan(sp); err != nil {
-			return nil, fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+			return fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
 		}
 		b.traceID[i], b.spanID[i], b.parentID[i] = sp.TraceID, sp.SpanID, sp.ParentSpanID
 		b.traceState[i], b.name[i], b.kind[i] = sp.TraceState, sp.Name, sp.Kind
@@ -154,9 +223,9 @@ func encodeBatch(spans []store.Span) (*spanBatch, error) {
 		if sp.Attributes != nil {
 			from := len(arena)
 			if arena, err = appendAttributes(arena, sp.Attributes); err != nil {
-				return nil, fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				return fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
 			}
-			attrAt[i] = span{from, len(arena)}
+			attrAt[i] = jsonSpan{from, len(arena)}
 		}
 		if sp.ResourceAttributes != nil {
 			key := reflect.ValueOf(sp.ResourceAttributes).Pointer()
@@ -164,9 +233,9 @@ func encodeBatch(spans []store.Span) (*spanBatch, error) {
 			if !ok {
 				from := len(arena)
 				if arena, err = appendAttributes(arena, sp.ResourceAttributes); err != nil {
-					return nil, fmt.Errorf("span %d (%s/%s): resource attributes: %w", i, sp.TraceID, sp.SpanID, err)
+					return fmt.Errorf("span %d (%s/%s): resource attributes: %w", i, sp.TraceID, sp.SpanID, err)
 				}
-				at = span{from, len(arena)}
+				at = jsonSpan{from, len(arena)}
 				resources[key] = at
 			}
 			resAt[i] = at
@@ -174,26 +243,39 @@ func encodeBatch(spans []store.Span) (*spanBatch, error) {
 		if len(sp.Events) > 0 {
 			j, err := json.Marshal(sp.Events)
 			if err != nil {
-				return nil, fmt.Errorf("span %d (%s/%s): events: %w", i, sp.TraceID, sp.SpanID, err)
+				return fmt.Errorf("span %d (%s/%s): events: %w", i, sp.TraceID, sp.SpanID, err)
 			}
 			b.events[i] = string(j)
 		}
 		if len(sp.Links) > 0 {
 			j, err := json.Marshal(sp.Links)
 			if err != nil {
-				return nil, fmt.Errorf("span %d (%s/%s): links: %w", i, sp.TraceID, sp.SpanID, err)
+				return fmt.Errorf("span %d (%s/%s): links: %w", i, sp.TraceID, sp.SpanID, err)
 			}
 			b.links[i] = string(j)
 		}
 	}
-	// The arena is never written after this point, so the string can share
-	// its memory instead of copying tens of megabytes per batch.
+	// The arena is not written again until this batch has been sent (the
+	// driver copies every value into its own column buffers) and the
+	// spanBatch is reused, so the strings can share its memory instead of
+	// copying tens of megabytes per batch. No string cut from it may
+	// outlive WriteSpans.
 	all := unsafe.String(unsafe.SliceData(arena), len(arena))
+	resTotal := 0
 	for i := range spans {
 		b.attrs[i] = all[attrAt[i].from:attrAt[i].to]
 		b.resource[i] = all[resAt[i].from:resAt[i].to]
+		resTotal += resAt[i].to - resAt[i].from
 	}
-	return b, nil
+	// The arena holds every attribute JSON, but a resource map is in it once
+	// while the column repeats it per span. Columns longer than the filler
+	// are not presized and just grow as the driver grows them.
+	b.filler = all
+	if resTotal > len(all) {
+		z := make([]byte, resTotal)
+		b.filler = unsafe.String(unsafe.SliceData(z), len(z))
+	}
+	return nil
 }
 
 // batchToken identifies a batch by the ordered (trace id, span id, start,
