@@ -56,5 +56,7 @@ go test -race -count=3 ./agents/sandbox/ ./agents/coding/ ./collector/ ./retriev
 echo "== baselines: replay the committed journals, score against the baseline, gate"
 ./scripts/baselines.sh check
 
+cleanup
+chdir=""
 # The closing line CI reads: Go test packages that passed and failed.
 echo "packages: $pass passed, $fail failed"
