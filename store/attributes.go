@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 )
 
@@ -22,14 +21,7 @@ type Attributes map[string]any
 
 // MarshalJSON writes keys in sorted order with type-preserving numbers.
 func (a Attributes) MarshalJSON() ([]byte, error) {
-	if a == nil {
-		return []byte("null"), nil
-	}
-	var buf bytes.Buffer
-	if err := writeValue(&buf, map[string]any(a)); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return a.AppendJSON(nil)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -91,82 +83,6 @@ func normalizeNumbers(v any) (any, error) {
 	default:
 		return v, nil
 	}
-}
-
-func writeValue(buf *bytes.Buffer, v any) error {
-	switch t := v.(type) {
-	case nil:
-		buf.WriteString("null")
-	case string:
-		b, _ := json.Marshal(t)
-		buf.Write(b)
-	case bool:
-		buf.WriteString(strconv.FormatBool(t))
-	case int:
-		buf.WriteString(strconv.FormatInt(int64(t), 10))
-	case int64:
-		buf.WriteString(strconv.FormatInt(t, 10))
-	case float64:
-		switch {
-		case math.IsNaN(t):
-			buf.WriteString(`"NaN"`)
-		case math.IsInf(t, 1):
-			buf.WriteString(`"Inf"`)
-		case math.IsInf(t, -1):
-			buf.WriteString(`"-Inf"`)
-		default:
-			s := strconv.FormatFloat(t, 'g', -1, 64)
-			if !bytes.ContainsAny([]byte(s), ".eE") {
-				s += ".0"
-			}
-			buf.WriteString(s)
-		}
-	case []any:
-		buf.WriteByte('[')
-		for i, e := range t {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := writeValue(buf, e); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte(']')
-	case []string:
-		buf.WriteByte('[')
-		for i, e := range t {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			b, _ := json.Marshal(e)
-			buf.Write(b)
-		}
-		buf.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(t))
-		for k := range t {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		buf.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			kb, _ := json.Marshal(k)
-			buf.Write(kb)
-			buf.WriteByte(':')
-			if err := writeValue(buf, t[k]); err != nil {
-				return fmt.Errorf("attribute %q: %w", k, err)
-			}
-		}
-		buf.WriteByte('}')
-	case Attributes:
-		return writeValue(buf, map[string]any(t))
-	default:
-		return fmt.Errorf("unsupported attribute value type %T", v)
-	}
-	return nil
 }
 
 // String returns the attribute as a string if it is one.

@@ -222,7 +222,7 @@ func (b *spanBatch) encode(spans []store.Span) error {
 		var err error
 		if sp.Attributes != nil {
 			from := len(arena)
-			if arena, err = appendAttributes(arena, sp.Attributes); err != nil {
+			if arena, err = sp.Attributes.AppendJSON(arena); err != nil {
 				return fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
 			}
 			attrAt[i] = jsonSpan{from, len(arena)}
@@ -232,7 +232,7 @@ func (b *spanBatch) encode(spans []store.Span) error {
 			at, ok := resources[key]
 			if !ok {
 				from := len(arena)
-				if arena, err = appendAttributes(arena, sp.ResourceAttributes); err != nil {
+				if arena, err = sp.ResourceAttributes.AppendJSON(arena); err != nil {
 					return fmt.Errorf("span %d (%s/%s): resource attributes: %w", i, sp.TraceID, sp.SpanID, err)
 				}
 				at = jsonSpan{from, len(arena)}

@@ -125,7 +125,7 @@ func (c *codec) unpack(b []byte) ([]byte, error) {
 func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 	var err error
 	dst = append(dst, `{"a":`...)
-	if dst, err = appendAttrs(dst, sp.Attributes); err != nil {
+	if dst, err = sp.Attributes.AppendJSON(dst); err != nil {
 		return nil, fmt.Errorf("attributes: %w", err)
 	}
 	dst = append(dst, `,"e":`...)
@@ -144,9 +144,9 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 			dst = append(dst, `{"t":`...)
 			dst = strconv.AppendInt(dst, ns, 10)
 			dst = append(dst, `,"n":`...)
-			dst = appendString(dst, e.Name)
+			dst = store.AppendJSONString(dst, e.Name)
 			dst = append(dst, `,"a":`...)
-			if dst, err = appendAttrs(dst, e.Attributes); err != nil {
+			if dst, err = e.Attributes.AppendJSON(dst); err != nil {
 				return nil, fmt.Errorf("event %d (%q) attributes: %w", i, e.Name, err)
 			}
 			dst = append(dst, '}')
@@ -163,13 +163,13 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"t":`...)
-			dst = appendString(dst, l.TraceID)
+			dst = store.AppendJSONString(dst, l.TraceID)
 			dst = append(dst, `,"s":`...)
-			dst = appendString(dst, l.SpanID)
+			dst = store.AppendJSONString(dst, l.SpanID)
 			dst = append(dst, `,"ts":`...)
-			dst = appendString(dst, l.TraceState)
+			dst = store.AppendJSONString(dst, l.TraceState)
 			dst = append(dst, `,"a":`...)
-			if dst, err = appendAttrs(dst, l.Attributes); err != nil {
+			if dst, err = l.Attributes.AppendJSON(dst); err != nil {
 				return nil, fmt.Errorf("link %d attributes: %w", i, err)
 			}
 			dst = append(dst, '}')
@@ -195,7 +195,7 @@ func appendStrings(dst []byte, l []string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, v)
+		dst = store.AppendJSONString(dst, v)
 	}
 	return append(dst, ']')
 }

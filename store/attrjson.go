@@ -1,4 +1,4 @@
-package clickhouse
+package store
 
 import (
 	"fmt"
@@ -6,24 +6,22 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/loomwork/loomwork/store"
 )
 
-// appendAttributes appends the JSON encoding of a to dst, byte for byte what
-// store.Attributes.MarshalJSON writes (sorted keys, doubles always with a
-// decimal point or exponent, NaN/±Inf as strings, strings escaped as
-// encoding/json escapes them), without its per-value allocations:
-// attribute encoding is the largest client-side cost of a write. The
-// equivalence is a tested property (FuzzAppendAttributesMatchesMarshalJSON).
-func appendAttributes(dst []byte, a store.Attributes) ([]byte, error) {
+// AppendJSON appends the JSON encoding of a to dst (sorted keys, doubles
+// always with a decimal point or exponent, NaN/±Inf as strings, strings
+// escaped as encoding/json escapes them) without per-value allocations. It
+// is what MarshalJSON writes and what both store backends write on the
+// ingest hot path, where attribute encoding is the largest client-side
+// cost. FuzzAppendJSONMatchesReference pins it to an independent encoder.
+func (a Attributes) AppendJSON(dst []byte) ([]byte, error) {
 	if a == nil {
 		return append(dst, "null"...), nil
 	}
-	return appendMap(dst, a)
+	return appendJSONMap(dst, a)
 }
 
-func appendMap(dst []byte, m map[string]any) ([]byte, error) {
+func appendJSONMap(dst []byte, m map[string]any) ([]byte, error) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -34,22 +32,22 @@ func appendMap(dst []byte, m map[string]any) ([]byte, error) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, k)
+		dst = AppendJSONString(dst, k)
 		dst = append(dst, ':')
 		var err error
-		if dst, err = appendValue(dst, m[k]); err != nil {
+		if dst, err = appendJSONValue(dst, m[k]); err != nil {
 			return nil, fmt.Errorf("attribute %q: %w", k, err)
 		}
 	}
 	return append(dst, '}'), nil
 }
 
-func appendValue(dst []byte, v any) ([]byte, error) {
+func appendJSONValue(dst []byte, v any) ([]byte, error) {
 	switch t := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
 	case string:
-		return appendJSONString(dst, t), nil
+		return AppendJSONString(dst, t), nil
 	case bool:
 		return strconv.AppendBool(dst, t), nil
 	case int:
@@ -80,7 +78,7 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = appendValue(dst, e); err != nil {
+			if dst, err = appendJSONValue(dst, e); err != nil {
 				return nil, err
 			}
 		}
@@ -91,24 +89,24 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, e)
+			dst = AppendJSONString(dst, e)
 		}
 		return append(dst, ']'), nil
 	case map[string]any:
-		return appendMap(dst, t)
-	case store.Attributes:
-		return appendMap(dst, t)
+		return appendJSONMap(dst, t)
+	case Attributes:
+		return appendJSONMap(dst, t)
 	default:
 		return nil, fmt.Errorf("unsupported attribute value type %T", v)
 	}
 }
 
-const hexDigits = "0123456789abcdef"
+const jsonHexDigits = "0123456789abcdef"
 
-// appendJSONString quotes s exactly as encoding/json does with HTML
+// AppendJSONString quotes s exactly as encoding/json does with HTML
 // escaping on (its default): control characters, '"', '\\', '<', '>', '&',
 // U+2028 and U+2029 escaped; invalid UTF-8 replaced by \ufffd.
-func appendJSONString(dst []byte, s string) []byte {
+func AppendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -133,7 +131,7 @@ func appendJSONString(dst []byte, s string) []byte {
 			case '\t':
 				dst = append(dst, '\\', 't')
 			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+				dst = append(dst, '\\', 'u', '0', '0', jsonHexDigits[b>>4], jsonHexDigits[b&0xF])
 			}
 			i++
 			start = i
@@ -149,7 +147,7 @@ func appendJSONString(dst []byte, s string) []byte {
 		}
 		if c == '\u2028' || c == '\u2029' {
 			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			dst = append(dst, '\\', 'u', '2', '0', '2', jsonHexDigits[c&0xF])
 			i += size
 			start = i
 			continue

@@ -1,0 +1,162 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"testing"
+)
+
+// referenceMarshal is an independent, straightforward encoder of the
+// Attributes JSON format (encoding/json for strings and keys): the oracle
+// AppendJSON, the allocation-free encoder every writer uses, must match byte
+// for byte.
+func referenceMarshal(a Attributes) ([]byte, error) {
+	if a == nil {
+		return []byte("null"), nil
+	}
+	var buf bytes.Buffer
+	if err := referenceWriteValue(&buf, map[string]any(a)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func referenceWriteValue(buf *bytes.Buffer, v any) error {
+	switch t := v.(type) {
+	case nil:
+		buf.WriteString("null")
+	case string:
+		b, _ := json.Marshal(t)
+		buf.Write(b)
+	case bool:
+		buf.WriteString(strconv.FormatBool(t))
+	case int:
+		buf.WriteString(strconv.FormatInt(int64(t), 10))
+	case int64:
+		buf.WriteString(strconv.FormatInt(t, 10))
+	case float64:
+		switch {
+		case math.IsNaN(t):
+			buf.WriteString(`"NaN"`)
+		case math.IsInf(t, 1):
+			buf.WriteString(`"Inf"`)
+		case math.IsInf(t, -1):
+			buf.WriteString(`"-Inf"`)
+		default:
+			s := strconv.FormatFloat(t, 'g', -1, 64)
+			if !bytes.ContainsAny([]byte(s), ".eE") {
+				s += ".0"
+			}
+			buf.WriteString(s)
+		}
+	case []any:
+		buf.WriteByte('[')
+		for i, e := range t {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := referenceWriteValue(buf, e); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	case []string:
+		buf.WriteByte('[')
+		for i, e := range t {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			b, _ := json.Marshal(e)
+			buf.Write(b)
+		}
+		buf.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		buf.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			kb, _ := json.Marshal(k)
+			buf.Write(kb)
+			buf.WriteByte(':')
+			if err := referenceWriteValue(buf, t[k]); err != nil {
+				return fmt.Errorf("attribute %q: %w", k, err)
+			}
+		}
+		buf.WriteByte('}')
+	case Attributes:
+		return referenceWriteValue(buf, map[string]any(t))
+	default:
+		return fmt.Errorf("unsupported attribute value type %T", v)
+	}
+	return nil
+}
+
+func checkAppendJSONMatchesReference(t *testing.T, a Attributes) {
+	t.Helper()
+	want, werr := referenceMarshal(a)
+	got, gerr := a.AppendJSON(nil)
+	if (werr != nil) != (gerr != nil) {
+		t.Fatalf("errors differ for %#v: reference %v, AppendJSON %v", a, werr, gerr)
+	}
+	if string(got) != string(want) {
+		t.Errorf("AppendJSON(%#v)\n got %s\nwant %s", a, got, want)
+	}
+	if m, _ := a.MarshalJSON(); string(m) != string(got) {
+		t.Errorf("MarshalJSON and AppendJSON differ: %s vs %s", m, got)
+	}
+}
+
+func TestAppendJSONMatchesReferenceOnEdgeValues(t *testing.T) {
+	for _, a := range []Attributes{
+		nil,
+		{},
+		{"s": "plain", "html": "<a href=\"x\">&</a>", "ctl": "\x00\x01\b\f\n\r\t\x1f", "bad": "a\xffb", "sep": "\u2028\u2029", "uni": "résumé ✓"},
+		{"i": int64(-9223372036854775808), "j": 42, "f": 3.0, "g": 1e21, "h": 1.5e-7, "z": -0.0, "nan": math.NaN(), "inf": math.Inf(1), "ninf": math.Inf(-1)},
+		{"b": true, "n": nil, "arr": []any{"x", int64(1), 2.5, false, nil, []any{}}, "ss": []string{"a", "\"b\""}, "nested": map[string]any{"k": Attributes{"deep": 1.0}}},
+	} {
+		checkAppendJSONMatchesReference(t, a)
+	}
+}
+
+func TestAppendJSONRejectsUnsupportedTypes(t *testing.T) {
+	if _, err := (Attributes{"ch": make(chan int)}).AppendJSON(nil); err == nil {
+		t.Error("a channel value was encoded")
+	}
+}
+
+// FuzzAppendJSONMatchesReference: for any attributes a JSON document can
+// describe, AppendJSON writes exactly what the reference encoder writes.
+func FuzzAppendJSONMatchesReference(f *testing.F) {
+	for _, s := range []string{
+		`{}`,
+		`{"a":"b","n":1,"f":1.5,"l":[1,"x",true,null],"m":{"k":"<&>"}}`,
+		`{"s":"\u2028\ud800","e":1e300,"z":-0.0}`,
+		`{"arr":[1,2.5,"s",false,[],{}],"nested":{"k":{"k2":[1e300,-0.0]}}}`,
+		`{"html":"<script>&amp;</script>","ctl":"\u0000\u001f\t\n\r\"\\","sep":"\u2028\u2029","emoji":"🚀 日本"}`,
+		`{"big":9223372036854775807,"tiny":1e-320}`,
+		"{\"bad utf8\":\"\xff\xfe\"}",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		var a Attributes
+		if err := json.Unmarshal([]byte(doc), &a); err != nil {
+			return
+		}
+		want, werr := referenceMarshal(a)
+		got, gerr := a.AppendJSON(nil)
+		if (werr != nil) != (gerr != nil) || string(got) != string(want) {
+			t.Fatalf("input %q:\n got %s (%v)\nwant %s (%v)", doc, got, gerr, want, werr)
+		}
+	})
+}
