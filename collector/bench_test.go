@@ -110,6 +110,16 @@ func BenchmarkIngest(b *testing.B) {
 			env := be.setup(b)
 			st := env.open(b)
 			defer st.Close()
+			// BENCH_ALTER="sql; sql" changes the fresh ClickHouse schema
+			// before the load ("{db}" is the benchmark's database), to price
+			// schema variants on the same pipeline.
+			if alter := os.Getenv("BENCH_ALTER"); alter != "" && env.exec != nil {
+				for _, q := range strings.Split(alter, ";") {
+					if q = strings.TrimSpace(q); q != "" {
+						env.exec(b, q)
+					}
+				}
+			}
 			writers := *benchWriters
 			srv := startServer(b, st, func(c *collector.ServerConfig) {
 				c.HTTPAddr = collector.AddrOff

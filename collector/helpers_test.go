@@ -37,8 +37,11 @@ type backend struct {
 type backendEnv struct {
 	open func(t testing.TB) store.Store
 	// serverPID is the pid of a separate database server process (the
-	// private ClickHouse), 0 when the store runs in-process.
+	// ClickHouse), 0 when the store runs in-process or it is unknown.
 	serverPID int
+	// exec runs a statement on the database server, "{db}" replaced by
+	// the test's database; nil for in-process stores.
+	exec func(t testing.TB, q string)
 }
 
 func backends() []backend {
@@ -56,7 +59,8 @@ func backends() []backend {
 		}},
 		{name: "clickhouse", setup: func(t testing.TB) backendEnv {
 			srv := chtest.Start(t) // skips locally without ClickHouse, fails in CI
-			dsn := srv.DSN(srv.NewDatabase(t))
+			db := srv.NewDatabase(t)
+			dsn := srv.DSN(db)
 			env := backendEnv{open: func(t testing.TB) store.Store {
 				t.Helper()
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -67,9 +71,8 @@ func backends() []backend {
 				}
 				return st
 			}}
-			if srv.Process != nil {
-				env.serverPID = srv.Process.Pid()
-			}
+			env.serverPID = srv.PID()
+			env.exec = func(t testing.TB, q string) { srv.Exec(t, strings.ReplaceAll(q, "{db}", db)) }
 			return env
 		}},
 	}

@@ -113,6 +113,10 @@ type TraceSummary struct {
 	ReasoningTokens     int64 `json:"reasoning_tokens"`
 }
 
+// OpExecuteTool is the gen_ai.operation.name of a tool call; summaries count
+// these spans as ToolCalls.
+const OpExecuteTool = "execute_tool"
+
 // IsModelCallOperation reports whether a gen_ai.operation.name denotes a call
 // to a model provider (the spans whose usage is billed).
 func IsModelCallOperation(op string) bool {

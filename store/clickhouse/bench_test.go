@@ -176,8 +176,9 @@ func BenchmarkGetTrace(b *testing.B) {
 	}
 }
 
-// BenchmarkListTraces lists the newest 50 of 100k traces, unfiltered and
-// with a one-hour window.
+// BenchmarkListTraces lists one page of 100k traces (1M spans): the newest
+// unfiltered, in a one-minute window (by start and by duration), filtered
+// on status or service and sorted by a span aggregate.
 func BenchmarkListTraces(b *testing.B) {
 	f, _ := readFixture(b, 100000)
 	ctx := context.Background()
@@ -186,7 +187,10 @@ func BenchmarkListTraces(b *testing.B) {
 		q    store.TraceQuery
 	}{
 		{"all", store.TraceQuery{}},
-		{"hour_window", store.TraceQuery{Start: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC), End: time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)}},
+		// The fixture's traces start from 09:00 over about five minutes.
+		{"minute_window", store.TraceQuery{Start: time.Date(2026, 3, 1, 9, 2, 0, 0, time.UTC), End: time.Date(2026, 3, 1, 9, 3, 0, 0, time.UTC)}},
+		{"minute_window_sorted_by_duration", store.TraceQuery{Start: time.Date(2026, 3, 1, 9, 2, 0, 0, time.UTC), End: time.Date(2026, 3, 1, 9, 3, 0, 0, time.UTC), SortBy: store.SortDuration}},
+		{"errors_sorted_by_errors", store.TraceQuery{Status: store.StatusError, SortBy: store.SortErrors}},
 		{"service_sorted_by_tokens", store.TraceQuery{Service: "agent-worker", SortBy: store.SortTokens}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -199,16 +203,9 @@ func BenchmarkListTraces(b *testing.B) {
 	}
 }
 
-// serverPID is the ClickHouse process to charge server CPU to: the one
-// chtest started, else LOOMWORK_CLICKHOUSE_PID (printed by
-// scripts/clickhouse.sh start); 0 when unknown (remote server).
-func serverPID(srv *chtest.Server) int {
-	if srv.Process != nil {
-		return srv.Process.Pid()
-	}
-	pid, _ := strconv.Atoi(os.Getenv("LOOMWORK_CLICKHOUSE_PID"))
-	return pid
-}
+// serverPID is the ClickHouse process to charge server CPU to (see
+// chtest.Server.PID); 0 when unknown (remote server).
+func serverPID(srv *chtest.Server) int { return srv.PID() }
 
 // processCPU is the user+system CPU time of pid (0: this process).
 func processCPU(pid int) time.Duration {

@@ -27,10 +27,10 @@ type Store struct {
 	log    *slog.Logger
 	closed atomic.Bool
 
-	// spansTable and summariesTable are the quoted tables reads and writes
-	// use (Distributed tables under a cluster).
-	spansTable     string
-	summariesTable string
+	// spansTable and traceIndexTable are the quoted tables reads and
+	// writes use (Distributed tables under a cluster).
+	spansTable      string
+	traceIndexTable string
 
 	// batches recycles the column slices and JSON arena of WriteSpans:
 	// the driver copies every value into its own buffers, so nothing
@@ -42,6 +42,11 @@ type Store struct {
 // Open connects to ClickHouse, creates the database if needed and applies
 // pending migrations.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
+	return open(ctx, cfg, 0)
+}
+
+// open is Open with the schema brought up to version upTo (0: the latest).
+func open(ctx context.Context, cfg Config, upTo int) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("clickhouse store config: %w", err)
 	}
@@ -76,18 +81,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	d := newDDL(database, cfg.Cluster, cfg.TTL)
 	s := &Store{
-		conn:           conn,
-		ddl:            d,
-		cfg:            cfg,
-		log:            log,
-		spansTable:     d.DB + ".spans",
-		summariesTable: d.DB + ".trace_summaries",
+		conn:            conn,
+		ddl:             d,
+		cfg:             cfg,
+		log:             log,
+		spansTable:      d.DB + ".spans",
+		traceIndexTable: d.DB + ".trace_index",
 	}
 	if err := conn.Ping(ctx); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("connect to clickhouse: %w", err)
 	}
-	if _, err := s.migrate(ctx); err != nil {
+	if _, err := s.migrate(ctx, upTo); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("migrate clickhouse database %s: %w", database, err)
 	}

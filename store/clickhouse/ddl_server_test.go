@@ -14,7 +14,7 @@ import (
 // TestClusterDDLParsesOnClickHouse cannot run the cluster DDL (one
 // clickhouse-local has no Keeper and no remote_servers), but has the real
 // server's parser check every statement: formatQuery parses without
-// executing.
+// executing. DDL must keep its ON CLUSTER clause.
 func TestClusterDDLParsesOnClickHouse(t *testing.T) {
 	srv := chtest.Start(t)
 	opts, err := ch.ParseDSN(srv.DSN("default"))
@@ -45,6 +45,11 @@ func TestClusterDDLParsesOnClickHouse(t *testing.T) {
 		var formatted string
 		if err := conn.QueryRow(ctx, "SELECT formatQuery(?)", st.sql).Scan(&formatted); err != nil {
 			t.Errorf("step %q does not parse: %v\n%s", st.name, err, st.sql)
+			continue
+		}
+		// Data steps (the backfill INSERT) go through the Distributed
+		// tables and have no ON CLUSTER form; every DDL step needs it.
+		if strings.HasPrefix(formatted, "INSERT INTO") {
 			continue
 		}
 		if !strings.Contains(formatted, "ON CLUSTER loomwork_cluster") {

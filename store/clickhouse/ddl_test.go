@@ -64,7 +64,7 @@ func checkGolden(t *testing.T, dir string, files map[string]string) {
 func TestClusterDDLUsesOnClusterReplicatedTablesAndDistributedTables(t *testing.T) {
 	files := renderAll(t, newDDL("loomwork", "loomwork_cluster", 30*24*time.Hour))
 	checkGolden(t, "ddl_cluster", files)
-	all := strings.Join([]string{files["0001_spans.sql"], files["0002_trace_summaries.sql"]}, "")
+	all := strings.Join([]string{files["0001_spans.sql"], files["0002_trace_summaries.sql"], files["0003_trace_index.sql"]}, "")
 	for _, want := range []string{
 		"CREATE TABLE IF NOT EXISTS `loomwork`.spans_local ON CLUSTER 'loomwork_cluster'",
 		"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/spans_local', '{replica}')",
@@ -74,6 +74,12 @@ func TestClusterDDLUsesOnClusterReplicatedTablesAndDistributedTables(t *testing.
 		"TO `loomwork`.trace_summaries_local",
 		"FROM `loomwork`.spans_local AS s",
 		"TTL toDate(start) + INTERVAL 30 DAY",
+		"ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/trace_index_local', '{replica}')",
+		"ENGINE = Distributed('loomwork_cluster', 'loomwork', 'trace_index_local', cityHash64(trace_id))",
+		"DROP VIEW IF EXISTS `loomwork`.trace_summaries_mv ON CLUSTER 'loomwork_cluster'",
+		"DROP TABLE IF EXISTS `loomwork`.trace_summaries_local ON CLUSTER 'loomwork_cluster' SYNC",
+		"ALTER TABLE `loomwork`.spans_local ON CLUSTER 'loomwork_cluster' MODIFY SETTING min_bytes_for_wide_part",
+		"TTL toDate(day) + INTERVAL 30 DAY",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("cluster DDL lacks %q", want)

@@ -3,9 +3,11 @@
 //
 // Spans go to a spans table (typed columns for the GenAI fields; the exact
 // attribute, resource, event and link encodings as compressed JSON strings,
-// so a span read back equals the span written). A materialized view folds
-// every insert into trace_summaries, which ListTraces reads. Schema changes
-// are versioned migrations (migrations/*.sql, embedded) applied by Open.
+// so a span read back equals the span written), and each write adds one
+// trace_index row per trace (id, start, end). ListTraces finds and orders
+// traces through the index and aggregates their spans into summaries when
+// it reads them. Schema changes are versioned migrations (migrations/*.sql,
+// embedded) applied by Open.
 //
 // Writes are idempotent on (trace_id, span_id): identical re-sent blocks are
 // dropped by insert deduplication, other copies are collapsed by

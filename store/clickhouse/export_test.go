@@ -1,5 +1,27 @@
 package clickhouse
 
-import ch "github.com/ClickHouse/clickhouse-go/v2"
+import (
+	"context"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/loomwork/loomwork/store"
+)
 
 func parseDSNForTest(dsn string) (*ch.Options, error) { return ch.ParseDSN(dsn) }
+
+// OpenAtVersion opens a store whose schema is migrated up to version only,
+// to test later migrations on data written under an older schema.
+func OpenAtVersion(ctx context.Context, cfg Config, version int) (*Store, error) {
+	return open(ctx, cfg, version)
+}
+
+// InsertSpansOnly writes spans the way schema versions 1 and 2 did: one
+// insert into spans (version 2's view then fills trace_summaries).
+func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
+	b := new(spanBatch)
+	if err := b.encode(spans); err != nil {
+		return err
+	}
+	return s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, len(spans))
+}

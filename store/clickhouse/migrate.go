@@ -215,8 +215,9 @@ type execer interface {
 	Exec(ctx context.Context, query string, args ...any) error
 }
 
-// migrate brings the schema up to date and returns the versions it applied.
-func (s *Store) migrate(ctx context.Context) ([]int, error) {
+// migrate brings the schema up to date (up to version upTo when it is
+// positive: tests build older schemas) and returns the versions it applied.
+func (s *Store) migrate(ctx context.Context, upTo int) ([]int, error) {
 	boot, err := s.ddl.render("bootstrap", bootstrapSQL)
 	if err != nil {
 		return nil, err
@@ -247,7 +248,7 @@ func (s *Store) migrate(ctx context.Context) ([]int, error) {
 	}
 	var done []int
 	for _, m := range migs {
-		if applied[m.version] {
+		if applied[m.version] || (upTo > 0 && m.version > upTo) {
 			continue
 		}
 		s.log.Info("applying migration", "file", m.file, "database", s.ddl.database)

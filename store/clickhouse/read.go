@@ -96,7 +96,8 @@ func decodeJSONColumns(sp *store.Span, attrs, resource, events, links string) er
 	return nil
 }
 
-// sortExprs maps store.Sort* names to the expression ordering by them.
+// sortExprs maps store.Sort* names to the expression ordering by them in
+// spanSummarySQL's output.
 var sortExprs = map[string]string{
 	store.SortStart:    "start_ns",
 	store.SortDuration: "duration_ns",
@@ -105,58 +106,68 @@ var sortExprs = map[string]string{
 	store.SortTokens:   "input_tokens + output_tokens",
 }
 
-// summarySQL merges the summary rows of each trace (one per insert block
-// until background merges fold them) into its summary. maxMap over the
-// per-span map keeps one entry per span id, so sums never count a span
-// twice. %[1]s is the sort expression, %[2]s the summaries table, %[3]s
-// the inner WHERE (pre-filters), %[4]s the outer WHERE (exact filters).
-const summarySQL = `SELECT
+// indexSortExprs are the sort keys the trace index alone can order by.
+var indexSortExprs = map[string]string{
+	store.SortStart:    "toUnixTimestamp64Nano(c_start)",
+	store.SortDuration: "toUnixTimestamp64Nano(c_end) - toUnixTimestamp64Nano(c_start)",
+}
+
+// spanSummarySQL aggregates spans into one summary per trace. FINAL reads
+// each (trace_id, span_id) once however many copies are stored, so counts
+// and sums never count a span twice. The minimum of the root key is the
+// earliest root span (flag 0), else the earliest span. %[1]s is the spans
+// table, %[2]s the WHERE clause on spans, %[3]s the sort expression.
+const spanSummarySQL = `SELECT
     trace_id,
-    tupleElement(root, 2) AS root_name,
-    if(tupleElement(root, 1) = 1, tupleElement(root, 3), first_service) AS service_name,
+    if(tupleElement(root, 1) = 0, tupleElement(root, 4), '') AS root_name,
+    tupleElement(root, 5) AS service_name,
     arraySort(agent_set) AS agent_names,
     arraySort(model_set) AS model_names,
     t_start,
     t_end,
     toUnixTimestamp64Nano(t_start) AS start_ns,
     toUnixTimestamp64Nano(t_end) - toUnixTimestamp64Nano(t_start) AS duration_ns,
-    toInt64(length(tupleElement(per_span, 1))) AS span_count,
-    toInt64(arraySum(tupleElement(per_span, 2))) AS error_count,
-    toInt64(arraySum(tupleElement(per_span, 3))) AS model_calls,
-    toInt64(arraySum(tupleElement(per_span, 4))) AS tool_calls,
-    toInt64(arraySum(tupleElement(per_span, 5))) AS input_tokens,
-    toInt64(arraySum(tupleElement(per_span, 6))) AS output_tokens,
-    toInt64(arraySum(tupleElement(per_span, 7))) AS cache_read_tokens,
-    toInt64(arraySum(tupleElement(per_span, 8))) AS cache_creation_tokens,
-    toInt64(arraySum(tupleElement(per_span, 9))) AS reasoning_tokens,
-    toInt64(%[1]s) AS sort_value
+    s_spans AS span_count,
+    s_errors AS error_count,
+    s_model_calls AS model_calls,
+    s_tool_calls AS tool_calls,
+    s_input AS input_tokens,
+    s_output AS output_tokens,
+    s_cache_read AS cache_read_tokens,
+    s_cache_creation AS cache_creation_tokens,
+    s_reasoning AS reasoning_tokens,
+    service_set,
+    name_set,
+    toInt64(%[3]s) AS sort_value
 FROM
 (
     SELECT
         trace_id,
         min(start) AS t_start,
         max(end) AS t_end,
-        argMinIfMerge(root) AS root,
-        argMinMerge(first_service) AS first_service,
-        groupUniqArrayArray(services) AS service_set,
-        groupUniqArrayArray(agents) AS agent_set,
-        groupUniqArrayArray(models) AS model_set,
-        groupUniqArrayArray(names) AS name_set,
-        maxMap(spans) AS per_span
-    FROM %[2]s
-    %[3]s
+        min((toUInt8(parent_span_id != ''), start, span_id, toString(name), toString(service_name))) AS root,
+        groupUniqArray(toString(service_name)) AS service_set,
+        groupUniqArrayIf(toString(agent_name), agent_name != '') AS agent_set,
+        groupUniqArrayArray(arrayFilter(m -> m != '', [toString(request_model), toString(response_model)])) AS model_set,
+        groupUniqArray(toString(name)) AS name_set,
+        toInt64(count()) AS s_spans,
+        toInt64(countIf(status_code = 'error')) AS s_errors,
+        toInt64(countIf(model_call)) AS s_model_calls,
+        toInt64(countIf(operation = 'execute_tool')) AS s_tool_calls,
+        toInt64(sumIf(input_tokens, model_call)) AS s_input,
+        toInt64(sumIf(output_tokens, model_call)) AS s_output,
+        toInt64(sumIf(cache_read_tokens, model_call)) AS s_cache_read,
+        toInt64(sumIf(cache_creation_tokens, model_call)) AS s_cache_creation,
+        toInt64(sumIf(reasoning_tokens, model_call)) AS s_reasoning
+    FROM %[1]s FINAL
+    WHERE %[2]s
     GROUP BY trace_id
-)
-%[4]s`
+)`
 
-// listSQL picks the page in a first pass that selects only trace ids and
-// sort values (ClickHouse drops the aggregates nothing reads, so sorting
-// by start time merges just min/max), then computes full summaries for
-// those ids alone, found through the summaries' trace_id order.
-// %[1]s is the page query, %[2]s the full summary query, %[3]s the order.
-const listSQL = `WITH page AS (%[1]s)
-SELECT * FROM (%[2]s)
-ORDER BY %[3]s`
+// summaryColumns is what ListTraces scans, in spanSummarySQL's order.
+const summaryColumns = `trace_id, root_name, service_name, agent_names, model_names, t_start, t_end,
+    start_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
+    input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, sort_value`
 
 // ListTraces returns one page of trace summaries matching q. Pagination is
 // keyset-based on (sort value, trace id), so pages never overlap or skip a
@@ -169,12 +180,25 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	rows, err := s.conn.Query(ctx, plan.sql, plan.args...)
+	// Two round trips: the page's ids, then their summaries. (A CTE
+	// referenced twice is evaluated twice; the page query is the costly
+	// part.)
+	ids, first, last, err := s.pageIDs(ctx, plan)
+	if err != nil {
+		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+	}
+	page := store.TracePage{Traces: []store.TraceSummary{}}
+	if len(ids) == 0 {
+		return page, nil
+	}
+	full := fmt.Sprintf(spanSummarySQL, s.spansTable,
+		"trace_id IN (?) AND start >= fromUnixTimestamp64Nano(?) AND start <= fromUnixTimestamp64Nano(?)", plan.sortExpr)
+	rows, err := s.conn.Query(ctx, "SELECT "+summaryColumns+" FROM ("+full+") ORDER BY "+plan.order,
+		ids, first.UnixNano(), last.UnixNano())
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
 	defer rows.Close()
-	page := store.TracePage{Traces: []store.TraceSummary{}}
 	var lastValue int64
 	var lastTrace string
 	more := false
@@ -222,11 +246,54 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 
 type listPlan struct {
 	store.PlannedQuery
+	// sql selects the page's (trace_id, start, end) in order, at most
+	// Limit+1 rows; args are its parameters.
 	sql  string
 	args []any
+	// sortExpr and order are the sort expression over spanSummarySQL's
+	// output and the ORDER BY clause.
+	sortExpr, order string
 }
 
-// planList validates q and builds the query for one page.
+// pageIDs runs the page query: the page's trace ids in order and the time
+// range their spans lie in.
+func (s *Store) pageIDs(ctx context.Context, plan listPlan) (ids []string, first, last time.Time, err error) {
+	rows, err := s.conn.Query(ctx, plan.sql, plan.args...)
+	if err != nil {
+		return nil, first, last, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var start, end time.Time
+		if err := rows.Scan(&id, &start, &end); err != nil {
+			return nil, first, last, err
+		}
+		if len(ids) == 0 || start.Before(first) {
+			first = start
+		}
+		if len(ids) == 0 || end.After(last) {
+			last = end
+		}
+		ids = append(ids, id)
+	}
+	return ids, first, last, rows.Err()
+}
+
+// planList validates q and builds the query for one page, in up to three
+// steps (CTEs):
+//
+//   - cand: with a start bound, the traces that start inside it, from the
+//     trace index (its min(start) is the trace's start; partitions by day
+//     prune the scan).
+//   - page: the page's trace ids, in order. Sorting by start or duration
+//     with no other filter needs the index alone; anything else aggregates
+//     the spans of the candidates (with cheap necessary pre-filters on
+//     spans for service, agent and model).
+//
+// ListTraces then reads full summaries of the page's traces from their
+// spans, within the page's time range (the primary key starts with the
+// hour) and by trace id.
 func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	var p listPlan
 	var err error
@@ -237,79 +304,125 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	if !ok {
 		return p, fmt.Errorf("sort_by %q is not supported by the ClickHouse store", p.SortBy)
 	}
-
-	// Pre-filters pick the traces with at least one summary row that could
-	// match, using the partition (day) and the trace_id order; they are
-	// necessary conditions only; the exact test is on the merged summary.
-	var pre []string
-	var args []any
-	if !q.Start.IsZero() || !q.End.IsZero() {
-		var cond []string
-		if !q.Start.IsZero() {
-			cond = append(cond, "day >= toDate(fromUnixTimestamp64Nano(?))", "start >= fromUnixTimestamp64Nano(?)")
-			args = append(args, q.Start.UnixNano(), q.Start.UnixNano())
-		}
-		if !q.End.IsZero() {
-			cond = append(cond, "day <= toDate(fromUnixTimestamp64Nano(?))", "start < fromUnixTimestamp64Nano(?)")
-			args = append(args, q.End.UnixNano(), q.End.UnixNano())
-		}
-		pre = append(pre, "trace_id IN (SELECT trace_id FROM "+s.summariesTable+" WHERE "+strings.Join(cond, " AND ")+")")
-	}
-	for _, f := range []struct{ col, val string }{{"services", q.Service}, {"agents", q.Agent}, {"models", q.Model}} {
-		if f.val != "" {
-			pre = append(pre, "trace_id IN (SELECT trace_id FROM "+s.summariesTable+" WHERE has("+f.col+", ?))")
-			args = append(args, f.val)
-		}
-	}
-	var where []string
-	if !q.Start.IsZero() {
-		where = append(where, "start_ns >= ?")
-		args = append(args, q.Start.UnixNano())
-	}
-	if !q.End.IsZero() {
-		where = append(where, "start_ns < ?")
-		args = append(args, q.End.UnixNano())
-	}
-	for _, f := range []struct{ col, val string }{{"service_set", q.Service}, {"agent_set", q.Agent}, {"model_set", q.Model}} {
-		if f.val != "" {
-			where = append(where, "has("+f.col+", ?)")
-			args = append(args, f.val)
-		}
-	}
-	switch q.Status {
-	case store.StatusOK:
-		where = append(where, "error_count = 0")
-	case store.StatusError:
-		where = append(where, "error_count > 0")
-	}
-	if q.MinDuration > 0 {
-		where = append(where, "duration_ns >= ?")
-		args = append(args, int64(q.MinDuration))
-	}
-	if q.Text != "" {
-		where = append(where, "arrayExists(n -> position(lowerUTF8(n), ?) > 0, name_set)")
-		args = append(args, strings.ToLower(q.Text))
-	}
 	dir, cmp := "DESC", "<"
 	if q.Ascending {
 		dir, cmp = "ASC", ">"
 	}
-	if p.After != nil {
-		where = append(where, "(sort_value, trace_id) "+cmp+" (?, ?)")
-		args = append(args, p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
-	}
-	preSQL, whereSQL := "", ""
-	if len(pre) > 0 {
-		preSQL = "WHERE " + strings.Join(pre, " AND ")
-	}
-	if len(where) > 0 {
-		whereSQL = "WHERE " + strings.Join(where, " AND ")
-	}
 	order := "sort_value " + dir + ", trace_id " + dir
-	pageSQL := fmt.Sprintf("SELECT trace_id FROM (%s) ORDER BY %s LIMIT %d",
-		fmt.Sprintf(summarySQL, sortExpr, s.summariesTable, preSQL, whereSQL), order, p.Limit+1)
-	full := fmt.Sprintf(summarySQL, sortExpr, s.summariesTable, "WHERE trace_id IN (SELECT trace_id FROM page)", "")
-	p.sql = fmt.Sprintf(listSQL, pageSQL, full, order)
+	var args []any
+	var ctes []string
+
+	bounded := !q.Start.IsZero() || !q.End.IsZero()
+	if bounded {
+		var where, having []string
+		if !q.Start.IsZero() {
+			// A trace starting at or after Start has every index row on
+			// or after Start's day.
+			where = append(where, "day >= toDate(fromUnixTimestamp64Nano(?), 'UTC')")
+			args = append(args, q.Start.UnixNano())
+			having = append(having, "c_start >= fromUnixTimestamp64Nano(?)")
+			args = append(args, q.Start.UnixNano())
+		}
+		if !q.End.IsZero() {
+			having = append(having, "c_start < fromUnixTimestamp64Nano(?)")
+			args = append(args, q.End.UnixNano())
+		}
+		whereSQL := ""
+		if len(where) > 0 {
+			whereSQL = "WHERE " + strings.Join(where, " AND ")
+		}
+		ctes = append(ctes, fmt.Sprintf("cand AS (SELECT trace_id, min(start) AS c_start, max(end) AS c_end FROM %s %s GROUP BY trace_id HAVING %s)",
+			s.traceIndexTable, whereSQL, strings.Join(having, " AND ")))
+	}
+
+	indexSort, indexOnly := indexSortExprs[p.SortBy]
+	if q.Service != "" || q.Agent != "" || q.Model != "" || q.Status != "" || q.Text != "" {
+		indexOnly = false
+	}
+	if indexOnly && !bounded {
+		ctes = append(ctes, fmt.Sprintf("cand AS (SELECT trace_id, min(start) AS c_start, max(end) AS c_end FROM %s GROUP BY trace_id)", s.traceIndexTable))
+	}
+	var pageSQL string
+	if indexOnly {
+		var where []string
+		if q.MinDuration > 0 {
+			where = append(where, "toUnixTimestamp64Nano(c_end) - toUnixTimestamp64Nano(c_start) >= ?")
+			args = append(args, int64(q.MinDuration))
+		}
+		if p.After != nil {
+			where = append(where, "(sort_value, trace_id) "+cmp+" (?, ?)")
+			args = append(args, p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
+		}
+		whereSQL := ""
+		if len(where) > 0 {
+			whereSQL = "WHERE " + strings.Join(where, " AND ")
+		}
+		pageSQL = fmt.Sprintf("SELECT trace_id, c_start, c_end FROM (SELECT trace_id, c_start, c_end, toInt64(%s) AS sort_value FROM cand) %s ORDER BY %s LIMIT %d",
+			indexSort, whereSQL, order, p.Limit+1)
+	} else {
+		var spanWhere []string
+		lower := ""
+		if !q.Start.IsZero() {
+			// No span of a trace starting at or after Start is earlier.
+			lower = " AND start >= fromUnixTimestamp64Nano(?)"
+		}
+		if bounded {
+			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM cand)")
+			if lower != "" {
+				spanWhere = append(spanWhere, strings.TrimPrefix(lower, " AND "))
+				args = append(args, q.Start.UnixNano())
+			}
+		}
+		for _, f := range []struct{ cond, val string }{
+			{"service_name = ?", q.Service},
+			{"agent_name = ?", q.Agent},
+			{"(request_model = ? OR response_model = ?)", q.Model},
+		} {
+			if f.val == "" {
+				continue
+			}
+			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM "+s.spansTable+" WHERE "+f.cond+lower+")")
+			for range strings.Count(f.cond, "?") {
+				args = append(args, f.val)
+			}
+			if lower != "" {
+				args = append(args, q.Start.UnixNano())
+			}
+		}
+		var where []string
+		switch q.Status {
+		case store.StatusOK:
+			where = append(where, "error_count = 0")
+		case store.StatusError:
+			where = append(where, "error_count > 0")
+		}
+		if q.MinDuration > 0 {
+			where = append(where, "duration_ns >= ?")
+			args = append(args, int64(q.MinDuration))
+		}
+		if q.Text != "" {
+			where = append(where, "arrayExists(n -> position(lowerUTF8(n), ?) > 0, name_set)")
+			args = append(args, strings.ToLower(q.Text))
+		}
+		if p.After != nil {
+			where = append(where, "(sort_value, trace_id) "+cmp+" (?, ?)")
+			args = append(args, p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
+		}
+		if len(spanWhere) == 0 {
+			spanWhere = append(spanWhere, "1")
+		}
+		whereSQL := ""
+		if len(where) > 0 {
+			whereSQL = "WHERE " + strings.Join(where, " AND ")
+		}
+		pageSQL = fmt.Sprintf("SELECT trace_id, t_start AS c_start, t_end AS c_end FROM (%s) %s ORDER BY %s LIMIT %d",
+			fmt.Sprintf(spanSummarySQL, s.spansTable, strings.Join(spanWhere, " AND "), sortExpr), whereSQL, order, p.Limit+1)
+	}
+	p.sql = pageSQL
+	if len(ctes) > 0 {
+		p.sql = "WITH " + strings.Join(ctes, ", ") + " " + pageSQL
+	}
 	p.args = args
+	p.sortExpr, p.order = sortExpr, order
 	return p, nil
 }

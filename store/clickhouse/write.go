@@ -45,6 +45,9 @@ type spanBatch struct {
 	retrieved, cited                                        [][]string
 	attrs, resource, events, links                          []string
 
+	// traces is the batch's trace_index rows.
+	traces traceRows
+
 	// Scratch space of encode, kept for the next batch.
 	arena         []byte
 	attrAt, resAt []jsonSpan
@@ -101,7 +104,8 @@ func (b *spanBatch) columns() []any {
 	}
 }
 
-// WriteSpans stores spans with one INSERT. It returns nil only once
+// WriteSpans stores spans with one INSERT into spans and one into
+// trace_index (a row per trace in the batch). It returns nil only once
 // ClickHouse has written the parts (and, under a cluster, the shards have
 // them). A span that is already stored is not stored again in a way readers
 // can see: an identical re-sent block is dropped by insert deduplication,
@@ -126,29 +130,50 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 	if err := b.encode(spans); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
+	b.traces.build(spans)
 	// The deduplication token names the batch by its spans' identities, so
 	// an OTLP retry of the same batch is dropped whole by the server (within
 	// the last non_replicated_deduplication_window / replicated window
 	// blocks) without hashing the block's data; the first copy wins, as in
-	// the embedded store.
+	// the embedded store. Each table deduplicates on its own, so one token
+	// serves both inserts. optimize_on_insert=0 skips collapsing duplicates
+	// inside the block (ReplacingMergeTree's insert-time merge, ~1 CPU-µs a
+	// span on the server): reads collapse copies anyway, and merges do later.
 	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{
 		"insert_deduplicate":         1,
 		"insert_deduplication_token": batchToken(spans),
+		"optimize_on_insert":         0,
 	}))
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.spansTable+" ("+spanColumns+")")
-	if err != nil {
-		return fmt.Errorf("write spans: prepare insert: %w", err)
+	// Spans first: a failure between the two inserts leaves spans without
+	// their index row (the trace is not listed yet, GetTrace finds it), never
+	// an index row of spans that are not there, and the sender's retry
+	// (nothing was acknowledged) writes the row.
+	if err := s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, len(spans)); err != nil {
+		return fmt.Errorf("write spans: %w", err)
 	}
-	data := b.columns()
-	presizeStrings(batch.Columns(), data, b.filler)
+	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", len(b.traces.traceID)); err != nil {
+		return fmt.Errorf("write spans: trace index: %w", err)
+	}
+	return nil
+}
+
+// insert sends one INSERT of rows given column by column.
+func (s *Store) insert(ctx context.Context, table, columns string, data []any, filler string, rows int) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+columns+")")
+	if err != nil {
+		return fmt.Errorf("prepare insert into %s: %w", table, err)
+	}
+	if filler != "" {
+		presizeStrings(batch.Columns(), data, filler)
+	}
 	for i, col := range data {
 		if err := batch.Column(i).Append(col); err != nil {
 			_ = batch.Abort()
-			return fmt.Errorf("write spans: column %d: %w", i, err)
+			return fmt.Errorf("insert into %s: column %d: %w", table, i, err)
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("write spans: insert %d spans: %w", len(spans), err)
+		return fmt.Errorf("insert %d rows into %s: %w", rows, table, err)
 	}
 	return nil
 }

@@ -647,7 +647,7 @@ func (sm *summary) add(r *spanRow) {
 	if sp.IsError() {
 		sm.errors++
 	}
-	if sp.Operation == "execute_tool" {
+	if sp.Operation == store.OpExecuteTool {
 		sm.toolCalls++
 	}
 	if store.IsModelCallOperation(sp.Operation) {

@@ -104,7 +104,7 @@ func summarize(traceID string, spans []store.Span) refTrace {
 		if sp.IsError() {
 			s.ErrorCount++
 		}
-		if sp.Operation == "execute_tool" {
+		if sp.Operation == store.OpExecuteTool {
 			s.ToolCalls++
 		}
 		if store.IsModelCallOperation(sp.Operation) {

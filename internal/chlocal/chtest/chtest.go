@@ -103,6 +103,24 @@ func parseDSN(dsn string) (*url.URL, error) {
 	return u, nil
 }
 
+// EnvPID names the environment variable holding the pid of the server named
+// by EnvDSN (scripts/clickhouse.sh start prints it), so benchmarks can report
+// its CPU and memory.
+const EnvPID = "LOOMWORK_CLICKHOUSE_PID"
+
+// PID is the server's process id: the private server's, else EnvPID's when
+// it is set with EnvDSN, else 0 (unknown).
+func (s *Server) PID() int {
+	if s.Process != nil {
+		return s.Process.Pid()
+	}
+	pid, err := strconv.Atoi(os.Getenv(EnvPID))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
 // DSN returns the server's DSN with database db.
 func (s *Server) DSN(db string) string {
 	u := *s.base
@@ -125,18 +143,20 @@ func (s *Server) NewDatabase(t testing.TB) string {
 		t.Fatal(err)
 	}
 	db := strings.ToLower("t_" + name + "_" + hex.EncodeToString(rnd[:]))
-	s.exec(t, "CREATE DATABASE "+db)
+	s.Exec(t, "CREATE DATABASE "+db)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("kept ClickHouse database %s of failed test at %s", db, s.DSN(db))
 			return
 		}
-		s.exec(t, "DROP DATABASE IF EXISTS "+db+" SYNC")
+		s.Exec(t, "DROP DATABASE IF EXISTS "+db+" SYNC")
 	})
 	return db
 }
 
-func (s *Server) exec(t testing.TB, q string) {
+// Exec runs one statement on the server (in database default), failing t
+// on error.
+func (s *Server) Exec(t testing.TB, q string) {
 	t.Helper()
 	opts, err := clickhouse.ParseDSN(s.DSN("default"))
 	if err != nil {
