@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,6 +120,10 @@ func BenchmarkIngest(b *testing.B) {
 						env.exec(b, q)
 					}
 				}
+			}
+			// The GC target serve runs with (GOGC, when set, wins as there).
+			if os.Getenv("GOGC") == "" {
+				defer debug.SetGCPercent(debug.SetGCPercent(collector.DefaultGCPercent))
 			}
 			writers := *benchWriters
 			srv := startServer(b, st, func(c *collector.ServerConfig) {

@@ -114,14 +114,14 @@ func TestCommitterReportsStoreErrorToEveryCallerOfTheBatch(t *testing.T) {
 // gatedPrep holds the first prepared write until released; it writes to the
 // real embedded store.
 type gatedPrep struct {
-	sqlitePrep
+	splitPrep[*sqlite.PreparedSpans]
 	once    sync.Once
 	release chan struct{}
 }
 
 func (g *gatedPrep) writePrepared(ctx context.Context, batches []any) error {
 	g.once.Do(func() { <-g.release })
-	return g.sqlitePrep.writePrepared(ctx, batches)
+	return g.splitPrep.writePrepared(ctx, batches)
 }
 
 func TestCommitterWithPreparedWritesStoresEachAckedRequestAndFailsABadOneAlone(t *testing.T) {
@@ -131,7 +131,7 @@ func TestCommitterWithPreparedWritesStoresEachAckedRequestAndFailsABadOneAlone(t
 	}
 	defer st.Close()
 	c := newCommitter(st, DefaultMaxBatchSpans, time.Minute)
-	gp := &gatedPrep{sqlitePrep: sqlitePrep{st}, release: make(chan struct{})}
+	gp := &gatedPrep{splitPrep: splitPrep[*sqlite.PreparedSpans]{st}, release: make(chan struct{})}
 	c.prep = gp
 	var mu sync.Mutex
 	maxRequests := 0

@@ -17,6 +17,7 @@ import (
 
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/clickhouse"
 	"github.com/loomwork/loomwork/store/sqlite"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
@@ -105,9 +106,7 @@ func (e *traceExporter) start(ctx context.Context, _ component.Host) error {
 		writeTimeout = DefaultTimeout
 	}
 	c := newCommitter(w, e.cfg.maxBatchSpans(), writeTimeout)
-	if ps, ok := w.(sqlitePreparer); ok {
-		c.prep = sqlitePrep{ps}
-	}
+	c.prep = preparerFor(w)
 	c.onBatch = func(requests, spans int, d time.Duration, err error) {
 		if err != nil {
 			e.log.Warn("store write failed; senders are told to retry",
@@ -169,22 +168,37 @@ func (e *traceExporter) push(ctx context.Context, td ptrace.Traces) error {
 	return nil
 }
 
-// sqlitePreparer is the embedded store's split write (see preparer).
-type sqlitePreparer interface {
-	PrepareSpans(spans []store.Span) (*sqlite.PreparedSpans, error)
-	WritePrepared(ctx context.Context, batches ...*sqlite.PreparedSpans) error
+// splitWriter is a store whose write splits into PrepareSpans (checks and
+// encoding, safe to run concurrently, one per request) and WritePrepared
+// (one insert or transaction for any number of prepared batches). Both
+// stores have one, each with its own prepared type P.
+type splitWriter[P any] interface {
+	PrepareSpans(spans []store.Span) (P, error)
+	WritePrepared(ctx context.Context, batches ...P) error
 }
 
-type sqlitePrep struct{ s sqlitePreparer }
+// splitPrep adapts a splitWriter to the committer's preparer.
+type splitPrep[P any] struct{ s splitWriter[P] }
 
-func (p sqlitePrep) prepare(spans []store.Span) (any, error) { return p.s.PrepareSpans(spans) }
+func (p splitPrep[P]) prepare(spans []store.Span) (any, error) { return p.s.PrepareSpans(spans) }
 
-func (p sqlitePrep) writePrepared(ctx context.Context, batches []any) error {
-	bs := make([]*sqlite.PreparedSpans, len(batches))
+func (p splitPrep[P]) writePrepared(ctx context.Context, batches []any) error {
+	bs := make([]P, len(batches))
 	for i, b := range batches {
-		bs[i] = b.(*sqlite.PreparedSpans)
+		bs[i] = b.(P)
 	}
 	return p.s.WritePrepared(ctx, bs...)
+}
+
+// preparerFor returns w's split write, or nil when it has none.
+func preparerFor(w store.Writer) preparer {
+	switch ps := w.(type) {
+	case splitWriter[*sqlite.PreparedSpans]:
+		return splitPrep[*sqlite.PreparedSpans]{ps}
+	case splitWriter[*clickhouse.PreparedSpans]:
+		return splitPrep[*clickhouse.PreparedSpans]{ps}
+	}
+	return nil
 }
 
 // rejectionReport collects the spans the exporter rejected for one request,

@@ -37,6 +37,14 @@ const (
 	ReceiverOTLP = "otlp"
 )
 
+// DefaultGCPercent is the Go GC target (GOGC) `loom-eval serve` runs with
+// unless told otherwise. Ingest allocates for every span it decodes, maps
+// and encodes, and at the default of 100 the collector spent about a quarter
+// of its CPU on garbage collection; 400 cut its CPU per span by ~25% for a
+// larger heap (docs/bench-ingest.md). The memory limiter still bounds the
+// heap: serve also sets the runtime's soft memory limit below the limiter's.
+const DefaultGCPercent = 400
+
 // Default listen addresses. Loopback by default: serve has no
 // authentication, so exposing it is an explicit choice.
 const (

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +30,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	maxAttr := fs.Int("max-attr-bytes", genai.DefaultMaxAttrBytes, "truncate attribute values larger than this many bytes (-1: never)")
 	receiver := fs.String("receiver", collector.ReceiverLoomwork, "OTLP receiver: loomwork (partial_success, precise errors) or otlp (the Collector's core otlpreceiver)")
 	memMiB := fs.Uint("memory-limit-mib", 0, "refuse data (retryably) above this heap size; 0: 80% of the machine's memory")
+	gcPercent := fs.Int("gc-percent", 0, fmt.Sprintf("Go GC target percentage (GOGC); 0: $GOGC when set, else %d (trades heap for CPU; the memory limit still applies)", collector.DefaultGCPercent))
 	writers := fs.Int("writers", 1, "concurrent store writes; 1 coalesces the most requests per write, which ClickHouse needs most")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	authToken := fs.String("auth-token", "", "require this bearer token on OTLP ingest, the UI and the API (default $LOOMWORK_AUTH_TOKEN; empty: no authentication)")
@@ -45,6 +48,11 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return usageError("serve: --log-level: %v", err)
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if *gcPercent < 0 {
+		return usageError("serve: --gc-percent: must not be negative (got %d)", *gcPercent)
+	}
+	tuneGC(m.Getenv, *gcPercent, *memMiB, log)
 
 	if *authToken == "" && m.Getenv != nil {
 		*authToken = m.Getenv("LOOMWORK_AUTH_TOKEN")
@@ -163,4 +171,31 @@ func serveAddr(actual, configured string) string {
 		return "off"
 	}
 	return strings.TrimSpace(configured)
+}
+
+// tuneGC sets the process's GC target and soft memory limit: an explicit
+// --gc-percent wins, then $GOGC (the runtime read it already), then
+// collector.DefaultGCPercent. With --memory-limit-mib, the runtime's soft
+// limit goes to the memory limiter's soft limit (80%), so the GC works
+// harder before the limiter starts refusing data; $GOMEMLIMIT wins over it.
+func tuneGC(getenv func(string) string, percent int, memMiB uint, log *slog.Logger) {
+	env := func(k string) string {
+		if getenv == nil {
+			return ""
+		}
+		return getenv(k)
+	}
+	gogc := "GOGC=" + env("GOGC")
+	switch {
+	case percent > 0:
+		debug.SetGCPercent(percent)
+		gogc = strconv.Itoa(percent)
+	case env("GOGC") == "":
+		debug.SetGCPercent(collector.DefaultGCPercent)
+		gogc = strconv.Itoa(collector.DefaultGCPercent)
+	}
+	if memMiB > 0 && env("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(memMiB) << 20 / 5 * 4)
+	}
+	log.Debug("garbage collector", "gc_percent", gogc, "soft_memory_limit_bytes", debug.SetMemoryLimit(-1))
 }

@@ -32,11 +32,12 @@ type Store struct {
 	spansTable      string
 	traceIndexTable string
 
-	// batches recycles the column slices and JSON arena of WriteSpans:
-	// the driver copies every value into its own buffers, so nothing
-	// refers to them once the insert returns, and reusing them spares a
-	// kilobyte or more of garbage per span.
-	batches sync.Pool
+	// batches and prepared recycle the column slices and JSON arenas of
+	// writes: the driver copies every value into its own buffers, so
+	// nothing refers to them once the insert returns, and reusing them
+	// spares a kilobyte or more of garbage per span.
+	batches  sync.Pool // *spanBatch
+	prepared sync.Pool // *PreparedSpans
 }
 
 // Open connects to ClickHouse, creates the database if needed and applies

@@ -12,7 +12,8 @@
 // Writes are idempotent on (trace_id, span_id): identical re-sent blocks are
 // dropped by insert deduplication, other copies are collapsed by
 // ReplacingMergeTree merges and, until then, at read time (LIMIT 1 BY span
-// id); summaries only use aggregates that a duplicate cannot change.
+// id in GetTrace, FINAL in summaries); the trace index holds only min and
+// max, which a duplicate cannot change.
 //
 // With Config.Cluster set the DDL runs ON CLUSTER, data lives in
 // Replicated*MergeTree tables on every node and reads and writes go through

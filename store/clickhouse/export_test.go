@@ -19,9 +19,11 @@ func OpenAtVersion(ctx context.Context, cfg Config, version int) (*Store, error)
 // InsertSpansOnly writes spans the way schema versions 1 and 2 did: one
 // insert into spans (version 2's view then fills trace_summaries).
 func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
-	b := new(spanBatch)
-	if err := b.encode(spans); err != nil {
+	p, err := s.PrepareSpans(spans)
+	if err != nil {
 		return err
 	}
+	b := new(spanBatch)
+	b.fill([]*PreparedSpans{p}, len(spans))
 	return s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, len(spans))
 }

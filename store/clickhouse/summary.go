@@ -19,6 +19,19 @@ type traceRows struct {
 	index map[string]int // row of each trace id, kept for the next batch
 }
 
+func (r *traceRows) reset() {
+	r.traceID, r.day, r.start, r.end = r.traceID[:0], r.day[:0], r.start[:0], r.end[:0]
+}
+
+// add appends o's rows. A trace that two prepared batches share gets a row
+// from each; the table folds them (min/max).
+func (r *traceRows) add(o *traceRows) {
+	r.traceID = append(r.traceID, o.traceID...)
+	r.day = append(r.day, o.day...)
+	r.start = append(r.start, o.start...)
+	r.end = append(r.end, o.end...)
+}
+
 func (r *traceRows) columns() []any {
 	return []any{r.traceID, r.day, r.start, r.end}
 }
@@ -29,7 +42,7 @@ func (r *traceRows) build(spans []store.Span) {
 		r.index = make(map[string]int)
 	}
 	clear(r.index)
-	r.traceID, r.day, r.start, r.end = r.traceID[:0], r.day[:0], r.start[:0], r.end[:0]
+	r.reset()
 	for i := range spans {
 		sp := &spans[i]
 		row, ok := r.index[sp.TraceID]

@@ -31,7 +31,7 @@ var (
 	maxTime = time.Date(2262, 4, 11, 0, 0, 0, 0, time.UTC)
 )
 
-// spanBatch holds a batch column by column: the driver appends whole
+// spanBatch holds an insert column by column: the driver appends whole
 // columns far faster than row by row.
 type spanBatch struct {
 	traceID, spanID, parentID, traceState, name, kind       []string
@@ -45,20 +45,30 @@ type spanBatch struct {
 	retrieved, cited                                        [][]string
 	attrs, resource, events, links                          []string
 
-	// traces is the batch's trace_index rows.
+	// traces is the insert's trace_index rows.
 	traces traceRows
 
-	// Scratch space of encode, kept for the next batch.
-	arena         []byte
-	attrAt, resAt []jsonSpan
-	resources     map[uintptr]jsonSpan
-
-	// filler is a string at least as long as any String column's total
-	// bytes, for presizeStrings.
+	// zeros backs filler, a string at least as long as any String
+	// column's total bytes, for presizeStrings; never written.
+	zeros  []byte
 	filler string
 }
 
-// jsonSpan locates one JSON document in spanBatch.arena.
+// PreparedSpans is a batch checked and encoded for ClickHouse by
+// PrepareSpans: the CPU-heavy half of a write, done without holding up other
+// writes. WritePrepared consumes it.
+type PreparedSpans struct {
+	spans []store.Span
+	// arena holds the attribute and resource JSON of every span; attrAt
+	// and resAt locate each span's documents in it.
+	arena         []byte
+	attrAt, resAt []jsonSpan
+	events, links []string
+	resources     map[uintptr]jsonSpan
+	traces        traceRows
+}
+
+// jsonSpan locates one JSON document in PreparedSpans.arena.
 type jsonSpan struct{ from, to int }
 
 // presizeStrings gives each String column's byte buffer its final size in
@@ -122,15 +132,63 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 	if len(spans) == 0 {
 		return nil
 	}
+	p, err := s.PrepareSpans(spans)
+	if err != nil {
+		return err
+	}
+	return s.WritePrepared(ctx, p)
+}
+
+// PrepareSpans checks spans and encodes their attribute JSON without
+// touching the connection, so callers can run it concurrently (one per
+// incoming request) while another insert is in flight. It fails, naming
+// the span, for the spans WriteSpans would reject.
+func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	p, _ := s.prepared.Get().(*PreparedSpans)
+	if p == nil {
+		p = new(PreparedSpans)
+	}
+	if err := p.encode(spans); err != nil {
+		s.prepared.Put(p)
+		return nil, fmt.Errorf("write spans: %w", err)
+	}
+	return p, nil
+}
+
+// WritePrepared stores prepared batches with one INSERT into spans and one
+// into trace_index, with WriteSpans' guarantees. It consumes the batches:
+// their memory is reused once it returns.
+func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) error {
+	defer func() {
+		for _, p := range batches {
+			if p != nil {
+				p.spans = nil
+				s.prepared.Put(p)
+			}
+		}
+	}()
+	if s.closed.Load() {
+		return errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write spans: %w", err)
+	}
+	n := 0
+	for _, p := range batches {
+		n += len(p.spans)
+	}
+	if n == 0 {
+		return nil
+	}
 	b, _ := s.batches.Get().(*spanBatch)
 	if b == nil {
 		b = new(spanBatch)
 	}
 	defer s.batches.Put(b)
-	if err := b.encode(spans); err != nil {
-		return fmt.Errorf("write spans: %w", err)
-	}
-	b.traces.build(spans)
+	b.fill(batches, n)
 	// The deduplication token names the batch by its spans' identities, so
 	// an OTLP retry of the same batch is dropped whole by the server (within
 	// the last non_replicated_deduplication_window / replicated window
@@ -141,14 +199,14 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 	// span on the server): reads collapse copies anyway, and merges do later.
 	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{
 		"insert_deduplicate":         1,
-		"insert_deduplication_token": batchToken(spans),
+		"insert_deduplication_token": batchToken(batches),
 		"optimize_on_insert":         0,
 	}))
 	// Spans first: a failure between the two inserts leaves spans without
 	// their index row (the trace is not listed yet, GetTrace finds it), never
 	// an index row of spans that are not there, and the sender's retry
 	// (nothing was acknowledged) writes the row.
-	if err := s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, len(spans)); err != nil {
+	if err := s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, n); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
 	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", len(b.traces.traceID)); err != nil {
@@ -189,10 +247,75 @@ func resize[T any](s []T, n int) []T {
 	return s
 }
 
-// encode fills b's columns from spans, reusing b's memory from an earlier
-// batch. On error b holds a partial batch that must not be sent.
-func (b *spanBatch) encode(spans []store.Span) error {
+// encode checks spans and encodes their JSON into p, reusing p's memory
+// from an earlier batch.
+func (p *PreparedSpans) encode(spans []store.Span) error {
 	n := len(spans)
+	p.spans = spans
+	p.events, p.links = resize(p.events, n), resize(p.links, n)
+	// Attribute JSON for the whole batch goes into one buffer, sliced per
+	// span when the insert is built: no allocation per span. Spans from one
+	// OTLP resource share one map, so each resource map is encoded once,
+	// keyed by its identity (every span stays reachable during the call, so
+	// an address cannot be reused for another map).
+	if cap(p.arena) == 0 {
+		p.arena = make([]byte, 0, 1024*n)
+	}
+	arena := p.arena[:0]
+	p.attrAt, p.resAt = resize(p.attrAt, n), resize(p.resAt, n)
+	if p.resources == nil {
+		p.resources = map[uintptr]jsonSpan{}
+	}
+	clear(p.resources)
+	defer func() { p.arena = arena }()
+	for i := range spans {
+		sp := &spans[i]
+		if err := validateSpan(sp); err != nil {
+			return fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+		}
+		var err error
+		if sp.Attributes != nil {
+			from := len(arena)
+			if arena, err = sp.Attributes.AppendJSON(arena); err != nil {
+				return fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
+			}
+			p.attrAt[i] = jsonSpan{from, len(arena)}
+		}
+		if sp.ResourceAttributes != nil {
+			key := reflect.ValueOf(sp.ResourceAttributes).Pointer()
+			at, ok := p.resources[key]
+			if !ok {
+				from := len(arena)
+				if arena, err = sp.ResourceAttributes.AppendJSON(arena); err != nil {
+					return fmt.Errorf("span %d (%s/%s): resource attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				}
+				at = jsonSpan{from, len(arena)}
+				p.resources[key] = at
+			}
+			p.resAt[i] = at
+		}
+		if len(sp.Events) > 0 {
+			j, err := json.Marshal(sp.Events)
+			if err != nil {
+				return fmt.Errorf("span %d (%s/%s): events: %w", i, sp.TraceID, sp.SpanID, err)
+			}
+			p.events[i] = string(j)
+		}
+		if len(sp.Links) > 0 {
+			j, err := json.Marshal(sp.Links)
+			if err != nil {
+				return fmt.Errorf("span %d (%s/%s): links: %w", i, sp.TraceID, sp.SpanID, err)
+			}
+			p.links[i] = string(j)
+		}
+	}
+	p.traces.build(spans)
+	return nil
+}
+
+// fill builds the insert's columns from prepared batches holding n spans in
+// all, reusing b's memory from an earlier insert.
+func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	b.traceID, b.spanID, b.parentID = resize(b.traceID, n), resize(b.spanID, n), resize(b.parentID, n)
 	b.traceState, b.name, b.kind = resize(b.traceState, n), resize(b.name, n), resize(b.kind, n)
 	b.start, b.end = resize(b.start, n), resize(b.end, n)
@@ -207,114 +330,66 @@ func (b *spanBatch) encode(spans []store.Span) error {
 	b.cost = resize(b.cost, n)
 	b.retrieved, b.cited = resize(b.retrieved, n), resize(b.cited, n)
 	b.attrs, b.resource, b.events, b.links = resize(b.attrs, n), resize(b.resource, n), resize(b.events, n), resize(b.links, n)
-	// Attribute JSON for the whole batch goes into one buffer, turned into
-	// one string at the end and sliced: no allocation per span. Spans from
-	// one OTLP resource share one map, so each resource map is encoded once,
-	// keyed by its identity (every span stays reachable during the call, so
-	// an address cannot be reused for another map).
-	if cap(b.arena) == 0 {
-		b.arena = make([]byte, 0, 1024*n)
-	}
-	arena := b.arena[:0]
-	b.attrAt, b.resAt = resize(b.attrAt, n), resize(b.resAt, n)
-	attrAt, resAt := b.attrAt, b.resAt
-	if b.resources == nil {
-		b.resources = map[uintptr]jsonSpan{}
-	}
-	clear(b.resources)
-	resources := b.resources
-	defer func() { b.arena = arena[:0] }()
-	for i := range spans {
-		sp := &spans[i]
-		if err := validateSpan(sp); err != nil {
-			return fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+	b.traces.reset()
+	i := 0
+	attrTotal, resTotal := 0, 0
+	for _, p := range batches {
+		// The arena is not written again until this insert has been sent
+		// (the driver copies every value into its own column buffers) and
+		// the PreparedSpans is reused, so the strings share its memory
+		// instead of copying tens of megabytes per insert. No string cut
+		// from it may outlive WritePrepared.
+		all := unsafe.String(unsafe.SliceData(p.arena), len(p.arena))
+		for k := range p.spans {
+			sp := &p.spans[k]
+			b.traceID[i], b.spanID[i], b.parentID[i] = sp.TraceID, sp.SpanID, sp.ParentSpanID
+			b.traceState[i], b.name[i], b.kind[i] = sp.TraceState, sp.Name, sp.Kind
+			b.start[i], b.end[i] = sp.StartTime, sp.EndTime
+			b.statusCode[i], b.statusMessage[i] = sp.StatusCode, sp.StatusMessage
+			b.service[i], b.scope[i], b.scopeVer[i] = sp.ServiceName, sp.ScopeName, sp.ScopeVersion
+			b.operation[i], b.provider[i] = sp.Operation, sp.Provider
+			b.reqModel[i], b.respModel[i] = sp.RequestModel, sp.ResponseModel
+			b.agent[i], b.convID[i] = sp.AgentName, sp.ConversationID
+			b.toolName[i], b.toolCallID[i] = sp.ToolName, sp.ToolCallID
+			b.modelCall[i] = store.IsModelCallOperation(sp.Operation)
+			b.hasUsage[i] = sp.HasUsage
+			b.input[i], b.output[i] = sp.InputTokens, sp.OutputTokens
+			b.cacheRead[i], b.cacheCreation[i], b.reasoning[i] = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
+			b.cost[i] = sp.CostUSD
+			b.retrieved[i], b.cited[i] = nonNil(sp.RetrievedDocs), nonNil(sp.CitedDocs)
+			b.attrs[i] = all[p.attrAt[k].from:p.attrAt[k].to]
+			b.resource[i] = all[p.resAt[k].from:p.resAt[k].to]
+			b.events[i], b.links[i] = p.events[k], p.links[k]
+			attrTotal += p.attrAt[k].to - p.attrAt[k].from
+			resTotal += p.resAt[k].to - p.resAt[k].from
+			i++
 		}
-		b.traceID[i], b.spanID[i], b.parentID[i] = sp.TraceID, sp.SpanID, sp.ParentSpanID
-		b.traceState[i], b.name[i], b.kind[i] = sp.TraceState, sp.Name, sp.Kind
-		b.start[i], b.end[i] = sp.StartTime, sp.EndTime
-		b.statusCode[i], b.statusMessage[i] = sp.StatusCode, sp.StatusMessage
-		b.service[i], b.scope[i], b.scopeVer[i] = sp.ServiceName, sp.ScopeName, sp.ScopeVersion
-		b.operation[i], b.provider[i] = sp.Operation, sp.Provider
-		b.reqModel[i], b.respModel[i] = sp.RequestModel, sp.ResponseModel
-		b.agent[i], b.convID[i] = sp.AgentName, sp.ConversationID
-		b.toolName[i], b.toolCallID[i] = sp.ToolName, sp.ToolCallID
-		b.modelCall[i] = store.IsModelCallOperation(sp.Operation)
-		b.hasUsage[i] = sp.HasUsage
-		b.input[i], b.output[i] = sp.InputTokens, sp.OutputTokens
-		b.cacheRead[i], b.cacheCreation[i], b.reasoning[i] = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
-		b.cost[i] = sp.CostUSD
-		b.retrieved[i], b.cited[i] = nonNil(sp.RetrievedDocs), nonNil(sp.CitedDocs)
-		var err error
-		if sp.Attributes != nil {
-			from := len(arena)
-			if arena, err = sp.Attributes.AppendJSON(arena); err != nil {
-				return fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
-			}
-			attrAt[i] = jsonSpan{from, len(arena)}
-		}
-		if sp.ResourceAttributes != nil {
-			key := reflect.ValueOf(sp.ResourceAttributes).Pointer()
-			at, ok := resources[key]
-			if !ok {
-				from := len(arena)
-				if arena, err = sp.ResourceAttributes.AppendJSON(arena); err != nil {
-					return fmt.Errorf("span %d (%s/%s): resource attributes: %w", i, sp.TraceID, sp.SpanID, err)
-				}
-				at = jsonSpan{from, len(arena)}
-				resources[key] = at
-			}
-			resAt[i] = at
-		}
-		if len(sp.Events) > 0 {
-			j, err := json.Marshal(sp.Events)
-			if err != nil {
-				return fmt.Errorf("span %d (%s/%s): events: %w", i, sp.TraceID, sp.SpanID, err)
-			}
-			b.events[i] = string(j)
-		}
-		if len(sp.Links) > 0 {
-			j, err := json.Marshal(sp.Links)
-			if err != nil {
-				return fmt.Errorf("span %d (%s/%s): links: %w", i, sp.TraceID, sp.SpanID, err)
-			}
-			b.links[i] = string(j)
-		}
+		b.traces.add(&p.traces)
 	}
-	// The arena is not written again until this batch has been sent (the
-	// driver copies every value into its own column buffers) and the
-	// spanBatch is reused, so the strings can share its memory instead of
-	// copying tens of megabytes per batch. No string cut from it may
-	// outlive WriteSpans.
-	all := unsafe.String(unsafe.SliceData(arena), len(arena))
-	resTotal := 0
-	for i := range spans {
-		b.attrs[i] = all[attrAt[i].from:attrAt[i].to]
-		b.resource[i] = all[resAt[i].from:resAt[i].to]
-		resTotal += resAt[i].to - resAt[i].from
+	// Columns longer than the filler are not presized and just grow as
+	// the driver grows them.
+	need := max(attrTotal, resTotal)
+	if len(b.zeros) < need {
+		b.zeros = make([]byte, need+need/4)
 	}
-	// The arena holds every attribute JSON, but a resource map is in it once
-	// while the column repeats it per span. Columns longer than the filler
-	// are not presized and just grow as the driver grows them.
-	b.filler = all
-	if resTotal > len(all) {
-		z := make([]byte, resTotal)
-		b.filler = unsafe.String(unsafe.SliceData(z), len(z))
-	}
-	return nil
+	b.filler = unsafe.String(unsafe.SliceData(b.zeros), len(b.zeros))
 }
 
-// batchToken identifies a batch by the ordered (trace id, span id, start,
+// batchToken identifies an insert by the ordered (trace id, span id, start,
 // end) of its spans.
-func batchToken(spans []store.Span) string {
+func batchToken(batches []*PreparedSpans) string {
 	h := sha256.New()
 	var buf [8]byte
-	for i := range spans {
-		h.Write([]byte(spans[i].TraceID))
-		h.Write([]byte(spans[i].SpanID))
-		binary.LittleEndian.PutUint64(buf[:], uint64(spans[i].StartTime.UnixNano()))
-		h.Write(buf[:])
-		binary.LittleEndian.PutUint64(buf[:], uint64(spans[i].EndTime.UnixNano()))
-		h.Write(buf[:])
+	for _, p := range batches {
+		for i := range p.spans {
+			sp := &p.spans[i]
+			h.Write([]byte(sp.TraceID))
+			h.Write([]byte(sp.SpanID))
+			binary.LittleEndian.PutUint64(buf[:], uint64(sp.StartTime.UnixNano()))
+			h.Write(buf[:])
+			binary.LittleEndian.PutUint64(buf[:], uint64(sp.EndTime.UnixNano()))
+			h.Write(buf[:])
+		}
 	}
 	return "loomwork-v1-" + hex.EncodeToString(h.Sum(nil))
 }

@@ -59,3 +59,15 @@ DROP TABLE IF EXISTS {{.DB}}.trace_summaries {{.OnCluster}} SYNC;
 -- the benchmark. Parts below 256 MiB now use the Compact format (one data
 -- file); merges still produce Wide parts above that.
 ALTER TABLE {{.DB}}.{{.Local "spans"}} {{.OnCluster}} MODIFY SETTING min_bytes_for_wide_part = 268435456;
+
+-- name: LZ4 for the attribute JSON columns
+-- The JSON columns are most of a span's bytes, and a part's bytes are
+-- compressed again by every merge that rewrites it. With ZSTD(1) the merges
+-- were the largest share of ClickHouse's CPU in the ingest benchmark; LZ4
+-- compresses and decompresses several times faster for a larger file
+-- (docs/bench-ingest.md). Existing parts keep ZSTD until merged.
+ALTER TABLE {{.DB}}.{{.Local "spans"}} {{.OnCluster}}
+    MODIFY COLUMN attributes String CODEC(LZ4),
+    MODIFY COLUMN resource_attributes String CODEC(LZ4),
+    MODIFY COLUMN events String CODEC(LZ4),
+    MODIFY COLUMN links String CODEC(LZ4);

@@ -45,3 +45,15 @@ DROP TABLE IF EXISTS `loomwork`.trace_summaries ON CLUSTER 'loomwork_cluster' SY
 -- file); merges still produce Wide parts above that.
 ALTER TABLE `loomwork`.spans_local ON CLUSTER 'loomwork_cluster' MODIFY SETTING min_bytes_for_wide_part = 268435456;
 
+-- step: LZ4 for the attribute JSON columns
+-- The JSON columns are most of a span's bytes, and a part's bytes are
+-- compressed again by every merge that rewrites it. With ZSTD(1) the merges
+-- were the largest share of ClickHouse's CPU in the ingest benchmark; LZ4
+-- compresses and decompresses several times faster for a larger file
+-- (docs/bench-ingest.md). Existing parts keep ZSTD until merged.
+ALTER TABLE `loomwork`.spans_local ON CLUSTER 'loomwork_cluster'
+    MODIFY COLUMN attributes String CODEC(LZ4),
+    MODIFY COLUMN resource_attributes String CODEC(LZ4),
+    MODIFY COLUMN events String CODEC(LZ4),
+    MODIFY COLUMN links String CODEC(LZ4);
+

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"testing"
+)
+
+// serve runs with a higher GC target than Go's default (the ingest
+// benchmark's CPU per span fell ~25%), but an operator's GOGC or
+// --gc-percent wins, and --memory-limit-mib puts the runtime's soft limit
+// at the memory limiter's soft limit unless GOMEMLIMIT is set.
+func TestServeGCTargetPrefersFlagThenGOGCThenDefault(t *testing.T) {
+	prevPercent := debug.SetGCPercent(100)
+	prevLimit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(prevPercent)
+		debug.SetMemoryLimit(prevLimit)
+	})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	current := func() int {
+		p := debug.SetGCPercent(100)
+		debug.SetGCPercent(p)
+		return p
+	}
+
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		flag   int
+		want   int
+		before int
+	}{
+		{"default", nil, 0, 400, 100},
+		{"GOGC set: the runtime's value stays", map[string]string{"GOGC": "150"}, 0, 150, 150},
+		{"flag wins over GOGC", map[string]string{"GOGC": "150"}, 250, 250, 150},
+	} {
+		debug.SetGCPercent(tc.before)
+		tuneGC(env(tc.env), tc.flag, 0, log)
+		if got := current(); got != tc.want {
+			t.Errorf("%s: GC percent %d, want %d", tc.name, got, tc.want)
+		}
+	}
+
+	debug.SetMemoryLimit(prevLimit)
+	tuneGC(env(nil), 0, 1000, log)
+	if got, want := debug.SetMemoryLimit(-1), int64(800)<<20; got != want {
+		t.Errorf("--memory-limit-mib 1000: soft memory limit %d, want %d (80%%)", got, want)
+	}
+	debug.SetMemoryLimit(prevLimit)
+	tuneGC(env(map[string]string{"GOMEMLIMIT": "2GiB"}), 0, 1000, log)
+	if got := debug.SetMemoryLimit(-1); got != prevLimit {
+		t.Errorf("with GOMEMLIMIT set, serve changed the soft memory limit to %d", got)
+	}
+}
