@@ -30,10 +30,14 @@ run() { # area, then the command
 }
 
 go test -c -o /tmp/loomwork-collector.test ./collector
-run ingest-sqlite     sh -c 'cd collector && /tmp/loomwork-collector.test -test.run "^$" -test.bench "BenchmarkIngest/sqlite" -test.benchtime 400x'
-run ingest-clickhouse sh -c 'cd collector && /tmp/loomwork-collector.test -test.run "^$" -test.bench "BenchmarkIngest/clickhouse" -test.benchtime 400x'
+run ingest-sqlite     sh -c 'cd collector && /tmp/loomwork-collector.test -test.run "^$" -test.bench "BenchmarkIngest/sqlite" -test.benchtime 1000x'
+for senders in 4 16 64 128; do
+  run ingest-clickhouse-$senders sh -c "cd collector && /tmp/loomwork-collector.test -test.run '^\$' -test.bench BenchmarkIngest/clickhouse -test.benchtime 2000x -ingest.senders $senders"
+done
+run ingest-clickhouse-10M sh -c "cd collector && /tmp/loomwork-collector.test -test.run '^\$' -test.bench BenchmarkIngest/clickhouse -test.benchtime 20000x -ingest.senders 64"
 run store-sqlite      go test ./store/sqlite/ -run '^$' -bench 'WriteSpans|ListTraces' -benchtime 100x
-run store-clickhouse  go test ./store/clickhouse -run '^$' -bench 'BenchmarkWriteSpans|BenchmarkGetTrace|BenchmarkListTraces' -benchtime 10x
+run store-clickhouse  go test ./store/clickhouse -run '^$' -bench 'BenchmarkWriteSpans' -benchtime 10x
+run store-clickhouse-reads go test ./store/clickhouse -run '^$' -bench 'BenchmarkGetTrace|BenchmarkListTraces' -benchtime 3s
 run scorer            go test ./scorer/rollup ./scorer -run '^$' -bench . -benchtime 5x
 run web               go test ./web -run '^$' -bench TracePage50k -benchtime 5x -benchmem
 run sandbox           go test ./agents/sandbox/ -run '^$' -bench . -benchtime 200x
