@@ -284,8 +284,8 @@ func (s *Store) pageIDs(ctx context.Context, plan listPlan) (ids []string, first
 // steps (CTEs):
 //
 //   - cand: with a start bound, the traces that start inside it, from the
-//     trace index (its min(start) is the trace's start; partitions by day
-//     prune the scan).
+//     trace index (the minimum of a trace's rows' starts is the trace's
+//     start; partitions by day prune the search for candidates).
 //   - page: the page's trace ids, in order. Sorting by start or duration
 //     with no other filter needs the index alone; anything else aggregates
 //     the spans of the candidates (with cheap necessary pre-filters on
@@ -317,9 +317,11 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 		var where, having []string
 		if !q.Start.IsZero() {
 			// A trace starting at or after Start has every index row on
-			// or after Start's day.
-			where = append(where, "day >= toDate(fromUnixTimestamp64Nano(?), 'UTC')")
-			args = append(args, q.Start.UnixNano())
+			// or after Start, in partitions from Start's day on; its start
+			// is the minimum over all its rows, earlier days included.
+			where = append(where, "trace_id IN (SELECT trace_id FROM "+s.traceIndexTable+
+				" WHERE day >= toDate(fromUnixTimestamp64Nano(?), 'UTC') AND start >= fromUnixTimestamp64Nano(?))")
+			args = append(args, q.Start.UnixNano(), q.Start.UnixNano())
 			having = append(having, "c_start >= fromUnixTimestamp64Nano(?)")
 			args = append(args, q.Start.UnixNano())
 		}

@@ -81,6 +81,7 @@ func (s *suite) tests() []testCase {
 		{name: "OverlappingBatchesKeepOneCopy", run: s.testOverlapping},
 		{name: "SpansOfOneTraceAcrossBatchesOutOfOrder", run: s.testOutOfOrder},
 		{name: "SummaryTokensCountModelCallsOnly", run: s.testTokenSums},
+		{name: "StartBoundsUseTheTraceStartAcrossDays", run: s.testStartAcrossDays},
 		{name: "ListTracesFilters", run: s.testFilters},
 		{name: "ListTracesSortAndPaginate", run: s.testSortAndPaginate},
 		{name: "ListTracesDefaultPageSize", run: s.testDefaultPageSize},
@@ -462,6 +463,38 @@ func (s *suite) testOutOfOrder(t *testing.T) {
 	s.checkTraces(t, st, m)
 	if got := m.expect(store.TraceQuery{})[0]; got.SpanCount != 5 {
 		t.Fatalf("reference model: %d spans, want 5", got.SpanCount)
+	}
+}
+
+// A trace's start is its earliest span's, even when its spans arrive in
+// separate writes on either side of midnight (stores may keep per-day
+// partitions of per-batch rows): a start bound after midnight must not list
+// a trace that began before it.
+func (s *suite) testStartAcrossDays(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	midnight := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	span := func(trace, id, parent, name string, start time.Time) store.Span {
+		return store.Span{
+			TraceID: trace, SpanID: id, ParentSpanID: parent, Name: name, Kind: "internal",
+			StartTime: start, EndTime: start.Add(5 * time.Second), StatusCode: store.StatusOK,
+			ServiceName: "night-svc",
+		}
+	}
+	early := "0af7651916cd43dd8448eb211c80319c"
+	late := "1bf7651916cd43dd8448eb211c80319d"
+	write(t, st, m, []store.Span{span(early, "00f067aa0ba902b7", "", "invoke_agent nightly", midnight.Add(-10*time.Second))}, 0)
+	write(t, st, m, []store.Span{span(early, "00f067aa0ba902b8", "00f067aa0ba902b7", "chat", midnight.Add(10*time.Second))}, 0)
+	write(t, st, m, []store.Span{span(late, "00f067aa0ba902b9", "", "invoke_agent morning", midnight.Add(20*time.Second))}, 0)
+	for _, q := range []store.TraceQuery{
+		{Start: midnight},
+		{End: midnight},
+		{Start: midnight.Add(-time.Hour), End: midnight.Add(time.Hour), SortBy: store.SortDuration},
+	} {
+		if len(m.expect(q)) != 1 && q.SortBy == "" {
+			t.Fatalf("reference model: %s lists %d traces, want 1", describeQuery(q), len(m.expect(q)))
+		}
+		s.checkList(t, st, m, q)
 	}
 }
 
