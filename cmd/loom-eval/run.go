@@ -252,7 +252,14 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			defer cancel()
 			_ = sb.Shutdown(sctx)
 		}()
-		a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: *workspaces})
+		// The sandbox's init helper starts in "/", so a relative workspace
+		// (the default .loomwork/workspaces) would name another directory
+		// there than here: every run_python failed to open its workspace.
+		work, err := filepath.Abs(*workspaces)
+		if err != nil {
+			return usageError("run: --workspaces %s: %v", *workspaces, err)
+		}
+		a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: work})
 		if err != nil {
 			return err
 		}
