@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,6 +153,12 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		}
 		defer os.RemoveAll(dir)
 		ws = dir
+	}
+	// The helper that mounts the workspace starts in "/", so a relative
+	// path must be resolved here, against the caller's directory.
+	ws, err := filepath.Abs(ws)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: workspace %s: %w", req.Workspace, err)
 	}
 	if err := r.prepareWorkspace(ws); err != nil {
 		return nil, err

@@ -852,3 +852,24 @@ print(json.dumps({'nnp': st['NoNewPrivs'].strip(), 'seccomp': st['Seccomp'].stri
 		t.Errorf("want no_new_privs 1 and no filter, got %+v", got)
 	}
 }
+
+// A relative workspace names a directory under the caller's working
+// directory, as it would for any other program: the sandbox's helper starts
+// in "/", and once read a relative path there and failed every run
+// ("open workspace ws: no such file or directory").
+func TestRootRelativeWorkspaceIsTheCallersDirectory(t *testing.T) {
+	r := newRunner(t, Config{})
+	parent := t.TempDir()
+	if err := os.Mkdir(filepath.Join(parent, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(parent)
+	res := py(t, r, `open('/work/out.txt', 'w').write('written in the sandbox')`, Request{Workspace: "ws"})
+	if res.ExitCode != 0 {
+		t.Fatalf("run with relative workspace exited %d: %s", res.ExitCode, res.Stderr)
+	}
+	got, err := os.ReadFile(filepath.Join(parent, "ws", "out.txt"))
+	if err != nil || string(got) != "written in the sandbox" {
+		t.Fatalf("file written to /work is not in ./ws: %q, %v", got, err)
+	}
+}
