@@ -110,3 +110,62 @@ func BenchmarkListTraces(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGetTrace measures reading one whole trace back: a 50,000-span
+// agent trace (the size the web UI's waterfall is built for, ~14 gen_ai
+// attributes per span, shared resource attributes), the same shape without
+// attributes, events or resources ("bare", like the web UI's benchmark
+// trace, so mostly the typed columns), and a 10-span trace, in a store that
+// also holds 2,000 other 10-span traces. The bare trace is written in one
+// batch (so one payload block), everything else in 512-span batches as OTel
+// SDKs send them (the big trace's payloads spread over ~100 blocks).
+// Reported per GetTrace call; spans/s is spans read per second of wall
+// time.
+func BenchmarkGetTrace(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Path: filepath.Join(b.TempDir(), "traces.db"), Synchronous: SyncNormal})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	small := storetest.GenerateTraces(2000, 10, 7)
+	big := storetest.GenerateTraces(1, 50_000, 8)
+	bare := storetest.GenerateTraces(1, 50_000, 9)
+	for i := range bare {
+		sp := &bare[i]
+		sp.Attributes, sp.ResourceAttributes, sp.Events, sp.Links, sp.RetrievedDocs, sp.CitedDocs = nil, nil, nil, nil, nil, nil
+	}
+	if err := s.WriteSpans(ctx, bare); err != nil {
+		b.Fatal(err)
+	}
+	for _, spans := range [][]store.Span{small, big} {
+		for i := 0; i < len(spans); i += storetest.BenchBatchSize {
+			if err := s.WriteSpans(ctx, spans[i:min(i+storetest.BenchBatchSize, len(spans))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		traceID string
+		n       int
+	}{
+		{"spans=50000", big[0].TraceID, len(big)},
+		{"spans=10", small[len(small)/2].TraceID, 10},
+		{"spans=50000,bare", bare[0].TraceID, len(bare)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				got, err := s.GetTrace(ctx, c.traceID)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(got) != c.n {
+					b.Fatalf("GetTrace returned %d spans, want %d", len(got), c.n)
+				}
+			}
+			b.ReportMetric(float64(b.N*c.n)/b.Elapsed().Seconds(), "spans/s")
+		})
+	}
+}

@@ -1,11 +1,15 @@
 package sqlite
 
 import (
-	"encoding/json"
+	"bytes"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -119,6 +123,15 @@ func (c *codec) unpack(b []byte) ([]byte, error) {
 	}
 }
 
+// unpackOwned is unpack for input that is only valid briefly (a
+// sql.RawBytes): the result never shares memory with b.
+func (c *codec) unpackOwned(b []byte) ([]byte, error) {
+	if len(b) > 0 && b[0] == encRaw {
+		return bytes.Clone(b[1:]), nil
+	}
+	return c.unpack(b)
+}
+
 // appendPayload appends the JSON payload of sp to dst. It writes the JSON
 // directly (json.Marshal of a payload value re-validates and compacts every
 // Attributes MarshalJSON output, and was a fifth of the ingest CPU).
@@ -200,12 +213,118 @@ func appendStrings(dst []byte, l []string) []byte {
 	return append(dst, ']')
 }
 
-// decodePayload fills sp's payload fields from the JSON raw.
-func decodePayload(raw []byte, sp *store.Span) error {
-	var p payload
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("decode payload: %w", err)
+// minTime and maxTime bound what int64 unix nanoseconds can hold.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// unixNanos converts t, failing for times int64 nanoseconds cannot hold
+// (years before 1678 or after 2262, including the zero time.Time).
+func unixNanos(t time.Time) (int64, error) {
+	if t.Before(minTime) || t.After(maxTime) {
+		return 0, fmt.Errorf("%s is outside the storable range (1678-2262); is it unset?", t.UTC().Format(time.RFC3339Nano))
 	}
+	return t.UnixNano(), nil
+}
+
+// maxJSONDepth is encoding/json's nesting limit, kept so that what one
+// decoder rejects the other rejects too.
+const maxJSONDepth = 10000
+
+// payloadDecoder decodes the payload JSON appendPayload writes (and the
+// resource attribute JSON) straight into store types. It accepts exactly
+// the JSON that encoding/json would accept for the payload struct and
+// produces the same values (numbers without '.', 'e' or 'E' that fit become
+// int64, others float64, as store.Attributes.UnmarshalJSON does; field names
+// match case-insensitively; unknown fields are skipped; null leaves a field
+// unset), which FuzzPayloadDecoderMatchesEncodingJSON checks.
+//
+// It exists because encoding/json was two thirds of GetTrace's CPU on a
+// 50,000-span trace: it validates the payload, then re-scans every attribute
+// map through a json.Decoder, allocates a json.Number per number and a
+// string per key and value, and grows each map from empty.
+//
+// Strings are substrings of src when share is set (no allocation: the
+// caller made src from a whole decompressed block most of whose spans it
+// keeps), otherwise copies, with attribute keys interned.
+type payloadDecoder struct {
+	src   string
+	pos   int
+	depth int
+	share bool
+	// skipping is set while checking an unknown field's value, which
+	// encoding/json only checks for syntax (an out-of-range number there is
+	// no error).
+	skipping bool
+	// badNumbers counts the out-of-range numbers decoded as badNumber in
+	// the current attribute map.
+	badNumbers int
+	keys       map[string]string // interned keys (share == false)
+	kv         []kv              // stack of object members being built
+	buf        []byte            // unescaping scratch
+}
+
+type kv struct {
+	k string
+	v any
+}
+
+func (d *payloadDecoder) reset(src string, share bool) {
+	d.src, d.pos, d.depth, d.share, d.skipping = src, 0, 0, share, false
+}
+
+func (d *payloadDecoder) errorf(format string, args ...any) error {
+	return fmt.Errorf("decode payload: offset %d: %s", d.pos, fmt.Sprintf(format, args...))
+}
+
+// decode parses one payload (the whole of d.src) into sp's payload fields.
+func (d *payloadDecoder) decode(sp *store.Span) error {
+	var p payload
+	d.skipSpace()
+	if d.literal("null") {
+		return d.end()
+	}
+	err := d.object(func(key string) error {
+		switch {
+		case fieldIs(key, "a"):
+			return d.attributes(&p.Attributes)
+		case fieldIs(key, "e"):
+			return d.array(func(isNull bool) {
+				p.Events = resetSlice(p.Events, isNull)
+			}, func() error {
+				p.Events = growSlice(p.Events)
+				return d.event(&p.Events[len(p.Events)-1])
+			})
+		case fieldIs(key, "l"):
+			return d.array(func(isNull bool) {
+				p.Links = resetSlice(p.Links, isNull)
+			}, func() error {
+				p.Links = growSlice(p.Links)
+				return d.link(&p.Links[len(p.Links)-1])
+			})
+		case fieldIs(key, "r"):
+			return d.stringList(&p.Retrieved)
+		case fieldIs(key, "c"):
+			return d.stringList(&p.Cited)
+		case fieldIs(key, "cn"):
+			return d.boolean(&p.CostNaN)
+		default:
+			return d.skipValue()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	p.applyTo(sp)
+	return nil
+}
+
+// applyTo copies a decoded payload's fields into sp.
+func (p *payload) applyTo(sp *store.Span) {
 	sp.Attributes = p.Attributes
 	sp.RetrievedDocs = p.Retrieved
 	sp.CitedDocs = p.Cited
@@ -225,20 +344,603 @@ func decodePayload(raw []byte, sp *store.Span) error {
 			sp.Links[i] = store.Link{TraceID: l.TraceID, SpanID: l.SpanID, TraceState: l.TraceState, Attributes: l.Attributes}
 		}
 	}
+}
+
+// decodeAttributes parses a whole of d.src that is one attribute map (or
+// null), as store.Attributes.UnmarshalJSON does.
+func (d *payloadDecoder) decodeAttributes(a *store.Attributes) error {
+	d.skipSpace()
+	if err := d.attributes(a); err != nil {
+		return err
+	}
+	return d.end()
+}
+
+// fieldIs matches a JSON object key to a struct field name the way
+// encoding/json does: exactly, or else case-insensitively.
+func fieldIs(key, name string) bool {
+	return key == name || strings.EqualFold(key, name)
+}
+
+func (d *payloadDecoder) end() error {
+	d.skipSpace()
+	if d.pos != len(d.src) {
+		return d.errorf("unexpected data after the value")
+	}
 	return nil
 }
 
-// minTime and maxTime bound what int64 unix nanoseconds can hold.
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-// unixNanos converts t, failing for times int64 nanoseconds cannot hold
-// (years before 1678 or after 2262, including the zero time.Time).
-func unixNanos(t time.Time) (int64, error) {
-	if t.Before(minTime) || t.After(maxTime) {
-		return 0, fmt.Errorf("%s is outside the storable range (1678-2262); is it unset?", t.UTC().Format(time.RFC3339Nano))
+func (d *payloadDecoder) skipSpace() {
+	for d.pos < len(d.src) {
+		switch d.src[d.pos] {
+		case ' ', '\t', '\n', '\r':
+			d.pos++
+		default:
+			return
+		}
 	}
-	return t.UnixNano(), nil
+}
+
+// literal consumes word (true, false, null) if it is next.
+func (d *payloadDecoder) literal(word string) bool {
+	if strings.HasPrefix(d.src[d.pos:], word) {
+		d.pos += len(word)
+		return true
+	}
+	return false
+}
+
+func (d *payloadDecoder) enter() error {
+	d.depth++
+	if d.depth > maxJSONDepth {
+		return d.errorf("nested deeper than %d", maxJSONDepth)
+	}
+	return nil
+}
+
+// object parses an object (the next value must be one), calling member for
+// each key with d positioned at the member's value.
+func (d *payloadDecoder) object(member func(key string) error) error {
+	if d.pos >= len(d.src) || d.src[d.pos] != '{' {
+		return d.errorf("expected an object")
+	}
+	if err := d.enter(); err != nil {
+		return err
+	}
+	d.pos++
+	d.skipSpace()
+	if d.pos < len(d.src) && d.src[d.pos] == '}' {
+		d.pos++
+		d.depth--
+		return nil
+	}
+	for {
+		key, err := d.key()
+		if err != nil {
+			return err
+		}
+		if err := member(key); err != nil {
+			return err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.src) {
+			return d.errorf("unterminated object")
+		}
+		switch d.src[d.pos] {
+		case ',':
+			d.pos++
+			d.skipSpace()
+		case '}':
+			d.pos++
+			d.depth--
+			return nil
+		default:
+			return d.errorf("expected ',' or '}' in object")
+		}
+	}
+}
+
+// key parses `"key" :` and leaves d at the start of the value.
+func (d *payloadDecoder) key() (string, error) {
+	if d.pos >= len(d.src) || d.src[d.pos] != '"' {
+		return "", d.errorf("expected a string key")
+	}
+	k, err := d.str(true)
+	if err != nil {
+		return "", err
+	}
+	d.skipSpace()
+	if d.pos >= len(d.src) || d.src[d.pos] != ':' {
+		return "", d.errorf("expected ':' after object key")
+	}
+	d.pos++
+	d.skipSpace()
+	return k, nil
+}
+
+// array parses null (calling start(true)) or an array (start(false), then
+// elem for each element, d positioned at it). An array may be parsed
+// although the destination ends up unchanged, as encoding/json does.
+func (d *payloadDecoder) array(start func(isNull bool), elem func() error) error {
+	if d.literal("null") {
+		start(true)
+		return nil
+	}
+	if d.pos >= len(d.src) || d.src[d.pos] != '[' {
+		return d.errorf("expected an array or null")
+	}
+	if err := d.enter(); err != nil {
+		return err
+	}
+	start(false)
+	d.pos++
+	d.skipSpace()
+	if d.pos < len(d.src) && d.src[d.pos] == ']' {
+		d.pos++
+		d.depth--
+		return nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return err
+		}
+		d.skipSpace()
+		if d.pos >= len(d.src) {
+			return d.errorf("unterminated array")
+		}
+		switch d.src[d.pos] {
+		case ',':
+			d.pos++
+			d.skipSpace()
+		case ']':
+			d.pos++
+			d.depth--
+			return nil
+		default:
+			return d.errorf("expected ',' or ']' in array")
+		}
+	}
+}
+
+func (d *payloadDecoder) event(e *eventRec) error {
+	if d.literal("null") {
+		return nil
+	}
+	return d.object(func(key string) error {
+		switch {
+		case fieldIs(key, "t"):
+			return d.intField(&e.TimeNS)
+		case fieldIs(key, "n"):
+			return d.stringField(&e.Name)
+		case fieldIs(key, "a"):
+			return d.attributes(&e.Attributes)
+		default:
+			return d.skipValue()
+		}
+	})
+}
+
+func (d *payloadDecoder) link(l *linkRec) error {
+	if d.literal("null") {
+		return nil
+	}
+	return d.object(func(key string) error {
+		switch {
+		case key == "ts":
+			return d.stringField(&l.TraceState)
+		case fieldIs(key, "t"):
+			return d.stringField(&l.TraceID)
+		case fieldIs(key, "s"):
+			return d.stringField(&l.SpanID)
+		case fieldIs(key, "ts"):
+			return d.stringField(&l.TraceState)
+		case fieldIs(key, "a"):
+			return d.attributes(&l.Attributes)
+		default:
+			return d.skipValue()
+		}
+	})
+}
+
+func (d *payloadDecoder) stringList(dst *[]string) error {
+	return d.array(func(isNull bool) {
+		*dst = resetSlice(*dst, isNull)
+	}, func() error {
+		*dst = growSlice(*dst)
+		return d.stringField(&(*dst)[len(*dst)-1])
+	})
+}
+
+// resetSlice and growSlice reproduce how encoding/json decodes an array
+// into a slice that may already hold one (a repeated key): null makes it
+// nil; an array reuses its backing array, elements decoding over what was
+// there; an empty array gives an empty, non-nil slice.
+func resetSlice[T any](l []T, isNull bool) []T {
+	switch {
+	case isNull:
+		return nil
+	case l == nil:
+		return []T{}
+	default:
+		return l[:0]
+	}
+}
+
+func growSlice[T any](l []T) []T {
+	if len(l) < cap(l) {
+		return l[:len(l)+1]
+	}
+	var zero T
+	return append(l, zero)
+}
+
+// stringField parses a string into dst; null leaves dst as it is.
+func (d *payloadDecoder) stringField(dst *string) error {
+	if d.literal("null") {
+		return nil
+	}
+	if d.pos >= len(d.src) || d.src[d.pos] != '"' {
+		return d.errorf("expected a string")
+	}
+	s, err := d.str(false)
+	if err != nil {
+		return err
+	}
+	*dst = s
+	return nil
+}
+
+func (d *payloadDecoder) boolean(dst *bool) error {
+	switch {
+	case d.literal("null"):
+	case d.literal("true"):
+		*dst = true
+	case d.literal("false"):
+		*dst = false
+	default:
+		return d.errorf("expected a boolean")
+	}
+	return nil
+}
+
+// int64 parses an integer into dst as encoding/json does for an int64
+// field: no fraction or exponent; null leaves dst as it is.
+func (d *payloadDecoder) intField(dst *int64) error {
+	if d.literal("null") {
+		return nil
+	}
+	lit, err := d.number()
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(lit, 10, 64)
+	if err != nil {
+		return d.errorf("number %s is not an int64", lit)
+	}
+	*dst = n
+	return nil
+}
+
+// attributes parses null (dst = nil) or an attribute map.
+func (d *payloadDecoder) attributes(dst *store.Attributes) error {
+	if d.literal("null") {
+		*dst = nil
+		return nil
+	}
+	d.badNumbers = 0
+	m, err := d.mapValue()
+	if err != nil {
+		return err
+	}
+	if d.badNumbers > 0 {
+		if lit, ok := findBadNumber(m); ok {
+			return fmt.Errorf("decode attributes: number %s is out of range for a double", lit)
+		}
+	}
+	*dst = store.Attributes(m)
+	return nil
+}
+
+// badNumber is a number too large for a double, kept in place until the
+// attribute map is complete: it is an error only if no later duplicate key
+// replaced it, as with store.Attributes.UnmarshalJSON, which converts
+// numbers after decoding the whole map.
+type badNumber string
+
+func findBadNumber(v any) (badNumber, bool) {
+	switch t := v.(type) {
+	case badNumber:
+		return t, true
+	case map[string]any:
+		for _, e := range t {
+			if b, ok := findBadNumber(e); ok {
+				return b, true
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if b, ok := findBadNumber(e); ok {
+				return b, true
+			}
+		}
+	}
+	return "", false
+}
+
+// mapValue parses an object into a map sized for its members (collected
+// on d.kv first); later duplicates of a key win, as in encoding/json.
+func (d *payloadDecoder) mapValue() (map[string]any, error) {
+	base := len(d.kv)
+	err := d.object(func(key string) error {
+		v, err := d.value()
+		if err != nil {
+			return err
+		}
+		d.kv = append(d.kv, kv{d.intern(key), v})
+		return nil
+	})
+	if err != nil {
+		d.kv = d.kv[:base]
+		return nil, err
+	}
+	m := make(map[string]any, len(d.kv)-base)
+	for _, e := range d.kv[base:] {
+		m[e.k] = e.v
+	}
+	clear(d.kv[base:]) // drop references for the GC
+	d.kv = d.kv[:base]
+	return m, nil
+}
+
+// intern returns the shared copy of an attribute key. Keys repeat on every
+// span; in share mode they are free substrings already.
+func (d *payloadDecoder) intern(k string) string {
+	if d.share {
+		return k
+	}
+	if s, ok := d.keys[k]; ok {
+		return s
+	}
+	k = strings.Clone(k)
+	if d.keys == nil {
+		d.keys = make(map[string]string)
+	}
+	if len(d.keys) < 4096 {
+		d.keys[k] = k
+	}
+	return k
+}
+
+// value parses any attribute value.
+func (d *payloadDecoder) value() (any, error) {
+	if d.pos >= len(d.src) {
+		return nil, d.errorf("unexpected end of input")
+	}
+	switch c := d.src[d.pos]; {
+	case c == '"':
+		return d.str(false)
+	case c == '{':
+		return d.mapValue()
+	case c == '[':
+		var l []any
+		err := d.array(func(bool) { l = []any{} }, func() error {
+			v, err := d.value()
+			if err != nil {
+				return err
+			}
+			l = append(l, v)
+			return nil
+		})
+		return l, err
+	case c == '-' || (c >= '0' && c <= '9'):
+		lit, err := d.number()
+		if err != nil || d.skipping {
+			return nil, err
+		}
+		v, err := attrNumber(lit)
+		if err != nil {
+			d.badNumbers++
+			return badNumber(lit), nil
+		}
+		return v, nil
+	case d.literal("true"):
+		return true, nil
+	case d.literal("false"):
+		return false, nil
+	case d.literal("null"):
+		return nil, nil
+	default:
+		return nil, d.errorf("invalid character %q looking for a value", c)
+	}
+}
+
+// attrNumber converts a JSON number as store.Attributes.UnmarshalJSON does.
+func attrNumber(lit string) (any, error) {
+	if !strings.ContainsAny(lit, ".eE") {
+		if i, err := strconv.ParseInt(lit, 10, 64); err == nil {
+			return i, nil
+		}
+	}
+	f, err := strconv.ParseFloat(lit, 64)
+	if err != nil && (math.IsInf(f, 0) || math.IsNaN(f)) {
+		return nil, fmt.Errorf("decode attributes: number %s is out of range for a double", lit)
+	}
+	return f, nil
+}
+
+// number consumes a JSON number and returns its text.
+func (d *payloadDecoder) number() (string, error) {
+	s, i := d.src, d.pos
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return "", d.errorf("invalid number")
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return "", d.errorf("invalid number")
+		}
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
+			return "", d.errorf("invalid number")
+		}
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	}
+	lit := s[d.pos:i]
+	d.pos = i
+	return lit, nil
+}
+
+// str consumes a string literal (d at its opening quote) and returns its
+// value, decoded as encoding/json does (invalid UTF-8 and unpaired
+// surrogates become U+FFFD). Keys are never copied here: intern does that.
+func (d *payloadDecoder) str(isKey bool) (string, error) {
+	s := d.src
+	i := d.pos + 1
+	ascii := true
+	for i < len(s) {
+		c := s[i]
+		if c == '"' {
+			v := s[d.pos+1 : i]
+			if !ascii && !utf8.ValidString(v) {
+				break // needs U+FFFD replacement: slow path
+			}
+			d.pos = i + 1
+			if d.share || isKey {
+				return v, nil
+			}
+			return strings.Clone(v), nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", d.errorf("invalid character %q in string", c)
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+		i++
+	}
+	if i >= len(s) {
+		return "", d.errorf("unterminated string")
+	}
+	return d.unquote()
+}
+
+// unquote is str's slow path for strings with escapes or invalid UTF-8.
+func (d *payloadDecoder) unquote() (string, error) {
+	s := d.src
+	b := d.buf[:0]
+	i := d.pos + 1
+	for {
+		if i >= len(s) {
+			return "", d.errorf("unterminated string")
+		}
+		c := s[i]
+		switch {
+		case c == '"':
+			d.pos = i + 1
+			d.buf = b
+			return string(b), nil
+		case c < 0x20:
+			return "", d.errorf("invalid character %q in string", c)
+		case c == '\\':
+			if i+1 >= len(s) {
+				return "", d.errorf("unterminated string")
+			}
+			switch e := s[i+1]; e {
+			case '"', '\\', '/':
+				b = append(b, e)
+				i += 2
+			case 'b':
+				b, i = append(b, '\b'), i+2
+			case 'f':
+				b, i = append(b, '\f'), i+2
+			case 'n':
+				b, i = append(b, '\n'), i+2
+			case 'r':
+				b, i = append(b, '\r'), i+2
+			case 't':
+				b, i = append(b, '\t'), i+2
+			case 'u':
+				r := hex4(s[i+2:])
+				if r < 0 {
+					return "", d.errorf("invalid \\u escape in string")
+				}
+				i += 6
+				if utf16.IsSurrogate(r) {
+					r2 := rune(-1)
+					if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+						r2 = hex4(s[i+2:])
+					}
+					if dec := utf16.DecodeRune(r, r2); dec != unicode.ReplacementChar {
+						i += 6
+						b = utf8.AppendRune(b, dec)
+						continue
+					}
+					r = unicode.ReplacementChar
+				}
+				b = utf8.AppendRune(b, r)
+			default:
+				return "", d.errorf("invalid escape '\\%c' in string", e)
+			}
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			b = utf8.AppendRune(b, r)
+			i += size
+		}
+	}
+}
+
+// hex4 decodes the 4 hex digits starting s, or returns -1.
+func hex4(s string) rune {
+	if len(s) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range []byte(s[:4]) {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// skipValue consumes any JSON value (an unknown field's), checking it.
+func (d *payloadDecoder) skipValue() error {
+	d.skipping = true
+	_, err := d.value()
+	d.skipping = false
+	return err
 }
