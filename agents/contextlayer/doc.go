@@ -22,6 +22,12 @@
 // or dropped; the boundary moves back to the assistant turn that made the
 // calls.
 //
+// A ModelSummarizer's call is a model call like the agent's own: with a
+// Tracer it is a `chat {model}` span marked loomwork.context.summary_call
+// (with the triggering step, usage and llm.cost.total), a sibling of the
+// step's chat span so the trace rollup bills it exactly once, and a CallLog
+// lets the caller account for its usage, which the journal does not keep.
+//
 // Builder is the second tool here: it assembles a prompt from tiers
 // (instructions, evidence, tool output, memory, history) with per-tier
 // floors, compacting before it evicts, and reports an accounting identity

@@ -4,6 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomwork/loomwork/agents/llm"
 )
@@ -13,11 +18,105 @@ type Completer interface {
 	Complete(ctx context.Context, req llm.Request) (llm.Response, error)
 }
 
+// Attribute keys Loomwork sets on the chat span of a summary call (beside
+// the GenAI ones), so a trace tells the context layer's own model calls from
+// the agent's steps.
+const (
+	// AttrSummaryCall is true on the chat span of a context-layer summary.
+	AttrSummaryCall = "loomwork.context.summary_call"
+	// AttrSummaryStep is the step whose compaction asked for the summary.
+	AttrSummaryStep = "loomwork.context.summary_call.step"
+	// AttrSummaryMessages is the number of messages sent to be summarised.
+	AttrSummaryMessages = "loomwork.context.summary_call.messages"
+	// AttrCost is the call's cost in USD, under the OpenInference key the
+	// collector reads as an explicit cost (the gateway uses it too).
+	AttrCost = "llm.cost.total"
+)
+
+// Trigger names the model call whose compaction asked for a summary. The
+// runtime puts it on the context it passes to Layer.Apply, so the summary's
+// span can say which run and step it belongs to.
+type Trigger struct {
+	RunID string
+	Agent string
+	Step  int
+}
+
+type triggerKey struct{}
+
+// WithTrigger returns ctx carrying t.
+func WithTrigger(ctx context.Context, t Trigger) context.Context {
+	return context.WithValue(ctx, triggerKey{}, t)
+}
+
+// TriggerFromContext returns the Trigger set by WithTrigger.
+func TriggerFromContext(ctx context.Context) (Trigger, bool) {
+	t, ok := ctx.Value(triggerKey{}).(Trigger)
+	return t, ok
+}
+
+// Pricer prices one call's normalised usage for the model that answered;
+// ok is false when no price is known (the cost is then unknown, never 0).
+type Pricer func(model string, u llm.Usage) (usd float64, ok bool)
+
+// SummaryCall is one summary model call a ModelSummarizer made.
+type SummaryCall struct {
+	RunID    string
+	Step     int
+	Provider string
+	Model    string // the response model ("" when the call failed)
+	Label    string
+	Usage    llm.Usage
+	// CostUSD is nil when the call could not be priced (no Pricer, or the
+	// model has no price).
+	CostUSD *float64
+	Err     error
+}
+
+// CallLog collects the summary calls made through a ModelSummarizer, so the
+// caller can account for them: their usage is not part of the run's
+// journaled usage (the journal keeps only the summary text). It is safe for
+// concurrent use; the zero value is ready.
+type CallLog struct {
+	mu    sync.Mutex
+	calls []SummaryCall
+}
+
+func (l *CallLog) add(c SummaryCall) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, c)
+}
+
+// Calls returns the calls recorded so far, in order.
+func (l *CallLog) Calls() []SummaryCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]SummaryCall(nil), l.calls...)
+}
+
 // ModelSummarizer asks a model (through the gateway) for the summary.
+//
+// With a Tracer, each call is a `chat {model}` span (kind CLIENT) under the
+// caller's span with the GenAI attributes of a model call — operation,
+// provider, request and response model, usage, finish reason — plus
+// llm.cost.total when Price knows the model and AttrSummaryCall=true. Under
+// the runtime that is the run's invoke_agent span: the summary is a sibling
+// of the chat span of the step that triggered it (AttrSummaryStep), never its
+// child, because a step's chat span carries that step's own usage and the
+// trace rollup does not add a span whose descendants carry usage. When the
+// gateway traces too, its attempt spans are children of this span, which
+// then counts as an aggregate: the usage is billed once either way.
 type ModelSummarizer struct {
 	Model Completer
 	// ModelName is passed as Request.Model ("" lets the gateway route).
 	ModelName string
+	// Tracer, if set, records each call as a chat span.
+	Tracer trace.Tracer
+	// Price, if set, prices each call for its span and its SummaryCall.
+	Price Pricer
+	// Log, if set, records each call.
+	Log *CallLog
 }
 
 // Summarize implements Summarizer. The transcript is sent as one user
@@ -47,7 +146,26 @@ func (s ModelSummarizer) Summarize(ctx context.Context, msgs []llm.Message, maxT
 		Messages:  []llm.Message{{Role: llm.RoleUser, Content: b.String()}},
 		MaxTokens: maxTokens,
 	}
+	trig, _ := TriggerFromContext(ctx)
+	ctx, span := s.startSpan(ctx, req, trig, len(msgs))
 	resp, err := s.Model.Complete(ctx, req)
+	call := SummaryCall{RunID: trig.RunID, Step: trig.Step, Err: err}
+	if err == nil {
+		call.Provider, call.Model, call.Label, call.Usage = resp.Provider, resp.Model, resp.Label, resp.Usage
+		if s.Price != nil {
+			name := resp.Model
+			if name == "" {
+				name = s.ModelName
+			}
+			if usd, ok := s.Price(name, resp.Usage); ok {
+				call.CostUSD = &usd
+			}
+		}
+	}
+	s.endSpan(span, req, resp, call)
+	if s.Log != nil {
+		s.Log.add(call)
+	}
 	if err != nil {
 		return "", fmt.Errorf("summary model call: %w", err)
 	}
@@ -59,4 +177,73 @@ func (s ModelSummarizer) Summarize(ctx context.Context, msgs []llm.Message, maxT
 		text = "(scripted summary) " + text
 	}
 	return text, nil
+}
+
+func (s ModelSummarizer) startSpan(ctx context.Context, req llm.Request, trig Trigger, n int) (context.Context, trace.Span) {
+	if s.Tracer == nil {
+		return ctx, nil
+	}
+	name := "chat"
+	if req.Model != "" {
+		name += " " + req.Model
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.Bool(AttrSummaryCall, true),
+		attribute.Int(AttrSummaryMessages, n),
+		attribute.Int("gen_ai.request.max_tokens", req.MaxTokens),
+	}
+	if req.Model != "" {
+		attrs = append(attrs, attribute.String("gen_ai.request.model", req.Model))
+	}
+	if trig.RunID != "" {
+		attrs = append(attrs, attribute.String("gen_ai.conversation.id", trig.RunID))
+	}
+	if trig.Agent != "" {
+		attrs = append(attrs, attribute.String("gen_ai.agent.name", trig.Agent))
+	}
+	if trig.Step > 0 {
+		attrs = append(attrs, attribute.Int(AttrSummaryStep, trig.Step))
+	}
+	return s.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+func (s ModelSummarizer) endSpan(span trace.Span, req llm.Request, resp llm.Response, call SummaryCall) {
+	if span == nil {
+		return
+	}
+	defer span.End()
+	if call.Err != nil {
+		span.RecordError(call.Err)
+		span.SetStatus(codes.Error, call.Err.Error())
+		span.SetAttributes(attribute.String("error.type", "summary_model_error"))
+		return
+	}
+	u := resp.Usage
+	attrs := []attribute.KeyValue{
+		attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
+		attribute.Int64("gen_ai.usage.cache_read.input_tokens", u.CacheReadTokens),
+		attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheCreationTokens),
+		attribute.Int64("gen_ai.usage.reasoning.output_tokens", u.ReasoningTokens),
+	}
+	if resp.Provider != "" {
+		attrs = append(attrs, attribute.String("gen_ai.provider.name", resp.Provider))
+	}
+	if resp.Model != "" {
+		attrs = append(attrs, attribute.String("gen_ai.response.model", resp.Model))
+		if req.Model == "" {
+			span.SetName("chat " + resp.Model)
+		}
+	}
+	if resp.Label != "" {
+		attrs = append(attrs, attribute.String("loomwork.model.label", resp.Label))
+	}
+	if resp.StopReason != "" {
+		attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", []string{resp.StopReason}))
+	}
+	if call.CostUSD != nil {
+		attrs = append(attrs, attribute.Float64(AttrCost, *call.CostUSD))
+	}
+	span.SetAttributes(attrs...)
 }

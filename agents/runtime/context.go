@@ -175,6 +175,8 @@ func (r *run) compact(ctx context.Context, step int, system string, msgs []llm.M
 	if err != nil {
 		return nil, nil, err
 	}
+	// The trigger lets a model summariser name the run and step on its span.
+	ctx = contextlayer.WithTrigger(ctx, contextlayer.Trigger{RunID: r.task.RunID, Agent: r.agent.Name, Step: step})
 	out, err := layer.Apply(ctx, contextlayer.Input{System: system, Messages: msgs, Pins: spec.Pins})
 	if err != nil {
 		return nil, nil, fmt.Errorf("context layer: %w", err)

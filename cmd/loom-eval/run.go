@@ -58,21 +58,38 @@ func (m *Main) getenv(k string) string {
 
 // runResult is what `run` reports per run.
 type runResult struct {
-	RunID            string    `json:"run_id"`
-	Agent            string    `json:"agent"`
-	CaseID           string    `json:"case_id,omitempty"`
-	Trial            int       `json:"trial"`
-	ModelLabel       string    `json:"model_label"`
-	Answer           string    `json:"answer"`
-	Citations        []string  `json:"citations"`
-	Documents        []string  `json:"documents"`
-	Steps            int       `json:"steps"`
-	StepLimitReached bool      `json:"step_limit_reached,omitempty"`
-	Usage            llm.Usage `json:"usage"`
-	ModelCalls       int       `json:"model_calls"`
-	Reused           int       `json:"reused_model_answers"`
-	TraceID          string    `json:"trace_id,omitempty"`
-	Journal          string    `json:"journal"`
+	RunID            string   `json:"run_id"`
+	Agent            string   `json:"agent"`
+	CaseID           string   `json:"case_id,omitempty"`
+	Trial            int      `json:"trial"`
+	ModelLabel       string   `json:"model_label"`
+	Answer           string   `json:"answer"`
+	Citations        []string `json:"citations"`
+	Documents        []string `json:"documents"`
+	Steps            int      `json:"steps"`
+	StepLimitReached bool     `json:"step_limit_reached,omitempty"`
+	// Usage is the model steps' usage, as journaled in run_finished.
+	Usage      llm.Usage `json:"usage"`
+	ModelCalls int       `json:"model_calls"`
+	Reused     int       `json:"reused_model_answers"`
+	// SummaryCalls are the context layer's summary calls this process made
+	// (--context-summarizer model), SummaryUsage their usage; neither is in
+	// the journal. SummariesReused counts model summaries a resume took from
+	// the journal instead, whose usage is not recorded.
+	SummaryCalls    int       `json:"summary_calls"`
+	SummaryUsage    llm.Usage `json:"summary_usage"`
+	SummariesReused int       `json:"summaries_reused,omitempty"`
+	// TotalUsage is Usage plus SummaryUsage.
+	TotalUsage llm.Usage `json:"total_usage"`
+	// CostUSD prices every call with the table in scorer/pricing; null when
+	// any part cannot be priced (CostNote says why; KnownCostUSD is then
+	// the part that could be, a lower bound).
+	CostUSD        *float64 `json:"cost_usd"`
+	KnownCostUSD   float64  `json:"known_cost_usd"`
+	UnpricedModels []string `json:"unpriced_models,omitempty"`
+	CostNote       string   `json:"cost_note,omitempty"`
+	TraceID        string   `json:"trace_id,omitempty"`
+	Journal        string   `json:"journal"`
 }
 
 type runTask struct {
@@ -322,6 +339,15 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		counter = tok
 	}
 
+	pricer := callPricer{table: pricing.Default()}
+	var sumTracer trace.Tracer
+	if live {
+		pricer.requested = *model
+		if tp != nil {
+			sumTracer = tp.Tracer("github.com/loomwork/loomwork/agents/contextlayer")
+		}
+	}
+
 	var results []runResult
 	for _, t := range tasks {
 		for trial := range *trials {
@@ -335,8 +361,11 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 				mdl = coding.Policy(coding.PolicyConfig{Counter: counter})
 			}
 			rcfg := runtime.Config{Model: mdl, Journal: j, TracerProvider: tp, MaxSteps: *maxSteps, Context: spec}
+			// The summariser's calls get their own chat spans and are priced
+			// and logged here: the journal keeps only the summary text.
+			sumLog := &contextlayer.CallLog{}
 			if live && spec != nil && spec.Summarizer == runtime.SummarizerModel {
-				rcfg.Summarizer = contextlayer.ModelSummarizer{Model: gw, ModelName: *model}
+				rcfg.Summarizer = contextlayer.ModelSummarizer{Model: gw, ModelName: *model, Tracer: sumTracer, Price: pricer.price, Log: sumLog}
 			}
 			rt, err := runtime.New(rcfg)
 			if err != nil {
@@ -364,9 +393,15 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 				}
 				return &ExitError{Code: ExitRuntimeErr, Err: err}
 			}
+			rc, err := costOfRun(ctx, j, id, pricer, sumLog.Calls())
+			if err != nil {
+				return &ExitError{Code: ExitRuntimeErr, Err: err}
+			}
 			results = append(results, runResult{RunID: id, Agent: *agentName, CaseID: t.caseID, Trial: trial, ModelLabel: res.Label,
 				Answer: res.Answer, Citations: nonNilStrings(res.Citations), Documents: nonNilStrings(res.Documents), Steps: res.Steps,
 				StepLimitReached: res.StepLimitReached, Usage: res.Usage, ModelCalls: res.ModelCalls, Reused: res.Reused,
+				SummaryCalls: rc.SummaryCalls, SummaryUsage: rc.SummaryUsage, SummariesReused: rc.SummariesReused,
+				TotalUsage: rc.Total, CostUSD: rc.CostUSD, KnownCostUSD: rc.KnownCostUSD, UnpricedModels: rc.Unpriced, CostNote: rc.Note,
 				TraceID: res.TraceID, Journal: *journalPath})
 		}
 	}
@@ -387,8 +422,16 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		return enc.Encode(results)
 	}
 	for _, r := range results {
-		fmt.Fprintf(m.Stdout, "%s (agent %s, model label %s): %d steps, %d model calls (%d reused), tokens in %d out %d\n",
-			r.RunID, r.Agent, r.ModelLabel, r.Steps, r.ModelCalls, r.Reused, r.Usage.InputTokens, r.Usage.OutputTokens)
+		fmt.Fprintf(m.Stdout, "%s (agent %s, model label %s): %d steps, %d model calls (%d reused), tokens in %d out %d, cost %s\n",
+			r.RunID, r.Agent, r.ModelLabel, r.Steps, r.ModelCalls, r.Reused, r.TotalUsage.InputTokens, r.TotalUsage.OutputTokens, formatCost(r))
+		if r.SummaryCalls > 0 || r.SummariesReused > 0 {
+			fmt.Fprintf(m.Stdout, "  context summaries: %d model calls, tokens in %d out %d (included above)",
+				r.SummaryCalls, r.SummaryUsage.InputTokens, r.SummaryUsage.OutputTokens)
+			if r.SummariesReused > 0 {
+				fmt.Fprintf(m.Stdout, "; %d reused from the journal (usage not recorded)", r.SummariesReused)
+			}
+			fmt.Fprintln(m.Stdout)
+		}
 		fmt.Fprintf(m.Stdout, "  retrieved: %s\n  cited:     %s\n", strings.Join(r.Documents, ", "), strings.Join(r.Citations, ", "))
 		for _, line := range strings.Split(r.Answer, "\n") {
 			fmt.Fprintf(m.Stdout, "  | %s\n", line)
