@@ -136,7 +136,6 @@ const spanSummarySQL = `SELECT
     s_cache_read AS cache_read_tokens,
     s_cache_creation AS cache_creation_tokens,
     s_reasoning AS reasoning_tokens,
-    service_set,
     name_set,
     toInt64(%[3]s) AS sort_value
 FROM
@@ -146,7 +145,6 @@ FROM
         min(start) AS t_start,
         max(end) AS t_end,
         min((toUInt8(parent_span_id != ''), start, span_id, toString(name), toString(service_name))) AS root,
-        groupUniqArray(toString(service_name)) AS service_set,
         groupUniqArrayIf(toString(agent_name), agent_name != '') AS agent_set,
         groupUniqArrayArray(arrayFilter(m -> m != '', [toString(request_model), toString(response_model)])) AS model_set,
         groupUniqArray(toString(name)) AS name_set,
@@ -362,18 +360,16 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 		pageSQL = fmt.Sprintf("SELECT trace_id, c_start, c_end FROM (SELECT trace_id, c_start, c_end, toInt64(%s) AS sort_value FROM cand) %s ORDER BY %s LIMIT %d",
 			indexSort, whereSQL, order, p.Limit+1)
 	} else {
+		// No span of a trace starting at or after Start is earlier, so
+		// every scan of spans may start there.
+		const fromStart = "start >= fromUnixTimestamp64Nano(?)"
 		var spanWhere []string
-		lower := ""
-		if !q.Start.IsZero() {
-			// No span of a trace starting at or after Start is earlier.
-			lower = " AND start >= fromUnixTimestamp64Nano(?)"
-		}
 		if bounded {
 			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM cand)")
-			if lower != "" {
-				spanWhere = append(spanWhere, strings.TrimPrefix(lower, " AND "))
-				args = append(args, q.Start.UnixNano())
-			}
+		}
+		if !q.Start.IsZero() {
+			spanWhere = append(spanWhere, fromStart)
+			args = append(args, q.Start.UnixNano())
 		}
 		for _, f := range []struct{ cond, val string }{
 			{"service_name = ?", q.Service},
@@ -383,13 +379,15 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			if f.val == "" {
 				continue
 			}
-			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM "+s.spansTable+" WHERE "+f.cond+lower+")")
+			cond := f.cond
 			for range strings.Count(f.cond, "?") {
 				args = append(args, f.val)
 			}
-			if lower != "" {
+			if !q.Start.IsZero() {
+				cond += " AND " + fromStart
 				args = append(args, q.Start.UnixNano())
 			}
+			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+")")
 		}
 		var where []string
 		switch q.Status {
