@@ -37,10 +37,10 @@ func (p callPricer) price(model string, u llm.Usage) (usd float64, ok bool) {
 }
 
 // billedUsage splits normalised usage (input includes cached input) into
-// the parts providers bill separately.
+// the parts providers bill separately, as the rollup does.
 func billedUsage(u llm.Usage) pricing.Usage {
-	return pricing.Usage{Input: max(u.InputTokens-u.CacheReadTokens-u.CacheCreationTokens, 0),
-		CacheRead: u.CacheReadTokens, CacheCreation: u.CacheCreationTokens, Output: u.OutputTokens}
+	b, _ := pricing.Split(u.InputTokens, u.CacheReadTokens, u.CacheCreationTokens, u.OutputTokens)
+	return b
 }
 
 // runCost is a run's tokens and cost: its model steps (as journaled,

@@ -84,6 +84,24 @@ type Usage struct {
 	Output        int64
 }
 
+// Split turns usage in the GenAI convention (input counts cache reads and
+// writes too) into the billed parts. When input is smaller than the two
+// cache counts, the sender used Anthropic's raw convention (input excludes
+// both), so input is taken as the uncached part and raw is true. Negative
+// counts are read as 0.
+func Split(input, cacheRead, cacheCreation, output int64) (u Usage, raw bool) {
+	u.CacheRead = max(cacheRead, 0)
+	u.CacheCreation = max(cacheCreation, 0)
+	u.Output = max(output, 0)
+	in := max(input, 0)
+	if in < u.CacheRead+u.CacheCreation {
+		u.Input = in
+		return u, true
+	}
+	u.Input = in - u.CacheRead - u.CacheCreation
+	return u, false
+}
+
 // Default returns the embedded table.
 func Default() *Table {
 	t, err := Parse(bytes.NewReader(embedded), "embedded prices.json")

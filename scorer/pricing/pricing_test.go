@@ -137,3 +137,21 @@ func TestModelNamesWithSlashesStillMatchExactly(t *testing.T) {
 		t.Error("exact name with a slash not found")
 	}
 }
+
+func TestSplitSubtractsCacheFromInputUnlessTheSenderUsedAnthropicsRawCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		in, read, create, out int64
+		want                  Usage
+		raw                   bool
+	}{
+		{"GenAI convention: input counts the cache", 1000, 600, 100, 50, Usage{Input: 300, CacheRead: 600, CacheCreation: 100, Output: 50}, false},
+		{"Anthropic raw: input excludes the cache", 20, 600, 100, 50, Usage{Input: 20, CacheRead: 600, CacheCreation: 100, Output: 50}, true},
+		{"negative counts read as 0", -5, -1, 0, -2, Usage{}, false},
+	} {
+		got, raw := Split(tc.in, tc.read, tc.create, tc.out)
+		if got != tc.want || raw != tc.raw {
+			t.Errorf("%s: Split = %+v, raw %v; want %+v, raw %v", tc.name, got, raw, tc.want, tc.raw)
+		}
+	}
+}

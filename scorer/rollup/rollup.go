@@ -324,20 +324,10 @@ func Compute(spans []store.Span, prices *pricing.Table) Rollup {
 	return r
 }
 
-// splitUsage turns a span's usage (GenAI convention: InputTokens includes
-// cache reads and writes) into the billed parts. If InputTokens is smaller
-// than the cache counts, the sender used Anthropic's raw convention (input
-// excludes both cache fields), so InputTokens is taken as the uncached part.
+// splitUsage turns a span's usage into the billed parts (pricing.Split);
+// anthropicRaw reports a sender that used Anthropic's raw convention.
 func splitUsage(s *store.Span) (u pricing.Usage, anthropicRaw bool) {
-	u.CacheRead = max(s.CacheReadTokens, 0)
-	u.CacheCreation = max(s.CacheCreationTokens, 0)
-	u.Output = max(s.OutputTokens, 0)
-	in := max(s.InputTokens, 0)
-	if in < u.CacheRead+u.CacheCreation {
-		return pricing.Usage{Input: in, CacheRead: u.CacheRead, CacheCreation: u.CacheCreation, Output: u.Output}, true
-	}
-	u.Input = in - u.CacheRead - u.CacheCreation
-	return u, false
+	return pricing.Split(s.InputTokens, s.CacheReadTokens, s.CacheCreationTokens, s.OutputTokens)
 }
 
 func lookup(prices *pricing.Table, s *store.Span) (*pricing.Model, string, bool) {
