@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/datasets/datasettest"
+
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
@@ -29,19 +31,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// datasetDir is the judged set the baselines were recorded on: the
+// repository's shipped set, or $LOOMWORK_DATASET when set (as for replay).
 func datasetDir(t *testing.T) string {
 	t.Helper()
-	ds := filepath.Join("..", "..", "shared", "datasets", "mkdocs-material")
 	if d := os.Getenv("LOOMWORK_DATASET"); d != "" {
-		ds = d
+		return d
 	}
-	if _, err := os.Stat(filepath.Join(ds, "qrels.jsonl")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but the judged dataset is missing at %s: %v", ds, err)
-		}
-		t.Skipf("judged dataset not found at %s", ds)
-	}
-	return ds
+	return datasettest.ShippedDir(t)
 }
 
 func loadCases(t *testing.T) map[string]datasets.Case {

@@ -3,29 +3,20 @@ package retrieval_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/loomwork/loomwork/datasets/datasettest"
 
 	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
 )
 
+// shippedDataset loads the repository's shipped judged set.
 func shippedDataset(t *testing.T) *judged.Dataset {
 	t.Helper()
-	dir, _ := os.Getwd()
-	for filepath.Dir(dir) != dir {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		dir = filepath.Dir(dir)
-	}
-	ds, err := judged.Load(filepath.Join(dir, "..", "shared", "datasets", "mkdocs-material"), "")
+	ds, err := judged.Load(datasettest.ShippedDir(t), "")
 	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("shipped dataset: %v", err)
-		}
-		t.Skipf("shipped dataset not available: %v", err)
+		t.Fatal(err)
 	}
 	return ds
 }

@@ -13,13 +13,13 @@
 #                                 apply the gate. Exit non-zero on a divergence, a
 #                                 differing tool result, or a regression.
 #
-# Needs: Go, root (the coding agent's sandbox), the judged dataset at
-# $LOOMWORK_DATASET (default ../shared/datasets/mkdocs-material).
+# Needs: Go and root (the coding agent's sandbox). The research agent reads
+# the judged set at $LOOMWORK_DATASET, by default the one shipped in
+# datasets/mkdocs-material (embedded in loom-eval).
 set -euo pipefail
 
 mode=${1:-}
 cd "$(dirname "$0")/.."
-export LOOMWORK_DATASET=${LOOMWORK_DATASET:-../shared/datasets/mkdocs-material}
 TRIALS=${TRIALS:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -28,7 +28,7 @@ go build -o "$bin" ./cmd/loom-eval
 
 case "$mode" in
 record)
-  go run ./baselines/gencases --dataset "$LOOMWORK_DATASET" --out baselines/cases.jsonl
+  go run ./baselines/gencases --dataset "${LOOMWORK_DATASET:-datasets/mkdocs-material}" --out baselines/cases.jsonl
   rm -f baselines/journals/*.jsonl
   for agent in research coding; do
     "$bin" run --agent "$agent" --case baselines/cases.jsonl --tag "$agent" --trials "$TRIALS" \

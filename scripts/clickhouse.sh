@@ -32,8 +32,8 @@
 #
 # Environment:
 #   LOOMWORK_CACHE   cache root (default $HOME/.cache/loomwork); the library goes to
-#                    $LOOMWORK_CACHE/chdb/<version>/libchdb.so, the built binary to
-#                    $LOOMWORK_CACHE/bin/loom-eval
+#                    $LOOMWORK_CACHE/chdb/<version>/libchdb.so; the launcher binary is
+#                    built into DATA_DIR/bin/
 #   LOOM_EVAL        use this loom-eval binary instead of building one
 #   CLICKHOUSE_START_TIMEOUT  seconds to wait for readiness (default 90)
 #
@@ -94,15 +94,17 @@ cmd_fetch() {
 }
 
 # loom_eval prints the launcher command line: loom-eval clickhouse-local,
-# building loom-eval if needed.
+# built into DATA_DIR/bin ($1), so two runs on one machine never share (or
+# overwrite) a binary.
 loom_eval() {
+	local dir="$1"
 	if [ -n "${LOOM_EVAL:-}" ]; then
 		[ -x "$LOOM_EVAL" ] || die "LOOM_EVAL=$LOOM_EVAL is not executable"
 		printf '%s clickhouse-local\n' "$LOOM_EVAL"
 		return
 	fi
-	local bin="$CACHE/bin/loom-eval"
-	mkdir -p "$CACHE/bin"
+	local bin="$dir/bin/loom-eval"
+	mkdir -p "$dir/bin"
 	log "building loom-eval into $bin"
 	if (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./cmd/loom-eval) >&2; then
 		mv -f "$bin.tmp" "$bin"
@@ -111,7 +113,7 @@ loom_eval() {
 	fi
 	# The stand-alone launcher has the same flags and depends on nothing
 	# but internal/chlocal, so a broken package elsewhere cannot stop it.
-	bin="$CACHE/bin/chlocal-launcher"
+	bin="$dir/bin/chlocal-launcher"
 	log "go build ./cmd/loom-eval failed; building the stand-alone launcher into $bin"
 	(cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./internal/chlocal/launcher) >&2 ||
 		die "go build ./internal/chlocal/launcher failed"
@@ -158,7 +160,7 @@ cmd_start() {
 		die "a ClickHouse is already running on $dir (pid $old); use: scripts/clickhouse.sh env $dir"
 	fi
 	local launcher
-	launcher="$(loom_eval)"
+	launcher="$(loom_eval "$dir")"
 	rm -f "$dir/clickhouse.ports" "$dir/clickhouse.pid"
 	# setsid: the server must not die with the shell that started it, and a
 	# Ctrl-C in that shell must not reach it. $launcher is word-split on

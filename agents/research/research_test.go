@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/loomwork/loomwork/datasets/datasettest"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -24,33 +26,8 @@ import (
 	"github.com/loomwork/loomwork/replay/journaldb"
 )
 
-// datasetDir finds ../shared/datasets/mkdocs-material beside the repository
-// (CI has it; elsewhere the test skips).
-func datasetDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	ds := filepath.Join(dir, "..", "shared", "datasets", "mkdocs-material")
-	if _, err := os.Stat(filepath.Join(ds, "qrels.jsonl")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but the shipped dataset is missing at %s: %v", ds, err)
-		}
-		t.Skipf("shipped dataset not found at %s", ds)
-	}
-	return ds
-}
+// datasetDir is the repository's shipped judged set.
+func datasetDir(t testing.TB) string { return datasettest.ShippedDir(t) }
 
 var (
 	indexOnce sync.Once

@@ -18,7 +18,7 @@ import (
 )
 
 func main() {
-	dataset := flag.String("dataset", "../shared/datasets/mkdocs-material", "judged dataset folder")
+	dataset := flag.String("dataset", "datasets/mkdocs-material", "judged dataset folder (run from the repository root)")
 	out := flag.String("out", "baselines/cases.jsonl", "case file to write")
 	flag.Parse()
 	if err := run(*dataset, *out); err != nil {

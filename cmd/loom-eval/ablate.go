@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
 	"github.com/loomwork/loomwork/retrieval/ablation"
@@ -20,11 +21,11 @@ import (
 // runAblate runs every retrieval mode on a judged dataset and reports the
 // table, a chart and the trained reranker.
 func (m *Main) runAblate(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("ablate", "ablate --dataset DIR [--qrels FILE] [--modes bm25,dense,rrf,weighted,rerank] [--format text|json|markdown] [--seed N] [--out DIR] [--no-exclude-own | --with-leaky]")
-	dataset := fs.String("dataset", "", "judged dataset folder (docs/, issues.jsonl, qrels.jsonl), e.g. ../shared/datasets/mkdocs-material")
+	fs := m.newFlagSet("ablate", "ablate [--dataset DIR] [--qrels FILE] [--modes bm25,dense,rrf,weighted,rerank] [--format text|json|markdown] [--json] [--seed N] [--out DIR] [--no-exclude-own | --with-leaky]")
+	dataset := fs.String("dataset", "", "judged dataset `folder` (docs/, issues.jsonl, qrels.jsonl; default "+datasets.DescribeDefault()+")")
 	qrels := fs.String("qrels", "", "judgements file (default DATASET/qrels.jsonl)")
 	modes := fs.String("modes", "bm25,dense,rrf,weighted,rerank", "comma-separated retrieval modes")
-	format := fs.String("format", "text", "report format on stdout: text, json or markdown")
+	outFmt := m.addOutputFlags(fs, "text", "json", "markdown")
 	seed := fs.Uint64("seed", 1, "seed for LSA, bootstrap resamples and reranker folds")
 	out := fs.String("out", ".loomwork/ablation", "folder for report.json, report.md, ndcg.svg and reranker.json (empty: write none)")
 	cache := fs.String("cache", ".loomwork/index", "folder for the persisted BM25 index (rebuilt only when the corpus changes)")
@@ -42,11 +43,14 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError("ablate: unexpected argument %q", fs.Arg(0))
 	}
-	if *dataset == "" {
-		return usageError("ablate: --dataset is required")
+	dir, err := m.judgedDataset(*dataset)
+	if err != nil {
+		return err
 	}
-	if *format != "text" && *format != "json" && *format != "markdown" {
-		return usageError("ablate: --format must be text, json or markdown (got %q)", *format)
+	*dataset = dir
+	format, err := outFmt.Format()
+	if err != nil {
+		return err
 	}
 	if *noExclude && *withLeaky {
 		return usageError("ablate: --no-exclude-own and --with-leaky exclude each other")
@@ -94,7 +98,7 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	cfg := retrieval.Config{
 		Corpus: corpus, CacheDir: *cache, Duplicates: ds.Duplicates(),
 		LSA:          retrieval.LSAConfig{Dims: *lsaDims, Seed: *seed},
-		DataSourceID: filepath.Base(filepath.Clean(*dataset)),
+		DataSourceID: datasets.JudgedName(*dataset),
 		Logger:       slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	embedderName := fmt.Sprintf("LSA (TF-IDF + randomized SVD, %d dims, seed %d)", *lsaDims, *seed)
@@ -124,7 +128,7 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	rep, err := ablation.Run(ctx, ablation.Config{
 		Service: svc, Queries: ds.Queries, Duplicates: ds.Duplicates(), Modes: ms, Variants: variants,
 		Seed: *seed, Bootstrap: *bootstrap, Depth: *depth, Folds: *folds, Progress: m.Stderr,
-		DatasetName: filepath.Base(filepath.Clean(*dataset)),
+		DatasetName: datasets.JudgedName(*dataset),
 	})
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("ablate: %w", err)}
@@ -145,7 +149,7 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 		fmt.Fprintf(m.Stderr, "ablate: wrote %s\n", strings.Join([]string{
 			filepath.Join(*out, "report.json"), filepath.Join(*out, "report.md"), filepath.Join(*out, "ndcg.svg"), filepath.Join(*out, "reranker.json")}, ", "))
 	}
-	switch *format {
+	switch format {
 	case "json":
 		err = rep.WriteJSON(m.Stdout)
 	case "markdown":

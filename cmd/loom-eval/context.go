@@ -14,10 +14,10 @@ import (
 
 // runContext measures the context layer's strategies on a synthetic run.
 func (m *Main) runContext(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("context", "context [--budgets 2000,4000,8000,16000] [--steps 40] [--format text|json|markdown] [--out FILE] [--estimate]")
+	fs := m.newFlagSet("context", "context [--budgets 2000,4000,8000,16000] [--steps 40] [--format text|json|markdown] [--json] [--out FILE] [--estimate]")
 	budgetsFlag := fs.String("budgets", "2000,4000,8000,16000", "comma-separated token budgets")
 	steps := fs.Int("steps", 40, "tool calls in the synthetic run")
-	format := fs.String("format", "text", "output format: text, json or markdown")
+	outFmt := m.addOutputFlags(fs, "text", "json", "markdown")
 	out := fs.String("out", "", "write to this file instead of stdout")
 	estimate := fs.Bool("estimate", false, "count with the bytes/4 estimate instead of the o200k_base tokenizer")
 	seed := fs.Uint64("seed", 1, "seed for the synthetic run")
@@ -35,8 +35,9 @@ func (m *Main) runContext(ctx context.Context, args []string) error {
 	if *steps < 3 {
 		return usageError("--steps must be at least 3 (the identifier sits in step 3), got %d", *steps)
 	}
-	if *format != "text" && *format != "json" && *format != "markdown" {
-		return usageError("--format must be text, json or markdown, got %q", *format)
+	format, err := outFmt.Format()
+	if err != nil {
+		return err
 	}
 	var counter contextlayer.Counter = contextlayer.Estimate{}
 	if !*estimate {
@@ -60,7 +61,7 @@ func (m *Main) runContext(ctx context.Context, args []string) error {
 		defer f.Close()
 		w = f
 	}
-	switch *format {
+	switch format {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/datasets/judged"
 )
 
@@ -15,7 +16,7 @@ import (
 func (m *Main) runDatasets(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(m.Stderr, "Usage: loom-eval datasets mine --docs DIR --docs-url-prefix URL --maintainers FILE --issues FILE.jsonl --out DIR [--aliases FILE] [--skip PREFIX,...] [--id-prefix NAME]")
-		fmt.Fprintln(m.Stderr, "       loom-eval datasets check --dataset DIR --docs-url-prefix URL [--aliases FILE] [--qrels FILE]")
+		fmt.Fprintln(m.Stderr, "       loom-eval datasets check [--dataset DIR] --docs-url-prefix URL [--aliases FILE] [--qrels FILE]")
 		if len(args) == 0 {
 			return usageError("datasets: missing subcommand (mine or check)")
 		}
@@ -90,17 +91,22 @@ func (m *Main) runDatasetsMine(_ context.Context, args []string) error {
 }
 
 func (m *Main) runDatasetsCheck(_ context.Context, args []string) error {
-	fs := m.newFlagSet("datasets check", "datasets check --dataset DIR --docs-url-prefix URL [--aliases FILE] [--qrels FILE]")
-	dataset := fs.String("dataset", "", "judged dataset folder")
+	fs := m.newFlagSet("datasets check", "datasets check [--dataset DIR] --docs-url-prefix URL [--aliases FILE] [--qrels FILE]")
+	dataset := fs.String("dataset", "", "judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	prefix := fs.String("docs-url-prefix", "", "where the docs are published")
 	aliases := fs.String("aliases", "", "aliases.tsv (default DATASET/aliases.tsv when present)")
 	qrels := fs.String("qrels", "", "judgements file (default DATASET/qrels.jsonl)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dataset == "" || *prefix == "" {
-		return usageError("datasets check: --dataset and --docs-url-prefix are required")
+	if *prefix == "" {
+		return usageError("datasets check: --docs-url-prefix is required")
 	}
+	dir, err := m.judgedDataset(*dataset)
+	if err != nil {
+		return err
+	}
+	*dataset = dir
 	ds, err := judged.Load(*dataset, *qrels)
 	if err != nil {
 		return usageError("datasets check: %v", err)

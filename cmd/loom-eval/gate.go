@@ -11,14 +11,14 @@ import (
 func (m *Main) runGate(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("gate", "gate --policy POLICY.json --candidate TRIALS.jsonl --baseline TRIALS.jsonl [--cases CASES.jsonl] [--format text|json|markdown|junit]")
 	var f scoreFlags
-	f.register(fs)
+	f.register(m, fs)
 	policyPath := fs.String("policy", "", "gate policy JSON (required; see docs/scoring.md)")
 	candidate := fs.String("candidate", "", "candidate trials JSONL (required)")
 	baseline := fs.String("baseline", "", "baseline trials JSONL (checks that compare need it)")
-	pos, err := scorerParseArgs(fs, args)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	pos := fs.Args()
 	if len(pos) != 0 {
 		return usageError("gate: unexpected arguments %q (use --candidate and --baseline)", pos)
 	}

@@ -11,7 +11,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/loomwork/loomwork/agents/sandbox"
@@ -118,8 +120,41 @@ func (m *Main) newFlagSet(name, usage string) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args, mapping flag errors to usage errors.
+// parseFlags parses args, mapping flag errors to usage errors. Flags may
+// come before or after positional arguments (`score trials.jsonl --json`
+// and `score --json trials.jsonl` mean the same); everything after a
+// literal "--" is positional, as for `sandbox exec -- CMD ARGS`.
+// fs.Args() holds the positional arguments afterwards, in order.
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return &ExitError{Code: ExitOK, Err: err}
+			}
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+		rest := fs.Args()
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" && !isFlagValue(fs, args[:consumed-1]) {
+			positional = append(positional, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// Parse stops at "--": this leaves fs.Args() == positional.
+	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// parseFlagsThenCommand parses flags up to the first positional argument
+// (or "--"), which starts a command line of its own: in `sandbox exec
+// --wall 5s python3 -c ...`, -c belongs to python3. Like env(1) and
+// docker run.
+func parseFlagsThenCommand(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return &ExitError{Code: ExitOK, Err: err}
@@ -127,6 +162,59 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	return nil
+}
+
+// isFlagValue reports whether the "--" that follows before was the value
+// of a flag that takes one (`--task -- `), not the end of the flags.
+func isFlagValue(fs *flag.FlagSet, before []string) bool {
+	if len(before) == 0 {
+		return false
+	}
+	last := before[len(before)-1]
+	if !strings.HasPrefix(last, "-") || strings.Contains(last, "=") || last == "--" {
+		return false
+	}
+	f := fs.Lookup(strings.TrimLeft(last, "-"))
+	if f == nil {
+		return false
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return false
+	}
+	return true
+}
+
+// outputFlags registers the two spellings every report-printing command
+// takes: --format NAME (one of formats, the first being the default) and
+// --json, shorthand for --format json.
+type outputFlags struct {
+	cmd     string
+	format  string
+	json    bool
+	formats []string
+}
+
+func (m *Main) addOutputFlags(fs *flag.FlagSet, formats ...string) *outputFlags {
+	o := &outputFlags{cmd: strings.TrimPrefix(fs.Name(), "loom-eval "), formats: formats}
+	fs.StringVar(&o.format, "format", formats[0], "output `format`: "+strings.Join(formats, ", "))
+	fs.BoolVar(&o.json, "json", false, "print JSON (the same as --format json)")
+	return o
+}
+
+// Format returns the chosen format, or a usage error for an unknown one or
+// for --json with another --format.
+func (o *outputFlags) Format() (string, error) {
+	cmd := o.cmd
+	if !slices.Contains(o.formats, o.format) {
+		return "", usageError("%s: --format must be one of %s (got %q)", cmd, strings.Join(o.formats, ", "), o.format)
+	}
+	if o.json {
+		if o.format != o.formats[0] && o.format != "json" {
+			return "", usageError("%s: --json and --format %s disagree", cmd, o.format)
+		}
+		return "json", nil
+	}
+	return o.format, nil
 }
 
 func main() {

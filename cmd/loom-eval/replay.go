@@ -25,14 +25,14 @@ import (
 
 // replayAgents registers every agent whose journals replay can re-run. The
 // reference agents' heavy parts start lazily, on their first tool call: the
-// research agent's retrieval service over $LOOMWORK_DATASET (default
-// ../shared/datasets/mkdocs-material, BM25 index cached in .loomwork/index)
+// research agent's retrieval service over $LOOMWORK_DATASET (default: the
+// shipped datasets/mkdocs-material; BM25 index cached in .loomwork/index)
 // and the coding agent's sandbox, with workspaces in a temporary folder
 // that cleanup removes.
-func replayAgents() (*runtime.Registry, func(), error) {
-	dataset := os.Getenv("LOOMWORK_DATASET")
-	if dataset == "" {
-		dataset = defaultDataset
+func (m *Main) replayAgents() (*runtime.Registry, func(), error) {
+	dataset, err := m.judgedDataset("")
+	if err != nil {
+		return nil, func() {}, err
 	}
 	idx := &research.DatasetIndex{Dir: dataset, CacheDir: ".loomwork/index"}
 	sb := &coding.LazySandbox{Config: sandbox.Config{HelperArgs: []string{"sandbox"}}}
@@ -70,18 +70,23 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	rescore := fs.Bool("rescore", false, "derive the reports from the recorded events alone; execute nothing")
 	trialsOut := fs.String("trials-out", "", "write one trial record per run (JSONL) to this file, for loom-eval score")
 	endpoint := fs.String("otlp-endpoint", "", "send the replay's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
-	asJSON := fs.Bool("json", false, "print the reports as JSON")
+	outFmt := m.addOutputFlags(fs, "text", "json")
 	strict := fs.Bool("strict", false, "also fail (exit 1) when a re-executed tool returns a different result")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	format, err := outFmt.Format()
+	if err != nil {
+		return err
+	}
+	asJSON := format == "json"
 	if fs.NArg() == 0 {
 		return usageError("replay: no journal given")
 	}
 	if *rescore && *endpoint != "" {
 		return usageError("replay: --rescore executes nothing and emits no spans; drop --otlp-endpoint")
 	}
-	reg, cleanup, err := replayAgents()
+	reg, cleanup, err := m.replayAgents()
 	defer cleanup()
 	if err != nil {
 		return err
@@ -146,7 +151,7 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {

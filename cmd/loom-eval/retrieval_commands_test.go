@@ -66,8 +66,9 @@ func TestAblateCommandUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"ablate"}, "--dataset is required"},
-		{[]string{"ablate", "--dataset", tinyDataset, "--format", "pdf"}, "--format must be"},
+		{[]string{"ablate", "--dataset", tinyDataset, "--json", "--format", "markdown"}, "--json and --format markdown disagree"},
+		{[]string{"ablate", "stray-argument", "--dataset", tinyDataset}, `unexpected argument "stray-argument"`},
+		{[]string{"ablate", "--dataset", tinyDataset, "--format", "pdf"}, "--format must be one of text, json, markdown"},
 		{[]string{"ablate", "--dataset", tinyDataset, "--modes", "bm25,magic"}, `unknown mode "magic"`},
 		{[]string{"ablate", "--dataset", tinyDataset, "--no-exclude-own", "--with-leaky"}, "exclude each other"},
 		{[]string{"ablate", "--dataset", "testdata/no-such-dataset"}, "issues.jsonl"},

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,13 +24,17 @@ import (
 // Collector file exporter's format), maps it with the collector's GenAI
 // mapping and prints one rollup per trace.
 func (m *Main) runRollup(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("rollup", "rollup FILE [--json] [--prices FILE]")
-	asJSON := fs.Bool("json", false, "print JSON (one object per trace, in a top-level array)")
+	fs := m.newFlagSet("rollup", "rollup FILE [--format text|json] [--json] [--prices FILE]")
+	out := m.addOutputFlags(fs, "text", "json")
 	pricesPath := fs.String("prices", "", "price table JSON overriding the built-in one (see docs/scoring.md)")
-	pos, err := scorerParseArgs(fs, args)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	format, err := out.Format()
 	if err != nil {
 		return err
 	}
+	pos := fs.Args()
 	if len(pos) != 1 {
 		return usageError("rollup: want exactly one FILE, got %d arguments", len(pos))
 	}
@@ -44,32 +47,12 @@ func (m *Main) runRollup(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	rs := rollup.ComputeAll(spans, prices)
-	if *asJSON {
+	if format == "json" {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rs)
 	}
 	return writeRollupText(m.Stdout, rs, prices)
-}
-
-// scorerParseArgs parses flags that may come before or after positional
-// arguments ("rollup FILE --json" as well as "rollup --json FILE").
-func scorerParseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if rest[0] == "--" {
-			return append(pos, rest[1:]...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }
 
 func scorerLoadPrices(path string) (*pricing.Table, error) {

@@ -37,16 +37,14 @@ const runUsage = "run --agent research|coding (--task TEXT | --case FILE [--case
 	"[--provider scripted|openai|anthropic] [--model M] [--base-url URL] [--journal FILE.db] [--journal-out FILE.jsonl] " +
 	"[--otlp-endpoint host:4317] [--budget-usd X] [--context-budget N] [--context-strategy S] [--json]"
 
-// defaultDataset is the shipped judged set, beside the repository.
-const defaultDataset = "../shared/datasets/mkdocs-material"
-
-// researchDataset is where the research agent's corpus lives
-// ($LOOMWORK_DATASET overrides the default).
-func (m *Main) researchDataset() string {
-	if d := m.getenv("LOOMWORK_DATASET"); d != "" {
-		return d
+// judgedDataset is the judged set a command reads: its --dataset flag,
+// else $LOOMWORK_DATASET, else the shipped set (see datasets.ResolveJudged).
+func (m *Main) judgedDataset(flagValue string) (string, error) {
+	dir, err := datasets.ResolveJudged(flagValue, m.getenv)
+	if err != nil {
+		return "", &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
-	return defaultDataset
+	return dir, nil
 }
 
 func (m *Main) getenv(k string) string {
@@ -113,7 +111,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	baseURL := fs.String("base-url", "", "API root of the provider (e.g. http://127.0.0.1:8000/v1 for a local OpenAI-compatible server)")
 	apiKeyEnv := fs.String("api-key-env", "", "environment variable holding the key (default: the provider's)")
 	journalPath := fs.String("journal", ".loomwork/runs.journal.db", "SQLite journal; a run id already in it is resumed, never re-asked")
-	journalOut := fs.String("journal-out", "", "also export this invocation's runs as JSONL (the format `loom-eval replay` reads)")
+	journalOut := fs.String("journal-out", "", "also export this invocation's runs to this JSONL `file` (the format loom-eval replay reads)")
 	runID := fs.String("run-id", "", "run id (one task, one trial; default AGENT-CASE-tN for cases, AGENT-TASKHASH-TIME for --task)")
 	endpoint := fs.String("otlp-endpoint", "", "send spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
 	budgetUSD := fs.Float64("budget-usd", 0, "refuse model calls whose worst case would exceed this spend (live providers; 0: no budget)")
@@ -122,14 +120,19 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	ctxSummarizer := fs.String("context-summarizer", "extractive", "extractive, or model (live providers: the summary is asked of the same model and journaled)")
 	maxSteps := fs.Int("max-steps", 8, "model calls that may request tools before the tools-withheld last call")
 	maxTokens := fs.Int("max-tokens", 0, "output cap per model call (live providers; 0: 2048)")
-	dataset := fs.String("dataset", "", "research corpus: a judged dataset folder (default $LOOMWORK_DATASET or "+defaultDataset+")")
+	dataset := fs.String("dataset", "", "research corpus: a judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
 	workspaces := fs.String("workspaces", ".loomwork/workspaces", "coding: folder of per-run sandbox workspaces (keep it to resume runs)")
 	deterministic := fs.Bool("deterministic", false, "stamp journal events with a logical clock (2026-01-01T00:00:00Z + 1 ms per event) so a scripted recording is byte-identical on every machine; recorded durations are then logical")
-	asJSON := fs.Bool("json", false, "print the results as JSON")
+	outFmt := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	format, err := outFmt.Format()
+	if err != nil {
+		return err
+	}
+	asJSON := format == "json"
 	if fs.NArg() > 0 {
 		return usageError("run: unexpected argument %q", fs.Arg(0))
 	}
@@ -245,9 +248,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	var agent runtime.Agent
 	switch *agentName {
 	case research.Name:
-		dir := *dataset
-		if dir == "" {
-			dir = m.researchDataset()
+		dir, err := m.judgedDataset(*dataset)
+		if err != nil {
+			return err
 		}
 		if _, err := os.Stat(filepath.Join(dir, "qrels.jsonl")); err != nil {
 			return usageError("run: research dataset %s: %v (set --dataset or $LOOMWORK_DATASET)", dir, err)
@@ -415,7 +418,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			return &ExitError{Code: ExitRuntimeErr, Err: err}
 		}
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)

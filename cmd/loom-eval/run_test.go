@@ -9,24 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loomwork/loomwork/datasets/datasettest"
 )
 
-// shippedDatasetAbs finds ../shared/datasets/mkdocs-material beside the
-// repository (absolute), failing in CI and skipping elsewhere when absent.
-func shippedDatasetAbs(t *testing.T) string {
-	t.Helper()
-	ds, err := filepath.Abs(filepath.Join("..", "..", "..", "shared", "datasets", "mkdocs-material"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(ds, "qrels.jsonl")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but the judged dataset is missing at %s", ds)
-		}
-		t.Skipf("judged dataset not found at %s", ds)
-	}
-	return ds
-}
+// shippedDatasetAbs is the repository's shipped judged set (absolute).
+func shippedDatasetAbs(t *testing.T) string { return datasettest.ShippedDir(t) }
 
 func newTestMain(stdout, stderr *bytes.Buffer, env map[string]string) *Main {
 	return &Main{Stdout: stdout, Stderr: stderr, Getenv: func(k string) string { return env[k] }}

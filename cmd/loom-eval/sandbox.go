@@ -45,12 +45,17 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 		workspace = fs.String("workspace", "", "host directory mounted read-write at /work (default: a fresh temporary one)")
 		stdinFile = fs.String("stdin", "", "file fed to the command's stdin ('-' for this process's stdin; default /dev/null)")
 		noSeccomp = fs.Bool("no-seccomp", false, "run without the seccomp filter")
-		asJSON    = fs.Bool("json", false, "print the result as JSON")
+		outFmt    = m.addOutputFlags(fs, "text", "json")
 		verbose   = fs.Bool("v", false, "log sandbox housekeeping to stderr")
 	)
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlagsThenCommand(fs, args[1:]); err != nil {
 		return err
 	}
+	format, err := outFmt.Format()
+	if err != nil {
+		return err
+	}
+	asJSON := format == "json"
 	cmd := fs.Args()
 	if len(cmd) == 0 {
 		return usageError("sandbox exec: no command given (put it after --)")
@@ -98,7 +103,7 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {

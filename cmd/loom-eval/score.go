@@ -18,16 +18,18 @@ import (
 
 // scoreFlags are shared by score and gate.
 type scoreFlags struct {
-	cases, prices, format, ks, junit, markdown, store string
+	cases, prices, ks, junit, markdown, store string
+	out                                       *outputFlags
+	format                                    string
 	seed                                              uint64
 	resamples                                         int
 	level                                             float64
 }
 
-func (f *scoreFlags) register(fs *flag.FlagSet) {
+func (f *scoreFlags) register(m *Main, fs *flag.FlagSet) {
 	fs.StringVar(&f.cases, "cases", "", "cases JSONL (expected tools, required evidence, budgets); without it trials are scored on success only")
 	fs.StringVar(&f.prices, "prices", "", "price table JSON overriding the built-in one, for trials with inline spans")
-	fs.StringVar(&f.format, "format", report.Text, "output format: "+strings.Join(report.Formats, ", "))
+	f.out = m.addOutputFlags(fs, report.Formats...)
 	fs.StringVar(&f.ks, "k", "1,3,5", "comma-separated k values for pass@k and pass^k")
 	fs.Uint64Var(&f.seed, "seed", 1, "bootstrap seed (same seed, same report)")
 	fs.IntVar(&f.resamples, "resamples", 10000, "bootstrap resamples")
@@ -55,12 +57,8 @@ func (f *scoreFlags) config() (scorer.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, usageError("%v", err)
 	}
-	valid := false
-	for _, name := range report.Formats {
-		valid = valid || name == f.format
-	}
-	if !valid {
-		return cfg, usageError("-format: %q, want one of %s", f.format, strings.Join(report.Formats, ", "))
+	if f.format, err = f.out.Format(); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }
@@ -71,6 +69,11 @@ func scoreFiles(ctx context.Context, cases []datasets.Case, path string, cfg sco
 	trials, err := datasets.LoadTrials(path)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	if len(trials) == 0 {
+		// Nothing to score is a broken pipeline (a replay that wrote nothing),
+		// not a suite that passed.
+		return nil, usageError("%s: no trials (the file is empty)", path)
 	}
 	if traces != nil {
 		if err := scorer.ResolveTraces(ctx, traces, trials); err != nil {
@@ -183,13 +186,13 @@ func writeReportFile(path, format string, r *report.Report) error {
 func (m *Main) runScore(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("score", "score FILE.jsonl [--cases CASES.jsonl] [--against BASE.jsonl] [--format text|json|markdown|junit] [--seed N] [--gate POLICY]")
 	var f scoreFlags
-	f.register(fs)
+	f.register(m, fs)
 	against := fs.String("against", "", "baseline trials JSONL to compare with, case by case")
 	policyPath := fs.String("gate", "", "gate policy JSON; exit 1 when it fails (see docs/scoring.md)")
-	pos, err := scorerParseArgs(fs, args)
-	if err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	pos := fs.Args()
 	if len(pos) != 1 {
 		return usageError("score: want exactly one trials FILE, got %d arguments", len(pos))
 	}

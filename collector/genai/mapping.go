@@ -75,8 +75,8 @@ func RejectionSummary(rs []Rejection) string {
 	return b.String()
 }
 
-// MapTraces maps every span of td. Spans with invalid identifiers are not
-// mapped but returned as rejections; len(spans)+len(rejected) always equals
+// MapTraces maps every span of td. Spans with invalid identifiers or a
+// negative token count are not mapped but returned as rejections; len(spans)+len(rejected) always equals
 // td.SpanCount(). MapTraces does not modify td.
 //
 // Spans of one resource share its ResourceAttributes map (and spans of one
@@ -111,7 +111,10 @@ func MapTraces(td ptrace.Traces, opts Options) (spans []store.Span, rejected []R
 					ScopeVersion:       scopeVersion,
 					ResourceAttributes: resAttrs,
 				}
-				mapSpan(c, s, &out)
+				if reason := mapSpan(c, s, &out); reason != "" {
+					rejected = append(rejected, rejection(s, reason))
+					continue
+				}
 				spans = append(spans, out)
 			}
 		}
@@ -133,6 +136,11 @@ func validate(s ptrace.Span) (Rejection, bool) {
 	default:
 		return Rejection{}, false
 	}
+	return rejection(s, reason), true
+}
+
+func rejection(s ptrace.Span, reason string) Rejection {
+	tid, sid := s.TraceID(), s.SpanID()
 	r := Rejection{SpanName: validUTF8(s.Name()), Reason: reason}
 	if !tid.IsEmpty() {
 		r.TraceID = hex.EncodeToString(tid[:])
@@ -140,10 +148,11 @@ func validate(s ptrace.Span) (Rejection, bool) {
 	if !sid.IsEmpty() {
 		r.SpanID = hex.EncodeToString(sid[:])
 	}
-	return r, true
+	return r
 }
 
-func mapSpan(c converter, s ptrace.Span, out *store.Span) {
+// mapSpan maps s into out; a non-empty result is why s must be rejected.
+func mapSpan(c converter, s ptrace.Span, out *store.Span) string {
 	tid, sid := s.TraceID(), s.SpanID()
 	out.TraceID = hex.EncodeToString(tid[:])
 	out.SpanID = hex.EncodeToString(sid[:])
@@ -160,6 +169,9 @@ func mapSpan(c converter, s ptrace.Span, out *store.Span) {
 
 	x := extractor{max: c.max}
 	out.Attributes = c.convertMap(s.Attributes(), x.visit)
+	if x.invalid != "" {
+		return x.invalid
+	}
 	x.apply(out)
 
 	if evs := s.Events(); evs.Len() > 0 {
@@ -190,6 +202,7 @@ func mapSpan(c converter, s ptrace.Span, out *store.Span) {
 			out.Links[i] = link
 		}
 	}
+	return ""
 }
 
 // timestamp converts OTLP nanoseconds to UTC time; 0 (unset) stays the Unix
@@ -256,12 +269,16 @@ type extractor struct {
 	oiDocs                         map[int]string // OpenInference retrieval.documents.N.document.id
 
 	max int // the converter's value limit, applied to typed strings too
+
+	key     string // the attribute being visited
+	invalid string // why the span must be rejected ("" when it is fine)
 }
 
 // Attribute names. Ranks order the alternatives for one field: the current
 // GenAI convention first, then its deprecated names, then OpenInference,
 // then OpenLLMetry's legacy names.
 func (x *extractor) visit(k string, v pcommon.Value) {
+	x.key = k
 	switch k {
 	// Operation.
 	case "gen_ai.operation.name":
@@ -419,9 +436,19 @@ func (x *extractor) offerStr(p *pick[string], s string, rank int8) {
 }
 
 func (x *extractor) offerInt(p *pick[int64], v pcommon.Value, rank int8) {
-	if n, ok := tokenCount(v); ok {
-		p.offer(n, rank)
+	n, ok := signedCount(v)
+	if !ok {
+		return
 	}
+	if n < 0 {
+		// A negative count is a sender bug that would corrupt every sum it
+		// enters: the span is rejected, naming the attribute.
+		if x.invalid == "" {
+			x.invalid = fmt.Sprintf("%s is negative (%d); token counts must be >= 0", x.key, n)
+		}
+		return
+	}
+	p.offer(n, rank)
 }
 
 func (x *extractor) offerCost(v pcommon.Value, rank int8) {
@@ -515,34 +542,37 @@ func scalarString(v pcommon.Value) string {
 // tokenCount reads a token count sent as an int, an integral double or a
 // numeric string (some SDKs send all of these). Negative counts are ignored.
 func tokenCount(v pcommon.Value) (int64, bool) {
-	var n int64
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		n = v.Int()
-	case pcommon.ValueTypeDouble:
-		f := v.Double()
-		if f != math.Trunc(f) || f < 0 || f > math.MaxInt64/2 {
-			return 0, false
-		}
-		n = int64(f)
-	case pcommon.ValueTypeStr:
-		s := strings.TrimSpace(v.Str())
-		i, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			f, ferr := strconv.ParseFloat(s, 64)
-			if ferr != nil || f != math.Trunc(f) || f < 0 || f > math.MaxInt64/2 {
-				return 0, false
-			}
-			i = int64(f)
-		}
-		n = i
-	default:
-		return 0, false
-	}
-	if n < 0 {
+	n, ok := signedCount(v)
+	if !ok || n < 0 {
 		return 0, false
 	}
 	return n, true
+}
+
+// signedCount reads a whole number from an int, a whole double or a numeric
+// string; ok is false for anything else (which the mapping ignores).
+func signedCount(v pcommon.Value) (int64, bool) {
+	switch v.Type() {
+	case pcommon.ValueTypeInt:
+		return v.Int(), true
+	case pcommon.ValueTypeDouble:
+		f := v.Double()
+		if f != math.Trunc(f) || math.Abs(f) > math.MaxInt64/2 {
+			return 0, false
+		}
+		return int64(f), true
+	case pcommon.ValueTypeStr:
+		s := strings.TrimSpace(v.Str())
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i, true
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt64/2 {
+			return 0, false
+		}
+		return int64(f), true
+	}
+	return 0, false
 }
 
 // documentIDs reads document ids from the forms senders use: an array of

@@ -381,7 +381,7 @@ func TestMapTracesNormalisesDeprecatedAndThirdPartyNames(t *testing.T) {
 		},
 		{
 			name:  "unusable token counts are ignored, not guessed",
-			attrs: map[string]any{"gen_ai.usage.input_tokens": -5, "gen_ai.usage.output_tokens": 1.5, "gen_ai.usage.cache_read.input_tokens": "many"},
+			attrs: map[string]any{"gen_ai.usage.output_tokens": 1.5, "gen_ai.usage.cache_read.input_tokens": "many"},
 			check: func(t *testing.T, s store.Span) {
 				expect(t, "has usage", s.HasUsage, false)
 				expect(t, "input", s.InputTokens, int64(0))
@@ -520,6 +520,32 @@ func TestMapTracesRejectsSpansWithInvalidIDsOneByOne(t *testing.T) {
 	for _, part := range []string{"3 span(s) rejected", `"zero-trace"`, ReasonEmptyTraceID, ReasonEmptySpanID} {
 		if !strings.Contains(msg, part) {
 			t.Errorf("summary %q lacks %q", msg, part)
+		}
+	}
+}
+
+// A negative token count would corrupt every sum it enters: the span is
+// rejected (partial_success), naming the attribute and the value, and the
+// spans beside it are kept.
+func TestMapTracesRejectsNegativeTokenCountsNamingTheField(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		v   any
+	}{
+		{"gen_ai.usage.input_tokens", int64(-5)},
+		{"gen_ai.usage.output_tokens", -2.0},
+		{"llm.token_count.prompt", " -7 "},
+		{"gen_ai.usage.cache_read.input_tokens", "-1.0"},
+	} {
+		td, add := newTraces()
+		add("good", 1, map[string]any{"gen_ai.usage.input_tokens": int64(3)})
+		add("bad", 2, map[string]any{tc.key: tc.v})
+		spans, rej := MapTraces(td, Options{})
+		if len(spans) != 1 || spans[0].Name != "good" || len(rej) != 1 {
+			t.Fatalf("%s=%v: kept %d spans, %d rejections; want the good span kept and the bad one rejected", tc.key, tc.v, len(spans), len(rej))
+		}
+		if rej[0].SpanName != "bad" || !strings.Contains(rej[0].Reason, tc.key+" is negative") {
+			t.Errorf("%s=%v: rejection %+v does not name the field", tc.key, tc.v, rej[0])
 		}
 	}
 }

@@ -1,37 +1,14 @@
 package judged
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/loomwork/loomwork/datasets/datasettest"
 )
 
-// shippedDir finds ../shared/datasets/mkdocs-material beside the repo root;
-// it skips without it unless CI is set.
-func shippedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("repository root (go.mod) not found")
-		}
-		dir = filepath.Dir(dir)
-	}
-	ds := filepath.Join(dir, "..", "shared", "datasets", "mkdocs-material")
-	if _, err := os.Stat(filepath.Join(ds, "qrels.jsonl")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but the shipped dataset is missing at %s", ds)
-		}
-		t.Skipf("shipped dataset not found at %s", ds)
-	}
-	return ds
-}
+// shippedDir is the repository's shipped judged set.
+func shippedDir(t *testing.T) string { return datasettest.ShippedDir(t) }
 
 func TestResolverReproducesTheShippedJudgementsFromTheirLinks(t *testing.T) {
 	dir := shippedDir(t)

@@ -3,11 +3,11 @@ package ablation
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/loomwork/loomwork/datasets/datasettest"
 
 	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
@@ -50,32 +50,10 @@ func loadTiny(t *testing.T) *judged.Dataset {
 	return ds
 }
 
-// shippedDataset finds ../shared/datasets/mkdocs-material beside the repo
-// root. Without it the test skips, except under CI, where it must be there.
+// shippedDataset loads the repository's shipped judged set.
 func shippedDataset(t *testing.T) *judged.Dataset {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	ds := filepath.Join(dir, "..", "shared", "datasets", "mkdocs-material")
-	if _, err := os.Stat(filepath.Join(ds, "qrels.jsonl")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but the shipped dataset is missing at %s: %v", ds, err)
-		}
-		t.Skipf("shipped dataset not found at %s (set up ../shared beside the repo to run this)", ds)
-	}
-	d, err := judged.Load(ds, "")
+	d, err := judged.Load(datasettest.ShippedDir(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}

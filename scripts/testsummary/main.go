@@ -1,0 +1,175 @@
+// Command testsummary reads `go test -json` on stdin, prints the tests'
+// output as `go test` would, and ends with the summary `make test` closes
+// on: packages and tests passed, failed and skipped, with every skip's
+// reason. A skip that gives no reason is "unexplained" and fails the run:
+// a test that cannot run its real part must say why.
+//
+//	go test -json ./... | go run ./scripts/testsummary [-summary FILE]
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action     string
+	Package    string
+	ImportPath string // build-output and build-fail name the package here
+	Test       string
+	Output     string
+}
+
+type skip struct {
+	pkg, test, reason string
+}
+
+// summary is what the run came to.
+type summary struct {
+	pkgPass, pkgFail, pkgNoTests int
+	testPass, testFail           int
+	skips                        []skip
+	failed                       []string
+	buildFailed                  []string
+}
+
+func main() {
+	out := flag.String("summary", "", "also write the summary to this file")
+	flag.Parse()
+	s, err := read(os.Stdin, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		os.Exit(2)
+	}
+	text := s.format()
+	fmt.Print(text)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(text), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(2)
+		}
+	}
+	if s.pkgFail > 0 || s.testFail > 0 || len(s.buildFailed) > 0 || s.unexplained() > 0 {
+		os.Exit(1)
+	}
+}
+
+func read(r io.Reader, echo io.Writer) (*summary, error) {
+	s := &summary{}
+	// Output lines of a test, kept until its result, to find a skip's reason.
+	pending := map[string][]string{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var e event
+		if err := json.Unmarshal(line, &e); err != nil || e.Action == "" {
+			// Not test2json (a build error printed by go test itself).
+			fmt.Fprintln(echo, string(line))
+			if strings.HasPrefix(string(line), "FAIL") || strings.Contains(string(line), "[build failed]") {
+				s.buildFailed = append(s.buildFailed, string(line))
+			}
+			continue
+		}
+		key := e.Package + " " + e.Test
+		switch e.Action {
+		case "build-output":
+			fmt.Fprint(echo, e.Output)
+		case "build-fail":
+			s.buildFailed = append(s.buildFailed, e.ImportPath)
+		case "output":
+			fmt.Fprint(echo, e.Output)
+			if e.Test != "" {
+				pending[key] = append(pending[key], e.Output)
+			}
+		case "pass", "fail", "skip":
+			if e.Test == "" {
+				switch e.Action {
+				case "pass":
+					s.pkgPass++
+				case "fail":
+					s.pkgFail++
+				case "skip":
+					s.pkgNoTests++
+				}
+				continue
+			}
+			switch e.Action {
+			case "pass":
+				s.testPass++
+			case "fail":
+				s.testFail++
+				s.failed = append(s.failed, e.Package+" "+e.Test)
+			case "skip":
+				s.skips = append(s.skips, skip{e.Package, e.Test, reason(pending[key])})
+			}
+			delete(pending, key)
+		}
+	}
+	return s, sc.Err()
+}
+
+// reason finds what a skipped test said: the indented log lines between
+// its "=== RUN" and "--- SKIP" (t.Skip's message is logged there).
+func reason(lines []string) string {
+	var rs []string
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- ") {
+			continue
+		}
+		// "file_test.go:12: message": keep the message.
+		if i := strings.Index(t, ".go:"); i >= 0 {
+			if j := strings.Index(t[i+4:], ": "); j >= 0 {
+				t = t[i+4+j+2:]
+			}
+		}
+		rs = append(rs, t)
+	}
+	return strings.Join(rs, " / ")
+}
+
+func (s *summary) unexplained() int {
+	n := 0
+	for _, k := range s.skips {
+		if k.reason == "" {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *summary) format() string {
+	var b strings.Builder
+	b.WriteString("\n== summary\n")
+	sort.Slice(s.skips, func(i, j int) bool {
+		if s.skips[i].pkg != s.skips[j].pkg {
+			return s.skips[i].pkg < s.skips[j].pkg
+		}
+		return s.skips[i].test < s.skips[j].test
+	})
+	for _, k := range s.skips {
+		r := k.reason
+		if r == "" {
+			r = "UNEXPLAINED (the test gave no reason)"
+		}
+		fmt.Fprintf(&b, "skipped: %s %s: %s\n", k.pkg, k.test, r)
+	}
+	for _, f := range s.failed {
+		fmt.Fprintf(&b, "failed: %s\n", f)
+	}
+	for _, f := range s.buildFailed {
+		fmt.Fprintf(&b, "build failed: %s\n", f)
+	}
+	fmt.Fprintf(&b, "tests: %d passed, %d failed, %d skipped (%d unexplained)\n",
+		s.testPass, s.testFail, len(s.skips), s.unexplained())
+	fmt.Fprintf(&b, "packages: %d passed, %d failed (%d without tests)\n", s.pkgPass, s.pkgFail+len(s.buildFailed), s.pkgNoTests)
+	return b.String()
+}
