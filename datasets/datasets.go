@@ -5,7 +5,10 @@
 // duplicate id is an error that names the file, the line and the field, and
 // nothing after a bad line is half-accepted.
 //
-// TrialFromTrace turns a stored trace into a trial record.
+// It also holds the judged retrieval set Loomwork ships (mkdocs-material/,
+// embedded; see ShippedFS). The package is formats only: reading facts out of
+// a trace (scorer.DeriveFromTrace) is the scorer's, and judged query sets
+// are retrieval's (retrieval/judged).
 package datasets
 
 import (

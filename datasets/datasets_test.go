@@ -8,9 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -141,82 +139,4 @@ func TestSchemaFilesMatchTheGoTypes(t *testing.T) {
 	check("schema/case.schema.json", reflect.TypeOf(Case{}))
 	check("schema/trial.schema.json", reflect.TypeOf(Trial{}))
 	check("schema/span.schema.json", reflect.TypeOf(store.Span{}))
-}
-
-var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func span(id, parent, op string, start, end int) store.Span {
-	return store.Span{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: id, ParentSpanID: parent, Operation: op, Name: op,
-		StartTime: t0.Add(time.Duration(start) * time.Millisecond), EndTime: t0.Add(time.Duration(end) * time.Millisecond), StatusCode: store.StatusUnset}
-}
-
-func researchTrace() []store.Span {
-	root := span("r", "", "invoke_agent", 0, 1000)
-	ret := span("q", "r", "retrieval", 10, 50)
-	ret.RetrievedDocs = []string{"docs/a.md", "docs/b.md"}
-	search := span("t1", "r", "execute_tool", 60, 100)
-	search.ToolName = "search"
-	fetch := span("t2", "r", "execute_tool", 110, 150)
-	fetch.Name = "execute_tool fetch"
-	c := span("c", "r", "chat", 200, 900)
-	c.RequestModel, c.HasUsage, c.InputTokens, c.OutputTokens = "gpt-4o-mini", true, 1000, 100
-	c.CitedDocs = []string{"docs/b.md"}
-	c.Attributes = store.Attributes{store.AttrModelLabel: "scripted"}
-	return []store.Span{c, fetch, root, search, ret}
-}
-
-func TestTrialFromTraceReadsToolsEvidenceAndLabel(t *testing.T) {
-	tr, err := TrialFromTrace(researchTrace(), TraceOptions{CaseID: "c1", Trial: 2, Prices: pricing.Default()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(tr.ToolsCalled, []string{"search", "fetch"}) {
-		t.Errorf("tools = %v", tr.ToolsCalled)
-	}
-	if !reflect.DeepEqual(tr.EvidenceRetrieved, []string{"docs/a.md", "docs/b.md"}) || !reflect.DeepEqual(tr.EvidenceCited, []string{"docs/b.md"}) {
-		t.Errorf("evidence retrieved %v cited %v", tr.EvidenceRetrieved, tr.EvidenceCited)
-	}
-	if tr.ModelLabel != LabelScripted || tr.Model != "gpt-4o-mini" || !*tr.Success || *tr.DurationMS != 1000 || *tr.Tokens != 1100 || tr.CostUSD == nil {
-		t.Errorf("trial = %+v", tr)
-	}
-	if _, err := TrialFromTrace(researchTrace(), TraceOptions{CaseID: "c1", ModelLabel: LabelLive}); err == nil {
-		t.Error("a scripted trace was accepted with label live")
-	}
-}
-
-func TestTrialSuccessFromAttributeThenRootStatus(t *testing.T) {
-	spans := researchTrace()
-	for i := range spans {
-		if spans[i].SpanID == "r" {
-			spans[i].StatusCode = store.StatusError
-		}
-	}
-	d, _ := DeriveFromTrace(spans, nil)
-	if d.Success {
-		t.Errorf("root status error gave success (%s)", d.SuccessFrom)
-	}
-	for i := range spans {
-		if spans[i].SpanID == "r" {
-			spans[i].Attributes = store.Attributes{AttrTaskSuccess: true}
-		}
-	}
-	d, _ = DeriveFromTrace(spans, nil)
-	if !d.Success || !strings.Contains(d.SuccessFrom, AttrTaskSuccess) {
-		t.Errorf("attribute ignored: %v (%s)", d.Success, d.SuccessFrom)
-	}
-}
-
-func TestTrialFromTraceRoundTripsThroughTheDecoder(t *testing.T) {
-	tr, err := TrialFromTrace(researchTrace(), TraceOptions{CaseID: "c1", InlineSpans: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(tr)
-	got, err := ReadTrials(strings.NewReader(string(b)+"\n"), "roundtrip")
-	if err != nil {
-		t.Fatalf("decoder rejects converted trial: %v\n%s", err, b)
-	}
-	if len(got[0].Spans) != 5 || got[0].CostUSD != nil {
-		t.Errorf("round trip = %+v", got[0])
-	}
 }

@@ -10,7 +10,7 @@ import (
 // ScoreTrial scores one trial against its case.
 //
 // Fields a trial with inline spans leaves out (success, tools, evidence,
-// duration, cost, tokens) are derived from the spans (datasets.DeriveFromTrace);
+// duration, cost, tokens) are derived from the spans (DeriveFromTrace);
 // fields it states are used as stated.
 //
 // Components, each on [0, 1]:
@@ -33,7 +33,7 @@ func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, er
 	success, tools, retrieved, cited := t.Success, t.ToolsCalled, t.EvidenceRetrieved, t.EvidenceCited
 	dur, cost, tokens := t.DurationMS, t.CostUSD, t.Tokens
 	if len(t.Spans) > 0 {
-		d, err := datasets.DeriveFromTrace(t.Spans, cfg.Prices)
+		d, err := DeriveFromTrace(t.Spans, cfg.Prices)
 		if err != nil {
 			return ts, fmt.Errorf("score trial %d of case %q%s: %w", t.Trial, t.CaseID, lineSuffix(t.Line), err)
 		}

@@ -1,4 +1,4 @@
-package datasets
+package scorer
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/store"
@@ -16,22 +17,8 @@ import (
 // from the root span's status (error → failed, ok or unset → succeeded).
 const AttrTaskSuccess = "loomwork.task.success"
 
-// TraceOptions controls TrialFromTrace.
-type TraceOptions struct {
-	CaseID string
-	Trial  int
-	// Prices prices the trace's calls; nil leaves cost unknown unless the
-	// spans carry explicit costs.
-	Prices *pricing.Table
-	// ModelLabel, when set, labels the trial; it may not contradict a
-	// "scripted" label found on the spans.
-	ModelLabel string
-	// InlineSpans copies the spans into the trial instead of referencing the
-	// trace by id only.
-	InlineSpans bool
-}
-
-// Derived is what a trace says about a trial.
+// Derived is what a trace says about a trial: the facts ScoreTrial fills in
+// for fields a trial with inline (or stored) spans leaves out.
 type Derived struct {
 	Success           bool
 	SuccessFrom       string // "attribute loomwork.task.success on span X" or "root status ..."
@@ -142,8 +129,8 @@ func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error)
 		d.SuccessFrom = fmt.Sprintf("status %q of root span %s", spans[root].StatusCode, spans[root].SpanID)
 	}
 	switch {
-	case labels[LabelScripted]:
-		d.ModelLabel = LabelScripted
+	case labels[datasets.LabelScripted]:
+		d.ModelLabel = datasets.LabelScripted
 	case len(labels) > 0:
 		var ls []string
 		for l := range labels {
@@ -152,7 +139,7 @@ func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error)
 		sort.Strings(ls)
 		d.ModelLabel = strings.Join(ls, "+")
 	case len(models) > 0:
-		d.ModelLabel = LabelLive
+		d.ModelLabel = datasets.LabelLive
 	default:
 		d.ModelLabel = "unknown"
 	}
@@ -164,43 +151,4 @@ func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error)
 	}
 	d.Rollup = rollup.Compute(spans, prices)
 	return d, nil
-}
-
-// TrialFromTrace converts one trace into a trial record.
-func TrialFromTrace(spans []store.Span, opts TraceOptions) (Trial, error) {
-	d, err := DeriveFromTrace(spans, opts.Prices)
-	if err != nil {
-		return Trial{}, err
-	}
-	label := d.ModelLabel
-	if opts.ModelLabel != "" {
-		if d.ModelLabel == LabelScripted && opts.ModelLabel != LabelScripted {
-			return Trial{}, fmt.Errorf("trial from trace %s: spans are labelled %q, refusing label %q", spans[0].TraceID, LabelScripted, opts.ModelLabel)
-		}
-		label = opts.ModelLabel
-	}
-	success := d.Success
-	dur := d.Rollup.DurationMS
-	tokens := d.Rollup.TokensIn + d.Rollup.TokensOut
-	t := Trial{
-		CaseID:            opts.CaseID,
-		Trial:             opts.Trial,
-		ModelLabel:        label,
-		Model:             d.Model,
-		TraceID:           spans[0].TraceID,
-		Success:           &success,
-		ToolsCalled:       d.ToolsCalled,
-		EvidenceRetrieved: d.EvidenceRetrieved,
-		EvidenceCited:     d.EvidenceCited,
-		DurationMS:        &dur,
-		CostUSD:           d.Rollup.CostUSD,
-		Tokens:            &tokens,
-	}
-	if opts.InlineSpans {
-		t.Spans = append([]store.Span(nil), spans...)
-	}
-	if err := t.Validate(); err != nil {
-		return Trial{}, fmt.Errorf("trial from trace %s: %w", spans[0].TraceID, err)
-	}
-	return t, nil
 }
