@@ -2,10 +2,14 @@
 GO ?= go
 BIN := bin/loom-eval
 
-.PHONY: demo stop test build vet fmt-check templ-check fuzz bench clickhouse-fetch
+.PHONY: demo stop test build install vet fmt-check templ-check fuzz bench clickhouse-fetch
 
 build:
 	$(GO) build -o $(BIN) ./cmd/loom-eval
+
+# Put loom-eval on the PATH: $(go env GOPATH)/bin, or $GOBIN when set.
+install:
+	$(GO) install ./cmd/loom-eval
 
 # Start `loom-eval serve` on the embedded store, send a realistic agent trace
 # through OTLP, and print where to look. `make stop` stops the server.
