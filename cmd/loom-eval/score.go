@@ -21,9 +21,9 @@ type scoreFlags struct {
 	cases, prices, ks, junit, markdown, store string
 	out                                       *outputFlags
 	format                                    string
-	seed                                              uint64
-	resamples                                         int
-	level                                             float64
+	seed                                      uint64
+	resamples                                 int
+	level                                     float64
 }
 
 func (f *scoreFlags) register(m *Main, fs *flag.FlagSet) {
@@ -63,33 +63,13 @@ func (f *scoreFlags) config() (scorer.Config, error) {
 	return cfg, nil
 }
 
-// scoreFiles loads and scores one trials file (cases shared). traces, when
-// not nil, resolves trace ids to stored spans.
-func scoreFiles(ctx context.Context, cases []datasets.Case, path string, cfg scorer.Config, traces scorer.TraceReader) (*scorer.Suite, error) {
+// loadTrialsFlag decodes one trials file (strictly; errors name the line).
+func loadTrialsFlag(path string) (report.Trials, error) {
 	trials, err := datasets.LoadTrials(path)
 	if err != nil {
-		return nil, &ExitError{Code: ExitUsage, Err: err}
+		return report.Trials{}, &ExitError{Code: ExitUsage, Err: err}
 	}
-	if len(trials) == 0 {
-		// Nothing to score is a broken pipeline (a replay that wrote nothing),
-		// not a suite that passed.
-		return nil, usageError("%s: no trials (the file is empty)", path)
-	}
-	if traces != nil {
-		if err := scorer.ResolveTraces(ctx, traces, trials); err != nil {
-			code := ExitRuntimeErr
-			if errors.Is(err, scorer.ErrTraceMissing) {
-				code = ExitUsage
-			}
-			return nil, &ExitError{Code: code, Err: fmt.Errorf("%s: %w", path, err)}
-		}
-	}
-	s, err := scorer.Score(cases, trials, cfg)
-	if err != nil {
-		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %w", path, err)}
-	}
-	s.Source = path
-	return s, nil
+	return report.Trials{Source: path, Trials: trials}, nil
 }
 
 func loadCasesFlag(path string) ([]datasets.Case, error) {
@@ -106,14 +86,23 @@ func loadCasesFlag(path string) ([]datasets.Case, error) {
 	return cs, nil
 }
 
-// evaluate scores the candidate (and baseline), compares, gates and writes
-// the report. It returns an ExitFailure error when the gate fails.
+// evaluate reads the files, runs report.Evaluate and writes the report. It
+// returns an ExitFailure error when the gate fails.
 func (m *Main) evaluate(ctx context.Context, f *scoreFlags, cfg scorer.Config, candPath, basePath string, policy *gate.Policy) error {
-	cases, err := loadCasesFlag(f.cases)
-	if err != nil {
+	in := report.Inputs{Policy: policy}
+	var err error
+	if in.Cases, err = loadCasesFlag(f.cases); err != nil {
 		return err
 	}
-	var traces scorer.TraceReader
+	in.CasesFile = f.cases
+	if in.Candidate, err = loadTrialsFlag(candPath); err != nil {
+		return err
+	}
+	if basePath != "" {
+		if in.Baseline, err = loadTrialsFlag(basePath); err != nil {
+			return err
+		}
+	}
 	if f.store != "" {
 		if _, err := storeurl.Parse(f.store); err != nil {
 			return usageError("--store: %v", err)
@@ -123,28 +112,15 @@ func (m *Main) evaluate(ctx context.Context, f *scoreFlags, cfg scorer.Config, c
 			return &ExitError{Code: ExitRuntimeErr, Err: err}
 		}
 		defer st.Close()
-		traces = st
+		in.Traces = st
 	}
-	if policy != nil {
-		policy.Apply(&cfg)
-	}
-	r := &report.Report{}
-	if r.Suite, err = scoreFiles(ctx, cases, candPath, cfg, traces); err != nil {
-		return err
-	}
-	if f.cases != "" {
-		r.Suite.CasesFile = f.cases
-	}
-	if basePath != "" {
-		if r.Baseline, err = scoreFiles(ctx, cases, basePath, cfg, traces); err != nil {
-			return err
+	r, err := report.Evaluate(ctx, cfg, in)
+	if err != nil {
+		code := ExitRuntimeErr
+		if errors.Is(err, report.ErrBadInput) {
+			code = ExitUsage
 		}
-		if r.Comparison, err = scorer.Compare(r.Baseline, r.Suite, cfg); err != nil {
-			return &ExitError{Code: ExitUsage, Err: err}
-		}
-	}
-	if policy != nil {
-		r.Gate = gate.Evaluate(policy, r.Suite, r.Comparison)
+		return &ExitError{Code: code, Err: err}
 	}
 	if err := report.Write(m.Stdout, f.format, r); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
