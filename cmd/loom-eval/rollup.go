@@ -2,17 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strings"
-
-	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/scorer/pricing"
@@ -42,7 +38,7 @@ func (m *Main) runRollup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	spans, err := readOTLPJSONLines(pos[0])
+	spans, err := readOTLPJSON(pos[0])
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
@@ -66,40 +62,23 @@ func scorerLoadPrices(path string) (*pricing.Table, error) {
 	return t, nil
 }
 
-// readOTLPJSONLines decodes every line with the pdata JSON unmarshaler and
-// maps it through genai.MapTraces, so this path and the collector agree on
-// every field. A malformed line or a span the mapping rejects is an error
-// naming the file and line.
-func readOTLPJSONLines(path string) ([]store.Span, error) {
+// readOTLPJSON reads an OTLP/JSON file (one document, or JSON Lines as the
+// Collector's file exporter writes) with the collector's own decoder and
+// GenAI mapping, so this path and ingest agree on every field. A malformed
+// document or a span the mapping rejects is an error naming the file and
+// line.
+func readOTLPJSON(path string) ([]store.Span, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open traces: %w", err)
 	}
 	defer f.Close()
-	var (
-		spans []store.Span
-		um    ptrace.JSONUnmarshaler
-	)
-	br := bufio.NewReaderSize(f, 1<<20)
-	for line := 1; ; line++ {
-		b, rerr := br.ReadBytes('\n')
-		if len(bytes.TrimSpace(b)) > 0 {
-			td, err := um.UnmarshalTraces(b)
-			if err != nil {
-				return nil, fmt.Errorf("%s:%d: decode OTLP/JSON ExportTraceServiceRequest: %w", path, line, err)
-			}
-			got, rejected := genai.MapTraces(td, genai.Options{})
-			if len(rejected) > 0 {
-				return nil, fmt.Errorf("%s:%d: %s", path, line, genai.RejectionSummary(rejected))
-			}
-			spans = append(spans, got...)
-		}
-		if errors.Is(rerr, io.EOF) {
-			break
-		}
-		if rerr != nil {
-			return nil, fmt.Errorf("read %s: line %d: %w", path, line, rerr)
-		}
+	spans, rejected, err := genai.ReadJSON(f, path, genai.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if len(rejected) > 0 {
+		return nil, fmt.Errorf("%s: %s", path, genai.RejectionSummary(rejected))
 	}
 	if len(spans) == 0 {
 		return nil, fmt.Errorf("%s: no spans", path)
