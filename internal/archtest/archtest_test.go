@@ -1,0 +1,821 @@
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/loomwork/loomwork"
+
+// ---------------------------------------------------------------------------
+// The table. This is the source of truth for docs/architecture.md.
+//
+// A pattern names module packages by their path below the module root:
+// "store/" is store and everything below it, "store" is the store package
+// alone, "**" is every package of the module. Each package is governed by
+// the row whose path is the longest pattern that matches it.
+// ---------------------------------------------------------------------------
+
+type room struct {
+	path    string   // the packages this row governs
+	rule    string   // the rule, as a violation names it
+	imports []string // module packages its non-test code may import
+	tests   []string // further module packages its _test.go files may import (testHelpers are allowed to every test)
+}
+
+var rooms = []room{
+	// The span attribute keys and operation names: below everything.
+	{path: "semconv/", rule: "semconv imports nothing in the module",
+		imports: []string{"semconv/"}},
+	// The span model, the store contract, the backends, the conformance
+	// suite and store URLs. Storage knows no consumer.
+	{path: "store/", rule: "storage knows no consumer",
+		imports: []string{"store/", "semconv/"},
+		tests:   []string{"internal/chlocal/"}}, // a local ClickHouse for the backend tests
+	// Case and trial formats and the shipped judged set: formats only (the
+	// span type is inline in trials).
+	{path: "datasets/", rule: "datasets are formats",
+		imports: []string{"datasets/", "store", "semconv/"}},
+	// Rollups, pricing, scoring, stats, gate, report: reads formats and the
+	// store contract, never a backend.
+	{path: "scorer/", rule: "the scorer reads formats, not backends",
+		imports: []string{"scorer/", "datasets", "store", "semconv/"}},
+	// Search, the judged-set miner, ablation.
+	{path: "retrieval/", rule: "retrieval knows no agent and no store",
+		imports: []string{"retrieval/", "datasets", "semconv/"}},
+	// Models, runtime, gateway, context layer, sandbox, the reference
+	// agents and the journal. Agents reach the trace path only through OTLP.
+	{path: "agents/", rule: "agents reach the trace path only through OTLP",
+		imports: []string{"agents/", "retrieval/", "datasets", "semconv/"}},
+	// The replay engine.
+	{path: "replay/", rule: "replay drives agents, never the UI, the collector or a store",
+		imports: []string{"replay/", "agents/", "datasets", "retrieval/", "semconv/"}},
+	// OTLP in, spans to the store.
+	{path: "collector/", rule: "the collector only writes the store",
+		imports: []string{"collector/", "store/", "semconv/"}},
+	// The UI reads formats; it never runs an agent, replays, ingests or
+	// opens a backend itself.
+	{path: "web/", rule: "the web UI reads formats and never runs an agent",
+		imports: []string{"web/", "store", "scorer/", "datasets", "semconv/",
+			"agents/journal",     // the journal format (not journaldb)
+			"agents/llm",         // the message format journals carry
+			"retrieval/ablation", // the ablation result format (ablation.Report)
+		},
+		tests: []string{"store/sqlite"}}, // handler tests need a real store; there is no in-memory one
+	// Baseline generation and the baseline regression checks.
+	{path: "baselines/", rule: "baselines run agents and score them",
+		imports: []string{"baselines/", "agents/", "datasets", "retrieval/", "scorer/", "semconv/"}},
+	{path: "internal/chlocal/", rule: "chlocal is a leaf",
+		imports: []string{"internal/chlocal/"}},
+	{path: "internal/repotest/", rule: "repotest is tests only"},
+	{path: "internal/archtest/", rule: "archtest is tests only"},
+	{path: "scripts/", rule: "scripts are leaves",
+		imports: []string{"scripts/"}},
+	// The binary wires everything together.
+	{path: "cmd/", rule: "cmd may import anything",
+		imports: []string{"**"}, tests: []string{"**"}},
+}
+
+// testHelpers may be imported by any package's tests.
+var testHelpers = []string{"store/storetest", "internal/chlocal/chtest", "datasets/datasettest"}
+
+// neverImported: no package imports these, whatever its row says (a
+// package's own external test aside).
+var neverImported = []struct{ path, rule string }{
+	{"cmd/", "nothing imports cmd"},
+	{"internal/repotest/", "nothing imports a test-only room"},
+	{"internal/archtest/", "nothing imports a test-only room"},
+}
+
+// The scorer does no I/O: its non-test packages import none of these.
+var (
+	noIORoom = "scorer/"
+	noIOStd  = []string{"os", "os/exec", "net", "net/http"}
+	noIORule = "the scorer does no I/O"
+)
+
+// The web UI must not link these, directly or transitively (it linked the
+// runtime, tiktoken, bleve and the journal's SQLite through replay.Report).
+// Module paths are relative; a first element with a dot is another module.
+var (
+	webRoom      = "web/"
+	webNeverLink = []string{
+		"github.com/blevesearch/",
+		"github.com/pkoukk/tiktoken-go/",
+		"agents/runtime",
+		"agents/journal/journaldb",
+		"replay/journaldb", // the journal database until it moves to agents/journal/journaldb
+	}
+	webLinkRule = "the web UI links no runtime, tokenizer, search index or journal database"
+)
+
+// The folders whose import graph must have no cycle (any other top-level
+// folder found is an error).
+var folders = []string{"agents", "baselines", "cmd", "collector", "datasets", "internal",
+	"replay", "retrieval", "scorer", "scripts", "semconv", "store", "web"}
+
+// The attribute vocabulary has one room: no non-test .go file outside
+// vocabularyRoom holds a string literal starting with one of these.
+var (
+	vocabularyRoom     = "semconv"
+	vocabularyPrefixes = []string{"gen_ai.", "loomwork."}
+	vocabularyRule     = "the attribute vocabulary lives in semconv"
+)
+
+// ---------------------------------------------------------------------------
+// The ratchet: violations that existed when this test was written. The test
+// fails on a violation missing here and on an entry that no longer occurs:
+// delete entries as the restructuring removes them, never add one for a new
+// import (fix the import, or change the table above and the doc with it).
+// An entry whose violation only moved (a package or file renamed) is
+// renamed with it.
+//
+// Import entries read "from -> to (rule)"; "(test)" after the importer
+// marks an import made only by its _test.go files. Literal entries count a
+// file's distinct gen_ai./loomwork. literals.
+// ---------------------------------------------------------------------------
+
+type known struct{ edge, why string }
+
+var knownViolations = []known{
+	{"agents -> replay -> agents (no folder imports a folder that imports it back)",
+		"agents/runtime writes replay/journal and replay/journaldb while replay drives agents; the journal's move to agents/journal breaks the cycle"},
+	{"agents/coding (test) -> replay/journal (agents reach the trace path only through OTLP)",
+		"the journal format moves to agents/journal, which this row allows"},
+	{"agents/coding (test) -> replay/journaldb (agents reach the trace path only through OTLP)",
+		"the journal database moves to agents/journal/journaldb"},
+	{"agents/research (test) -> replay/journal (agents reach the trace path only through OTLP)",
+		"the journal format moves to agents/journal, which this row allows"},
+	{"agents/research (test) -> replay/journaldb (agents reach the trace path only through OTLP)",
+		"the journal database moves to agents/journal/journaldb"},
+	{"agents/runtime (test) -> replay (agents reach the trace path only through OTLP)",
+		"context_test.go replays a run with replay.New; that check belongs with the engine in replay/"},
+	{"agents/runtime -> replay/journal (agents reach the trace path only through OTLP)",
+		"the journal format moves to agents/journal, which this row allows"},
+	{"agents/runtime -> replay/journaldb (agents reach the trace path only through OTLP)",
+		"the journal database moves to agents/journal/journaldb"},
+	{"baselines (test) -> replay (baselines run agents and score them)",
+		"baselines_test.go replays the committed journals with replay.New; move that check under replay/ or give the baselines row's tests replay"},
+	{"baselines (test) -> replay/journal (baselines run agents and score them)",
+		"the journal format moves to agents/journal, which this row allows"},
+	{"collector/agenttrace/agenttrace.go -> 36 gen_ai./loomwork. literals (the attribute vocabulary lives in semconv)",
+		"the attribute names move to semconv"},
+	{"collector/agenttrace/generate.go -> 26 gen_ai./loomwork. literals (the attribute vocabulary lives in semconv)",
+		"the attribute names move to semconv"},
+	{"retrieval/service.go -> 7 gen_ai./loomwork. literals (the attribute vocabulary lives in semconv)",
+		"the attribute names move to semconv"},
+	{"scorer/derive.go -> 1 gen_ai./loomwork. literals (the attribute vocabulary lives in semconv)",
+		"the attribute names move to semconv"},
+	{"scorer/gate -> os (the scorer does no I/O)",
+		"gate.Load reads the policy file; cmd should read it and call gate.Parse"},
+	{"scorer/pricing -> os (the scorer does no I/O)",
+		"pricing.LoadOverride opens the price file; cmd should open it and pass a reader"},
+	{"scorer/report/report.go -> 3 gen_ai./loomwork. literals (the attribute vocabulary lives in semconv)",
+		"the attribute names move to semconv"},
+	{"store/storetest/generate.go -> 31 gen_ai./loomwork. literals (the attribute vocabulary lives in semconv)",
+		"the attribute names move to semconv"},
+	{"web (test) -> retrieval (the web UI reads formats and never runs an agent)",
+		"files_test.go builds an ablation.Report, whose Modes are retrieval.Mode; goes when the ablation result format stands alone"},
+	{"web -> agents/runtime (the web UI links no runtime, tokenizer, search index or journal database)",
+		"linked through replay (replay.Report in web/files.go); goes with web -> replay"},
+	{"web -> collector/traceapi (the web UI reads formats and never runs an agent)",
+		"web/traces.go uses traceapi.ParseQuery and TraceIDPattern; the query parsing must move below web (store or web itself)"},
+	{"web -> github.com/blevesearch/ (the web UI links no runtime, tokenizer, search index or journal database)",
+		"linked through retrieval/ablation -> retrieval; goes when the ablation result format no longer imports retrieval"},
+	{"web -> github.com/pkoukk/tiktoken-go/ (the web UI links no runtime, tokenizer, search index or journal database)",
+		"linked through replay -> agents/runtime -> agents/contextlayer; goes with web -> replay"},
+	{"web -> replay (the web UI reads formats and never runs an agent)",
+		"web/files.go shows replay.Report and replay.ResultDiff; the UI must read the replay report as a format, not link the engine"},
+	{"web -> replay/journal (the web UI reads formats and never runs an agent)",
+		"the journal format moves to agents/journal, which this row allows"},
+	{"web -> replay/journaldb (the web UI links no runtime, tokenizer, search index or journal database)",
+		"linked through replay; goes with web -> replay"},
+	{"web/format.go -> 7 gen_ai./loomwork. literals (the attribute vocabulary lives in semconv)",
+		"the attribute names move to semconv"},
+}
+
+// ---------------------------------------------------------------------------
+// The checks.
+// ---------------------------------------------------------------------------
+
+type violation struct {
+	key    string // as in knownViolations
+	detail string // what to look at
+}
+
+func TestImportArrowsPointDown(t *testing.T) {
+	root := moduleRoot(t)
+	g := loadGraph(t, root)
+	lits := vocabularyLiterals(t, root)
+
+	var vs []violation
+	vs = append(vs, roomViolations(t, g)...)
+	vs = append(vs, noIOViolations(g)...)
+	vs = append(vs, webLinkViolations(g)...)
+	vs = append(vs, folderCycles(t, g)...)
+	vs = append(vs, lits...)
+
+	current := map[string]violation{}
+	for _, v := range vs {
+		if _, dup := current[v.key]; !dup {
+			current[v.key] = v
+		}
+	}
+	listed := map[string]bool{}
+	for _, k := range knownViolations {
+		if listed[k.edge] {
+			t.Errorf("knownViolations lists %q twice", k.edge)
+		}
+		listed[k.edge] = true
+	}
+
+	keys := make([]string, 0, len(current))
+	for k := range current {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fresh := 0
+	for _, k := range keys {
+		if !listed[k] {
+			fresh++
+			t.Errorf("not allowed: %s\n\t%s", k, current[k].detail)
+		}
+	}
+	var keep []known
+	for _, k := range knownViolations {
+		if _, ok := current[k.edge]; ok {
+			keep = append(keep, k)
+		} else {
+			t.Errorf("knownViolations entry no longer occurs, delete it: %q", k.edge)
+		}
+	}
+	if fresh > 0 {
+		t.Logf("%d violation(s) above are new: fix the import (or the literal), or, if the table in this file is what is wrong, change it and docs/architecture.md together; if a known violation only moved, rename its entry", fresh)
+	}
+	if len(keep) != len(knownViolations) {
+		var b strings.Builder
+		b.WriteString("knownViolations without the entries that no longer occur:\n\nvar knownViolations = []known{\n")
+		for _, k := range keep {
+			fmt.Fprintf(&b, "\t{%q,\n\t\t%q},\n", k.edge, k.why)
+		}
+		b.WriteString("}\n")
+		t.Log(b.String())
+	}
+}
+
+// TestTheTableIsWellFormed keeps the table readable: one row per path, and
+// every pattern it names is well-formed.
+func TestTheTableIsWellFormed(t *testing.T) {
+	seen := map[string]bool{}
+	check := func(where, p string) {
+		if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "//") || strings.Contains(p, "*") && p != "**" {
+			t.Errorf("%s: bad pattern %q", where, p)
+		}
+	}
+	for _, r := range rooms {
+		if seen[r.path] {
+			t.Errorf("two rows for %q", r.path)
+		}
+		seen[r.path] = true
+		check("row path", r.path)
+		if r.rule == "" {
+			t.Errorf("row %q has no rule", r.path)
+		}
+		for _, p := range append(append([]string{}, r.imports...), r.tests...) {
+			check("row "+r.path, p)
+		}
+	}
+	for _, p := range testHelpers {
+		check("testHelpers", p)
+	}
+	for _, n := range neverImported {
+		check("neverImported", n.path)
+	}
+	for _, f := range folders {
+		if strings.Contains(f, "/") {
+			t.Errorf("folders: %q is not a top-level folder", f)
+		}
+	}
+}
+
+// matches reports whether pattern names pkg (both module-relative, or both
+// full paths of another module).
+func matches(pattern, pkg string) bool {
+	if pattern == "**" {
+		return true
+	}
+	if dir, ok := strings.CutSuffix(pattern, "/"); ok {
+		return pkg == dir || strings.HasPrefix(pkg, pattern)
+	}
+	return pkg == pattern
+}
+
+func matchesAny(patterns []string, pkg string) bool {
+	for _, p := range patterns {
+		if matches(p, pkg) {
+			return true
+		}
+	}
+	return false
+}
+
+// roomOf is the row governing pkg (module-relative), or nil.
+func roomOf(pkg string) *room {
+	var best *room
+	for i := range rooms {
+		r := &rooms[i]
+		if matches(r.path, pkg) && (best == nil || len(r.path) > len(best.path)) {
+			best = r
+		}
+	}
+	return best
+}
+
+func roomViolations(t *testing.T, g *graph) []violation {
+	t.Helper()
+	var vs []violation
+	for _, p := range g.modulePkgs() {
+		from := g.rel(p.ImportPath)
+		r := roomOf(from)
+		if r == nil {
+			t.Errorf("%s belongs to no row of the table: add a row for its room (and a paragraph to docs/architecture.md)", from)
+			continue
+		}
+		nonTest := map[string]bool{}
+		for _, imp := range p.Imports {
+			if !g.isModule(imp) {
+				continue
+			}
+			to := g.rel(imp)
+			nonTest[to] = true
+			if v, bad := edgeViolation(r, from, to, false); bad {
+				vs = append(vs, v)
+			}
+		}
+		for _, imp := range append(append([]string{}, p.TestImports...), p.XTestImports...) {
+			if !g.isModule(imp) {
+				continue
+			}
+			to := g.rel(imp)
+			if nonTest[to] {
+				continue // judged as a non-test import
+			}
+			if v, bad := edgeViolation(r, from, to, true); bad {
+				vs = append(vs, v)
+			}
+		}
+	}
+	return vs
+}
+
+func edgeViolation(r *room, from, to string, test bool) (violation, bool) {
+	if from == to {
+		return violation{}, false // an external test of its own package
+	}
+	name := from
+	where := "its non-test code"
+	if test {
+		name = from + " (test)"
+		where = "its _test.go files"
+	}
+	for _, n := range neverImported {
+		if matches(n.path, to) && !matches(n.path, from) {
+			return violation{
+				key:    fmt.Sprintf("%s -> %s (%s)", name, to, n.rule),
+				detail: fmt.Sprintf("%s imports %s in %s; no package imports %s", from, to, where, n.path),
+			}, true
+		}
+	}
+	if matchesAny(r.imports, to) {
+		return violation{}, false
+	}
+	allowed := strings.Join(r.imports, ", ")
+	if allowed == "" {
+		allowed = "nothing in the module"
+	}
+	if test {
+		if matchesAny(testHelpers, to) || matchesAny(r.tests, to) {
+			return violation{}, false
+		}
+		allowed += "; its tests also " + strings.Join(append(append([]string{}, r.tests...), testHelpers...), ", ")
+	}
+	return violation{
+		key:    fmt.Sprintf("%s -> %s (%s)", name, to, r.rule),
+		detail: fmt.Sprintf("%s imports %s in %s; row %q may import only %s", from, to, where, r.path, allowed),
+	}, true
+}
+
+func noIOViolations(g *graph) []violation {
+	var vs []violation
+	for _, p := range g.modulePkgs() {
+		from := g.rel(p.ImportPath)
+		if !matches(noIORoom, from) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			for _, std := range noIOStd {
+				if imp == std {
+					vs = append(vs, violation{
+						key:    fmt.Sprintf("%s -> %s (%s)", from, imp, noIORule),
+						detail: fmt.Sprintf("%s imports %s; reading files and the network belongs to cmd (pass bytes or an io.Reader in)", from, imp),
+					})
+				}
+			}
+		}
+	}
+	return vs
+}
+
+func webLinkViolations(g *graph) []violation {
+	var vs []violation
+	for _, p := range g.modulePkgs() {
+		from := g.rel(p.ImportPath)
+		if !matches(webRoom, from) {
+			continue
+		}
+		for _, pattern := range webNeverLink {
+			hit := func(path string) bool { return matches(pattern, g.rel(path)) }
+			chain := g.shortestChain(p.ImportPath, hit)
+			if chain == nil {
+				continue
+			}
+			names := make([]string, len(chain))
+			for i, c := range chain {
+				names[i] = g.rel(c)
+			}
+			vs = append(vs, violation{
+				key:    fmt.Sprintf("%s -> %s (%s)", from, pattern, webLinkRule),
+				detail: fmt.Sprintf("go list -deps %s contains %s, through %s", from, names[len(names)-1], strings.Join(names, " -> ")),
+			})
+		}
+	}
+	return vs
+}
+
+func folderOf(rel string) string {
+	f, _, _ := strings.Cut(rel, "/")
+	return f
+}
+
+func folderCycles(t *testing.T, g *graph) []violation {
+	t.Helper()
+	known := map[string]bool{}
+	for _, f := range folders {
+		known[f] = true
+	}
+	// edges[a][b] is one package edge that makes folder a import folder b.
+	edges := map[string]map[string]string{}
+	for _, p := range g.modulePkgs() {
+		from := g.rel(p.ImportPath)
+		a := folderOf(from)
+		if !known[a] {
+			t.Errorf("%s is in top-level folder %q, which the folder list does not name", from, a)
+		}
+		for _, imp := range p.Imports {
+			if !g.isModule(imp) {
+				continue
+			}
+			to := g.rel(imp)
+			b := folderOf(to)
+			if a == b {
+				continue
+			}
+			if edges[a] == nil {
+				edges[a] = map[string]string{}
+			}
+			e := from + " -> " + to
+			if old, ok := edges[a][b]; !ok || e < old {
+				edges[a][b] = e
+			}
+		}
+	}
+	next := func(a string) []string {
+		var out []string
+		for b := range edges[a] {
+			out = append(out, b)
+		}
+		sort.Strings(out)
+		return out
+	}
+	// For each folder edge a -> b, the shortest way from b back to a.
+	seen := map[string]bool{}
+	var vs []violation
+	for _, a := range sortedKeys(edges) {
+		for _, b := range next(a) {
+			back := bfs(b, a, next)
+			if back == nil {
+				continue
+			}
+			cycle := append([]string{a}, back...) // a, b, ..., a
+			cycle = canonicalCycle(cycle)
+			key := strings.Join(cycle, " -> ")
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			var hops []string
+			for i := 0; i+1 < len(cycle); i++ {
+				hops = append(hops, edges[cycle[i]][cycle[i+1]])
+			}
+			vs = append(vs, violation{
+				key:    key + " (no folder imports a folder that imports it back)",
+				detail: "through " + strings.Join(hops, "; "),
+			})
+		}
+	}
+	return vs
+}
+
+// bfs is the shortest path from -> ... -> to (inclusive), or nil.
+func bfs(from, to string, next func(string) []string) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if n == to {
+			var path []string
+			for ; n != ""; n = prev[n] {
+				path = append([]string{n}, path...)
+			}
+			return path
+		}
+		for _, m := range next(n) {
+			if _, ok := prev[m]; !ok {
+				prev[m] = n
+				queue = append(queue, m)
+			}
+		}
+	}
+	return nil
+}
+
+// canonicalCycle rotates a closed cycle (first == last) to start at its
+// smallest folder.
+func canonicalCycle(c []string) []string {
+	open := c[:len(c)-1]
+	min := 0
+	for i := range open {
+		if open[i] < open[min] {
+			min = i
+		}
+	}
+	out := append(append([]string{}, open[min:]...), open[:min]...)
+	return append(out, out[0])
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// vocabularyLiterals walks the module's source (reading every .go file, so
+// that go test's cache sees edits) and reports the files outside
+// vocabularyRoom whose non-test code spells an attribute name.
+func vocabularyLiterals(t *testing.T, root string) []violation {
+	t.Helper()
+	fset := token.NewFileSet()
+	type hit struct {
+		line int
+		lit  string
+	}
+	byFile := map[string][]hit{}
+	files := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			name := d.Name()
+			if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			if path != root {
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir // another module
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files++
+		if strings.HasSuffix(rel, "_test.go") || matches(vocabularyRoom+"/", rel) {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+		if err != nil {
+			return fmt.Errorf("parse %s: %w", rel, err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			s, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				return true
+			}
+			for _, pre := range vocabularyPrefixes {
+				if strings.HasPrefix(s, pre) {
+					byFile[rel] = append(byFile[rel], hit{fset.Position(lit.Pos()).Line, s})
+					break
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the module's source: %v", err)
+	}
+	if files < 100 {
+		t.Fatalf("found only %d .go files under %s: is this the module root?", files, root)
+	}
+	var vs []violation
+	for _, rel := range sortedKeys(byFile) {
+		hits := byFile[rel]
+		distinct := map[string]bool{}
+		var where []string
+		for _, h := range hits {
+			distinct[h.lit] = true
+			where = append(where, fmt.Sprintf("%s:%d %q", rel, h.line, h.lit))
+		}
+		vs = append(vs, violation{
+			key:    fmt.Sprintf("%s -> %d %s literals (%s)", rel, len(distinct), strings.Join(vocabularyPrefixes, "/"), vocabularyRule),
+			detail: strings.Join(where, "\n\t"),
+		})
+	}
+	return vs
+}
+
+// ---------------------------------------------------------------------------
+// The graph, from go list.
+// ---------------------------------------------------------------------------
+
+type listedPkg struct {
+	ImportPath   string
+	Standard     bool
+	Module       *struct{ Path string }
+	Imports      []string
+	Deps         []string
+	TestImports  []string
+	XTestImports []string
+	Error        *struct{ Err string }
+	DepsErrors   []*struct{ Err string }
+}
+
+type graph struct {
+	pkgs map[string]*listedPkg // every package go list -deps printed, by import path
+}
+
+func (g *graph) isModule(path string) bool {
+	return path == module || strings.HasPrefix(path, module+"/")
+}
+
+// rel is a module package's path below the module root; other paths are
+// returned whole.
+func (g *graph) rel(path string) string {
+	if path == module {
+		return "(module root)"
+	}
+	if r, ok := strings.CutPrefix(path, module+"/"); ok {
+		return r
+	}
+	return path
+}
+
+func (g *graph) modulePkgs() []*listedPkg {
+	var out []*listedPkg
+	for _, path := range sortedKeys(g.pkgs) {
+		if g.isModule(path) {
+			out = append(out, g.pkgs[path])
+		}
+	}
+	return out
+}
+
+// shortestChain is the shortest non-test import chain from the package
+// from to a package hit accepts, or nil.
+func (g *graph) shortestChain(from string, hit func(string) bool) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if n != from && hit(n) {
+			var chain []string
+			for ; n != ""; n = prev[n] {
+				chain = append([]string{n}, chain...)
+			}
+			return chain
+		}
+		p := g.pkgs[n]
+		if p == nil {
+			continue
+		}
+		for _, m := range p.Imports {
+			if _, ok := prev[m]; !ok {
+				prev[m] = n
+				queue = append(queue, m)
+			}
+		}
+	}
+	return nil
+}
+
+// moduleRoot is the root of the module this test belongs to.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("the go command is needed to read the import graph: %v", err)
+	}
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatalf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		t.Fatalf("go env GOMOD = %q: not inside the module", gomod)
+	}
+	f, err := os.Open(gomod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+			if m = strings.Trim(strings.TrimSpace(m), `"`); m != module {
+				t.Fatalf("%s declares module %q, want %q", gomod, m, module)
+			}
+			return filepath.Dir(gomod)
+		}
+	}
+	t.Fatalf("%s has no module line", gomod)
+	return ""
+}
+
+func loadGraph(t *testing.T, root string) *graph {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-deps",
+		"-json=ImportPath,Standard,Module,Imports,Deps,TestImports,XTestImports,Error,DepsErrors", "./...")
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps -json ./... in %s: %v\n%s", root, err, stderr.String())
+	}
+	g := &graph{pkgs: map[string]*listedPkg{}}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listedPkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decoding go list output: %v", err)
+		}
+		g.pkgs[p.ImportPath] = &p
+	}
+	n := 0
+	for _, p := range g.modulePkgs() {
+		n++
+		if p.Error != nil {
+			t.Errorf("go list: %s: %s (its imports cannot be checked)", g.rel(p.ImportPath), p.Error.Err)
+		}
+		for _, e := range p.DepsErrors {
+			t.Errorf("go list: %s: dependency error: %s", g.rel(p.ImportPath), e.Err)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("go list found only %d packages of %s in %s", n, module, root)
+	}
+	return g
+}
