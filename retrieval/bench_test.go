@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 // benchDataset loads the shipped dataset or skips.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/loomwork/loomwork/datasets/datasettest"
 
-	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 // shippedDataset loads the repository's shipped judged set.

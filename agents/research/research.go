@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomwork/loomwork/agents/runtime"
-	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 // Name is the agent's registered name.

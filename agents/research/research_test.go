@@ -21,9 +21,9 @@ import (
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
-	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/replay/journal"
 	"github.com/loomwork/loomwork/replay/journaldb"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 // datasetDir is the repository's shipped judged set.

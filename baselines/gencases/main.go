@@ -14,7 +14,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/datasets"
-	"github.com/loomwork/loomwork/datasets/judged"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 func main() {

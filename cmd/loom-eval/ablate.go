@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/datasets"
-	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
 	"github.com/loomwork/loomwork/retrieval/ablation"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 // runAblate runs every retrieval mode on a judged dataset and reports the

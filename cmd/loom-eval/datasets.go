@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/loomwork/loomwork/datasets"
-	"github.com/loomwork/loomwork/datasets/judged"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 // runDatasets builds and checks judged query sets.

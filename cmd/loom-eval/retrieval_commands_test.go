@@ -81,7 +81,7 @@ func TestAblateCommandUsageErrors(t *testing.T) {
 }
 
 func TestDatasetsMineThenCheckRoundTrips(t *testing.T) {
-	fx := "../../datasets/judged/testdata/mine"
+	fx := "../../retrieval/judged/testdata/mine"
 	out := filepath.Join(t.TempDir(), "mined")
 	stdout, stderr, code := retrievalCLI(t, "datasets", "mine", "--docs", filepath.Join(fx, "docs"),
 		"--docs-url-prefix", "https://example.org/proj/", "--maintainers", filepath.Join(fx, "maintainers.txt"),

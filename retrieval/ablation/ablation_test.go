@@ -9,8 +9,8 @@ import (
 
 	"github.com/loomwork/loomwork/datasets/datasettest"
 
-	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 func TestMetricsMatchHandComputedValues(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 
-	"github.com/loomwork/loomwork/datasets/judged"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 // Fold is one reranker training/evaluation split.

@@ -4,8 +4,8 @@ import (
 	"math"
 	"sort"
 
-	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 // Stat is a mean with its bootstrap 95% percentile interval.

@@ -10,8 +10,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/loomwork/loomwork/datasets/judged"
 	"github.com/loomwork/loomwork/retrieval"
+	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
 // Variant says whether each query's own issue was excluded.
