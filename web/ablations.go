@@ -16,14 +16,34 @@ type AblationItem struct {
 	Err    string
 }
 
+// AblationsView is the ablations list: the ablation results (those that do
+// not read with their error) and the directory's other JSON files (such as
+// the reranker model `loom-eval ablate --out` saves next to its result).
+type AblationsView struct {
+	Items  []AblationItem
+	Others []OtherFile
+}
+
 func (s *Server) readAblation(name string) (*ablation.Report, error) {
 	p, err := safeFile(s.deps.Files.AblationsDir, name, ".json")
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	kind, readErr, err := sniffFile(p)
 	if err != nil {
 		return nil, err
+	}
+	if kind != kindAblation {
+		return nil, badRequest{fmt.Sprintf("%s is %s, not an ablation result (write one with loom-eval ablate --format json)", name, describeKind(kind, readErr))}
+	}
+	return parseAblation(name, p)
+}
+
+// parseAblation reads the ablation result at path.
+func parseAblation(name, path string) (*ablation.Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("ablation %s: %w", name, err)
 	}
 	var rep ablation.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
@@ -36,21 +56,24 @@ func (s *Server) readAblation(name string) (*ablation.Report, error) {
 }
 
 func (s *Server) ablationList(w http.ResponseWriter, r *http.Request) {
-	names, err := listFiles(s.deps.Files.AblationsDir, ".json")
+	var v AblationsView
+	err := scanDir(s.deps.Files.AblationsDir, func(name, path string, kind fileKind, readErr error) {
+		if kind != kindAblation {
+			v.Others = append(v.Others, otherFile(name, kind, readErr))
+			return
+		}
+		rep, err := parseAblation(name, path)
+		it := AblationItem{File: name, Report: rep}
+		if err != nil {
+			it.Err = err.Error()
+		}
+		v.Items = append(v.Items, it)
+	}, ".json")
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	var items []AblationItem
-	for _, n := range names {
-		rep, err := s.readAblation(n)
-		it := AblationItem{File: n, Report: rep}
-		if err != nil {
-			it.Err = err.Error()
-		}
-		items = append(items, it)
-	}
-	render(w, r, AblationListPage(items))
+	render(w, r, AblationListPage(v))
 }
 
 func (s *Server) ablationPage(w http.ResponseWriter, r *http.Request) {

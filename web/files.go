@@ -1,8 +1,11 @@
 package web
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/loomwork/loomwork/replay"
 	"github.com/loomwork/loomwork/replay/journal"
+	"github.com/loomwork/loomwork/scorer/gate"
 	"github.com/loomwork/loomwork/scorer/report"
 )
 
@@ -19,14 +23,182 @@ import (
 // files written while the server runs show up.
 type FileSources struct {
 	// RunsDir holds journals (*.jsonl, as exported by the runtime and
-	// committed in baselines/) and, optionally, replay reports
-	// (*.replay.json, as written by `loom-eval replay --json`).
+	// committed in baselines/) and, optionally, replay reports (*.json, as
+	// written by `loom-eval replay --json`).
 	RunsDir string
 	// ReportsDir holds score reports (*.json, `loom-eval score --format json`).
 	ReportsDir string
-	// AblationsDir holds ablation results (*.json, `loom-eval ablate --format json`)
-	// and their charts (*.svg).
+	// AblationsDir holds ablation results (*.json, `loom-eval ablate --format json`
+	// or the report.json of `loom-eval ablate --out DIR`).
 	AblationsDir string
+}
+
+// Each listing recognises what a file holds by its content (sniffFile),
+// not by its name: a file of the page's kind is shown, and its error if it
+// does not read; any other JSON file (a gate policy next to the reports, a
+// saved reranker model next to an ablation result) is listed neutrally
+// under "other files".
+
+// fileKind is what a JSON or JSONL file holds.
+type fileKind string
+
+const (
+	kindScoreReport fileKind = "score report"
+	kindAblation    fileKind = "ablation result"
+	kindReplay      fileKind = "replay report"
+	kindJournal     fileKind = "journal"
+	kindReranker    fileKind = "reranker model"
+	kindGatePolicy  fileKind = "gate policy"
+	kindTrials      fileKind = "trial records"
+	kindCases       fileKind = "cases"
+	kindUnknown     fileKind = ""
+)
+
+// fileMarkers are the top-level keys that identify a kind: keys its writer
+// always writes, early in the object, so that a truncated file is still
+// recognised (and reported as broken). The first match wins.
+var fileMarkers = []struct {
+	kind fileKind
+	keys []string
+}{
+	{kindScoreReport, []string{"candidate"}},                   // report.Report
+	{kindAblation, []string{"dataset", "bootstrap_resamples"}}, // ablation.Report
+	{kindReplay, []string{"reports"}},                          // `loom-eval replay --json`
+	{kindJournal, []string{"run", "seq"}},                      // a journal.jsonl line
+	{kindReranker, []string{"version", "features"}},            // retrieval.LogisticModel
+	{kindTrials, []string{"case_id", "trial"}},                 // datasets.Trial
+	{kindCases, []string{"id", "task"}},                        // datasets.Case
+}
+
+// gatePolicyMaxBytes bounds the file read to check for a gate policy (a
+// few hundred bytes in practice).
+const gatePolicyMaxBytes = 1 << 20
+
+// sniffFile recognises what path holds from its first JSON value (the
+// whole of a .json file, the first line of a .jsonl file): the kind its
+// top-level keys mark, kindUnknown when they mark none. readErr is why
+// that value is not well-formed JSON (empty, truncated, not an object), nil
+// when it is. A gate policy has no marker key: an unmarked object that
+// gate.Parse accepts is one.
+func sniffFile(path string) (kind fileKind, readErr error, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return kindUnknown, nil, fmt.Errorf("read %s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	keys, readErr := topLevelKeys(json.NewDecoder(bufio.NewReader(f)))
+	for _, m := range fileMarkers {
+		all := true
+		for _, k := range m.keys {
+			all = all && keys[k]
+		}
+		if all {
+			return m.kind, readErr, nil
+		}
+	}
+	if readErr == nil {
+		if fi, err := f.Stat(); err == nil && fi.Size() <= gatePolicyMaxBytes {
+			if b, err := os.ReadFile(path); err == nil {
+				if _, err := gate.Parse(b); err == nil {
+					return kindGatePolicy, nil, nil
+				}
+			}
+		}
+	}
+	return kindUnknown, readErr, nil
+}
+
+var errNotObject = errors.New("not a JSON object")
+
+// topLevelKeys reads one JSON object from dec and returns its keys: all of
+// them, or those read before the error that stopped it.
+func topLevelKeys(dec *json.Decoder) (map[string]bool, error) {
+	keys := map[string]bool{}
+	tok, err := dec.Token()
+	if errors.Is(err, io.EOF) {
+		return keys, errors.New("empty file")
+	}
+	if err != nil {
+		return keys, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return keys, errNotObject
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return keys, err
+		}
+		k, _ := tok.(string)
+		keys[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return keys, fmt.Errorf("value of %q: %w", k, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return keys, err
+	}
+	return keys, nil
+}
+
+// OtherFile is a file in a listed directory that is not of the page's
+// kind, with what it is.
+type OtherFile struct {
+	File string
+	What string
+}
+
+// describeKind says what a file is, to follow "FILE is".
+func describeKind(kind fileKind, readErr error) string {
+	switch {
+	case kind == kindTrials:
+		return string(kind)
+	case kind == kindCases:
+		return "a cases file"
+	case kind == kindAblation:
+		return "an " + string(kind)
+	case kind != kindUnknown:
+		return "a " + string(kind)
+	case errors.Is(readErr, errNotObject):
+		return "JSON, but not an object this UI reads"
+	case readErr != nil:
+		return fmt.Sprintf("not readable as JSON (%v)", readErr)
+	}
+	return "JSON of a kind this UI does not read"
+}
+
+func otherFile(name string, kind fileKind, readErr error) OtherFile {
+	return OtherFile{File: name, What: describeKind(kind, readErr)}
+}
+
+// scanDir sniffs the files in dir with any of the suffixes, in name order,
+// and calls visit for each.
+func scanDir(dir string, visit func(name, path string, kind fileKind, readErr error), suffixes ...string) error {
+	var names []string
+	for _, suf := range suffixes {
+		ns, err := listFiles(dir, suf)
+		if err != nil {
+			return err
+		}
+		names = append(names, ns...)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if strings.HasPrefix(n, ".") {
+			continue
+		}
+		p := filepath.Join(dir, n)
+		kind, readErr, err := sniffFile(p)
+		if err != nil {
+			readErr = err
+		}
+		visit(n, p, kind, readErr)
+	}
+	return nil
 }
 
 func (s *Server) registerFiles() {
@@ -42,7 +214,7 @@ func (s *Server) registerFiles() {
 }
 
 // listFiles returns the base names in dir with the suffix, sorted.
-func listFiles(dir, suffix string, exclude ...string) ([]string, error) {
+func listFiles(dir, suffix string) ([]string, error) {
 	if dir == "" {
 		return nil, nil
 	}
@@ -51,16 +223,10 @@ func listFiles(dir, suffix string, exclude ...string) ([]string, error) {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
 	var out []string
-next:
 	for _, e := range entries {
 		n := e.Name()
 		if e.IsDir() || !strings.HasSuffix(n, suffix) {
 			continue
-		}
-		for _, x := range exclude {
-			if strings.HasSuffix(n, x) {
-				continue next
-			}
 		}
 		out = append(out, n)
 	}
@@ -103,7 +269,8 @@ type RunRow struct {
 // RunsView is the runs page.
 type RunsView struct {
 	Rows   []RunRow
-	Errors []string
+	Errors []string // journals and replay reports that do not read
+	Others []OtherFile
 }
 
 func summariseRun(file string, r journal.Run) RunRow {
@@ -130,47 +297,69 @@ func summariseRun(file string, r journal.Run) RunRow {
 	return row
 }
 
-// replayReports reads *.replay.json files: the output of `loom-eval replay --json`.
-func (s *Server) replayReports() map[string]*replay.Report {
-	out := map[string]*replay.Report{}
-	names, _ := listFiles(s.deps.Files.RunsDir, ".replay.json")
-	for _, n := range names {
-		b, err := os.ReadFile(filepath.Join(s.deps.Files.RunsDir, n))
-		if err != nil {
-			continue
-		}
-		var doc struct {
-			Reports []replay.Report `json:"reports"`
-		}
-		if json.Unmarshal(b, &doc) != nil {
-			continue
-		}
-		for i := range doc.Reports {
-			out[doc.Reports[i].RunID] = &doc.Reports[i]
-		}
-	}
-	return out
-}
-
-func (s *Server) runList(w http.ResponseWriter, r *http.Request) {
-	names, err := listFiles(s.deps.Files.RunsDir, ".jsonl")
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	reps := s.replayReports()
+// runFiles reads the runs directory: the replay reports by run id (the
+// output of `loom-eval replay --json`), the errors of the replay reports
+// that do not read, the other files and, with journals, the journals' runs
+// and the errors of those that do not read.
+func (s *Server) runFiles(journals bool) (RunsView, map[string]*replay.Report, error) {
 	var v RunsView
-	for _, n := range names {
-		runs, err := journal.ReadJSONLFile(filepath.Join(s.deps.Files.RunsDir, n))
+	reps := map[string]*replay.Report{}
+	type journalFile struct{ name, path string }
+	var jfiles []journalFile
+	err := scanDir(s.deps.Files.RunsDir, func(name, path string, kind fileKind, readErr error) {
+		switch kind {
+		case kindJournal:
+			jfiles = append(jfiles, journalFile{name, path})
+		case kindReplay:
+			if readErr != nil {
+				v.Errors = append(v.Errors, fmt.Sprintf("replay report %s: %v", name, readErr))
+				return
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				v.Errors = append(v.Errors, fmt.Sprintf("replay report %s: %v", name, err))
+				return
+			}
+			var doc struct {
+				Reports []replay.Report `json:"reports"`
+			}
+			if err := json.Unmarshal(b, &doc); err != nil {
+				v.Errors = append(v.Errors, fmt.Sprintf("replay report %s: not a loom-eval replay --json report: %v", name, err))
+				return
+			}
+			for i := range doc.Reports {
+				reps[doc.Reports[i].RunID] = &doc.Reports[i]
+			}
+		default:
+			v.Others = append(v.Others, otherFile(name, kind, readErr))
+		}
+	}, ".jsonl", ".json")
+	if err != nil {
+		return RunsView{}, nil, err
+	}
+	if !journals {
+		jfiles = nil
+	}
+	for _, j := range jfiles {
+		runs, err := journal.ReadJSONLFile(j.path)
 		if err != nil {
 			v.Errors = append(v.Errors, err.Error())
 			continue
 		}
 		for _, run := range runs {
-			row := summariseRun(n, run)
+			row := summariseRun(j.name, run)
 			row.Replay = reps[run.ID]
 			v.Rows = append(v.Rows, row)
 		}
+	}
+	return v, reps, nil
+}
+
+func (s *Server) runList(w http.ResponseWriter, r *http.Request) {
+	v, _, err := s.runFiles(true)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	render(w, r, RunListPage(v))
 }
@@ -199,6 +388,7 @@ type RunView struct {
 	Run    RunRow
 	Steps  []StepRow
 	Replay *replay.Report
+	Errors []string // replay reports in the runs directory that do not read
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -207,16 +397,28 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if kind, readErr, err := sniffFile(p); err != nil {
+		s.fail(w, r, err)
+		return
+	} else if kind != kindJournal {
+		s.fail(w, r, badRequest{fmt.Sprintf("%s is %s, not a journal", r.PathValue("file"), describeKind(kind, readErr))})
+		return
+	}
 	runs, err := journal.ReadJSONLFile(p)
 	if err != nil {
 		s.fail(w, r, badRequest{err.Error()})
+		return
+	}
+	files, reps, err := s.runFiles(false)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	for _, run := range runs {
 		if run.ID != r.PathValue("run") {
 			continue
 		}
-		v := RunView{Run: summariseRun(r.PathValue("file"), run), Replay: s.replayReports()[run.ID]}
+		v := RunView{Run: summariseRun(r.PathValue("file"), run), Replay: reps[run.ID], Errors: files.Errors}
 		for i, e := range run.Events {
 			sr := StepRow{Seq: e.Seq, Line: run.Lines[i], Kind: string(e.Kind), Step: e.Step, Tool: e.Tool, CallID: e.CallID, Label: e.Label}
 			sr.Summary, sr.Detail = describeEvent(e)
@@ -306,14 +508,33 @@ type ReportItem struct {
 	Err    string
 }
 
+// ReportsView is the reports list: the score reports (those that do not
+// read with their error) and the directory's other JSON files.
+type ReportsView struct {
+	Items  []ReportItem
+	Others []OtherFile
+}
+
 func (s *Server) readReport(name string) (*report.Report, error) {
 	p, err := safeFile(s.deps.Files.ReportsDir, name, ".json")
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	kind, readErr, err := sniffFile(p)
 	if err != nil {
 		return nil, err
+	}
+	if kind != kindScoreReport {
+		return nil, badRequest{fmt.Sprintf("%s is %s, not a score report (write one with loom-eval score --format json)", name, describeKind(kind, readErr))}
+	}
+	return parseReport(name, p)
+}
+
+// parseReport reads the score report at path.
+func parseReport(name, path string) (*report.Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("report %s: %w", name, err)
 	}
 	var rep report.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
@@ -326,21 +547,24 @@ func (s *Server) readReport(name string) (*report.Report, error) {
 }
 
 func (s *Server) reportList(w http.ResponseWriter, r *http.Request) {
-	names, err := listFiles(s.deps.Files.ReportsDir, ".json")
+	var v ReportsView
+	err := scanDir(s.deps.Files.ReportsDir, func(name, path string, kind fileKind, readErr error) {
+		if kind != kindScoreReport {
+			v.Others = append(v.Others, otherFile(name, kind, readErr))
+			return
+		}
+		rep, err := parseReport(name, path)
+		it := ReportItem{File: name, Report: rep}
+		if err != nil {
+			it.Err = err.Error()
+		}
+		v.Items = append(v.Items, it)
+	}, ".json")
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	var items []ReportItem
-	for _, n := range names {
-		rep, err := s.readReport(n)
-		it := ReportItem{File: n, Report: rep}
-		if err != nil {
-			it.Err = err.Error()
-		}
-		items = append(items, it)
-	}
-	render(w, r, ReportListPage(items))
+	render(w, r, ReportListPage(v))
 }
 
 func (s *Server) reportPage(w http.ResponseWriter, r *http.Request) {

@@ -171,3 +171,195 @@ func TestAblationPageShowsTableAndChart(t *testing.T) {
 		t.Fatalf("chart: %d %.100s", code, svg)
 	}
 }
+
+// copyFile copies src into dir as name, keeping only the first n bytes
+// when n > 0 (a truncated, broken copy).
+func copyFile(t *testing.T, src, dir, name string, n int) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n > 0 && n < len(b) {
+		b = b[:n]
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func filesOnly(t *testing.T, files FileSources) *httptest.Server {
+	t.Helper()
+	st, _ := seeded(t)
+	srv, err := New(Config{}, Deps{Traces: st, Files: &files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// section returns the part of a page from the element with the id to the
+// end of its first closing tag, or "" when there is none.
+func section(body, id, closing string) string {
+	i := strings.Index(body, `id="`+id+`"`)
+	if i < 0 {
+		return ""
+	}
+	j := strings.Index(body[i:], closing)
+	if j < 0 {
+		return body[i:]
+	}
+	return body[i : i+j]
+}
+
+func TestReportsListShowsTheReportListsAGatePolicyAsAnOtherFileAndShowsABrokenReportsError(t *testing.T) {
+	dir := t.TempDir()
+	copyFile(t, filepath.Join("..", "baselines", "report.json"), dir, "report.json", 0)
+	copyFile(t, filepath.Join("..", "baselines", "policy.json"), dir, "policy.json", 0)
+	copyFile(t, filepath.Join("..", "baselines", "report.json"), dir, "broken.json", 2000)
+	os.WriteFile(filepath.Join(dir, "notes.json"), []byte(`{"author": "me"}`), 0o644)
+	ts := filesOnly(t, FileSources{ReportsDir: dir})
+
+	code, body := get(t, ts, "/reports")
+	if code != 200 {
+		t.Fatalf("GET /reports = %d", code)
+	}
+	table := section(body, "report-table", "</table>")
+	if !strings.Contains(table, `href="/reports/report.json"`) || strings.Count(table, `class="fail"`) != 1 {
+		t.Errorf("report table should list report.json and one error:\n%s", table)
+	}
+	if !strings.Contains(table, "broken.json") || !strings.Contains(table, "report broken.json: not a loom-eval score JSON report: unexpected end of JSON input") {
+		t.Errorf("report table does not show the broken report's error:\n%s", table)
+	}
+	if strings.Contains(table, "policy.json") || strings.Contains(table, "notes.json") {
+		t.Errorf("report table lists a file that is not a report:\n%s", table)
+	}
+	others := section(body, "other-files", "</section>")
+	for _, want := range []string{"policy.json</span> — a gate policy", "notes.json</span> — JSON of a kind this UI does not read"} {
+		if !strings.Contains(others, want) {
+			t.Errorf("other files lack %q:\n%s", want, others)
+		}
+	}
+	if strings.Contains(others, "report.json") || strings.Contains(others, "broken.json") {
+		t.Errorf("other files list a report:\n%s", others)
+	}
+
+	code, body = get(t, ts, "/reports/policy.json")
+	if code != 400 || !strings.Contains(body, "policy.json is a gate policy, not a score report") {
+		t.Errorf("GET /reports/policy.json = %d, want 400 saying it is a gate policy", code)
+	}
+	if code, _ := get(t, ts, "/reports/report.json"); code != 200 {
+		t.Errorf("GET /reports/report.json = %d", code)
+	}
+}
+
+func TestRunsListShowsJournalsListsTrialRecordsAsOtherFilesAndShowsBrokenJournalsAndReplayReports(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join("..", "replay", "testdata", "good.jsonl")
+	copyFile(t, good, dir, "good.jsonl", 0)
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n"), "\n")
+	// Without its seal line the journal is truncated.
+	os.WriteFile(filepath.Join(dir, "cut.jsonl"), []byte(strings.Join(lines[:len(lines)-1], "")), 0o644)
+	copyFile(t, filepath.Join("..", "baselines", "baseline.trials.jsonl"), dir, "trials.jsonl", 0)
+	os.WriteFile(filepath.Join(dir, "replay.json"), []byte(`{"reports": [{"run_id": "x"`), 0o644)
+	ts := filesOnly(t, FileSources{RunsDir: dir})
+
+	code, body := get(t, ts, "/runs")
+	if code != 200 || !strings.Contains(section(body, "run-table", "</table>"), `href="/runs/good.jsonl/`) {
+		t.Fatalf("GET /runs = %d, no good.jsonl run:\n%.2000s", code, body)
+	}
+	for _, want := range []string{"cut.jsonl", "journal truncated", "replay report replay.json"} {
+		if !strings.Contains(body, `<p class="note fail">`) || !strings.Contains(body, want) {
+			t.Errorf("runs page does not show the error %q", want)
+		}
+	}
+	others := section(body, "other-files", "</section>")
+	if !strings.Contains(others, "trials.jsonl</span> — trial records") {
+		t.Errorf("other files lack the trial records:\n%s", others)
+	}
+	if strings.Contains(body, "corrupt journal: "+filepath.Join(dir, "trials.jsonl")) {
+		t.Error("trial records shown as a corrupt journal")
+	}
+	i := strings.Index(body, `href="/runs/good.jsonl/`)
+	link := body[i+6 : i+6+strings.Index(body[i+6:], `"`)]
+	if code, page := get(t, ts, link); code != 200 || !strings.Contains(page, "replay report replay.json") {
+		t.Errorf("GET %s = %d, or it does not show the broken replay report's error", link, code)
+	}
+	if code, body := get(t, ts, "/runs/trials.jsonl/x"); code != 400 || !strings.Contains(body, "trials.jsonl is trial records, not a journal") {
+		t.Errorf("GET /runs/trials.jsonl/x = %d, want 400 saying what it is", code)
+	}
+}
+
+func TestAblationsListShowsTheResultListsTheRerankerModelAsAnOtherFileAndShowsABrokenResultsError(t *testing.T) {
+	dir := t.TempDir()
+	writeAblation(t, dir)
+	copyFile(t, filepath.Join(dir, "mkdocs.json"), dir, "broken.json", 300)
+	copyFile(t, filepath.Join("..", "baselines", "ablation", "reranker.json"), dir, "reranker.json", 0)
+	ts := filesOnly(t, FileSources{AblationsDir: dir})
+
+	code, body := get(t, ts, "/ablations")
+	if code != 200 {
+		t.Fatalf("GET /ablations = %d", code)
+	}
+	list := section(body, "ablation-list", "</ul>")
+	if !strings.Contains(list, `href="/ablations/mkdocs.json"`) || !strings.Contains(list, "67 judged queries") {
+		t.Errorf("ablation list lacks mkdocs.json:\n%s", list)
+	}
+	if !strings.Contains(list, "broken.json") || !strings.Contains(list, "ablation broken.json: not a loom-eval ablate JSON result: unexpected end of JSON input") {
+		t.Errorf("ablation list does not show the broken result's error:\n%s", list)
+	}
+	if strings.Contains(list, "reranker.json") {
+		t.Errorf("ablation list shows the reranker model:\n%s", list)
+	}
+	if others := section(body, "other-files", "</section>"); !strings.Contains(others, "reranker.json</span> — a reranker model") {
+		t.Errorf("other files lack the reranker model:\n%s", others)
+	}
+	if code, body := get(t, ts, "/ablations/reranker.json"); code != 400 || !strings.Contains(body, "reranker.json is a reranker model, not an ablation result") {
+		t.Errorf("GET /ablations/reranker.json = %d, want 400 saying what it is", code)
+	}
+}
+
+// TestTheDemoDirectoriesShowRealContent serves what `make demo` serves:
+// --runs-dir baselines/journals --reports-dir baselines --ablations-dir
+// baselines/ablation.
+func TestTheDemoDirectoriesShowRealContent(t *testing.T) {
+	base := filepath.Join("..", "baselines")
+	ts := filesOnly(t, FileSources{RunsDir: filepath.Join(base, "journals"), ReportsDir: base, AblationsDir: filepath.Join(base, "ablation")})
+	for _, tc := range []struct {
+		path, wantID string
+		want         []string
+	}{
+		{"/runs", "run-table", []string{`href="/runs/research.jsonl/`, `href="/runs/coding.jsonl/`}},
+		{"/reports", "report-table", []string{`href="/reports/report.json"`}},
+		{"/ablations", "ablation-list", []string{`href="/ablations/report.json"`, "mkdocs-material · 75 judged queries"}},
+	} {
+		code, body := get(t, ts, tc.path)
+		if code != 200 {
+			t.Errorf("GET %s = %d", tc.path, code)
+			continue
+		}
+		got := section(body, tc.wantID, "</")
+		for _, want := range tc.want {
+			if !strings.Contains(body, want) {
+				t.Errorf("GET %s lacks %q (%.200s)", tc.path, want, got)
+			}
+		}
+		if strings.Contains(body, `class="fail">`) && tc.path != "/runs" || strings.Contains(body, `class="note fail"`) {
+			t.Errorf("GET %s shows an error:\n%s", tc.path, body)
+		}
+	}
+	if _, body := get(t, ts, "/reports"); !strings.Contains(section(body, "other-files", "</section>"), "policy.json</span> — a gate policy") {
+		t.Error("the demo's reports page does not list policy.json as a gate policy")
+	}
+	for _, path := range []string{"/reports/report.json", "/ablations/report.json", "/ablations/report.json/chart.svg"} {
+		if code, _ := get(t, ts, path); code != 200 {
+			t.Errorf("GET %s = %d", path, code)
+		}
+	}
+}

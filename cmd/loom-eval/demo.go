@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -21,9 +22,13 @@ import (
 // where to look at it.
 func (m *Main) runDemo(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("demo", "demo [--endpoint HOST:PORT] [--http] [--ui URL]")
-	endpoint := fs.String("endpoint", "", "collector address (default "+collector.DefaultGRPCAddr+", or "+collector.DefaultHTTPAddr+" with --http)")
+	endpoint := fs.String("endpoint", "", fmt.Sprintf("collector address (default $%s, else %s; with --http $%s, else %s)", envGRPCAddr, collector.DefaultGRPCAddr, envHTTPAddr, collector.DefaultHTTPAddr))
 	useHTTP := fs.Bool("http", false, "send over OTLP/HTTP (protobuf) instead of OTLP/gRPC")
-	uiURL := fs.String("ui", "http://127.0.0.1:8080", "where serve's UI listens, for the printed link")
+	uiDefault := "http://" + defaultUIAddr
+	if a := strings.TrimSpace(m.getenv(envUIAddr)); a != "" && a != collector.AddrOff {
+		uiDefault = "http://" + a
+	}
+	uiURL := fs.String("ui", uiDefault, fmt.Sprintf("where serve's UI listens, for the printed link (default from $%s)", envUIAddr))
 	timeout := fs.Duration("timeout", 15*time.Second, "give up sending after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -34,12 +39,18 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	addr := *endpoint
 	if addr == "" {
 		addr = collector.DefaultGRPCAddr
+		if v := strings.TrimSpace(m.getenv(envGRPCAddr)); v != "" {
+			addr = v
+		}
 		if *useHTTP {
 			addr = collector.DefaultHTTPAddr
+			if v := strings.TrimSpace(m.getenv(envHTTPAddr)); v != "" {
+				addr = v
+			}
 		}
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return usageError("demo: --endpoint %q is not host:port", addr)
+		return usageError("demo: collector address %q (--endpoint, $%s or $%s) is not host:port", addr, envGRPCAddr, envHTTPAddr)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)

@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/loomwork/loomwork/collector"
@@ -19,14 +23,137 @@ import (
 	"github.com/loomwork/loomwork/web"
 )
 
+// The environment variables that set serve's listen addresses (and demo's
+// defaults): a flag on the command line wins over them.
+const (
+	envGRPCAddr = "LOOMWORK_GRPC_ADDR"
+	envHTTPAddr = "LOOMWORK_HTTP_ADDR"
+	envUIAddr   = "LOOMWORK_UI_ADDR"
+	// defaultUIAddr is where the web UI listens when neither --ui-addr nor
+	// $LOOMWORK_UI_ADDR says otherwise.
+	defaultUIAddr = "127.0.0.1:8080"
+)
+
+// listener names one of serve's listen addresses the way a user moves it.
+type listener struct {
+	name string // "OTLP gRPC"
+	flag string // "--grpc-addr"
+	env  string // "LOOMWORK_GRPC_ADDR"
+	addr string // as configured
+}
+
+// ListenError is a listener serve could not open. Its message names the
+// address and the flag and environment variable that move it; it unwraps
+// to the system's error (errors.Is(err, syscall.EADDRINUSE)).
+type ListenError struct {
+	Listener string // "OTLP gRPC", "OTLP HTTP", "UI"
+	Addr     string // the configured address
+	Flag     string
+	Env      string
+	Err      error
+}
+
+func (e *ListenError) Error() string {
+	move := fmt.Sprintf("move it with %s or %s", e.Flag, e.Env)
+	if errors.Is(e.Err, syscall.EADDRINUSE) {
+		return fmt.Sprintf("%s address %s is in use (%s)", e.Listener, e.Addr, move)
+	}
+	return fmt.Sprintf("cannot listen for %s on %s: %v (%s)", e.Listener, e.Addr, e.Err, move)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
+
+func (l listener) listenError(err error) error {
+	return &ListenError{Listener: l.name, Addr: l.addr, Flag: l.flag, Env: l.env, Err: err}
+}
+
+// failedListener finds which of ls a listen error (as returned by
+// net.Listen, possibly wrapped) is about, by the address in its
+// *net.OpError.
+func failedListener(err error, ls ...listener) (listener, bool) {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "listen" || op.Addr == nil {
+		return listener{}, false
+	}
+	var byPort []listener
+	for _, l := range ls {
+		if l.addr == collector.AddrOff {
+			continue
+		}
+		a, rerr := net.ResolveTCPAddr("tcp", l.addr)
+		if rerr != nil {
+			continue
+		}
+		if a.String() == op.Addr.String() {
+			return l, true
+		}
+		if ta, ok := op.Addr.(*net.TCPAddr); ok && ta.Port == a.Port {
+			byPort = append(byPort, l)
+		}
+	}
+	if len(byPort) == 1 {
+		return byPort[0], true
+	}
+	return listener{}, false
+}
+
+// ServeReady is what --ready-file holds once every listener is bound and
+// the store is open: the addresses actually in use ("off" for a listener
+// that is off), so a caller that passed port 0 learns the port.
+type ServeReady struct {
+	PID      int    `json:"pid"`
+	Store    string `json:"store"`
+	GRPCAddr string `json:"grpc_addr"`
+	HTTPAddr string `json:"http_addr"`
+	UIAddr   string `json:"ui_addr"`
+	UIURL    string `json:"ui_url,omitempty"`
+}
+
+// writeReadyFile writes r as indented JSON (one field per line) to path
+// atomically: a reader sees no file or the whole file.
+func writeReadyFile(path string, r ServeReady) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("ready file %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("ready file %s: %w", path, err)
+	}
+	_, werr := f.Write(append(b, '\n'))
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("ready file %s: write %s: %w", path, f.Name(), err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("ready file %s: %w", path, err)
+	}
+	return nil
+}
+
 // runServe runs the OTLP collector pipeline, the trace store and the HTTP
 // API/UI until the context ends (SIGINT/SIGTERM), then drains and closes.
+// It binds every listener before it says it is ready; a listener it cannot
+// bind is an operational error (exit 3) naming the address and the flag
+// and environment variable that move it.
 func (m *Main) runServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("serve", "serve [--store URL] [--grpc-addr ADDR] [--http-addr ADDR] [--ui-addr ADDR]")
+	fs := m.newFlagSet("serve", "serve [--store URL] [--grpc-addr ADDR] [--http-addr ADDR] [--ui-addr ADDR] [--ready-file PATH]")
+	envOr := func(k, def string) string {
+		if v := strings.TrimSpace(m.getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	addrUsage := func(what, env, def string) string {
+		return fmt.Sprintf("%s listen address: host:port (port 0 picks a free one) or off; default $%s, else %s", what, env, def)
+	}
 	storeURL := fs.String("store", "", "trace store URL: a file path or sqlite:PATH (embedded), clickhouse://HOST:PORT/DB; default $"+storeurl.EnvVar+", else "+storeurl.DefaultPath)
-	grpcAddr := fs.String("grpc-addr", collector.DefaultGRPCAddr, "OTLP/gRPC listen address (host:port, or off)")
-	httpAddr := fs.String("http-addr", collector.DefaultHTTPAddr, "OTLP/HTTP listen address (host:port, or off)")
-	uiAddr := fs.String("ui-addr", "127.0.0.1:8080", "web UI and JSON API listen address (host:port, or off)")
+	grpcAddr := fs.String("grpc-addr", envOr(envGRPCAddr, collector.DefaultGRPCAddr), addrUsage("OTLP/gRPC", envGRPCAddr, collector.DefaultGRPCAddr))
+	httpAddr := fs.String("http-addr", envOr(envHTTPAddr, collector.DefaultHTTPAddr), addrUsage("OTLP/HTTP", envHTTPAddr, collector.DefaultHTTPAddr))
+	uiAddr := fs.String("ui-addr", envOr(envUIAddr, defaultUIAddr), addrUsage("web UI and JSON API", envUIAddr, defaultUIAddr))
+	readyFile := fs.String("ready-file", "", "once every listener is bound and the store is open, write the addresses in use here as JSON (pid, store, grpc_addr, http_addr, ui_addr, ui_url); removed on exit")
 	maxAttr := fs.Int("max-attr-bytes", genai.DefaultMaxAttrBytes, "truncate attribute values larger than this many bytes (-1: never)")
 	receiver := fs.String("receiver", collector.ReceiverLoomwork, "OTLP receiver: loomwork (partial_success, precise errors) or otlp (the Collector's core otlpreceiver)")
 	memMiB := fs.Uint("memory-limit-mib", 0, "refuse data (retryably) above this heap size; 0: 80% of the machine's memory")
@@ -34,9 +161,14 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	writers := fs.Int("writers", 1, "concurrent store writes; 1 coalesces the most requests per write, which ClickHouse needs most")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	authToken := fs.String("auth-token", "", "require this bearer token on OTLP ingest, the UI and the API (default $LOOMWORK_AUTH_TOKEN; empty: no authentication)")
-	runsDir := fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (*.replay.json) for the Runs pages")
-	reportsDir := fs.String("reports-dir", "", "directory of score reports (*.json) for the Reports pages")
-	ablationsDir := fs.String("ablations-dir", "", "directory of ablation results (*.json) for the Ablations pages")
+	runsDir := fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
+	reportsDir := fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
+	ablationsDir := fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		fmt.Fprintf(m.Stderr, "\nEnvironment: $%s, $%s and $%s set the listen addresses (a flag wins);\n$%s the store; $LOOMWORK_AUTH_TOKEN the bearer token.\n", envGRPCAddr, envHTTPAddr, envUIAddr, storeurl.EnvVar)
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -52,6 +184,23 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if *gcPercent < 0 {
 		return usageError("serve: --gc-percent: must not be negative (got %d)", *gcPercent)
 	}
+	grpcL := listener{name: "OTLP gRPC", flag: "--grpc-addr", env: envGRPCAddr, addr: strings.TrimSpace(*grpcAddr)}
+	httpL := listener{name: "OTLP HTTP", flag: "--http-addr", env: envHTTPAddr, addr: strings.TrimSpace(*httpAddr)}
+	uiL := listener{name: "UI", flag: "--ui-addr", env: envUIAddr, addr: strings.TrimSpace(*uiAddr)}
+	for _, l := range []listener{grpcL, httpL, uiL} {
+		if l.addr == collector.AddrOff {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(l.addr); err != nil {
+			return usageError("serve: %s (or $%s): %q is not host:port or off", l.flag, l.env, l.addr)
+		}
+	}
+	if *readyFile != "" {
+		// A ready file left by a serve that died must not say this one is ready.
+		if err := os.Remove(*readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --ready-file: remove the old %s: %w", *readyFile, err)}
+		}
+	}
 	tuneGC(m.Getenv, *gcPercent, *memMiB, log)
 
 	if *authToken == "" && m.Getenv != nil {
@@ -66,8 +215,8 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return usageError("serve: --store: %v", err)
 	}
 	cfg := collector.ServerConfig{
-		GRPCAddr: *grpcAddr,
-		HTTPAddr: *httpAddr,
+		GRPCAddr: grpcL.addr,
+		HTTPAddr: httpL.addr,
 		Receiver: *receiver,
 		Exporter: collector.Config{
 			MaxAttributeBytes: *maxAttr,
@@ -78,45 +227,56 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		AuthToken:      *authToken,
 		Logger:         log,
 	}
-	if *uiAddr != collector.AddrOff {
-		if _, _, err := net.SplitHostPort(*uiAddr); err != nil {
-			return usageError("serve: --ui-addr: %q is not host:port", *uiAddr)
-		}
-	}
 	if err := cfg.Validate(); err != nil {
 		return usageError("serve: %v", err)
 	}
 
+	// The UI's listener first: it needs nothing else, so a taken port fails
+	// before the store is opened.
+	var uiLn net.Listener
+	if uiL.addr != collector.AddrOff {
+		if uiLn, err = net.Listen("tcp", uiL.addr); err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", uiL.listenError(err))}
+		}
+	}
+	closeUI := func() {
+		if uiLn != nil {
+			uiLn.Close()
+		}
+	}
+
 	st, err := storeurl.OpenWithLogger(ctx, url, false, log)
 	if err != nil {
+		closeUI()
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 	srv, err := collector.NewServer(cfg, st)
 	if err != nil {
+		closeUI()
 		st.Close()
 		return usageError("serve: %v", err)
 	}
 	if err := srv.Start(ctx); err != nil {
+		closeUI()
 		st.Close()
+		if l, ok := failedListener(err, grpcL, httpL); ok {
+			err = l.listenError(err)
+		}
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 
 	var ui *http.Server
 	uiURL := ""
-	if *uiAddr != collector.AddrOff {
-		ln, err := net.Listen("tcp", *uiAddr)
-		if err != nil {
-			err = fmt.Errorf("serve: listen for the UI on %s: %w", *uiAddr, err)
-			return errors.Join(&ExitError{Code: ExitRuntimeErr, Err: err}, shutdownServe(srv, nil, st, log))
-		}
+	if uiLn != nil {
 		files := &web.FileSources{RunsDir: *runsDir, ReportsDir: *reportsDir, AblationsDir: *ablationsDir}
 		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Logger: log, Files: files})
 		if err != nil {
-			ln.Close()
+			closeUI()
 			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))
 		}
 		ui = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-		uiURL = "http://" + ln.Addr().String()
+		uiURL = "http://" + uiLn.Addr().String()
+		ln := uiLn
 		go func() {
 			if err := ui.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("UI server stopped", "error", err)
@@ -124,9 +284,31 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		}()
 	}
 
+	ready := ServeReady{
+		PID:      os.Getpid(),
+		Store:    loc.String(),
+		GRPCAddr: serveAddr(srv.GRPCAddr(), cfg.GRPCAddr),
+		HTTPAddr: serveAddr(srv.HTTPAddr(), cfg.HTTPAddr),
+		UIAddr:   collector.AddrOff,
+		UIURL:    uiURL,
+	}
+	if uiLn != nil {
+		ready.UIAddr = uiLn.Addr().String()
+	}
+	if *readyFile != "" {
+		if err := writeReadyFile(*readyFile, ready); err != nil {
+			return errors.Join(&ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}, shutdownServe(srv, ui, st, log))
+		}
+		defer func() {
+			if err := os.Remove(*readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+				log.Warn("could not remove the ready file", "path", *readyFile, "error", err)
+			}
+		}()
+	}
+
 	fmt.Fprintf(m.Stdout, "loom-eval serve: storing traces in %s\n", loc)
-	fmt.Fprintf(m.Stdout, "  OTLP gRPC  %s\n", serveAddr(srv.GRPCAddr(), cfg.GRPCAddr))
-	fmt.Fprintf(m.Stdout, "  OTLP HTTP  %s\n", serveAddr(srv.HTTPAddr(), cfg.HTTPAddr))
+	fmt.Fprintf(m.Stdout, "  OTLP gRPC  %s\n", ready.GRPCAddr)
+	fmt.Fprintf(m.Stdout, "  OTLP HTTP  %s\n", ready.HTTPAddr)
 	if uiURL != "" {
 		fmt.Fprintf(m.Stdout, "  UI / API   %s  (JSON under /api/v1/)\n", uiURL)
 	}
