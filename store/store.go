@@ -3,11 +3,38 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
-// ErrNotFound is returned by GetTrace for a trace id the store does not hold.
+// ErrNotFound is wrapped by the error of GetTrace for a trace id the store
+// does not hold, and of ResolveTraceID when no stored trace id matches.
 var ErrNotFound = errors.New("trace not found")
+
+// ErrBadTraceID is wrapped by the error for a malformed trace id: one that
+// is not hex or has the wrong length (GetTrace wants exactly TraceIDLen
+// lower-case hex digits, ResolveTraceID MinTraceIDPrefix to TraceIDLen hex
+// digits of either case). The error names the input. It is the caller's
+// mistake (an HTTP 400, a usage error), never an operational failure.
+var ErrBadTraceID = errors.New("invalid trace id")
+
+// ErrAmbiguousTraceID is wrapped by ResolveTraceID's error for a prefix
+// that more than one stored trace id starts with. The error names the
+// prefix and lists up to AmbiguousCandidates of the matching ids.
+var ErrAmbiguousTraceID = errors.New("ambiguous trace id prefix")
+
+// Trace id lengths, in hex digits.
+const (
+	// TraceIDLen is the length of a full trace id (16 bytes).
+	TraceIDLen = 32
+	// MinTraceIDPrefix is the shortest prefix ResolveTraceID accepts: the
+	// trace lists show ids this long.
+	MinTraceIDPrefix = 8
+	// AmbiguousCandidates is how many matching ids an ErrAmbiguousTraceID
+	// error lists at most.
+	AmbiguousCandidates = 5
+)
 
 // Writer stores spans.
 //
@@ -29,6 +56,16 @@ type Reader interface {
 	GetTrace(ctx context.Context, traceID string) ([]Span, error)
 	// ListTraces returns one page of trace summaries matching q.
 	ListTraces(ctx context.Context, q TraceQuery) (TracePage, error)
+	// ResolveTraceID returns the full id (TraceIDLen lower-case hex digits)
+	// of the one listed trace whose id is, or starts with, idOrPrefix:
+	// MinTraceIDPrefix to TraceIDLen hex digits, upper or lower case. Its
+	// error wraps ErrBadTraceID for any other input (checked before the
+	// store is asked), ErrNotFound when no trace id matches, and
+	// ErrAmbiguousTraceID, listing some of the matches, when several do.
+	// It reads the index ListTraces lists from, so a trace whose spans
+	// are being written may resolve a moment after GetTrace finds it;
+	// callers holding a full lower-case id need not resolve it.
+	ResolveTraceID(ctx context.Context, idOrPrefix string) (string, error)
 }
 
 // Store is a complete backend.
@@ -125,4 +162,75 @@ func IsModelCallOperation(op string) bool {
 		return true
 	}
 	return false
+}
+
+// ParseTraceIDPrefix checks idOrPrefix as ResolveTraceID takes it
+// (MinTraceIDPrefix to TraceIDLen hex digits, either case; not the
+// all-zero id) and returns it lower-cased. The error wraps ErrBadTraceID and
+// names the input.
+func ParseTraceIDPrefix(idOrPrefix string) (string, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%w %s: %s; want %d to %d hex digits", ErrBadTraceID, quoteInput(idOrPrefix), why, MinTraceIDPrefix, TraceIDLen)
+	}
+	if idOrPrefix == "" {
+		return "", bad("empty")
+	}
+	for i := 0; i < len(idOrPrefix); i++ {
+		if c := idOrPrefix[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return "", bad(fmt.Sprintf("not hex (%q at offset %d)", c, i))
+		}
+	}
+	switch n := len(idOrPrefix); {
+	case n < MinTraceIDPrefix:
+		return "", bad(fmt.Sprintf("only %d hex digits", n))
+	case n > TraceIDLen:
+		return "", bad(fmt.Sprintf("%d hex digits", n))
+	}
+	p := strings.ToLower(idOrPrefix)
+	if p == strings.Repeat("0", TraceIDLen) {
+		return "", fmt.Errorf("%w %s: the all-zero id is invalid", ErrBadTraceID, quoteInput(idOrPrefix))
+	}
+	return p, nil
+}
+
+// quoteInput quotes a caller's input for an error message, clipped so a
+// huge input does not make a huge message.
+func quoteInput(s string) string {
+	const max = 64
+	if len(s) > max {
+		return fmt.Sprintf("%q… (%d bytes)", s[:max], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// ResolveTraceIDWith implements Reader.ResolveTraceID for a backend, so
+// every backend accepts, rejects and reports the same way. It checks
+// idOrPrefix with ParseTraceIDPrefix, then calls match with the smallest
+// and largest full ids starting with the prefix: match returns, in
+// ascending order, up to limit stored trace ids x with lo <= x <= hi (all
+// TraceIDLen lower-case hex digits; comparing them as strings orders them
+// as their bytes, so a backend can scan an index on either).
+func ResolveTraceIDWith(ctx context.Context, idOrPrefix string, match func(ctx context.Context, lo, hi string, limit int) ([]string, error)) (string, error) {
+	prefix, err := ParseTraceIDPrefix(idOrPrefix)
+	if err != nil {
+		return "", fmt.Errorf("resolve trace id: %w", err)
+	}
+	pad := TraceIDLen - len(prefix)
+	lo := prefix + strings.Repeat("0", pad)
+	hi := prefix + strings.Repeat("f", pad)
+	ids, err := match(ctx, lo, hi, AmbiguousCandidates+1)
+	if err != nil {
+		return "", fmt.Errorf("resolve trace id %s: %w", quoteInput(idOrPrefix), err)
+	}
+	switch len(ids) {
+	case 0:
+		return "", fmt.Errorf("resolve trace id %s: %w", quoteInput(idOrPrefix), ErrNotFound)
+	case 1:
+		return ids[0], nil
+	}
+	more := ""
+	if len(ids) > AmbiguousCandidates {
+		ids, more = ids[:AmbiguousCandidates], " and more"
+	}
+	return "", fmt.Errorf("resolve trace id %s: %w: matches traces %s%s; give more digits", quoteInput(idOrPrefix), ErrAmbiguousTraceID, strings.Join(ids, ", "), more)
 }

@@ -59,6 +59,7 @@ func (c Config) Validate() error {
 type TraceReader interface {
 	GetTrace(ctx context.Context, traceID string) ([]store.Span, error)
 	ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error)
+	ResolveTraceID(ctx context.Context, idOrPrefix string) (string, error)
 }
 
 // Deps are the UI's data sources. Only Traces is required.
@@ -231,24 +232,29 @@ type badRequest struct{ msg string }
 
 func (e badRequest) Error() string { return e.msg }
 
+// fail answers a request with err's status and message (a JSON
+// {"error": ...} body under /api/, else the error page): 400 for an input
+// error (a badRequest, a malformed trace id), 409 for a trace id prefix
+// several traces share (the message lists some), 404 for what does not
+// exist, 500 for the rest. Only 500s are logged as errors; the caller's
+// mistakes are logged at debug level.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
 	var br badRequest
 	switch {
-	case errors.As(err, &br):
-		status = http.StatusBadRequest
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotFound):
-		status = http.StatusNotFound
 	case errors.Is(err, context.Canceled):
 		return
-	default:
-		// Store ids are validated by the store; an invalid id is the caller's fault.
-		if strings.Contains(err.Error(), "invalid trace id") {
-			status = http.StatusBadRequest
-		}
+	case errors.As(err, &br), errors.Is(err, store.ErrBadTraceID):
+		status = http.StatusBadRequest
+	case errors.Is(err, store.ErrAmbiguousTraceID):
+		status = http.StatusConflict
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotFound):
+		status = http.StatusNotFound
 	}
 	if status == http.StatusInternalServerError {
 		s.log.Error("request failed", "path", r.URL.Path, "err", err)
+	} else {
+		s.log.Debug("request refused", "path", r.URL.Path, "status", status, "err", err)
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		writeJSON(w, status, map[string]string{"error": err.Error()})

@@ -184,8 +184,43 @@ func parseWaterfallQuery(v url.Values) (waterfallQuery, error) {
 	return q, nil
 }
 
-func (s *Server) traceView(r *http.Request) (TraceView, error) {
+// traceID returns the full id of the trace the request's {id} names: the
+// id itself when it is a full lower-case id (GetTrace then says whether the
+// trace exists), else the one trace it is a prefix of, at least
+// store.MinTraceIDPrefix hex digits of either case. Its error wraps
+// store.ErrBadTraceID, store.ErrAmbiguousTraceID or store.ErrNotFound for
+// an id that is malformed, shared by several traces or unknown.
+func (s *Server) traceID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
+	if traceapi.TraceIDPattern.MatchString(id) {
+		return id, nil
+	}
+	return s.deps.Traces.ResolveTraceID(r.Context(), id)
+}
+
+// pageTraceID is traceID for the HTML routes under /traces/{id}, whose
+// URLs name a trace by its full id: when the request named it otherwise
+// (a prefix, upper case), it redirects to the same page, rest being the
+// path after the id, under the full id with the query string kept, and
+// returns false, as it does after answering with an error.
+func (s *Server) pageTraceID(w http.ResponseWriter, r *http.Request, rest string) (string, bool) {
+	id, err := s.traceID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return "", false
+	}
+	if id != r.PathValue("id") {
+		u := "/traces/" + id + rest
+		if r.URL.RawQuery != "" {
+			u += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, u, http.StatusFound)
+		return "", false
+	}
+	return id, true
+}
+
+func (s *Server) traceView(r *http.Request, id string) (TraceView, error) {
 	wq, err := parseWaterfallQuery(r.URL.Query())
 	if err != nil {
 		return TraceView{}, err
@@ -222,7 +257,11 @@ func (s *Server) traceView(r *http.Request) (TraceView, error) {
 }
 
 func (s *Server) tracePage(w http.ResponseWriter, r *http.Request) {
-	v, err := s.traceView(r)
+	id, ok := s.pageTraceID(w, r, "")
+	if !ok {
+		return
+	}
+	v, err := s.traceView(r, id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -233,7 +272,10 @@ func (s *Server) tracePage(w http.ResponseWriter, r *http.Request) {
 // traceRows returns the rows of one span's subtree (its children and their
 // visible descendants) as an HTML fragment, for expanding without a reload.
 func (s *Server) traceRows(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id, ok := s.pageTraceID(w, r, "/rows")
+	if !ok {
+		return
+	}
 	wq, err := parseWaterfallQuery(r.URL.Query())
 	if err != nil {
 		s.fail(w, r, err)
@@ -272,7 +314,11 @@ func (s *Server) traceRows(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
-	c, err := s.loadTrace(r.Context(), r.PathValue("id"))
+	id, ok := s.pageTraceID(w, r, "/spans/"+url.PathEscape(r.PathValue("span")))
+	if !ok {
+		return
+	}
+	c, err := s.loadTrace(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -283,24 +329,37 @@ func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Query().Get("fragment") == "1" {
-		render(w, r, SpanPanel(r.PathValue("id"), &c.spans[i], c.index.critSelf[c.spans[i].SpanID]))
+		render(w, r, SpanPanel(id, &c.spans[i], c.index.critSelf[c.spans[i].SpanID]))
 		return
 	}
-	u := "/traces/" + url.PathEscape(r.PathValue("id")) + "?span=" + url.QueryEscape(c.spans[i].SpanID)
+	u := "/traces/" + id + "?span=" + url.QueryEscape(c.spans[i].SpanID)
 	http.Redirect(w, r, u, http.StatusFound)
 }
 
+// apiTrace serves GET /api/v1/traces/{id}. {id} may be a unique prefix
+// (see traceID): the trace is returned directly, no redirect, with its full
+// id in trace_id.
 func (s *Server) apiTrace(w http.ResponseWriter, r *http.Request) {
-	c, err := s.loadTrace(r.Context(), r.PathValue("id"))
+	id, err := s.traceID(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"trace_id": r.PathValue("id"), "rollup": c.rollup, "spans": c.spans})
+	c, err := s.loadTrace(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"trace_id": id, "rollup": c.rollup, "spans": c.spans})
 }
 
 func (s *Server) apiRollup(w http.ResponseWriter, r *http.Request) {
-	c, err := s.loadTrace(r.Context(), r.PathValue("id"))
+	id, err := s.traceID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := s.loadTrace(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -23,7 +23,7 @@ import (
 // it works while serve is writing.
 func (m *Main) runTraces(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usageError("traces: want a subcommand: traces list [filters] | traces get TRACE_ID")
+		return usageError("traces: want a subcommand: traces list [filters] | traces get TRACE_ID (or a unique prefix of 8+ hex digits)")
 	}
 	switch args[0] {
 	case "list":
@@ -31,7 +31,8 @@ func (m *Main) runTraces(ctx context.Context, args []string) error {
 	case "get":
 		return m.runTracesGet(ctx, args[1:])
 	case "-h", "--help", "help":
-		fmt.Fprintln(m.Stderr, "Usage: loom-eval traces list [filters] [--json] | loom-eval traces get TRACE_ID [--json]")
+		fmt.Fprintln(m.Stderr, "Usage: loom-eval traces list [filters] [--json] | loom-eval traces get TRACE_ID|PREFIX [--json]")
+		fmt.Fprintln(m.Stderr, "PREFIX: at least 8 hex digits (the list shows 8) that exactly one stored trace id starts with.")
 		return nil
 	}
 	return usageError("traces: unknown subcommand %q (want list or get)", args[0])
@@ -153,7 +154,7 @@ func tracesPrintSummaries(w io.Writer, page store.TracePage) {
 }
 
 func (m *Main) runTracesGet(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("traces get", "traces get TRACE_ID [--json] [--store URL]")
+	fs := m.newFlagSet("traces get", "traces get TRACE_ID|PREFIX [--json] [--store URL]  (PREFIX: at least 8 hex digits one trace starts with)")
 	storeURL := m.tracesStoreFlag(fs)
 	asJSON := fs.Bool("json", false, "print the spans and the rollup as JSON")
 	pricesFile := fs.String("prices", "", "price table override (JSON), see docs/scoring.md")
@@ -173,20 +174,35 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	} else if fs.NArg() > 0 {
 		return usageError("traces get: unexpected arguments %q", fs.Args())
 	}
-	id = strings.ToLower(strings.TrimSpace(id))
-	if !traceapi.TraceIDPattern.MatchString(id) {
-		return usageError("traces get: trace id %q: want 32 hex characters (see loom-eval traces list)", id)
+	// TRACE_ID is a full id or a prefix of at least 8 hex digits (the
+	// list shows ids that long) that one stored trace starts with.
+	id = strings.TrimSpace(id)
+	if id == "" {
+		return usageError("traces get: want a TRACE_ID, a full trace id or a unique prefix of at least %d hex digits (see loom-eval traces list)", store.MinTraceIDPrefix)
+	}
+	if _, err := store.ParseTraceIDPrefix(id); err != nil {
+		return usageError("traces get: %w", err)
 	}
 	st, err := m.tracesOpenStore(ctx, *storeURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	spans, err := st.GetTrace(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("traces get: trace %s not found in the store", id)}
+	var spans []store.Span
+	if full := strings.ToLower(id); traceapi.TraceIDPattern.MatchString(full) {
+		id = full
+	} else {
+		id, err = st.ResolveTraceID(ctx, id)
 	}
-	if err != nil {
+	if err == nil {
+		spans, err = st.GetTrace(ctx, id)
+	}
+	switch {
+	case errors.Is(err, store.ErrBadTraceID), errors.Is(err, store.ErrAmbiguousTraceID):
+		return usageError("traces get: %w", err)
+	case errors.Is(err, store.ErrNotFound):
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("traces get: %w", err)}
+	case err != nil:
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces get: %w", err)}
 	}
 	prices, err := scorerLoadPrices(*pricesFile)

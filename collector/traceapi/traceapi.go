@@ -5,6 +5,11 @@
 //	GET /api/v1/traces            list trace summaries (filters as query parameters)
 //	GET /api/v1/traces/{trace_id} every span of one trace
 //	GET /healthz                  200 "ok"
+//
+// {trace_id} is a full id or a prefix of at least 8 hex digits (either
+// case) that one stored trace starts with; the response names the trace by
+// its full id. A malformed id is a 400, a prefix several traces share a 409
+// (the error lists some of them), an unknown one a 404.
 package traceapi
 
 import (
@@ -69,8 +74,8 @@ func (h *handler) list(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		// Stores reject a page token that does not belong to the query; the
 		// rest are operational failures.
-		if strings.Contains(err.Error(), "page token") || strings.Contains(err.Error(), "page_token") {
-			writeError(w, http.StatusBadRequest, err)
+		if errors.Is(err, store.ErrBadPageToken) {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("page_token: %w", err))
 			return
 		}
 		h.log.Error("list traces", "error", err)
@@ -87,22 +92,28 @@ func (h *handler) list(w http.ResponseWriter, req *http.Request) {
 var TraceIDPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 func (h *handler) get(w http.ResponseWriter, req *http.Request) {
-	id := strings.ToLower(req.PathValue("id"))
+	id := req.PathValue("id")
+	var err error
 	if !TraceIDPattern.MatchString(id) {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("trace id %q: want 32 hex characters", req.PathValue("id")))
-		return
+		id, err = h.r.ResolveTraceID(req.Context(), id)
 	}
-	spans, err := h.r.GetTrace(req.Context(), id)
+	var spans []store.Span
+	if err == nil {
+		spans, err = h.r.GetTrace(req.Context(), id)
+	}
 	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, TraceResponse{TraceID: id, Spans: spans})
+	case errors.Is(err, store.ErrBadTraceID):
+		writeError(w, http.StatusBadRequest, err)
+	case errors.Is(err, store.ErrAmbiguousTraceID):
+		writeError(w, http.StatusConflict, err)
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, fmt.Errorf("trace %s not found", id))
-		return
-	case err != nil:
-		h.log.Error("get trace", "trace_id", id, "error", err)
-		writeError(w, http.StatusInternalServerError, fmt.Errorf("get trace %s: %w", id, err))
-		return
+		writeError(w, http.StatusNotFound, err)
+	default:
+		h.log.Error("get trace", "trace_id", req.PathValue("id"), "error", err)
+		writeError(w, http.StatusInternalServerError, err)
 	}
-	writeJSON(w, http.StatusOK, TraceResponse{TraceID: id, Spans: spans})
 }
 
 // Query parameters ParseQuery understands.

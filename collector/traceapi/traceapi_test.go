@@ -22,12 +22,24 @@ var base = time.Date(2026, 4, 2, 9, 0, 0, 0, time.UTC)
 
 func newAPI(t *testing.T) (*httptest.Server, []store.Span) {
 	t.Helper()
+	spans := apiSpans()
+	return serveAPI(t, spans), spans
+}
+
+// apiSpans is three generated agent traces of five spans each.
+func apiSpans() []store.Span {
+	spans, _ := genai.MapTraces(agenttrace.NewGenerator(1, base).Batch(3, 5), genai.Options{})
+	return spans
+}
+
+// serveAPI serves the API over a fresh store holding spans.
+func serveAPI(t *testing.T, spans []store.Span) *httptest.Server {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "t.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	spans, _ := genai.MapTraces(agenttrace.NewGenerator(1, base).Batch(3, 5), genai.Options{})
 	if err := st.WriteSpans(context.Background(), spans); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +47,7 @@ func newAPI(t *testing.T) (*httptest.Server, []store.Span) {
 	traceapi.Register(mux, st, nil, func() time.Time { return base.Add(time.Hour) })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv, spans
+	return srv
 }
 
 func get(t *testing.T, url string) (int, []byte) {
@@ -101,10 +113,52 @@ func TestGetTraceReturnsSpansOr404(t *testing.T) {
 	if code, _ := get(t, srv.URL+"/api/v1/traces/"+strings.Repeat("ab", 16)); code != http.StatusNotFound {
 		t.Errorf("unknown trace: %d, want 404", code)
 	}
-	if code, body := get(t, srv.URL+"/api/v1/traces/xyz"); code != http.StatusBadRequest || !strings.Contains(string(body), "32 hex") {
+	if code, body := get(t, srv.URL+"/api/v1/traces/xyz"); code != http.StatusBadRequest || !strings.Contains(string(body), "invalid trace id") || !strings.Contains(string(body), "xyz") {
 		t.Errorf("bad id: %d %s", code, body)
 	}
 	if code, body := get(t, srv.URL+"/healthz"); code != http.StatusOK || string(body) != "ok\n" {
 		t.Errorf("healthz: %d %q", code, body)
+	}
+}
+
+func TestGetTraceByUniquePrefixAndRejectsMalformedOrAmbiguousIDs(t *testing.T) {
+	spans := apiSpans()
+	// Two traces sharing a 12-digit prefix, next to the generated ones.
+	a, b := "feedfacecafe0000000000000000000a", "feedfacecafe0000000000000000000b"
+	all := append([]store.Span(nil), spans...)
+	for _, id := range []string{a, b} {
+		sp := spans[0]
+		sp.TraceID, sp.ParentSpanID = id, ""
+		all = append(all, sp)
+	}
+	srv := serveAPI(t, all)
+
+	full := spans[0].TraceID
+	code, body := get(t, srv.URL+"/api/v1/traces/"+strings.ToUpper(full[:8]))
+	var tr traceapi.TraceResponse
+	if err := json.Unmarshal(body, &tr); code != http.StatusOK || err != nil || tr.TraceID != full || len(tr.Spans) != 5 {
+		t.Fatalf("GET by prefix %s: %d %v %.300s; want 200 with trace %s", strings.ToUpper(full[:8]), code, err, body, full)
+	}
+	for _, c := range []struct {
+		id   string
+		code int
+		want []string
+	}{
+		{"feedfacecafe", http.StatusConflict, []string{"ambiguous", a, b}},
+		{a[:31] + "c", http.StatusNotFound, []string{a[:31] + "c", "not found"}},
+		{"feedfac", http.StatusBadRequest, []string{"invalid trace id", "feedfac"}},
+		{a + "0", http.StatusBadRequest, []string{"invalid trace id", a + "0"}},
+		{"feedfacg", http.StatusBadRequest, []string{"invalid trace id", "feedfacg"}},
+	} {
+		code, body := get(t, srv.URL+"/api/v1/traces/"+c.id)
+		if code != c.code {
+			t.Errorf("GET %s: %d %s; want %d", c.id, code, body, c.code)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(string(body), w) {
+				t.Errorf("GET %s: body %s lacks %q", c.id, body, w)
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 		return nil, errClosed
 	}
 	if err := checkID(traceID, 16); err != nil {
-		return nil, fmt.Errorf("get trace: trace id: %w", err)
+		return nil, fmt.Errorf("get trace: %w: %w", store.ErrBadTraceID, err)
 	}
 	// LIMIT 1 BY collapses copies of a span that merges have not collapsed
 	// yet (a retried batch that arrived as a different block).
@@ -67,6 +68,35 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 		return nil, fmt.Errorf("get trace %s: %w", traceID, store.ErrNotFound)
 	}
 	return spans, nil
+}
+
+// ResolveTraceID returns the full id of the one trace whose id is or starts
+// with idOrPrefix (see store.Reader). It reads trace_index, whose ordering
+// key is trace_id, so the range condition selects the granules of the
+// matching ids only (a prefix is a range of the key).
+func (s *Store) ResolveTraceID(ctx context.Context, idOrPrefix string) (string, error) {
+	if s.closed.Load() {
+		return "", errClosed
+	}
+	return store.ResolveTraceIDWith(ctx, idOrPrefix, func(ctx context.Context, lo, hi string, limit int) ([]string, error) {
+		// DISTINCT: a trace has a row per batch until merges fold them.
+		q := "SELECT DISTINCT trace_id FROM " + s.traceIndexTable +
+			" WHERE trace_id >= ? AND trace_id <= ? ORDER BY trace_id LIMIT " + strconv.Itoa(limit)
+		rows, err := s.conn.Query(ctx, q, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		return ids, rows.Err()
+	})
 }
 
 func decodeJSONColumns(sp *store.Span, attrs, resource, events, links string) error {

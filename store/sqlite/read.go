@@ -52,7 +52,7 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	}
 	id, err := decodeID(traceID, 16)
 	if err != nil {
-		return nil, fmt.Errorf("get trace: trace id: %w", err)
+		return nil, fmt.Errorf("get trace: %w: %w", store.ErrBadTraceID, err)
 	}
 	// One read transaction: spans, payloads and resources from one snapshot.
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -94,6 +94,45 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	})
 	permute(spans, order)
 	return spans, nil
+}
+
+// resolveSQL finds the trace ids in [lo, hi]: a range scan of the unique
+// index on traces.trace_id (raw 16-byte ids compare as their hex does).
+const resolveSQL = `SELECT trace_id FROM traces WHERE trace_id BETWEEN ? AND ? ORDER BY trace_id LIMIT ?`
+
+// ResolveTraceID returns the full id of the one trace whose id is or starts
+// with idOrPrefix (see store.Reader).
+func (s *Store) ResolveTraceID(ctx context.Context, idOrPrefix string) (string, error) {
+	if s.isClosed() {
+		return "", errClosed
+	}
+	return store.ResolveTraceIDWith(ctx, idOrPrefix, func(ctx context.Context, lo, hi string, limit int) ([]string, error) {
+		loB, err := hex.DecodeString(lo)
+		if err != nil {
+			return nil, err
+		}
+		hiB, err := hex.DecodeString(hi)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := s.reader.QueryContext(ctx, resolveSQL, loB, hiB, limit)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var ids []string
+		for rows.Next() {
+			var id []byte
+			if err := rows.Scan(&id); err != nil {
+				return nil, err
+			}
+			if len(id) != 16 {
+				return nil, fmt.Errorf("stored trace id %x has %d bytes", id, len(id))
+			}
+			ids = append(ids, hex.EncodeToString(id))
+		}
+		return ids, rows.Err()
+	})
 }
 
 // permute reorders spans in place so that the new spans[i] is the old

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -74,7 +75,8 @@ func (s *suite) tests() []testCase {
 		{name: "RoundTripKeepsEveryField", run: s.testRoundTrip},
 		{name: "GetTraceOrdersByStartThenSpanID", run: s.testGetTraceOrder},
 		{name: "GetTraceUnknownIsErrNotFound", run: s.testGetTraceUnknown},
-		{name: "GetTraceInvalidIDIsError", run: s.testGetTraceInvalidID},
+		{name: "GetTraceInvalidIDIsErrBadTraceID", run: s.testGetTraceInvalidID},
+		{name: "ResolveTraceIDFindsFullIDsAndUniquePrefixes", run: s.testResolveTraceID},
 		{name: "WriteRejectsInvalidIDsAndStoresNothing", run: s.testWriteInvalidIDs},
 		{name: "WriteEmptyBatchIsNoop", run: s.testWriteEmpty},
 		{name: "RewriteSameBatchKeepsOneCopy", run: s.testRewrite},
@@ -335,10 +337,109 @@ func (s *suite) testGetTraceInvalidID(t *testing.T) {
 			t.Errorf("GetTrace(%q) = %d spans, nil error; want an invalid-id error", id, len(spans))
 			continue
 		}
-		if errors.Is(err, store.ErrNotFound) {
-			t.Errorf("GetTrace(%q): got ErrNotFound, want an error saying the id is invalid", id)
+		if !errors.Is(err, store.ErrBadTraceID) || errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetTrace(%q): got %v, want an error wrapping store.ErrBadTraceID (and not ErrNotFound)", id, err)
+		}
+		if !strings.Contains(err.Error(), strconv.Quote(id)) {
+			t.Errorf("GetTrace(%q): error %q does not name the id", id, err)
 		}
 	}
+}
+
+// Trace ids of testResolveTraceID: two share their first 31 digits, a third
+// shares only 7 with them; the last two sit at the ends of the id range.
+const (
+	resolveA    = "5eed5eed0123456789abcdef00000001"
+	resolveB    = "5eed5eed0123456789abcdef00000002"
+	resolveC    = "5eed5eee00000000000000000000000c"
+	resolveLow  = "00000000000000000000000000000001"
+	resolveHigh = "ffffffffffffffffffffffffffffffff"
+)
+
+func (s *suite) testResolveTraceID(t *testing.T) {
+	st := s.open(t)
+	fixture := loadFixture(t, "agent_traces.json")
+	spans := append([]store.Span(nil), fixture...)
+	for i, id := range []string{resolveA, resolveB, resolveC, resolveLow, resolveHigh} {
+		sp := fixture[0]
+		sp.TraceID, sp.SpanID, sp.ParentSpanID = id, fmt.Sprintf("%016x", 0x5eed00+i), ""
+		spans = append(spans, sp)
+	}
+	write(t, st, nil, spans, 0)
+	ctx := context.Background()
+	s.eventually(t, "ResolveTraceID of a written trace", func() string {
+		got, err := st.ResolveTraceID(ctx, resolveC)
+		if err != nil || got != resolveC {
+			return fmt.Sprintf("ResolveTraceID(%s) = %q, %v", resolveC, got, err)
+		}
+		return ""
+	})
+
+	t.Run("AFullIDOrAUniquePrefixResolvesToTheFullID", func(t *testing.T) {
+		for in, want := range map[string]string{
+			resolveA:                       resolveA,
+			strings.ToUpper(resolveB):      resolveB, // upper case is accepted and lower-cased
+			fxResearch:                     fxResearch,
+			fxResearch[:8]:                 fxResearch,
+			"5eed5eee":                     resolveC, // shares 7 digits with A and B
+			"5EED5EEE0":                    resolveC, // an odd number of digits
+			resolveB[:31] + "2":            resolveB,
+			"00000000":                     resolveLow,  // the lowest possible bound
+			"ffffffff":                     resolveHigh, // the highest possible bound
+			strings.ToUpper(fxCoding)[:12]: fxCoding,
+		} {
+			got, err := st.ResolveTraceID(ctx, in)
+			if err != nil || got != want {
+				t.Errorf("ResolveTraceID(%q) = %q, %v; want %s", in, got, err, want)
+			}
+		}
+	})
+	t.Run("APrefixOfSeveralTracesIsErrAmbiguousTraceIDListingThem", func(t *testing.T) {
+		for _, in := range []string{"5eed5eed", resolveA[:31], "5EED5EED0123"} {
+			got, err := st.ResolveTraceID(ctx, in)
+			if !errors.Is(err, store.ErrAmbiguousTraceID) {
+				t.Errorf("ResolveTraceID(%q) = %q, %v; want an error wrapping store.ErrAmbiguousTraceID", in, got, err)
+				continue
+			}
+			if msg := err.Error(); !strings.Contains(msg, strconv.Quote(in)) || !strings.Contains(msg, resolveA) || !strings.Contains(msg, resolveB) || strings.Contains(msg, resolveC) {
+				t.Errorf("ResolveTraceID(%q): error %q should name the prefix and list %s and %s only", in, msg, resolveA, resolveB)
+			}
+		}
+	})
+	t.Run("AnIDOrPrefixNoTraceHasIsErrNotFound", func(t *testing.T) {
+		for _, in := range []string{"5eed5eef", "5eed5eed0123456789abcdef00000003", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", "0000000000000000000000000000000a"} {
+			got, err := st.ResolveTraceID(ctx, in)
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("ResolveTraceID(%q) = %q, %v; want an error wrapping store.ErrNotFound", in, got, err)
+				continue
+			}
+			if !strings.Contains(err.Error(), strconv.Quote(in)) {
+				t.Errorf("ResolveTraceID(%q): error %q does not name the input", in, err)
+			}
+		}
+	})
+	t.Run("AMalformedIDOrPrefixIsErrBadTraceID", func(t *testing.T) {
+		for _, in := range []string{
+			"",
+			"5eed5ee",        // 7 digits: shorter than the list shows
+			resolveA + "0",   // 33 digits
+			"5eed5eeg",       // not hex
+			"5eed-5eed-0123", // not hex
+			" 5eed5eed",      // not trimmed for the caller
+			"' OR 1=1 --",
+			"5eed5eed%",
+			strings.Repeat("0", 32), // the all-zero id is never valid
+		} {
+			got, err := st.ResolveTraceID(ctx, in)
+			if !errors.Is(err, store.ErrBadTraceID) || errors.Is(err, store.ErrNotFound) {
+				t.Errorf("ResolveTraceID(%q) = %q, %v; want an error wrapping store.ErrBadTraceID", in, got, err)
+				continue
+			}
+			if !strings.Contains(err.Error(), strconv.Quote(in)) {
+				t.Errorf("ResolveTraceID(%q): error %q does not name the input", in, err)
+			}
+		}
+	})
 }
 
 func (s *suite) testWriteInvalidIDs(t *testing.T) {
@@ -682,8 +783,8 @@ func (s *suite) testBadPageToken(t *testing.T) {
 		"\x00\xff",
 	} {
 		p, err := st.ListTraces(context.Background(), store.TraceQuery{Limit: 3, PageToken: tok})
-		if err == nil {
-			t.Errorf("ListTraces(page_token=%.40q): %d traces and nil error; want an error", tok, len(p.Traces))
+		if !errors.Is(err, store.ErrBadPageToken) {
+			t.Errorf("ListTraces(page_token=%.40q): %d traces and error %v; want an error wrapping store.ErrBadPageToken", tok, len(p.Traces), err)
 		}
 	}
 }
@@ -774,6 +875,9 @@ func (s *suite) testCanceled(t *testing.T) {
 	}
 	if _, err := st.ListTraces(ctx, store.TraceQuery{}); err == nil {
 		t.Error("ListTraces with a cancelled context: nil error")
+	}
+	if _, err := st.ResolveTraceID(ctx, fxResearch[:8]); err == nil {
+		t.Error("ResolveTraceID with a cancelled context: nil error")
 	}
 	s.checkTraces(t, st, m)
 	s.checkList(t, st, m, store.TraceQuery{})
