@@ -27,6 +27,7 @@ import (
 	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/collector/agenttrace"
 	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/sqlite"
 )
@@ -379,7 +380,7 @@ func TestOversizedAttributeIsStoredTruncatedWithMarkerAndSize(t *testing.T) {
 		if got != big[:genai.DefaultMaxAttrBytes]+"…[truncated by loomwork: 100000 bytes]" {
 			t.Errorf("stored value is %d bytes ending %q", len(got), got[max(0, len(got)-60):])
 		}
-		if n := s.Attributes[store.AttrTruncatedPrefix+"gen_ai.input.messages"]; n != int64(100000) {
+		if n := s.Attributes[semconv.AttrTruncatedPrefix+"gen_ai.input.messages"]; n != int64(100000) {
 			t.Errorf("recorded original size = %#v, want 100000", n)
 		}
 		return

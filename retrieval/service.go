@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // Mode is a ranking method.
@@ -392,11 +394,11 @@ func (s *Service) Search(ctx context.Context, q Query) (res *Result, err error) 
 	}
 	ctx, span := s.tracer.Start(ctx, "retrieval", trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", "retrieval"),
-			attribute.String("gen_ai.retrieval.query.text", q.Text),
-			attribute.String("gen_ai.data_source.id", s.cfg.DataSourceID),
-			attribute.String("loomwork.retrieval.mode", string(q.Mode)),
-			attribute.Int("loomwork.retrieval.k", q.K),
+			attribute.String(semconv.AttrOperationName, semconv.OpRetrieval),
+			attribute.String(semconv.AttrRetrievalQueryText, q.Text),
+			attribute.String(semconv.AttrDataSourceID, s.cfg.DataSourceID),
+			attribute.String(semconv.AttrRetrievalMode, string(q.Mode)),
+			attribute.Int(semconv.AttrRetrievalK, q.K),
 		))
 	defer func() {
 		if err != nil {
@@ -407,9 +409,9 @@ func (s *Service) Search(ctx context.Context, q Query) (res *Result, err error) 
 			for i, h := range res.Hits {
 				ids[i] = h.ID
 			}
-			span.SetAttributes(attribute.StringSlice("gen_ai.retrieval.documents", ids))
+			span.SetAttributes(attribute.StringSlice(semconv.AttrRetrievalDocuments, ids))
 			if len(res.Excluded) > 0 {
-				span.SetAttributes(attribute.StringSlice("loomwork.retrieval.excluded", res.Excluded))
+				span.SetAttributes(attribute.StringSlice(semconv.AttrRetrievalExcluded, res.Excluded))
 			}
 		}
 		span.End()

@@ -9,13 +9,9 @@ import (
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
-
-// AttrTaskSuccess is the span attribute (a bool) an agent sets on its root
-// span to say whether it accomplished the task. Without it, success is read
-// from the root span's status (error → failed, ok or unset → succeeded).
-const AttrTaskSuccess = "loomwork.task.success"
 
 // Derived is what a trace says about a trial: the facts ScoreTrial fills in
 // for fields a trial with inline (or stored) spans leaves out.
@@ -36,8 +32,10 @@ type Derived struct {
 //   - evidence retrieved: the union of every span's RetrievedDocs
 //     (gen_ai.retrieval.documents), in first-seen start order;
 //   - evidence cited: the union of every span's CitedDocs (loomwork.citations);
-//   - success: AttrTaskSuccess on the root if set (else on the latest-ending
-//     span that sets it), otherwise the root's status;
+//   - success: loomwork.task.success (semconv.AttrTaskSuccess, a bool an
+//     agent sets to say whether it accomplished the task) on the root if set
+//     (else on the latest-ending span that sets it), otherwise the root's
+//     status (error → failed, ok or unset → succeeded);
 //   - model label: "scripted" if any span carries loomwork.model.label =
 //     scripted (a scripted run is never reported as live), otherwise that
 //     label if one is set, otherwise "live" when the trace made model calls;
@@ -80,10 +78,10 @@ func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error)
 	attrSpan := -1
 	for _, i := range order {
 		s := &spans[i]
-		if s.Operation == "execute_tool" {
+		if s.Operation == semconv.OpExecuteTool {
 			name := s.ToolName
 			if name == "" {
-				name = strings.TrimSpace(strings.TrimPrefix(s.Name, "execute_tool"))
+				name = strings.TrimSpace(strings.TrimPrefix(s.Name, semconv.OpExecuteTool))
 			}
 			if name == "" {
 				name = "(unnamed tool)"
@@ -102,10 +100,10 @@ func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error)
 				d.EvidenceCited = append(d.EvidenceCited, doc)
 			}
 		}
-		if l, ok := s.Attributes.String(store.AttrModelLabel); ok && l != "" {
+		if l, ok := s.Attributes.String(semconv.AttrModelLabel); ok && l != "" {
 			labels[l] = true
 		}
-		if store.IsModelCallOperation(s.Operation) {
+		if semconv.IsModelCallOperation(s.Operation) {
 			m := s.ResponseModel
 			if m == "" {
 				m = s.RequestModel
@@ -114,7 +112,7 @@ func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error)
 				models[m]++
 			}
 		}
-		if _, ok := s.Attributes[AttrTaskSuccess].(bool); ok {
+		if _, ok := s.Attributes[semconv.AttrTaskSuccess].(bool); ok {
 			if attrSpan < 0 || i == root || (attrSpan != root && s.EndTime.After(spans[attrSpan].EndTime)) {
 				attrSpan = i
 			}
@@ -122,8 +120,8 @@ func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error)
 	}
 	switch {
 	case attrSpan >= 0:
-		d.Success = spans[attrSpan].Attributes[AttrTaskSuccess].(bool)
-		d.SuccessFrom = fmt.Sprintf("attribute %s on span %s", AttrTaskSuccess, spans[attrSpan].SpanID)
+		d.Success = spans[attrSpan].Attributes[semconv.AttrTaskSuccess].(bool)
+		d.SuccessFrom = fmt.Sprintf("attribute %s on span %s", semconv.AttrTaskSuccess, spans[attrSpan].SpanID)
 	default:
 		d.Success = !spans[root].IsError()
 		d.SuccessFrom = fmt.Sprintf("status %q of root span %s", spans[root].StatusCode, spans[root].SpanID)

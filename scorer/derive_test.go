@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/pricing"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -76,11 +77,11 @@ func TestTrialSuccessFromAttributeThenRootStatus(t *testing.T) {
 	}
 	for i := range spans {
 		if spans[i].SpanID == "r" {
-			spans[i].Attributes = store.Attributes{AttrTaskSuccess: true}
+			spans[i].Attributes = store.Attributes{semconv.AttrTaskSuccess: true}
 		}
 	}
 	d, _ = DeriveFromTrace(spans, nil)
-	if !d.Success || !strings.Contains(d.SuccessFrom, AttrTaskSuccess) {
+	if !d.Success || !strings.Contains(d.SuccessFrom, semconv.AttrTaskSuccess) {
 		t.Errorf("attribute ignored: %v (%s)", d.Success, d.SuccessFrom)
 	}
 }

@@ -2,6 +2,8 @@ package store
 
 import (
 	"time"
+
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // Status codes, as OTLP defines them.
@@ -11,19 +13,28 @@ const (
 	StatusError = "error"
 )
 
-// Loomwork-defined attribute keys.
+// Names kept here for callers that have not moved to package semconv yet,
+// which holds the span vocabulary (every attribute key and operation name).
 const (
-	// AttrCitedDocuments lists the evidence ids an agent cited in its answer
-	// (a string array). It is the citation counterpart of the GenAI
-	// convention's gen_ai.retrieval.documents, which lists what was retrieved;
-	// scoring reports the two separately.
-	AttrCitedDocuments = "loomwork.citations"
-	// AttrTruncatedPrefix + key records the original size in bytes of an
-	// attribute value the collector truncated.
-	AttrTruncatedPrefix = "loomwork.truncated."
-	// AttrModelLabel marks spans produced by a non-live model, e.g. "scripted".
-	AttrModelLabel = "loomwork.model.label"
+	// AttrCitedDocuments is semconv.AttrCitations (loomwork.citations).
+	//
+	// Deprecated: use semconv.AttrCitations.
+	AttrCitedDocuments = semconv.AttrCitations
+	// AttrModelLabel is semconv.AttrModelLabel (loomwork.model.label).
+	//
+	// Deprecated: use semconv.AttrModelLabel.
+	AttrModelLabel = semconv.AttrModelLabel
+
+	// OpExecuteTool is semconv.OpExecuteTool (execute_tool).
+	//
+	// Deprecated: use semconv.OpExecuteTool.
+	OpExecuteTool = semconv.OpExecuteTool
 )
+
+// IsModelCallOperation is semconv.IsModelCallOperation.
+//
+// Deprecated: use semconv.IsModelCallOperation.
+func IsModelCallOperation(op string) bool { return semconv.IsModelCallOperation(op) }
 
 // Span is one stored span. Identifiers are lower-case hex (32 characters for
 // trace ids, 16 for span ids); ParentSpanID is empty for a root.

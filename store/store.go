@@ -150,20 +150,6 @@ type TraceSummary struct {
 	ReasoningTokens     int64 `json:"reasoning_tokens"`
 }
 
-// OpExecuteTool is the gen_ai.operation.name of a tool call; summaries count
-// these spans as ToolCalls.
-const OpExecuteTool = "execute_tool"
-
-// IsModelCallOperation reports whether a gen_ai.operation.name denotes a call
-// to a model provider (the spans whose usage is billed).
-func IsModelCallOperation(op string) bool {
-	switch op {
-	case "chat", "text_completion", "generate_content", "embeddings":
-		return true
-	}
-	return false
-}
-
 // ParseTraceIDPrefix checks idOrPrefix as ResolveTraceID takes it
 // (MinTraceIDPrefix to TraceIDLen hex digits, either case; not the
 // all-zero id) and returns it lower-cased. The error wraps ErrBadTraceID and

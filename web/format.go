@@ -12,6 +12,7 @@ import (
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/scorer/stats"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -187,10 +188,11 @@ func displayValue(v any) string {
 // isMessages reports whether an attribute holds captured GenAI content.
 func isMessages(key string) bool {
 	switch key {
-	case "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result":
+	case semconv.AttrInputMessages, semconv.AttrOutputMessages, semconv.AttrSystemInstructions,
+		semconv.AttrToolCallArguments, semconv.AttrToolCallResult:
 		return true
 	}
-	return strings.HasPrefix(key, "gen_ai.prompt.") || strings.HasPrefix(key, "gen_ai.completion.")
+	return strings.HasPrefix(key, semconv.AttrPromptPrefix) || strings.HasPrefix(key, semconv.AttrCompletionPrefix)
 }
 
 func prettyJSON(s string) string {

@@ -11,27 +11,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // Completer is the one method of the model gateway a summary needs.
 type Completer interface {
 	Complete(ctx context.Context, req llm.Request) (llm.Response, error)
 }
-
-// Attribute keys Loomwork sets on the chat span of a summary call (beside
-// the GenAI ones), so a trace tells the context layer's own model calls from
-// the agent's steps.
-const (
-	// AttrSummaryCall is true on the chat span of a context-layer summary.
-	AttrSummaryCall = "loomwork.context.summary_call"
-	// AttrSummaryStep is the step whose compaction asked for the summary.
-	AttrSummaryStep = "loomwork.context.summary_call.step"
-	// AttrSummaryMessages is the number of messages sent to be summarised.
-	AttrSummaryMessages = "loomwork.context.summary_call.messages"
-	// AttrCost is the call's cost in USD, under the OpenInference key the
-	// collector reads as an explicit cost (the gateway uses it too).
-	AttrCost = "llm.cost.total"
-)
 
 // Trigger names the model call whose compaction asked for a summary. The
 // runtime puts it on the context it passes to Layer.Apply, so the summary's
@@ -98,15 +84,16 @@ func (l *CallLog) Calls() []SummaryCall {
 // ModelSummarizer asks a model (through the gateway) for the summary.
 //
 // With a Tracer, each call is a `chat {model}` span (kind CLIENT) under the
-// caller's span with the GenAI attributes of a model call — operation,
-// provider, request and response model, usage, finish reason — plus
-// llm.cost.total when Price knows the model and AttrSummaryCall=true. Under
-// the runtime that is the run's invoke_agent span: the summary is a sibling
-// of the chat span of the step that triggered it (AttrSummaryStep), never its
-// child, because a step's chat span carries that step's own usage and the
-// trace rollup does not add a span whose descendants carry usage. When the
-// gateway traces too, its attempt spans are children of this span, which
-// then counts as an aggregate: the usage is billed once either way.
+// caller's span with the GenAI attributes of a model call
+// (semconv.ChatAttributes) — operation, provider, request and response
+// model, usage, finish reason — plus llm.cost.total when Price knows the
+// model and semconv.AttrSummaryCall=true. Under the runtime that is the
+// run's invoke_agent span: the summary is a sibling of the chat span of the
+// step that triggered it (semconv.AttrSummaryStep), never its child,
+// because a step's chat span carries that step's own usage and the trace
+// rollup does not add a span whose descendants carry usage. When the gateway
+// traces too, its attempt spans are children of this span, which then
+// counts as an aggregate: the usage is billed once either way.
 type ModelSummarizer struct {
 	Model Completer
 	// ModelName is passed as Request.Model ("" lets the gateway route).
@@ -187,23 +174,18 @@ func (s ModelSummarizer) startSpan(ctx context.Context, req llm.Request, trig Tr
 	if req.Model != "" {
 		name += " " + req.Model
 	}
-	attrs := []attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.Bool(AttrSummaryCall, true),
-		attribute.Int(AttrSummaryMessages, n),
-		attribute.Int("gen_ai.request.max_tokens", req.MaxTokens),
-	}
-	if req.Model != "" {
-		attrs = append(attrs, attribute.String("gen_ai.request.model", req.Model))
-	}
-	if trig.RunID != "" {
-		attrs = append(attrs, attribute.String("gen_ai.conversation.id", trig.RunID))
-	}
-	if trig.Agent != "" {
-		attrs = append(attrs, attribute.String("gen_ai.agent.name", trig.Agent))
-	}
+	attrs := append(semconv.ChatAttributes(semconv.Chat{
+		Operation:      semconv.OpChat,
+		RequestModel:   req.Model,
+		MaxTokens:      req.MaxTokens,
+		AgentName:      trig.Agent,
+		ConversationID: trig.RunID,
+	}),
+		attribute.Bool(semconv.AttrSummaryCall, true),
+		attribute.Int(semconv.AttrSummaryMessages, n),
+	)
 	if trig.Step > 0 {
-		attrs = append(attrs, attribute.Int(AttrSummaryStep, trig.Step))
+		attrs = append(attrs, attribute.Int(semconv.AttrSummaryStep, trig.Step))
 	}
 	return s.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
@@ -216,34 +198,19 @@ func (s ModelSummarizer) endSpan(span trace.Span, req llm.Request, resp llm.Resp
 	if call.Err != nil {
 		span.RecordError(call.Err)
 		span.SetStatus(codes.Error, call.Err.Error())
-		span.SetAttributes(attribute.String("error.type", "summary_model_error"))
+		span.SetAttributes(semconv.ChatAttributes(semconv.Chat{ErrorType: "summary_model_error"})...)
 		return
 	}
-	u := resp.Usage
-	attrs := []attribute.KeyValue{
-		attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens),
-		attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
-		attribute.Int64("gen_ai.usage.cache_read.input_tokens", u.CacheReadTokens),
-		attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheCreationTokens),
-		attribute.Int64("gen_ai.usage.reasoning.output_tokens", u.ReasoningTokens),
+	if resp.Model != "" && req.Model == "" {
+		span.SetName("chat " + resp.Model)
 	}
-	if resp.Provider != "" {
-		attrs = append(attrs, attribute.String("gen_ai.provider.name", resp.Provider))
-	}
-	if resp.Model != "" {
-		attrs = append(attrs, attribute.String("gen_ai.response.model", resp.Model))
-		if req.Model == "" {
-			span.SetName("chat " + resp.Model)
-		}
-	}
-	if resp.Label != "" {
-		attrs = append(attrs, attribute.String("loomwork.model.label", resp.Label))
-	}
-	if resp.StopReason != "" {
-		attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", []string{resp.StopReason}))
-	}
-	if call.CostUSD != nil {
-		attrs = append(attrs, attribute.Float64(AttrCost, *call.CostUSD))
-	}
-	span.SetAttributes(attrs...)
+	u := semconv.Usage(resp.Usage)
+	span.SetAttributes(semconv.ChatAttributes(semconv.Chat{
+		Provider:      resp.Provider,
+		ResponseModel: resp.Model,
+		FinishReasons: []string{resp.StopReason},
+		Label:         resp.Label,
+		Usage:         &u,
+		CostUSD:       call.CostUSD,
+	})...)
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // liveModel answers like the gateway does for a live provider.
@@ -71,8 +72,8 @@ func TestModelSummarySpanIsAPricedChatSpanUnderTheCallerMarkedAsTheSummaryOfItsS
 		"gen_ai.response.model": "gpt-4o-mini-2024-07-18", "gen_ai.conversation.id": "research-x-t0", "gen_ai.agent.name": "research",
 		"gen_ai.usage.input_tokens": int64(812), "gen_ai.usage.output_tokens": int64(64),
 		"gen_ai.usage.cache_read.input_tokens": int64(256), "gen_ai.usage.reasoning.output_tokens": int64(8),
-		"gen_ai.request.max_tokens": int64(200), "loomwork.model.label": "live", AttrCost: 0.000321,
-		AttrSummaryCall: true, AttrSummaryStep: int64(3), AttrSummaryMessages: int64(2),
+		"gen_ai.request.max_tokens": int64(200), "loomwork.model.label": "live", semconv.AttrCost: 0.000321,
+		semconv.AttrSummaryCall: true, semconv.AttrSummaryStep: int64(3), semconv.AttrSummaryMessages: int64(2),
 	}
 	for k, v := range want {
 		if got, ok := a[attribute.Key(k)]; !ok || got.AsInterface() != v {
@@ -101,7 +102,7 @@ func TestModelSummaryOfAnUnpricedModelHasNoCostAttributeAndAnUnknownCost(t *test
 		t.Fatal(err)
 	}
 	sp := rec.Ended()[0]
-	if _, ok := spanAttrs(sp)[AttrCost]; ok {
+	if _, ok := spanAttrs(sp)[semconv.AttrCost]; ok {
 		t.Fatal("an unpriced summary call carries a cost attribute (it would read as a known cost)")
 	}
 	if sp.Name() != "chat qwen2.5-7b-instruct" {

@@ -11,21 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomwork/loomwork/agents/llm"
-	"github.com/loomwork/loomwork/store"
-)
-
-// Attribute keys the gateway sets beyond the GenAI conventions.
-const (
-	// AttrAttempt is the 0-based attempt number on this model within one call.
-	AttrAttempt = "loomwork.gateway.attempt"
-	// AttrFallback is true when the model was not the first choice.
-	AttrFallback = "loomwork.gateway.fallback"
-	// AttrEntry is the chain entry name (Request.Model may differ from it).
-	AttrEntry = "loomwork.gateway.model"
-	// AttrCost is the attempt's cost in USD as priced by the gateway; it uses
-	// the OpenInference key that the collector already reads as an explicit
-	// cost.
-	AttrCost = "llm.cost.total"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // startSpan starts the attempt's span. One span per attempt rather than per
@@ -36,22 +22,21 @@ func (g *Gateway) startSpan(ctx context.Context, e entry, req llm.Request, n int
 	if g.opts.Tracer == nil {
 		return ctx, nil
 	}
-	attrs := []attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.provider.name", e.cfg.Provider),
-		attribute.String("gen_ai.request.model", req.Model),
-		attribute.Int("gen_ai.request.max_tokens", req.MaxTokens),
-		attribute.String(AttrEntry, e.name),
-		attribute.Int(AttrAttempt, n),
-		attribute.Bool(AttrFallback, fallback),
-	}
-	if req.Temperature != nil {
-		attrs = append(attrs, attribute.Float64("gen_ai.request.temperature", *req.Temperature))
-	}
+	attrs := append(semconv.ChatAttributes(semconv.Chat{
+		Operation:    semconv.OpChat,
+		Provider:     e.cfg.Provider,
+		RequestModel: req.Model,
+		MaxTokens:    req.MaxTokens,
+		Temperature:  req.Temperature,
+	}),
+		attribute.String(semconv.AttrGatewayModel, e.name),
+		attribute.Int(semconv.AttrGatewayAttempt, n),
+		attribute.Bool(semconv.AttrGatewayFallback, fallback),
+	)
 	if host, port := serverOf(e.cfg.BaseURL); host != "" {
-		attrs = append(attrs, attribute.String("server.address", host))
+		attrs = append(attrs, attribute.String(semconv.AttrServerAddress, host))
 		if port > 0 {
-			attrs = append(attrs, attribute.Int("server.port", port))
+			attrs = append(attrs, attribute.Int(semconv.AttrServerPort, port))
 		}
 	}
 	return g.opts.Tracer.Start(ctx, "chat "+req.Model,
@@ -64,21 +49,21 @@ func (g *Gateway) endSpan(span trace.Span, e entry, req llm.Request, resp llm.Re
 	}
 	defer span.End()
 	if err != nil {
-		errType := "_OTHER"
+		c := semconv.Chat{ErrorType: semconv.ErrorTypeOther}
 		var ae *APIError
 		if errors.As(err, &ae) {
-			errType = ae.ErrorType()
+			c.ErrorType = ae.ErrorType()
 			if ae.Usage != nil {
-				setUsage(span, *ae.Usage)
-				span.SetAttributes(attribute.Float64(AttrCost, Cost(e.cfg.Prices, *ae.Usage)))
+				u, cost := semconv.Usage(*ae.Usage), Cost(e.cfg.Prices, *ae.Usage)
+				c.Usage, c.CostUSD = &u, &cost
 			}
 			if ae.Status != 0 {
-				span.SetAttributes(attribute.Int("http.response.status_code", ae.Status))
+				span.SetAttributes(attribute.Int(semconv.AttrHTTPResponseStatusCode, ae.Status))
 			}
 		} else if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			errType = "cancelled"
+			c.ErrorType = "cancelled"
 		}
-		span.SetAttributes(attribute.String("error.type", errType))
+		span.SetAttributes(semconv.ChatAttributes(c)...)
 		// err's text is scrubbed of credentials by the clients.
 		span.SetStatus(codes.Error, err.Error())
 		return
@@ -87,32 +72,15 @@ func (g *Gateway) endSpan(span trace.Span, e entry, req llm.Request, resp llm.Re
 	if provider == "" {
 		provider = e.cfg.Provider
 	}
-	span.SetAttributes(
-		attribute.String("gen_ai.provider.name", provider),
-		attribute.String("gen_ai.response.model", resp.Model),
-		attribute.String(store.AttrModelLabel, resp.Label),
-		attribute.Float64(AttrCost, Cost(e.cfg.Prices, resp.Usage)),
-	)
-	if resp.StopReason != "" {
-		span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{resp.StopReason}))
-	}
-	setUsage(span, resp.Usage)
-}
-
-func setUsage(span trace.Span, u llm.Usage) {
-	span.SetAttributes(
-		attribute.Int64("gen_ai.usage.input_tokens", u.InputTokens),
-		attribute.Int64("gen_ai.usage.output_tokens", u.OutputTokens),
-	)
-	if u.CacheReadTokens > 0 {
-		span.SetAttributes(attribute.Int64("gen_ai.usage.cache_read.input_tokens", u.CacheReadTokens))
-	}
-	if u.CacheCreationTokens > 0 {
-		span.SetAttributes(attribute.Int64("gen_ai.usage.cache_creation.input_tokens", u.CacheCreationTokens))
-	}
-	if u.ReasoningTokens > 0 {
-		span.SetAttributes(attribute.Int64("gen_ai.usage.reasoning.output_tokens", u.ReasoningTokens))
-	}
+	u, cost := semconv.Usage(resp.Usage), Cost(e.cfg.Prices, resp.Usage)
+	span.SetAttributes(semconv.ChatAttributes(semconv.Chat{
+		Provider:      provider,
+		ResponseModel: resp.Model,
+		FinishReasons: []string{resp.StopReason},
+		Label:         resp.Label,
+		Usage:         &u,
+		CostUSD:       &cost,
+	})...)
 }
 
 // budgetEvent notes a refusal on the caller's span: no request was made, so
@@ -122,11 +90,11 @@ func (g *Gateway) budgetEvent(ctx context.Context, be *BudgetError) {
 	if !span.IsRecording() {
 		return
 	}
-	span.AddEvent("loomwork.gateway.budget_refused", trace.WithAttributes(
-		attribute.String(AttrEntry, be.Model),
-		attribute.Float64("loomwork.gateway.spent_usd", be.SpentUSD),
-		attribute.Float64("loomwork.gateway.estimate_usd", be.EstimateUSD),
-		attribute.Float64("loomwork.gateway.budget_usd", be.BudgetUSD),
+	span.AddEvent(semconv.EventGatewayBudgetRefused, trace.WithAttributes(
+		attribute.String(semconv.AttrGatewayModel, be.Model),
+		attribute.Float64(semconv.AttrGatewaySpentUSD, be.SpentUSD),
+		attribute.Float64(semconv.AttrGatewayEstimateUSD, be.EstimateUSD),
+		attribute.Float64(semconv.AttrGatewayBudgetUSD, be.BudgetUSD),
 	))
 }
 

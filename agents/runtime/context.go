@@ -11,6 +11,7 @@ import (
 	"github.com/loomwork/loomwork/agents/contextlayer"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/replay/journal"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // ContextSpec switches the context layer (package contextlayer) on for a
@@ -44,11 +45,10 @@ type ContextSpec struct {
 
 // Tokenizer and summarizer names in a ContextSpec.
 const (
-	TokenizerO200k      = "o200k_base"
-	TokenizerEstimate   = "estimate"
-	SummarizerExtract   = "extractive"
-	SummarizerModel     = "model"
-	attrContextReserved = "loomwork.context"
+	TokenizerO200k    = "o200k_base"
+	TokenizerEstimate = "estimate"
+	SummarizerExtract = "extractive"
+	SummarizerModel   = "model"
 )
 
 // Validate reports every problem with the spec.
@@ -217,8 +217,8 @@ func startedAttributes(task Task, spec *ContextSpec) (json.RawMessage, error) {
 			return nil, fmt.Errorf("task attributes: must be a JSON object")
 		}
 		for k := range m {
-			if strings.HasPrefix(k, "loomwork.") {
-				return nil, fmt.Errorf("task attributes: key %q: the loomwork. prefix is reserved for the runtime", k)
+			if strings.HasPrefix(k, semconv.Prefix) {
+				return nil, fmt.Errorf("task attributes: key %q: the %s prefix is reserved for the runtime", k, semconv.Prefix)
 			}
 		}
 	}
@@ -227,7 +227,7 @@ func startedAttributes(task Task, spec *ContextSpec) (json.RawMessage, error) {
 		if err != nil {
 			return nil, err
 		}
-		m[attrContextReserved] = b
+		m[semconv.AttrRunContextSpec] = b
 	}
 	if len(m) == 0 {
 		return nil, nil
@@ -254,13 +254,13 @@ func ReplayTask(run journal.Run) (Task, error) {
 		if err := json.Unmarshal(started.Attributes, &m); err != nil {
 			return Task{}, fmt.Errorf("replay task %s: run_started attributes: %w", run.ID, err)
 		}
-		if raw, ok := m[attrContextReserved]; ok {
+		if raw, ok := m[semconv.AttrRunContextSpec]; ok {
 			var spec ContextSpec
 			if err := json.Unmarshal(raw, &spec); err != nil {
-				return Task{}, fmt.Errorf("replay task %s: run_started attributes.%s: %w", run.ID, attrContextReserved, err)
+				return Task{}, fmt.Errorf("replay task %s: run_started attributes.%s: %w", run.ID, semconv.AttrRunContextSpec, err)
 			}
 			task.Context = &spec
-			delete(m, attrContextReserved)
+			delete(m, semconv.AttrRunContextSpec)
 		}
 		if len(m) > 0 {
 			b, err := json.Marshal(m)

@@ -10,48 +10,14 @@ import (
 
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/replay/journal"
-)
-
-// GenAI semantic-convention attribute keys, and Loomwork's own.
-const (
-	attrOperation        = "gen_ai.operation.name"
-	attrAgentName        = "gen_ai.agent.name"
-	attrConversationID   = "gen_ai.conversation.id"
-	attrProvider         = "gen_ai.provider.name"
-	attrRequestModel     = "gen_ai.request.model"
-	attrResponseModel    = "gen_ai.response.model"
-	attrFinishReasons    = "gen_ai.response.finish_reasons"
-	attrRequestMaxTokens = "gen_ai.request.max_tokens"
-	attrInputTokens      = "gen_ai.usage.input_tokens"
-	attrOutputTokens     = "gen_ai.usage.output_tokens"
-	attrCacheRead        = "gen_ai.usage.cache_read.input_tokens"
-	attrCacheCreation    = "gen_ai.usage.cache_creation.input_tokens"
-	attrReasoning        = "gen_ai.usage.reasoning.output_tokens"
-	attrToolName         = "gen_ai.tool.name"
-	attrToolType         = "gen_ai.tool.type"
-	attrToolCallID       = "gen_ai.tool.call.id"
-	attrDataSource       = "gen_ai.data_source.id"
-	attrRetrievedDocs    = "gen_ai.retrieval.documents"
-	attrErrorType        = "error.type"
-
-	// AttrCitations lists the evidence ids the final answer cites (the
-	// same key as store.AttrCitedDocuments).
-	AttrCitations = "loomwork.citations"
-	// AttrModelLabel is "scripted" on spans of a scripted model.
-	AttrModelLabel = "loomwork.model.label"
-	// AttrReused is true on chat and execute_tool spans whose answer or
-	// result was taken from the journal rather than produced again.
-	AttrReused = "loomwork.journal.reused"
-	// AttrStepLimit is true on the invoke_agent span of a run that reached
-	// its step limit.
-	AttrStepLimit = "loomwork.step_limit_reached"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 func agentAttrs(agent, runID string) []attribute.KeyValue {
 	return []attribute.KeyValue{
-		attribute.String(attrOperation, "invoke_agent"),
-		attribute.String(attrAgentName, agent),
-		attribute.String(attrConversationID, runID),
+		attribute.String(semconv.AttrOperationName, semconv.OpInvokeAgent),
+		attribute.String(semconv.AttrAgentName, agent),
+		attribute.String(semconv.AttrConversationID, runID),
 	}
 }
 
@@ -66,13 +32,13 @@ func endSpan(span trace.Span, at time.Time, err error) {
 func (r *run) finishSpan() {
 	attrs := []attribute.KeyValue{}
 	if r.res.Label != "" {
-		attrs = append(attrs, attribute.String(AttrModelLabel, r.res.Label))
+		attrs = append(attrs, attribute.String(semconv.AttrModelLabel, r.res.Label))
 	}
 	if r.agent.Citations != nil {
-		attrs = append(attrs, attribute.StringSlice(AttrCitations, nonNil(r.res.Citations)))
+		attrs = append(attrs, attribute.StringSlice(semconv.AttrCitations, nonNil(r.res.Citations)))
 	}
 	if r.res.StepLimitReached {
-		attrs = append(attrs, attribute.Bool(AttrStepLimit, true))
+		attrs = append(attrs, attribute.Bool(semconv.AttrStepLimitReached, true))
 	}
 	r.span.SetAttributes(attrs...)
 }
@@ -89,39 +55,16 @@ func (r *run) startChat(ctx context.Context, req llm.Request, rec *ContextRecord
 	if req.Model != "" {
 		name += " " + req.Model
 	}
-	attrs := append(agentAttrs(r.agent.Name, r.task.RunID)[1:], attribute.String(attrOperation, "chat"))
-	if req.Model != "" {
-		attrs = append(attrs, attribute.String(attrRequestModel, req.Model))
-	}
-	if req.MaxTokens > 0 {
-		attrs = append(attrs, attribute.Int(attrRequestMaxTokens, req.MaxTokens))
-	}
-	attrs = append(attrs, contextAttrs(rec)...)
+	attrs := append(semconv.ChatAttributes(semconv.Chat{
+		Operation:      semconv.OpChat,
+		RequestModel:   req.Model,
+		MaxTokens:      req.MaxTokens,
+		AgentName:      r.agent.Name,
+		ConversationID: r.task.RunID,
+	}), contextAttrs(rec)...)
 	return r.rt.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(r.rt.cfg.Clock()), trace.WithAttributes(attrs...))
 }
-
-// Context-layer attribute keys on chat spans: what the layer did to the
-// request before it was sent.
-const (
-	AttrContextStrategy     = "loomwork.context.strategy"
-	AttrContextTokenizer    = "loomwork.context.tokenizer"
-	AttrContextBudget       = "loomwork.context.budget"
-	AttrContextTokensBefore = "loomwork.context.tokens_before"
-	AttrContextTokensAfter  = "loomwork.context.tokens_after"
-	AttrContextShrunk       = "loomwork.context.shrunk"
-	AttrContextShrunkCalls  = "loomwork.context.shrunk.tool_call_ids"
-	AttrContextShrunkSaved  = "loomwork.context.shrunk.tokens_saved"
-	AttrContextSummarised   = "loomwork.context.summarised"
-	AttrContextSummaryCalls = "loomwork.context.summarised.tool_call_ids"
-	AttrContextSummaryBy    = "loomwork.context.summary.by"
-	AttrContextPinned       = "loomwork.context.pinned"
-	AttrContextPinnedValues = "loomwork.context.pinned.values"
-	AttrContextPinsSkipped  = "loomwork.context.pins_skipped"
-	AttrContextDropped      = "loomwork.context.dropped"
-	AttrContextOverBudget   = "loomwork.context.over_budget"
-	AttrContextUsageDelta   = "loomwork.context.usage_minus_estimate"
-)
 
 func contextAttrs(rec *ContextRecord) []attribute.KeyValue {
 	if rec == nil {
@@ -146,64 +89,48 @@ func contextAttrs(rec *ContextRecord) []attribute.KeyValue {
 		pins = append(pins, p.Value)
 	}
 	attrs := []attribute.KeyValue{
-		attribute.String(AttrContextStrategy, rec.Strategy),
-		attribute.String(AttrContextTokenizer, rp.Tokenizer),
-		attribute.Int(AttrContextBudget, rp.Budget),
-		attribute.Int(AttrContextTokensBefore, rp.TokensBefore),
-		attribute.Int(AttrContextTokensAfter, rp.TokensAfter),
-		attribute.Int(AttrContextShrunk, len(rp.Shrunk)),
-		attribute.StringSlice(AttrContextShrunkCalls, shrunkIDs),
-		attribute.Int(AttrContextShrunkSaved, saved),
-		attribute.Int(AttrContextSummarised, summarised),
-		attribute.StringSlice(AttrContextSummaryCalls, summaryIDs),
-		attribute.Int(AttrContextPinned, len(rp.PinsRestored)),
-		attribute.StringSlice(AttrContextPinnedValues, pins),
-		attribute.Int(AttrContextDropped, rp.DroppedOldest),
-		attribute.Bool(AttrContextOverBudget, rp.OverBudget),
+		attribute.String(semconv.AttrContextStrategy, rec.Strategy),
+		attribute.String(semconv.AttrContextTokenizer, rp.Tokenizer),
+		attribute.Int(semconv.AttrContextBudget, rp.Budget),
+		attribute.Int(semconv.AttrContextTokensBefore, rp.TokensBefore),
+		attribute.Int(semconv.AttrContextTokensAfter, rp.TokensAfter),
+		attribute.Int(semconv.AttrContextShrunk, len(rp.Shrunk)),
+		attribute.StringSlice(semconv.AttrContextShrunkCalls, shrunkIDs),
+		attribute.Int(semconv.AttrContextShrunkSaved, saved),
+		attribute.Int(semconv.AttrContextSummarised, summarised),
+		attribute.StringSlice(semconv.AttrContextSummaryCalls, summaryIDs),
+		attribute.Int(semconv.AttrContextPinned, len(rp.PinsRestored)),
+		attribute.StringSlice(semconv.AttrContextPinnedValues, pins),
+		attribute.Int(semconv.AttrContextDropped, rp.DroppedOldest),
+		attribute.Bool(semconv.AttrContextOverBudget, rp.OverBudget),
 	}
 	if summaryBy != "" {
-		attrs = append(attrs, attribute.String(AttrContextSummaryBy, summaryBy))
+		attrs = append(attrs, attribute.String(semconv.AttrContextSummaryBy, summaryBy))
 	}
 	if rp.PinsSkipped > 0 {
-		attrs = append(attrs, attribute.Int(AttrContextPinsSkipped, rp.PinsSkipped))
+		attrs = append(attrs, attribute.Int(semconv.AttrContextPinsSkipped, rp.PinsSkipped))
 	}
 	return attrs
 }
 
 func (r *run) endChat(span trace.Span, req llm.Request, resp llm.Response, reused bool, err error, rec *ContextRecord) {
-	attrs := []attribute.KeyValue{attribute.Bool(AttrReused, reused)}
-	if resp.Provider != "" {
-		attrs = append(attrs, attribute.String(attrProvider, resp.Provider))
+	if resp.Model != "" && req.Model == "" {
+		// The gateway routed: name the span for the model that answered.
+		span.SetName("chat " + resp.Model)
 	}
-	if resp.Model != "" {
-		attrs = append(attrs, attribute.String(attrResponseModel, resp.Model))
-		if req.Model == "" {
-			// The gateway routed: name the span for the model that answered.
-			span.SetName("chat " + resp.Model)
-		}
-	}
-	if resp.Label != "" {
-		attrs = append(attrs, attribute.String(AttrModelLabel, resp.Label))
-	}
+	c := semconv.Chat{Provider: resp.Provider, ResponseModel: resp.Model, Label: resp.Label}
 	if err == nil {
-		u := resp.Usage
-		attrs = append(attrs,
-			attribute.Int64(attrInputTokens, u.InputTokens),
-			attribute.Int64(attrOutputTokens, u.OutputTokens),
-			attribute.Int64(attrCacheRead, u.CacheReadTokens),
-			attribute.Int64(attrCacheCreation, u.CacheCreationTokens),
-			attribute.Int64(attrReasoning, u.ReasoningTokens))
-		if resp.StopReason != "" {
-			attrs = append(attrs, attribute.StringSlice(attrFinishReasons, []string{resp.StopReason}))
-		}
-		if rec != nil && u.InputTokens > 0 {
-			// The provider's count beside the layer's own: the difference is
-			// the estimate's error (plus the tool schemas, which the layer's
-			// budget does not cover).
-			attrs = append(attrs, attribute.Int64(AttrContextUsageDelta, u.InputTokens-int64(rec.TokensAfter)))
-		}
+		u := semconv.Usage(resp.Usage)
+		c.Usage, c.FinishReasons = &u, []string{resp.StopReason}
 	} else {
-		attrs = append(attrs, attribute.String(attrErrorType, "model_error"))
+		c.ErrorType = "model_error"
+	}
+	attrs := append([]attribute.KeyValue{attribute.Bool(semconv.AttrJournalReused, reused)}, semconv.ChatAttributes(c)...)
+	if u := resp.Usage; err == nil && rec != nil && u.InputTokens > 0 {
+		// The provider's count beside the layer's own: the difference is
+		// the estimate's error (plus the tool schemas, which the layer's
+		// budget does not cover).
+		attrs = append(attrs, attribute.Int64(semconv.AttrContextUsageDelta, u.InputTokens-int64(rec.TokensAfter)))
 	}
 	span.SetAttributes(attrs...)
 	endSpan(span, r.rt.cfg.Clock(), err)
@@ -221,10 +148,10 @@ type toolSpan struct {
 func (r *run) startTool(ctx context.Context, call llm.ToolCall) (context.Context, *toolSpan) {
 	start := r.rt.cfg.Clock()
 	attrs := append(agentAttrs(r.agent.Name, r.task.RunID)[1:],
-		attribute.String(attrOperation, "execute_tool"),
-		attribute.String(attrToolName, call.Name),
-		attribute.String(attrToolType, "function"),
-		attribute.String(attrToolCallID, call.ID))
+		attribute.String(semconv.AttrOperationName, semconv.OpExecuteTool),
+		attribute.String(semconv.AttrToolName, call.Name),
+		attribute.String(semconv.AttrToolType, semconv.ToolTypeFunction),
+		attribute.String(semconv.AttrToolCallID, call.ID))
 	ctx, span := r.rt.tracer.Start(ctx, "execute_tool "+call.Name, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	return ctx, &toolSpan{Span: span, ctx: ctx, call: call, start: start}
@@ -232,20 +159,20 @@ func (r *run) startTool(ctx context.Context, call llm.ToolCall) (context.Context
 
 func (r *run) endTool(ts *toolSpan, tr journal.ToolResult, reused bool, err error) {
 	end := r.rt.cfg.Clock()
-	ts.SetAttributes(attribute.Bool(AttrReused, reused))
+	ts.SetAttributes(attribute.Bool(semconv.AttrJournalReused, reused))
 	if len(tr.Documents) > 0 {
 		_, rs := r.rt.tracer.Start(ts.ctx, "retrieval "+ts.call.Name, trace.WithSpanKind(trace.SpanKindInternal),
 			trace.WithTimestamp(ts.start), trace.WithAttributes(
-				attribute.String(attrOperation, "retrieval"),
-				attribute.String(attrAgentName, r.agent.Name),
-				attribute.String(attrConversationID, r.task.RunID),
-				attribute.String(attrDataSource, ts.call.Name),
-				attribute.StringSlice(attrRetrievedDocs, tr.Documents),
-				attribute.Bool(AttrReused, reused)))
+				attribute.String(semconv.AttrOperationName, semconv.OpRetrieval),
+				attribute.String(semconv.AttrAgentName, r.agent.Name),
+				attribute.String(semconv.AttrConversationID, r.task.RunID),
+				attribute.String(semconv.AttrDataSourceID, ts.call.Name),
+				attribute.StringSlice(semconv.AttrRetrievalDocuments, tr.Documents),
+				attribute.Bool(semconv.AttrJournalReused, reused)))
 		rs.End(trace.WithTimestamp(end))
 	}
 	if err == nil && tr.IsError {
-		ts.SetAttributes(attribute.String(attrErrorType, "tool_error"))
+		ts.SetAttributes(attribute.String(semconv.AttrErrorType, "tool_error"))
 		ts.SetStatus(codes.Error, tr.Content)
 	}
 	endSpan(ts.Span, end, err)

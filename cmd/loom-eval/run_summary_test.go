@@ -13,12 +13,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/loomwork/loomwork/agents/contextlayer"
 	"github.com/loomwork/loomwork/agents/gateway/providertest"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -92,7 +92,7 @@ func decodeSpans(t *testing.T, sink *otlpSink) []store.Span {
 	return out
 }
 
-func isSummarySpan(s store.Span) bool { return s.Attributes[contextlayer.AttrSummaryCall] == true }
+func isSummarySpan(s store.Span) bool { return s.Attributes[semconv.AttrSummaryCall] == true }
 
 func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-12 }
 
@@ -171,7 +171,7 @@ func TestRunModelSummarizerCallIsItsOwnChatSpanAndTheRollupCountsItsTokensAndCos
 			a := summary.Attributes
 			if summary.Operation != "chat" || summary.Provider != f.provider || summary.RequestModel != f.model ||
 				summary.ResponseModel != f.respond || summary.ParentSpanID != agentSpan.SpanID || summary.Kind != "client" ||
-				summary.ConversationID != "research-mkm-156-t0" || a[contextlayer.AttrSummaryStep] != int64(3) {
+				summary.ConversationID != "research-mkm-156-t0" || a[semconv.AttrSummaryStep] != int64(3) {
 				t.Fatalf("summary span = %+v", *summary)
 			}
 			if !summary.HasUsage || summary.InputTokens != su.InputTokens || summary.OutputTokens != su.OutputTokens ||

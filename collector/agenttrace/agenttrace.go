@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // ScopeName is the instrumentation scope of the recorded spans.
@@ -63,73 +63,73 @@ func Emit(ctx context.Context, tp trace.TracerProvider, opts Options) trace.Trac
 	}
 	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
 	tr := tp.Tracer(ScopeName, trace.WithInstrumentationVersion(ScopeVersion))
-	scripted := attribute.String(store.AttrModelLabel, "scripted")
+	scripted := attribute.String(semconv.AttrModelLabel, "scripted")
 
 	ctx, agent := tr.Start(ctx, SpanAgent, trace.WithTimestamp(at(0)), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", "invoke_agent"),
-			attribute.String("gen_ai.agent.name", "researcher"),
-			attribute.String("gen_ai.agent.id", "agent_research_01"),
-			attribute.String("gen_ai.conversation.id", conv),
-			attribute.String("gen_ai.provider.name", "anthropic"),
-			attribute.String("gen_ai.request.model", "claude-sonnet-4-5"),
+			attribute.String(semconv.AttrOperationName, semconv.OpInvokeAgent),
+			attribute.String(semconv.AttrAgentName, "researcher"),
+			attribute.String(semconv.AttrAgentID, "agent_research_01"),
+			attribute.String(semconv.AttrConversationID, conv),
+			attribute.String(semconv.AttrProviderName, "anthropic"),
+			attribute.String(semconv.AttrRequestModel, "claude-sonnet-4-5"),
 		))
 
 	_, plan := tr.Start(ctx, SpanPlan, trace.WithTimestamp(at(40)), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", "chat"),
-			attribute.String("gen_ai.provider.name", "anthropic"),
-			attribute.String("gen_ai.request.model", "claude-sonnet-4-5"),
-			attribute.Float64("gen_ai.request.temperature", 0.2),
-			attribute.Int64("gen_ai.request.max_tokens", 4096),
-			attribute.String("server.address", "api.anthropic.example"),
+			attribute.String(semconv.AttrOperationName, semconv.OpChat),
+			attribute.String(semconv.AttrProviderName, "anthropic"),
+			attribute.String(semconv.AttrRequestModel, "claude-sonnet-4-5"),
+			attribute.Float64(semconv.AttrRequestTemperature, 0.2),
+			attribute.Int64(semconv.AttrRequestMaxTokens, 4096),
+			attribute.String(semconv.AttrServerAddress, "api.anthropic.example"),
 			scripted,
 		))
-	plan.AddEvent("gen_ai.client.inference.operation.details", trace.WithTimestamp(at(1340)), trace.WithAttributes(
-		attribute.String("gen_ai.input.messages", `[{"role":"user","parts":[{"type":"text","content":"How do I make failed uploads retry automatically?"}]}]`),
-		attribute.String("gen_ai.output.messages", `[{"role":"assistant","parts":[{"type":"tool_call","id":"toolu_01","name":"search_docs","arguments":{"query":"upload retry policy"}}],"finish_reason":"tool_use"}]`),
+	plan.AddEvent(semconv.EventInferenceOperationDetails, trace.WithTimestamp(at(1340)), trace.WithAttributes(
+		attribute.String(semconv.AttrInputMessages, `[{"role":"user","parts":[{"type":"text","content":"How do I make failed uploads retry automatically?"}]}]`),
+		attribute.String(semconv.AttrOutputMessages, `[{"role":"assistant","parts":[{"type":"tool_call","id":"toolu_01","name":"search_docs","arguments":{"query":"upload retry policy"}}],"finish_reason":"tool_use"}]`),
 	))
 	plan.SetAttributes(
-		attribute.String("gen_ai.response.model", "claude-sonnet-4-5-20250929"),
-		attribute.String("gen_ai.response.id", "msg_01plan"),
-		attribute.StringSlice("gen_ai.response.finish_reasons", []string{"tool_use"}),
-		attribute.Int64("gen_ai.usage.input_tokens", 1850),
-		attribute.Int64("gen_ai.usage.output_tokens", 120),
-		attribute.Int64("gen_ai.usage.cache_read.input_tokens", 1024),
-		attribute.Int64("gen_ai.usage.cache_creation.input_tokens", 512),
+		attribute.String(semconv.AttrResponseModel, "claude-sonnet-4-5-20250929"),
+		attribute.String(semconv.AttrResponseID, "msg_01plan"),
+		attribute.StringSlice(semconv.AttrResponseFinishReasons, []string{"tool_use"}),
+		attribute.Int64(semconv.AttrUsageInputTokens, 1850),
+		attribute.Int64(semconv.AttrUsageOutputTokens, 120),
+		attribute.Int64(semconv.AttrUsageCacheReadInputTokens, 1024),
+		attribute.Int64(semconv.AttrUsageCacheCreationInputTokens, 512),
 	)
 	plan.End(trace.WithTimestamp(at(1350)))
 
 	toolCtx, tool := tr.Start(ctx, SpanTool, trace.WithTimestamp(at(1400)), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", "execute_tool"),
-			attribute.String("gen_ai.tool.name", "search_docs"),
-			attribute.String("gen_ai.tool.type", "function"),
-			attribute.String("gen_ai.tool.call.id", "toolu_01"),
-			attribute.String("gen_ai.tool.call.arguments", `{"query":"upload retry policy"}`),
+			attribute.String(semconv.AttrOperationName, semconv.OpExecuteTool),
+			attribute.String(semconv.AttrToolName, "search_docs"),
+			attribute.String(semconv.AttrToolType, semconv.ToolTypeFunction),
+			attribute.String(semconv.AttrToolCallID, "toolu_01"),
+			attribute.String(semconv.AttrToolCallArguments, `{"query":"upload retry policy"}`),
 		))
 	_, retr := tr.Start(toolCtx, SpanRetrieval, trace.WithTimestamp(at(1450)), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", "retrieval"),
-			attribute.String("gen_ai.data_source.id", "docs-index"),
-			attribute.String("gen_ai.retrieval.query.text", "upload retry policy"),
-			attribute.Int64("gen_ai.request.top_k", 3),
+			attribute.String(semconv.AttrOperationName, semconv.OpRetrieval),
+			attribute.String(semconv.AttrDataSourceID, "docs-index"),
+			attribute.String(semconv.AttrRetrievalQueryText, "upload retry policy"),
+			attribute.Int64(semconv.AttrRequestTopK, 3),
 		))
 	retr.SetAttributes(
-		attribute.StringSlice("gen_ai.retrieval.documents", []string{"docs/uploads/retries.md", "docs/config/network.md", "docs/install.md"}),
-		attribute.Float64Slice("loomwork.retrieval.scores", []float64{0.82, 0.61, 0.2}),
+		attribute.StringSlice(semconv.AttrRetrievalDocuments, []string{"docs/uploads/retries.md", "docs/config/network.md", "docs/install.md"}),
+		attribute.Float64Slice(semconv.AttrRetrievalScores, []float64{0.82, 0.61, 0.2}),
 	)
 	retr.End(trace.WithTimestamp(at(1850)))
-	tool.SetAttributes(attribute.String("gen_ai.tool.call.result", `{"documents":["docs/uploads/retries.md","docs/config/network.md","docs/install.md"]}`))
+	tool.SetAttributes(attribute.String(semconv.AttrToolCallResult, `{"documents":["docs/uploads/retries.md","docs/config/network.md","docs/install.md"]}`))
 	tool.End(trace.WithTimestamp(at(1900)))
 
 	_, failed := tr.Start(ctx, SpanFailed, trace.WithTimestamp(at(1950)), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", "chat"),
-			attribute.String("gen_ai.provider.name", "anthropic"),
-			attribute.String("gen_ai.request.model", "claude-sonnet-4-5"),
-			attribute.Int64("http.response.status_code", 529),
-			attribute.String("error.type", "overloaded_error"),
+			attribute.String(semconv.AttrOperationName, semconv.OpChat),
+			attribute.String(semconv.AttrProviderName, "anthropic"),
+			attribute.String(semconv.AttrRequestModel, "claude-sonnet-4-5"),
+			attribute.Int64(semconv.AttrHTTPResponseStatusCode, 529),
+			attribute.String(semconv.AttrErrorType, "overloaded_error"),
 			scripted,
 		))
 	failed.RecordError(errors.New("overloaded_error: Overloaded"), trace.WithTimestamp(at(2040)))
@@ -138,33 +138,33 @@ func Emit(ctx context.Context, tp trace.TracerProvider, opts Options) trace.Trac
 
 	_, retry := tr.Start(ctx, SpanRetry, trace.WithTimestamp(at(2600)), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithLinks(trace.Link{SpanContext: failed.SpanContext(), Attributes: []attribute.KeyValue{
-			attribute.String("loomwork.link.kind", "retry_of"),
-			attribute.Int64("loomwork.retry.attempt", 2),
+			attribute.String(semconv.AttrLinkKind, "retry_of"),
+			attribute.Int64(semconv.AttrRetryAttempt, 2),
 		}}),
 		trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", "chat"),
-			attribute.String("gen_ai.provider.name", "anthropic"),
-			attribute.String("gen_ai.request.model", "claude-sonnet-4-5"),
-			attribute.Bool("gen_ai.request.stream", false),
+			attribute.String(semconv.AttrOperationName, semconv.OpChat),
+			attribute.String(semconv.AttrProviderName, "anthropic"),
+			attribute.String(semconv.AttrRequestModel, "claude-sonnet-4-5"),
+			attribute.Bool(semconv.AttrRequestStream, false),
 			scripted,
 		))
 	retry.SetAttributes(
-		attribute.String("gen_ai.response.model", "claude-sonnet-4-5-20250929"),
-		attribute.String("gen_ai.response.id", "msg_02answer"),
-		attribute.StringSlice("gen_ai.response.finish_reasons", []string{"end_turn"}),
-		attribute.Int64("gen_ai.usage.input_tokens", 2600),
-		attribute.Int64("gen_ai.usage.output_tokens", 310),
-		attribute.Int64("gen_ai.usage.cache_read.input_tokens", 1792),
-		attribute.Int64("gen_ai.usage.reasoning.output_tokens", 96),
+		attribute.String(semconv.AttrResponseModel, "claude-sonnet-4-5-20250929"),
+		attribute.String(semconv.AttrResponseID, "msg_02answer"),
+		attribute.StringSlice(semconv.AttrResponseFinishReasons, []string{"end_turn"}),
+		attribute.Int64(semconv.AttrUsageInputTokens, 2600),
+		attribute.Int64(semconv.AttrUsageOutputTokens, 310),
+		attribute.Int64(semconv.AttrUsageCacheReadInputTokens, 1792),
+		attribute.Int64(semconv.AttrUsageReasoningOutputTokens, 96),
 	)
 	retry.End(trace.WithTimestamp(at(4100)))
 
-	agent.AddEvent("gen_ai.evaluation.result", trace.WithTimestamp(at(4180)), trace.WithAttributes(
-		attribute.String("gen_ai.evaluation.name", "groundedness"),
-		attribute.Float64("gen_ai.evaluation.score.value", 0.92),
-		attribute.String("gen_ai.evaluation.score.label", "grounded"),
+	agent.AddEvent(semconv.EventEvaluationResult, trace.WithTimestamp(at(4180)), trace.WithAttributes(
+		attribute.String(semconv.AttrEvaluationName, "groundedness"),
+		attribute.Float64(semconv.AttrEvaluationScoreValue, 0.92),
+		attribute.String(semconv.AttrEvaluationScoreLabel, "grounded"),
 	))
-	agent.SetAttributes(attribute.StringSlice(store.AttrCitedDocuments, []string{"docs/uploads/retries.md", "docs/config/network.md"}))
+	agent.SetAttributes(attribute.StringSlice(semconv.AttrCitations, []string{"docs/uploads/retries.md", "docs/config/network.md"}))
 	agent.SetStatus(codes.Ok, "")
 	agent.End(trace.WithTimestamp(at(4200)))
 	return agent.SpanContext().TraceID()

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -31,7 +32,7 @@ type converter struct {
 
 // convertMap converts every entry of m. Entries whose value exceeds the
 // limit are truncated and their original size recorded under
-// store.AttrTruncatedPrefix + key. A duplicated key keeps its first value, as
+// semconv.AttrTruncatedPrefix + key. A duplicated key keeps its first value, as
 // pcommon.Map.Get does. visit, if not nil, sees each kept entry. An empty map
 // converts to nil.
 func (c converter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Value)) store.Attributes {
@@ -65,7 +66,7 @@ func (c converter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Valu
 		return true
 	})
 	for k, size := range truncated {
-		out[store.AttrTruncatedPrefix+k] = int64(size)
+		out[semconv.AttrTruncatedPrefix+k] = int64(size)
 	}
 	return out
 }
@@ -194,15 +195,12 @@ func (c converter) convert(v pcommon.Value, budget int) (any, bool) {
 			}
 			return false
 		})
-		out[truncatedKey] = TruncationMarker(size)
+		out[semconv.AttrTruncated] = TruncationMarker(size)
 		return out, true
 	default:
 		return plain(v), false
 	}
 }
-
-// truncatedKey marks a truncated map value.
-const truncatedKey = "loomwork.truncated"
 
 // cutString keeps at most budget bytes of s, cut on a rune boundary, and
 // appends the marker.

@@ -8,13 +8,14 @@
 // (gen_ai.usage.prompt_tokens, gen_ai.system, ...), OpenInference's llm.* and
 // openinference.span.kind, and OpenLLMetry's legacy names
 // (gen_ai.usage.cache_read_input_tokens, llm.usage.*, traceloop.span.kind,
-// llm.request.type). Every attribute the sender sent, known or not, is kept
-// in the span's attribute maps with its exact type.
+// llm.request.type); every name it reads is a constant of package semconv.
+// Every attribute the sender sent, known or not, is kept in the span's
+// attribute maps with its exact type.
 //
 // MapTraces is a pure function: the collector's exporter calls it on every
 // OTLP request, and the scorer uses it (through DecodeJSON) to read OTLP/JSON
 // files. Spans with invalid identifiers are rejected one by one with a
 // reason, never the whole batch; oversized attribute values are truncated
 // with a visible marker and their original size recorded under
-// store.AttrTruncatedPrefix + key.
+// semconv.AttrTruncatedPrefix + key.
 package genai

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -281,132 +282,132 @@ func (x *extractor) visit(k string, v pcommon.Value) {
 	x.key = k
 	switch k {
 	// Operation.
-	case "gen_ai.operation.name":
+	case semconv.AttrOperationName:
 		x.offerOp(normalizeOperation(str(v)), 0)
-	case "openinference.span.kind":
+	case semconv.OpenInferenceSpanKind:
 		x.offerOp(openInferenceOperation(str(v)), 1)
-	case "traceloop.span.kind":
+	case semconv.OpenLLMetrySpanKind:
 		x.traceloopKind = strings.ToLower(strings.TrimSpace(str(v)))
 		x.offerOp(traceloopOperation(x.traceloopKind), 2)
-	case "llm.request.type":
+	case semconv.OpenLLMetryRequestType:
 		x.offerOp(requestTypeOperation(str(v)), 3)
-	case "traceloop.entity.name":
+	case semconv.OpenLLMetryEntityName:
 		x.traceloopEntity = str(v)
 
 	// Provider.
-	case "gen_ai.provider.name":
+	case semconv.AttrProviderName:
 		x.offerStr(&x.provider, strings.ToLower(str(v)), 0)
-	case "gen_ai.system":
+	case semconv.AttrSystem:
 		x.offerStr(&x.provider, strings.ToLower(str(v)), 1)
-	case "llm.system":
+	case semconv.OpenInferenceSystem:
 		x.offerStr(&x.provider, strings.ToLower(str(v)), 2)
-	case "llm.provider":
+	case semconv.OpenInferenceProvider:
 		x.offerStr(&x.provider, strings.ToLower(str(v)), 3)
 
 	// Models.
-	case "gen_ai.request.model":
+	case semconv.AttrRequestModel:
 		x.offerStr(&x.requestModel, str(v), 0)
-	case "llm.request.model_name":
+	case semconv.OpenInferenceRequestModelName:
 		x.offerStr(&x.requestModel, str(v), 1)
-	case "llm.model_name":
+	case semconv.OpenInferenceModelName:
 		x.offerStr(&x.requestModel, str(v), 2)
 		x.offerStr(&x.responseModel, str(v), 2)
-	case "embedding.model_name":
+	case semconv.OpenInferenceEmbeddingModelName:
 		x.offerStr(&x.requestModel, str(v), 3)
-	case "gen_ai.response.model":
+	case semconv.AttrResponseModel:
 		x.offerStr(&x.responseModel, str(v), 0)
-	case "llm.response.model_name":
+	case semconv.OpenInferenceResponseModelName:
 		x.offerStr(&x.responseModel, str(v), 1)
 
 	// Agent, conversation, tool.
-	case "gen_ai.agent.name":
+	case semconv.AttrAgentName:
 		x.offerStr(&x.agent, str(v), 0)
-	case "agent.name":
+	case semconv.OpenInferenceAgentName:
 		x.offerStr(&x.agent, str(v), 1)
-	case "gen_ai.conversation.id":
+	case semconv.AttrConversationID:
 		x.offerStr(&x.conversation, str(v), 0)
-	case "session.id":
+	case semconv.OpenInferenceSessionID:
 		x.offerStr(&x.conversation, str(v), 1)
-	case "gen_ai.tool.name":
+	case semconv.AttrToolName:
 		x.offerStr(&x.toolName, str(v), 0)
-	case "tool.name":
+	case semconv.OpenInferenceToolName:
 		x.offerStr(&x.toolName, str(v), 1)
-	case "gen_ai.tool.call.id":
+	case semconv.AttrToolCallID:
 		x.offerStr(&x.toolCallID, str(v), 0)
-	case "tool_call.id":
+	case semconv.OpenInferenceToolCallID:
 		x.offerStr(&x.toolCallID, str(v), 1)
-	case "tool.id":
+	case semconv.OpenInferenceToolID:
 		x.offerStr(&x.toolCallID, str(v), 2)
 
 	// Usage.
-	case "gen_ai.usage.input_tokens":
+	case semconv.AttrUsageInputTokens:
 		x.offerInt(&x.input, v, 0)
-	case "gen_ai.usage.prompt_tokens":
+	case semconv.AttrUsagePromptTokens:
 		x.offerInt(&x.input, v, 1)
-	case "llm.token_count.prompt":
+	case semconv.OpenInferenceTokenCountPrompt:
 		x.offerInt(&x.input, v, 2)
-	case "llm.usage.input_tokens":
+	case semconv.OpenLLMetryUsageInputTokens:
 		x.offerInt(&x.input, v, 3)
-	case "llm.usage.prompt_tokens":
+	case semconv.OpenLLMetryUsagePromptTokens:
 		x.offerInt(&x.input, v, 4)
 
-	case "gen_ai.usage.output_tokens":
+	case semconv.AttrUsageOutputTokens:
 		x.offerInt(&x.output, v, 0)
-	case "gen_ai.usage.completion_tokens":
+	case semconv.AttrUsageCompletionTokens:
 		x.offerInt(&x.output, v, 1)
-	case "llm.token_count.completion":
+	case semconv.OpenInferenceTokenCountCompletion:
 		x.offerInt(&x.output, v, 2)
-	case "llm.usage.output_tokens":
+	case semconv.OpenLLMetryUsageOutputTokens:
 		x.offerInt(&x.output, v, 3)
-	case "llm.usage.completion_tokens":
+	case semconv.OpenLLMetryUsageCompletionTokens:
 		x.offerInt(&x.output, v, 4)
 
-	case "gen_ai.usage.cache_read.input_tokens":
+	case semconv.AttrUsageCacheReadInputTokens:
 		x.offerInt(&x.cacheRead, v, 0)
-	case "gen_ai.usage.cache_read_input_tokens":
+	case semconv.AttrUsageCacheReadInputTokensOld:
 		x.offerInt(&x.cacheRead, v, 1)
-	case "llm.token_count.prompt_details.cache_read":
+	case semconv.OpenInferenceTokenCountCacheRead:
 		x.offerInt(&x.cacheRead, v, 2)
-	case "llm.usage.cache_read_input_tokens":
+	case semconv.OpenLLMetryUsageCacheReadInputTokens:
 		x.offerInt(&x.cacheRead, v, 3)
 
-	case "gen_ai.usage.cache_creation.input_tokens":
+	case semconv.AttrUsageCacheCreationInputTokens:
 		x.offerInt(&x.cacheCreation, v, 0)
-	case "gen_ai.usage.cache_creation_input_tokens":
+	case semconv.AttrUsageCacheCreationInputTokensOld:
 		x.offerInt(&x.cacheCreation, v, 1)
-	case "llm.token_count.prompt_details.cache_write":
+	case semconv.OpenInferenceTokenCountCacheWrite:
 		x.offerInt(&x.cacheCreation, v, 2)
-	case "llm.usage.cache_creation_input_tokens":
+	case semconv.OpenLLMetryUsageCacheCreationInputTokens:
 		x.offerInt(&x.cacheCreation, v, 3)
 
-	case "gen_ai.usage.reasoning.output_tokens":
+	case semconv.AttrUsageReasoningOutputTokens:
 		x.offerInt(&x.reason, v, 0)
-	case "gen_ai.usage.reasoning_tokens":
+	case semconv.AttrUsageReasoningTokensOld:
 		x.offerInt(&x.reason, v, 1)
-	case "llm.token_count.completion_details.reasoning":
+	case semconv.OpenInferenceTokenCountReasoning:
 		x.offerInt(&x.reason, v, 2)
-	case "llm.usage.reasoning_tokens":
+	case semconv.OpenLLMetryUsageReasoningTokens:
 		x.offerInt(&x.reason, v, 3)
 
-	case "llm.cost.total":
+	case semconv.AttrCost:
 		x.offerCost(v, 0)
-	case "gen_ai.usage.cost":
+	case semconv.AttrUsageCost:
 		x.offerCost(v, 1)
 
 	// Evidence.
-	case "gen_ai.retrieval.documents":
+	case semconv.AttrRetrievalDocuments:
 		if ids := documentIDs(v); len(ids) > 0 {
 			x.retrieved.offer(ids, 0)
 		}
-	case store.AttrCitedDocuments:
+	case semconv.AttrCitations:
 		if ids := documentIDs(v); len(ids) > 0 {
 			x.cited.offer(ids, 0)
 		}
 	default:
 		// OpenInference flattens retrieved documents as
 		// retrieval.documents.<i>.document.id.
-		if rest, ok := strings.CutPrefix(k, "retrieval.documents."); ok {
-			if idx, field, ok := strings.Cut(rest, "."); ok && field == "document.id" {
+		if rest, ok := strings.CutPrefix(k, semconv.OpenInferenceRetrievalDocumentsPrefix); ok {
+			if idx, ok := strings.CutSuffix(rest, semconv.OpenInferenceDocumentIDSuffix); ok {
 				if i, err := strconv.Atoi(idx); err == nil && i >= 0 {
 					if id := scalarString(v); id != "" {
 						if x.oiDocs == nil {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -65,7 +66,7 @@ func TestMapTracesMapsCurrentGenAIConventionToTypedFields(t *testing.T) {
 		"gen_ai.operation.name":  "invoke_agent",
 		"gen_ai.agent.name":      "researcher",
 		"gen_ai.conversation.id": "conv-7",
-		store.AttrCitedDocuments: []any{"doc-2", "doc-9"},
+		semconv.AttrCitations:    []any{"doc-2", "doc-9"},
 	})
 	parent.SetKind(ptrace.SpanKindInternal)
 	parent.Status().SetCode(ptrace.StatusCodeOk)
@@ -142,7 +143,7 @@ func TestMapTracesMapsCurrentGenAIConventionToTypedFields(t *testing.T) {
 			ConversationID: "conv-7", CitedDocs: []string{"doc-2", "doc-9"},
 			Attributes: store.Attributes{
 				"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "researcher",
-				"gen_ai.conversation.id": "conv-7", store.AttrCitedDocuments: []any{"doc-2", "doc-9"},
+				"gen_ai.conversation.id": "conv-7", semconv.AttrCitations: []any{"doc-2", "doc-9"},
 			},
 		}),
 		common(store.Span{
@@ -427,7 +428,7 @@ func TestMapTracesNormalisesDeprecatedAndThirdPartyNames(t *testing.T) {
 		},
 		{
 			name:  "citations as a JSON array string",
-			attrs: map[string]any{store.AttrCitedDocuments: `["c1","c2"]`},
+			attrs: map[string]any{semconv.AttrCitations: `["c1","c2"]`},
 			check: func(t *testing.T, s store.Span) { expect(t, "cited", s.CitedDocs, []string{"c1", "c2"}) },
 		},
 		{
@@ -573,16 +574,16 @@ func TestMapTracesTruncatesOversizedValuesWithMarkerAndOriginalSize(t *testing.T
 	if got != wantPrefix+TruncationMarker(160) {
 		t.Errorf("truncated string = %q", got)
 	}
-	expect(t, "recorded size", a[store.AttrTruncatedPrefix+"gen_ai.input.messages"], any(int64(160)))
+	expect(t, "recorded size", a[semconv.AttrTruncatedPrefix+"gen_ai.input.messages"], any(int64(160)))
 	expect(t, "small kept", a["small"], any("fits"))
-	if _, ok := a[store.AttrTruncatedPrefix+"small"]; ok {
+	if _, ok := a[semconv.AttrTruncatedPrefix+"small"]; ok {
 		t.Error("a value within the limit was marked truncated")
 	}
 	vec := a["vector"].([]any)
 	if len(vec) != 13 || vec[12] != TruncationMarker(14*8) {
 		t.Errorf("truncated array = %#v", vec)
 	}
-	expect(t, "array size", a[store.AttrTruncatedPrefix+"vector"], any(int64(112)))
+	expect(t, "array size", a[semconv.AttrTruncatedPrefix+"vector"], any(int64(112)))
 	blob := a["blob"].(string)
 	if !strings.HasSuffix(blob, TruncationMarker(400)) || len(blob) != limit+len(TruncationMarker(400)) {
 		t.Errorf("truncated bytes = %q", blob)
@@ -591,9 +592,9 @@ func TestMapTracesTruncatesOversizedValuesWithMarkerAndOriginalSize(t *testing.T
 		t.Errorf("typed agent name is %d bytes, over the limit", n)
 	}
 	ea := spans[0].Events[0].Attributes
-	expect(t, "event attr size", ea[store.AttrTruncatedPrefix+"gen_ai.output.messages"], any(int64(500)))
+	expect(t, "event attr size", ea[semconv.AttrTruncatedPrefix+"gen_ai.output.messages"], any(int64(500)))
 	ra := spans[0].ResourceAttributes
-	expect(t, "resource attr size", ra[store.AttrTruncatedPrefix+"process.command_line"], any(int64(101)))
+	expect(t, "resource attr size", ra[semconv.AttrTruncatedPrefix+"process.command_line"], any(int64(101)))
 
 	// A negative limit disables truncation.
 	spans, _ = MapTraces(td, Options{MaxAttrBytes: -1})

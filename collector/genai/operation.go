@@ -1,6 +1,10 @@
 package genai
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/loomwork/loomwork/semconv"
+)
 
 // normalizeOperation maps gen_ai.operation.name values, including common
 // misspellings and older spellings, to the convention's names; unknown
@@ -8,20 +12,20 @@ import "strings"
 func normalizeOperation(op string) string {
 	op = strings.ToLower(strings.TrimSpace(op))
 	switch op {
-	case "chat", "chat_completion", "chat_completions", "chat.completions", "chat.completion":
-		return "chat"
-	case "text_completion", "completion", "completions":
-		return "text_completion"
-	case "embeddings", "embedding", "embed":
-		return "embeddings"
-	case "execute_tool", "tool", "tool_call":
-		return "execute_tool"
-	case "invoke_agent", "agent":
-		return "invoke_agent"
-	case "invoke_workflow", "workflow":
-		return "invoke_workflow"
-	case "retrieval", "retrieve", "retriever":
-		return "retrieval"
+	case semconv.OpChat, "chat_completion", "chat_completions", "chat.completions", "chat.completion":
+		return semconv.OpChat
+	case semconv.OpTextCompletion, "completion", "completions":
+		return semconv.OpTextCompletion
+	case semconv.OpEmbeddings, "embedding", "embed":
+		return semconv.OpEmbeddings
+	case semconv.OpExecuteTool, "tool", "tool_call":
+		return semconv.OpExecuteTool
+	case semconv.OpInvokeAgent, "agent":
+		return semconv.OpInvokeAgent
+	case semconv.OpInvokeWorkflow, "workflow":
+		return semconv.OpInvokeWorkflow
+	case semconv.OpRetrieval, "retrieve", "retriever":
+		return semconv.OpRetrieval
 	}
 	return op
 }
@@ -32,19 +36,19 @@ func normalizeOperation(op string) string {
 func openInferenceOperation(kind string) string {
 	switch strings.ToUpper(strings.TrimSpace(kind)) {
 	case "LLM":
-		return "chat"
+		return semconv.OpChat
 	case "EMBEDDING":
-		return "embeddings"
+		return semconv.OpEmbeddings
 	case "TOOL":
-		return "execute_tool"
+		return semconv.OpExecuteTool
 	case "RETRIEVER":
-		return "retrieval"
+		return semconv.OpRetrieval
 	case "RERANKER":
-		return "rerank"
+		return semconv.OpRerank
 	case "AGENT":
-		return "invoke_agent"
+		return semconv.OpInvokeAgent
 	case "CHAIN":
-		return "invoke_workflow"
+		return semconv.OpInvokeWorkflow
 	}
 	return ""
 }
@@ -54,11 +58,11 @@ func openInferenceOperation(kind string) string {
 func traceloopOperation(kind string) string {
 	switch kind {
 	case "workflow":
-		return "invoke_workflow"
+		return semconv.OpInvokeWorkflow
 	case "agent":
-		return "invoke_agent"
+		return semconv.OpInvokeAgent
 	case "tool":
-		return "execute_tool"
+		return semconv.OpExecuteTool
 	}
 	return ""
 }
@@ -67,13 +71,13 @@ func traceloopOperation(kind string) string {
 func requestTypeOperation(t string) string {
 	switch strings.ToLower(strings.TrimSpace(t)) {
 	case "chat":
-		return "chat"
+		return semconv.OpChat
 	case "completion":
-		return "text_completion"
+		return semconv.OpTextCompletion
 	case "embedding":
-		return "embeddings"
+		return semconv.OpEmbeddings
 	case "rerank":
-		return "rerank"
+		return semconv.OpRerank
 	}
 	return ""
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/scorer/pricing"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -204,10 +205,10 @@ func Compute(spans []store.Span, prices *pricing.Table) Rollup {
 		if s.IsError() {
 			r.ErrorCount++
 		}
-		if s.Operation == "execute_tool" {
+		if s.Operation == semconv.OpExecuteTool {
 			r.ToolCalls++
 		}
-		isCall := carries(s) || store.IsModelCallOperation(s.Operation)
+		isCall := carries(s) || semconv.IsModelCallOperation(s.Operation)
 		if !isCall {
 			continue
 		}

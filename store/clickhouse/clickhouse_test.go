@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -129,7 +130,7 @@ func TestRetriedBatchIsStoredOnceAndCountedOnce(t *testing.T) {
 	for _, ts := range page.Traces {
 		var in, out, calls int64
 		for _, sp := range byTrace[ts.TraceID] {
-			if store.IsModelCallOperation(sp.Operation) {
+			if semconv.IsModelCallOperation(sp.Operation) {
 				in += sp.InputTokens
 				out += sp.OutputTokens
 				calls++

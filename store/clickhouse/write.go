@@ -14,6 +14,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -351,7 +352,7 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 			b.reqModel[i], b.respModel[i] = sp.RequestModel, sp.ResponseModel
 			b.agent[i], b.convID[i] = sp.AgentName, sp.ConversationID
 			b.toolName[i], b.toolCallID[i] = sp.ToolName, sp.ToolCallID
-			b.modelCall[i] = store.IsModelCallOperation(sp.Operation)
+			b.modelCall[i] = semconv.IsModelCallOperation(sp.Operation)
 			b.hasUsage[i] = sp.HasUsage
 			b.input[i], b.output[i] = sp.InputTokens, sp.OutputTokens
 			b.cacheRead[i], b.cacheCreation[i], b.reasoning[i] = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -647,10 +648,10 @@ func (sm *summary) add(r *spanRow) {
 	if sp.IsError() {
 		sm.errors++
 	}
-	if sp.Operation == store.OpExecuteTool {
+	if sp.Operation == semconv.OpExecuteTool {
 		sm.toolCalls++
 	}
-	if store.IsModelCallOperation(sp.Operation) {
+	if semconv.IsModelCallOperation(sp.Operation) {
 		sm.modelCalls++
 		sm.inTok += sp.InputTokens
 		sm.outTok += sp.OutputTokens

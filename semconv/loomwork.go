@@ -1,0 +1,127 @@
+package semconv
+
+// Prefix is the namespace of Loomwork's own keys. The runtime reserves it in
+// task attributes: a task may not set a key that starts with it.
+const Prefix = "loomwork."
+
+// Loomwork-defined attribute keys on any span.
+const (
+	// AttrCitations lists the evidence ids an agent cited in its answer
+	// (a string array), set on the agent span. It is the citation
+	// counterpart of the GenAI convention's gen_ai.retrieval.documents,
+	// which lists what was retrieved; scoring reports the two separately.
+	AttrCitations = "loomwork.citations"
+	// AttrModelLabel marks spans produced by a non-live model, e.g.
+	// "scripted" on spans of a scripted model (the gateway writes "live" for
+	// a live one), so a scripted run is never mistaken for a live one.
+	AttrModelLabel = "loomwork.model.label"
+	// AttrTaskSuccess is the span attribute (a bool) an agent sets on its root
+	// span to say whether it accomplished the task. Without it, success is read
+	// from the root span's status (error → failed, ok or unset → succeeded).
+	AttrTaskSuccess = "loomwork.task.success"
+	// AttrTruncatedPrefix + key records the original size in bytes of an
+	// attribute value the collector truncated.
+	AttrTruncatedPrefix = "loomwork.truncated."
+	// AttrTruncated marks a truncated map value: the collector adds it, with
+	// the truncation marker text, to a map attribute it cut.
+	AttrTruncated = "loomwork.truncated"
+)
+
+// Runtime keys (package agents/runtime).
+const (
+	// AttrJournalReused is true on chat and execute_tool spans whose answer
+	// or result was taken from the journal rather than produced again.
+	AttrJournalReused = "loomwork.journal.reused"
+	// AttrStepLimitReached is true on the invoke_agent span of a run that
+	// reached its step limit.
+	AttrStepLimitReached = "loomwork.step_limit_reached"
+	// AttrRunContextSpec is not a span attribute: it is the key of the run's
+	// ContextSpec in the run_started journal event's attributes object (so
+	// a resumed or replayed run compacts as the recorded one did).
+	AttrRunContextSpec = "loomwork.context"
+)
+
+// Context-layer attribute keys on chat spans: what the layer did to the
+// request before it was sent.
+const (
+	AttrContextStrategy     = "loomwork.context.strategy"
+	AttrContextTokenizer    = "loomwork.context.tokenizer"
+	AttrContextBudget       = "loomwork.context.budget"
+	AttrContextTokensBefore = "loomwork.context.tokens_before"
+	AttrContextTokensAfter  = "loomwork.context.tokens_after"
+	AttrContextShrunk       = "loomwork.context.shrunk"
+	AttrContextShrunkCalls  = "loomwork.context.shrunk.tool_call_ids"
+	AttrContextShrunkSaved  = "loomwork.context.shrunk.tokens_saved"
+	AttrContextSummarised   = "loomwork.context.summarised"
+	AttrContextSummaryCalls = "loomwork.context.summarised.tool_call_ids"
+	AttrContextSummaryBy    = "loomwork.context.summary.by"
+	AttrContextPinned       = "loomwork.context.pinned"
+	AttrContextPinnedValues = "loomwork.context.pinned.values"
+	AttrContextPinsSkipped  = "loomwork.context.pins_skipped"
+	AttrContextDropped      = "loomwork.context.dropped"
+	AttrContextOverBudget   = "loomwork.context.over_budget"
+	AttrContextUsageDelta   = "loomwork.context.usage_minus_estimate"
+)
+
+// Attribute keys Loomwork sets on the chat span of a summary call (beside
+// the GenAI ones), so a trace tells the context layer's own model calls from
+// the agent's steps.
+const (
+	// AttrSummaryCall is true on the chat span of a context-layer summary.
+	AttrSummaryCall = "loomwork.context.summary_call"
+	// AttrSummaryStep is the step whose compaction asked for the summary.
+	AttrSummaryStep = "loomwork.context.summary_call.step"
+	// AttrSummaryMessages is the number of messages sent to be summarised.
+	AttrSummaryMessages = "loomwork.context.summary_call.messages"
+)
+
+// Attribute keys the gateway (package agents/gateway) sets beyond the GenAI
+// conventions.
+const (
+	// AttrGatewayAttempt is the 0-based attempt number on this model within
+	// one call.
+	AttrGatewayAttempt = "loomwork.gateway.attempt"
+	// AttrGatewayFallback is true when the model was not the first choice.
+	AttrGatewayFallback = "loomwork.gateway.fallback"
+	// AttrGatewayModel is the chain entry name (Request.Model may differ
+	// from it).
+	AttrGatewayModel = "loomwork.gateway.model"
+
+	// EventGatewayBudgetRefused notes on the caller's span a call the
+	// gateway refused for its budget: no request was made, so there is no
+	// chat span to carry it. Its attributes are AttrGatewayModel and the
+	// three amounts below.
+	EventGatewayBudgetRefused = "loomwork.gateway.budget_refused"
+	// AttrGatewaySpentUSD is what the budget had spent before the call.
+	AttrGatewaySpentUSD = "loomwork.gateway.spent_usd"
+	// AttrGatewayEstimateUSD is the refused call's estimated cost.
+	AttrGatewayEstimateUSD = "loomwork.gateway.estimate_usd"
+	// AttrGatewayBudgetUSD is the budget.
+	AttrGatewayBudgetUSD = "loomwork.gateway.budget_usd"
+)
+
+// Attribute keys of the retrieval service's "retrieval" spans (package
+// retrieval) beside the GenAI ones.
+const (
+	// AttrRetrievalMode is the ranking method (bm25, dense, rrf, weighted,
+	// rerank).
+	AttrRetrievalMode = "loomwork.retrieval.mode"
+	// AttrRetrievalK is the number of hits asked for.
+	AttrRetrievalK = "loomwork.retrieval.k"
+	// AttrRetrievalExcluded lists the document ids the query's exclusion
+	// removed from consideration (set only when there are some).
+	AttrRetrievalExcluded = "loomwork.retrieval.excluded"
+	// AttrRetrievalScores is the score of each retrieved document, in the
+	// order of gen_ai.retrieval.documents (set by collector/agenttrace's
+	// example run).
+	AttrRetrievalScores = "loomwork.retrieval.scores"
+)
+
+// Keys of collector/agenttrace's example run, on the link from a retried
+// chat call to the failed attempt. Nothing in Loomwork reads them.
+const (
+	// AttrLinkKind says what a link means ("retry_of").
+	AttrLinkKind = "loomwork.link.kind"
+	// AttrRetryAttempt is the 1-based attempt number of a retry.
+	AttrRetryAttempt = "loomwork.retry.attempt"
+)
