@@ -26,24 +26,16 @@ type committer struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 	onBatch  func(requests, spans int, d time.Duration, err error)
-	// prep, when set, lets each caller do the store's encoding work
-	// concurrently before handing over, so the serialised write does
-	// only the database part.
-	prep preparer
-}
-
-// preparer is a store whose writes split into a CPU-heavy part that needs
-// no lock (prepare) and the write proper, which takes any number of
-// prepared batches in one transaction (the embedded store).
-type preparer interface {
-	prepare(spans []store.Span) (any, error)
-	writePrepared(ctx context.Context, batches []any) error
+	// prep, when set (the store.PreparingWriter capability), lets each
+	// caller do the store's encoding work concurrently before handing
+	// over, so the serialised write does only the database part.
+	prep store.PreparingWriter
 }
 
 type pending struct {
 	spans    []store.Span
-	prepared any        // from prep.prepare, when the committer has a preparer
-	done     chan error // buffered: the writer never blocks on a gone caller
+	prepared store.PreparedBatch // from prep.Prepare, when the store can prepare
+	done     chan error          // buffered: the writer never blocks on a gone caller
 }
 
 func newCommitter(w store.Writer, maxSpans int, timeout time.Duration) *committer {
@@ -72,7 +64,7 @@ func (c *committer) write(ctx context.Context, spans []store.Span) error {
 		// parallel, and a request with a span the store rejects fails alone
 		// instead of failing the group it would have joined.
 		var err error
-		if p.prepared, err = c.prep.prepare(spans); err != nil {
+		if p.prepared, err = c.prep.Prepare(spans); err != nil {
 			return err
 		}
 	}
@@ -126,11 +118,11 @@ collect:
 	began := time.Now()
 	var err error
 	if c.prep != nil {
-		prepared := make([]any, len(batch))
+		prepared := make([]store.PreparedBatch, len(batch))
 		for i, p := range batch {
 			prepared[i] = p.prepared
 		}
-		err = c.prep.writePrepared(ctx, prepared)
+		err = c.prep.WriteBatches(ctx, prepared)
 	} else {
 		spans := first.spans
 		if len(batch) > 1 {

@@ -114,14 +114,14 @@ func TestCommitterReportsStoreErrorToEveryCallerOfTheBatch(t *testing.T) {
 // gatedPrep holds the first prepared write until released; it writes to the
 // real embedded store.
 type gatedPrep struct {
-	splitPrep[*sqlite.PreparedSpans]
+	store.PreparingWriter
 	once    sync.Once
 	release chan struct{}
 }
 
-func (g *gatedPrep) writePrepared(ctx context.Context, batches []any) error {
+func (g *gatedPrep) WriteBatches(ctx context.Context, batches []store.PreparedBatch) error {
 	g.once.Do(func() { <-g.release })
-	return g.splitPrep.writePrepared(ctx, batches)
+	return g.PreparingWriter.WriteBatches(ctx, batches)
 }
 
 func TestCommitterWithPreparedWritesStoresEachAckedRequestAndFailsABadOneAlone(t *testing.T) {
@@ -131,7 +131,7 @@ func TestCommitterWithPreparedWritesStoresEachAckedRequestAndFailsABadOneAlone(t
 	}
 	defer st.Close()
 	c := newCommitter(st, DefaultMaxBatchSpans, time.Minute)
-	gp := &gatedPrep{splitPrep: splitPrep[*sqlite.PreparedSpans]{st}, release: make(chan struct{})}
+	gp := &gatedPrep{PreparingWriter: st, release: make(chan struct{})}
 	c.prep = gp
 	var mu sync.Mutex
 	maxRequests := 0

@@ -17,8 +17,6 @@ import (
 
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/store"
-	"github.com/loomwork/loomwork/store/clickhouse"
-	"github.com/loomwork/loomwork/store/sqlite"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
 
@@ -106,7 +104,11 @@ func (e *traceExporter) start(ctx context.Context, _ component.Host) error {
 		writeTimeout = DefaultTimeout
 	}
 	c := newCommitter(w, e.cfg.maxBatchSpans(), writeTimeout)
-	c.prep = preparerFor(w)
+	// A store that can split its writes encodes each request in the
+	// request's goroutine (store.PreparingWriter, an optional capability).
+	if pw, ok := w.(store.PreparingWriter); ok {
+		c.prep = pw
+	}
 	c.onBatch = func(requests, spans int, d time.Duration, err error) {
 		if err != nil {
 			e.log.Warn("store write failed; senders are told to retry",
@@ -164,39 +166,6 @@ func (e *traceExporter) push(ctx context.Context, td ptrace.Traces) error {
 	}
 	if err := c.write(ctx, spans); err != nil {
 		return newRetryable(codes.Unavailable, fmt.Errorf("store %d spans: %w", len(spans), err), e.cfg.retryAfter())
-	}
-	return nil
-}
-
-// splitWriter is a store whose write splits into PrepareSpans (checks and
-// encoding, safe to run concurrently, one per request) and WritePrepared
-// (one insert or transaction for any number of prepared batches). Both
-// stores have one, each with its own prepared type P.
-type splitWriter[P any] interface {
-	PrepareSpans(spans []store.Span) (P, error)
-	WritePrepared(ctx context.Context, batches ...P) error
-}
-
-// splitPrep adapts a splitWriter to the committer's preparer.
-type splitPrep[P any] struct{ s splitWriter[P] }
-
-func (p splitPrep[P]) prepare(spans []store.Span) (any, error) { return p.s.PrepareSpans(spans) }
-
-func (p splitPrep[P]) writePrepared(ctx context.Context, batches []any) error {
-	bs := make([]P, len(batches))
-	for i, b := range batches {
-		bs[i] = b.(P)
-	}
-	return p.s.WritePrepared(ctx, bs...)
-}
-
-// preparerFor returns w's split write, or nil when it has none.
-func preparerFor(w store.Writer) preparer {
-	switch ps := w.(type) {
-	case splitWriter[*sqlite.PreparedSpans]:
-		return splitPrep[*sqlite.PreparedSpans]{ps}
-	case splitWriter[*clickhouse.PreparedSpans]:
-		return splitPrep[*clickhouse.PreparedSpans]{ps}
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/loomwork/loomwork/collector/traceapi"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/store"
 )
@@ -48,7 +47,7 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 		}
 	}
 	// One parser for the CLI, the JSON API and these pages.
-	q, err := traceapi.ParseQuery(storeVals, s.cfg.Now())
+	q, err := store.ParseTraceQuery(storeVals, s.cfg.Now())
 	if err != nil {
 		return ListView{}, badRequest{err.Error()}
 	}
@@ -192,7 +191,7 @@ func parseWaterfallQuery(v url.Values) (waterfallQuery, error) {
 // an id that is malformed, shared by several traces or unknown.
 func (s *Server) traceID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	if traceapi.TraceIDPattern.MatchString(id) {
+	if store.IsFullTraceID(id) {
 		return id, nil
 	}
 	return s.deps.Traces.ResolveTraceID(r.Context(), id)
@@ -339,6 +338,14 @@ func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
 // apiTrace serves GET /api/v1/traces/{id}. {id} may be a unique prefix
 // (see traceID): the trace is returned directly, no redirect, with its full
 // id in trace_id.
+// TraceResponse is the body of GET /api/v1/traces/{id} (and of `loom-eval
+// traces get --json`): the trace's full id, its rollup and every span.
+type TraceResponse struct {
+	TraceID string        `json:"trace_id"`
+	Rollup  rollup.Rollup `json:"rollup"`
+	Spans   []store.Span  `json:"spans"`
+}
+
 func (s *Server) apiTrace(w http.ResponseWriter, r *http.Request) {
 	id, err := s.traceID(r)
 	if err != nil {
@@ -350,7 +357,7 @@ func (s *Server) apiTrace(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"trace_id": id, "rollup": c.rollup, "spans": c.spans})
+	writeJSON(w, http.StatusOK, TraceResponse{TraceID: id, Rollup: c.rollup, Spans: c.spans})
 }
 
 func (s *Server) apiRollup(w http.ResponseWriter, r *http.Request) {

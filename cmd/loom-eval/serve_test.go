@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomwork/loomwork/collector/traceapi"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -97,8 +96,9 @@ func TestServeDemoTracesCommands(t *testing.T) {
 	}
 	out, err = run("traces", "get", "--json", "--store", dbPath, ids[1])
 	var tr struct {
-		traceapi.TraceResponse
-		Rollup struct {
+		TraceID string       `json:"trace_id"`
+		Spans   []store.Span `json:"spans"`
+		Rollup  struct {
 			CriticalPathMS float64 `json:"critical_path_ms"`
 			DurationMS     float64 `json:"duration_ms"`
 			ModelCalls     int     `json:"model_calls"`

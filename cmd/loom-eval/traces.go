@@ -13,10 +13,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/loomwork/loomwork/collector/traceapi"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
+	"github.com/loomwork/loomwork/web"
 )
 
 // runTraces lists or shows stored traces. It opens the store read-only, so
@@ -60,14 +60,14 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("traces list", "traces list [--since 1h] [--service S] [--agent A] [--model M] [--status ok|error] [--json]")
 	storeURL := m.tracesStoreFlag(fs)
 	asJSON := fs.Bool("json", false, "print the page as JSON")
-	// Each filter is a traceapi query parameter, so the CLI and the HTTP API
+	// Each filter is a store.QueryParams parameter, so the CLI and the HTTP API
 	// accept and reject the same things.
 	vals := map[string]*string{}
-	for _, name := range traceapi.ParamNames() {
+	for _, name := range store.QueryParamNames() {
 		if name == "asc" {
 			continue
 		}
-		vals[name] = fs.String(strings.ReplaceAll(name, "_", "-"), "", "filter: "+tracesParamHelp(name))
+		vals[name] = fs.String(strings.ReplaceAll(name, "_", "-"), "", "filter: "+store.QueryParams[name])
 	}
 	asc := fs.Bool("asc", false, "ascending order")
 	if err := parseFlags(fs, args); err != nil {
@@ -85,7 +85,7 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	if *asc {
 		v.Set("asc", "true")
 	}
-	q, err := traceapi.ParseQuery(v, time.Now())
+	q, err := store.ParseTraceQuery(v, time.Now())
 	if err != nil {
 		return usageError("traces list: %s", strings.ReplaceAll(err.Error(), "query parameter", "flag"))
 	}
@@ -106,28 +106,6 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	}
 	tracesPrintSummaries(m.Stdout, page)
 	return nil
-}
-
-func tracesParamHelp(name string) string {
-	switch name {
-	case "start", "end":
-		return "RFC 3339 time bound on the trace start"
-	case "since":
-		return "only traces started within this duration (e.g. 1h)"
-	case "min-duration", "min_duration":
-		return "only traces at least this long (e.g. 2s)"
-	case "status":
-		return "ok or error"
-	case "sort":
-		return "start, duration, spans, errors or tokens"
-	case "limit":
-		return fmt.Sprintf("page size (default %d, at most %d)", store.DefaultPageSize, store.MaxPageSize)
-	case "page_token":
-		return "continue from the previous page's token"
-	case "text":
-		return "substring of a span name"
-	}
-	return name + " (exact match)"
 }
 
 func tracesPrintSummaries(w io.Writer, page store.TracePage) {
@@ -189,7 +167,7 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 	var spans []store.Span
-	if full := strings.ToLower(id); traceapi.TraceIDPattern.MatchString(full) {
+	if full := strings.ToLower(id); store.IsFullTraceID(full) {
 		id = full
 	} else {
 		id, err = st.ResolveTraceID(ctx, id)
@@ -211,17 +189,11 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	}
 	ru := rollup.Compute(spans, prices)
 	if *asJSON {
-		return tracesWriteJSON(m.Stdout, tracesGetResponse{TraceResponse: traceapi.TraceResponse{TraceID: id, Spans: spans}, Rollup: ru})
+		return tracesWriteJSON(m.Stdout, web.TraceResponse{TraceID: id, Rollup: ru, Spans: spans})
 	}
 	tracesPrintTree(m.Stdout, id, spans)
 	fmt.Fprintln(m.Stdout)
 	return writeRollupText(m.Stdout, []rollup.Rollup{ru}, prices)
-}
-
-// tracesGetResponse is `traces get --json`: the spans and their rollup.
-type tracesGetResponse struct {
-	traceapi.TraceResponse
-	Rollup rollup.Rollup `json:"rollup"`
 }
 
 // printTree prints spans as an indented tree: offset from the trace start,

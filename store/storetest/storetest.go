@@ -92,6 +92,7 @@ func (s *suite) tests() []testCase {
 		{name: "ConcurrentWritersEachSpanOnce", skip: s.h.Skip.ConcurrentWriters, run: s.testConcurrentWriters},
 		{name: "ReopenKeepsEverythingExactlyOnce", skip: s.h.Reopen == nil, run: s.testReopen},
 		{name: "CanceledContextIsError", skip: s.h.Skip.ContextCancellation, run: s.testCanceled},
+		{name: "PreparedBatchesWrittenTogetherKeepOneCopy", run: s.testPreparedBatches},
 	}
 }
 

@@ -1,0 +1,36 @@
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// PreparedBatch is a batch of spans a PreparingWriter checked and encoded;
+// only the writer that prepared it can write it.
+type PreparedBatch interface {
+	// Len is the number of spans in the batch.
+	Len() int
+}
+
+// PreparingWriter is an optional capability of a Writer whose write splits
+// in two: Prepare, the CPU-heavy half (checks and encoding), which takes no
+// lock and may run concurrently (one call per incoming request), and
+// WriteBatches, the write proper, which stores any number of prepared
+// batches in one insert or transaction with WriteSpans' guarantees
+// (durable when it returns nil; spans repeated across the batches, or
+// already stored, are stored once). Prepare fails, naming the span, for
+// the spans WriteSpans would reject.
+//
+// Consumers find it with a type assertion and fall back to WriteSpans; a
+// backend declares it with var _ store.PreparingWriter = (*Store)(nil).
+// The batches must not be used again after WriteBatches, and the spans they
+// were prepared from must not change until it returns.
+type PreparingWriter interface {
+	Writer
+	Prepare(spans []Span) (PreparedBatch, error)
+	WriteBatches(ctx context.Context, batches []PreparedBatch) error
+}
+
+// ErrForeignBatch is wrapped by WriteBatches for a batch that another
+// kind of store prepared.
+var ErrForeignBatch = errors.New("prepared batch was made by another store")
