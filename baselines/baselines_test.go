@@ -18,12 +18,12 @@ import (
 	"github.com/loomwork/loomwork/datasets/datasettest"
 
 	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/replay"
-	"github.com/loomwork/loomwork/replay/journal"
 )
 
 func TestMain(m *testing.M) {
@@ -119,7 +119,7 @@ func TestCommittedJournalsReplayAsTheIdentity(t *testing.T) {
 					rep.MatchedEvents, rep.RecordedEvents, rep.Divergence, rep.ResultDiffs)
 				continue
 			}
-			got := rep.TrialRecord(false)
+			got := replay.TrialRecord(&rep, false)
 			got.Journal = nil
 			if w, ok := want[fmt.Sprintf("%s#%d", got.CaseID, got.Trial)]; !ok || !reflect.DeepEqual(got, w) {
 				t.Errorf("%s: replayed trial differs from baseline.trials.jsonl:\n got %+v\nwant %+v", run.ID, got, w)

@@ -16,10 +16,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
-	"github.com/loomwork/loomwork/replay/journal"
-	"github.com/loomwork/loomwork/replay/journaldb"
 )
 
 // Config configures an Engine.
@@ -32,7 +32,7 @@ type Config struct {
 	// WorkDir holds the scratch databases re-executed effects are applied
 	// to (one per run). Default: a new temporary directory per run.
 	WorkDir string
-	// KeepDatabases keeps the scratch databases (Report.Database names
+	// KeepDatabases keeps the scratch databases (journal.ReplayReport.Database names
 	// each) instead of deleting them after the run.
 	KeepDatabases bool
 	// Clock stamps the scratch journal and the spans. Default time.Now.
@@ -75,71 +75,14 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg}, nil
 }
 
-// Report is the outcome of replaying (or rescoring) one run.
-type Report struct {
-	File     string `json:"file,omitempty"`
-	RunID    string `json:"run_id"`
-	Agent    string `json:"agent"`
-	CaseID   string `json:"case_id,omitempty"`
-	Trial    int    `json:"trial"`
-	Rescored bool   `json:"rescored,omitempty"` // from recorded events alone, nothing executed
-	// Label is the label of the recorded model answers ("scripted", "live").
-	Label string `json:"model_label"`
-	Model string `json:"model,omitempty"`
-
-	RecordedEvents int `json:"recorded_events"`
-	MatchedEvents  int `json:"matched_events"` // replayed events identical in kind, step, tool, call id and argument hash
-	// Complete is false when the journal ends before run_finished (a run
-	// that crashed and was never resumed): the replay checks the recorded
-	// prefix and stops there.
-	Complete bool `json:"complete"`
-
-	Divergence  *runtime.DivergenceError `json:"divergence,omitempty"`
-	DivergeLine int                      `json:"divergence_line,omitempty"` // the journal line of the divergent event
-	ResultDiffs []ResultDiff             `json:"result_diffs,omitempty"`
-
-	Answer           string    `json:"answer"`
-	Citations        []string  `json:"citations,omitempty"`
-	Documents        []string  `json:"documents,omitempty"`
-	ToolsCalled      []string  `json:"tools_called,omitempty"`
-	Steps            int       `json:"steps"`
-	StepLimitReached bool      `json:"step_limit_reached,omitempty"`
-	Usage            llm.Usage `json:"usage"`
-	DurationMS       float64   `json:"duration_ms"` // recorded: run_started to run_finished
-	ModelCalls       int       `json:"model_calls"` // calls to a model: always 0
-	ToolRuns         int       `json:"tool_runs"`
-	TraceID          string    `json:"trace_id,omitempty"`
-	Database         string    `json:"database,omitempty"`
-}
-
-// OK reports whether the replay found no divergence and no differing result.
-func (r *Report) OK() bool { return r.Divergence == nil && len(r.ResultDiffs) == 0 }
-
-// ResultDiff is a re-executed tool whose result differs from the journal.
-type ResultDiff struct {
-	Code     string `json:"code"` // runtime.CodeResultDiffers
-	Seq      int64  `json:"seq"`
-	Line     int    `json:"line,omitempty"`
-	Step     int    `json:"step"`
-	Tool     string `json:"tool"`
-	CallID   string `json:"call_id"`
-	Recorded string `json:"recorded"`
-	Replayed string `json:"replayed"`
-}
-
-func (d ResultDiff) String() string {
-	return fmt.Sprintf("[%s] tool result differs at seq %d (step %d, %s call %s): recorded %q, replayed %q",
-		d.Code, d.Seq, d.Step, d.Tool, d.CallID, d.Recorded, d.Replayed)
-}
-
 // ReplayFile reads, verifies and replays every run in a JSONL journal. A
 // corrupt journal is rejected before anything runs (*journal.CorruptionError).
-func (e *Engine) ReplayFile(ctx context.Context, path string) ([]Report, error) {
+func (e *Engine) ReplayFile(ctx context.Context, path string) ([]journal.ReplayReport, error) {
 	runs, err := journal.ReadJSONLFile(path)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Report, 0, len(runs))
+	out := make([]journal.ReplayReport, 0, len(runs))
 	for _, r := range runs {
 		rep, err := e.Replay(ctx, r)
 		if err != nil {
@@ -157,10 +100,10 @@ var errRecordedEnd = errors.New("end of the recorded journal")
 // Replay re-runs one recorded run. Divergences and differing results are in
 // the report; the error is for what kept the replay from running (an
 // unregistered agent, a journal that does not start with run_started, I/O).
-func (e *Engine) Replay(ctx context.Context, run journal.Run) (Report, error) {
+func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayReport, error) {
 	rep, started, err := header(run)
 	if err != nil {
-		return Report{}, err
+		return journal.ReplayReport{}, err
 	}
 	agent, ok := e.cfg.Registry.Agent(started.Agent)
 	if !ok {
@@ -211,12 +154,12 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (Report, error) {
 	res, runErr := rt.Run(ctx, agent, task)
 	rep.ModelCalls = model.live
 	rep.ToolRuns = res.ToolRuns
-	var de *runtime.DivergenceError
+	var de *journal.DivergenceError
 	switch {
 	case runErr == nil:
 		if chk.matched < len(run.Events) {
-			ref := refOf(run.Events[chk.matched])
-			chk.diverge(&runtime.DivergenceError{Code: runtime.CodeMissing, RunID: run.ID, Seq: run.Events[chk.matched].Seq, Recorded: &ref})
+			ref := journal.RefOf(run.Events[chk.matched])
+			chk.diverge(&journal.DivergenceError{Code: journal.CodeMissing, RunID: run.ID, Seq: run.Events[chk.matched].Seq, Recorded: &ref})
 		}
 		rep.Answer, rep.Citations, rep.Documents = res.Answer, res.Citations, res.Documents
 		rep.Steps, rep.StepLimitReached, rep.Usage = res.Steps, res.StepLimitReached, res.Usage
@@ -242,10 +185,10 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (Report, error) {
 
 // Rescore builds the report of a run from its recorded events alone:
 // nothing is executed and no model is involved.
-func Rescore(run journal.Run) (Report, error) {
+func Rescore(run journal.Run) (journal.ReplayReport, error) {
 	rep, _, err := header(run)
 	if err != nil {
-		return Report{}, err
+		return journal.ReplayReport{}, err
 	}
 	r := rescore(run)
 	r.File, r.RunID, r.Agent, r.CaseID, r.Trial, r.Label, r.Model = rep.File, rep.RunID, rep.Agent, rep.CaseID, rep.Trial, rep.Label, rep.Model
@@ -255,8 +198,8 @@ func Rescore(run journal.Run) (Report, error) {
 	return r, nil
 }
 
-func rescore(run journal.Run) Report {
-	var r Report
+func rescore(run journal.Run) journal.ReplayReport {
+	var r journal.ReplayReport
 	seenTool, seenDoc := map[string]bool{}, map[string]bool{}
 	for _, e := range run.Events {
 		switch e.Kind {
@@ -291,8 +234,8 @@ func rescore(run journal.Run) Report {
 }
 
 // header reads the run_started event and the facts every report carries.
-func header(run journal.Run) (Report, journal.RunStarted, error) {
-	rep := Report{File: run.File, RunID: run.ID, RecordedEvents: len(run.Events)}
+func header(run journal.Run) (journal.ReplayReport, journal.RunStarted, error) {
+	rep := journal.ReplayReport{File: run.File, RunID: run.ID, RecordedEvents: len(run.Events)}
 	if len(run.Events) == 0 || run.Events[0].Kind != journal.KindRunStarted {
 		return rep, journal.RunStarted{}, fmt.Errorf("replay run %s: the journal does not start with run_started", run.ID)
 	}
@@ -319,10 +262,6 @@ func header(run journal.Run) (Report, journal.RunStarted, error) {
 		}
 	}
 	return rep, started, nil
-}
-
-func refOf(e journal.Event) runtime.EventRef {
-	return runtime.EventRef{Kind: e.Kind, Step: e.Step, Tool: e.Tool, CallID: e.CallID, ArgsHash: e.ArgsHash}
 }
 
 func safeName(s string) string {
@@ -379,7 +318,7 @@ func (m *recordedModel) Complete(ctx context.Context, req llm.Request) (llm.Resp
 type checker struct {
 	*journaldb.Store
 	run      journal.Run
-	rep      *Report
+	rep      *journal.ReplayReport
 	complete bool
 	matched  int
 	// resultsDiffer is set once a re-executed tool returned a different
@@ -388,7 +327,7 @@ type checker struct {
 	resultsDiffer bool
 }
 
-func (c *checker) diverge(de *runtime.DivergenceError) {
+func (c *checker) diverge(de *journal.DivergenceError) {
 	if c.rep.Divergence == nil {
 		c.rep.Divergence = de
 	}
@@ -417,19 +356,19 @@ func (c *checker) check(evs []journal.Event) error {
 			if !c.complete {
 				return errRecordedEnd
 			}
-			ref := refOf(got)
-			de := &runtime.DivergenceError{Code: runtime.CodeExtra, RunID: c.run.ID, Seq: got.Seq, Produced: &ref}
+			ref := journal.RefOf(got)
+			de := &journal.DivergenceError{Code: journal.CodeExtra, RunID: c.run.ID, Seq: got.Seq, Produced: &ref}
 			c.diverge(de)
 			return de
 		}
 		want := c.run.Events[idx]
-		wr, gr := refOf(want), refOf(got)
+		wr, gr := journal.RefOf(want), journal.RefOf(got)
 		if got.Kind == journal.KindModelRequest && c.resultsDiffer {
 			gr.ArgsHash, wr.ArgsHash = "", ""
 		}
-		if f := runtime.Compare(wr, gr); f != "" {
-			wr, gr = refOf(want), refOf(got)
-			de := &runtime.DivergenceError{Code: runtime.CodeMismatch, RunID: c.run.ID, Seq: got.Seq, Field: f, Recorded: &wr, Produced: &gr}
+		if f := journal.Compare(wr, gr); f != "" {
+			wr, gr = journal.RefOf(want), journal.RefOf(got)
+			de := &journal.DivergenceError{Code: journal.CodeMismatch, RunID: c.run.ID, Seq: got.Seq, Field: f, Recorded: &wr, Produced: &gr}
 			if f == "args_hash" && got.Kind == journal.KindModelRequest {
 				de.Detail = "the run built a different conversation although every earlier tool result matched"
 			}
@@ -453,8 +392,8 @@ func (c *checker) compareResult(want, got journal.Event) {
 		return
 	}
 	c.resultsDiffer = true
-	c.rep.ResultDiffs = append(c.rep.ResultDiffs, ResultDiff{
-		Code: runtime.CodeResultDiffers, Seq: got.Seq, Line: c.run.LineOf(got.Seq), Step: got.Step, Tool: got.Tool, CallID: got.CallID,
+	c.rep.ResultDiffs = append(c.rep.ResultDiffs, journal.ResultDiff{
+		Code: journal.CodeResultDiffers, Seq: got.Seq, Line: c.run.LineOf(got.Seq), Step: got.Step, Tool: got.Tool, CallID: got.CallID,
 		Recorded: describeResult(w), Replayed: describeResult(g),
 	})
 }

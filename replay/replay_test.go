@@ -18,12 +18,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
 	"github.com/loomwork/loomwork/agents/scripted"
 	"github.com/loomwork/loomwork/replay"
-	"github.com/loomwork/loomwork/replay/journal"
-	"github.com/loomwork/loomwork/replay/journaldb"
 )
 
 var update = flag.Bool("update", false, "regenerate testdata/good.jsonl and the bad-*.jsonl fixtures")
@@ -316,7 +316,7 @@ func TestChangedEffectIsReportedAsDivergenceAtItsSeq(t *testing.T) {
 	}
 	d := reps[0].Divergence
 	wantSeq, wantLine := seqOf(t, journal.KindEffect, "ledger_append", 1)
-	if d == nil || d.Code != runtime.CodeMismatch || d.Seq != wantSeq || d.Field != "args_hash" || reps[0].DivergeLine != wantLine {
+	if d == nil || d.Code != journal.CodeMismatch || d.Seq != wantSeq || d.Field != "args_hash" || reps[0].DivergeLine != wantLine {
 		t.Fatalf("divergence = %v (line %d), want LWR1100 args_hash at seq %d line %d", d, reps[0].DivergeLine, wantSeq, wantLine)
 	}
 	if d.Recorded == nil || d.Produced == nil || d.Recorded.Kind != journal.KindEffect || d.Recorded.CallID != "call_4" {
@@ -369,7 +369,7 @@ func TestChangedPureToolResultIsReportedWithoutStopping(t *testing.T) {
 		t.Fatalf("report = %+v, divergence %v", r, r.Divergence)
 	}
 	d := r.ResultDiffs[0]
-	if d.Seq != wantSeq || d.Line != wantLine || d.Recorded != "2500" || d.Replayed != "2500.00" || d.Code != runtime.CodeResultDiffers {
+	if d.Seq != wantSeq || d.Line != wantLine || d.Recorded != "2500" || d.Replayed != "2500.00" || d.Code != journal.CodeResultDiffers {
 		t.Fatalf("diff = %+v, want seq %d line %d", d, wantSeq, wantLine)
 	}
 }

@@ -1,18 +1,19 @@
 package replay
 
 import (
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/datasets"
 )
 
-// TrialRecord converts the report into a trial record for `loom-eval score`.
+// TrialRecord converts a replay report into a trial record for `loom-eval score`.
 // The label stays "scripted" for a journal of scripted answers (a scripted
 // run is labelled so everywhere); a journal of live answers replayed
 // becomes "replayed". Success means the run reproduced to its final answer:
 // complete, without divergence, with a non-empty answer; evidence and tool
 // expectations are the scorer's to judge. withTrace adds the replay's
 // trace id, for runs whose spans were exported.
-func (r *Report) TrialRecord(withTrace bool) datasets.Trial {
+func TrialRecord(r *journal.ReplayReport, withTrace bool) datasets.Trial {
 	caseID := r.CaseID
 	if caseID == "" {
 		caseID = r.RunID

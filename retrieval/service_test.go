@@ -3,10 +3,12 @@ package retrieval_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -339,16 +341,47 @@ func TestHTTPSearch(t *testing.T) {
 	}
 }
 
+// FuzzDecodeSearchRequest: a body is either rejected with a message, or
+// decoded into a request that re-encodes to JSON which decodes to the same
+// request (nothing accepted is lost or invented); and a decoded request's
+// query validates exactly when its fields are in range.
 func FuzzDecodeSearchRequest(f *testing.F) {
 	f.Add([]byte(`{"query":"x","mode":"rrf","k":3,"exclude_issues":[1,2],"rrf_k":10,"dense_weight":0.3}`))
 	f.Add([]byte(`{"query":1}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"query":" ","k":-1,"dense_weight":2}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := retrieval.DecodeSearchRequest(body)
 		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("a rejection without a message")
+			}
 			return
 		}
+		again, err := json.Marshal(req)
+		if err != nil {
+			t.Fatalf("re-encode %+v: %v", req, err)
+		}
+		back, err := retrieval.DecodeSearchRequest(again)
+		if len(req.ExcludeIssues) == 0 {
+			req.ExcludeIssues = nil // [] and absent mean the same and encode the same
+		}
+		if err != nil || !reflect.DeepEqual(back, req) {
+			t.Fatalf("%s decoded to %+v, which round-trips to %+v (%v)", body, req, back, err)
+		}
 		q := retrieval.Query{Text: req.Query, Mode: retrieval.Mode(req.Mode), K: req.K, ExcludeIssues: req.ExcludeIssues, RRFK: req.RRFK, DenseWeight: req.DenseWeight}
-		_ = q.Validate()
+		inRange := strings.TrimSpace(req.Query) != "" && req.K >= 0 && req.K <= retrieval.MaxK &&
+			!(req.RRFK < 0 || math.IsNaN(req.RRFK) || math.IsInf(req.RRFK, 0)) &&
+			(req.DenseWeight == nil || (*req.DenseWeight >= 0 && *req.DenseWeight <= 1))
+		for _, n := range req.ExcludeIssues {
+			inRange = inRange && n > 0
+		}
+		if req.Mode != "" {
+			_, merr := retrieval.ParseMode(req.Mode)
+			inRange = inRange && merr == nil
+		}
+		if verr := q.Validate(); (verr == nil) != inRange {
+			t.Fatalf("%s: Validate() = %v, but the fields are in range: %v", body, verr, inRange)
+		}
 	})
 }

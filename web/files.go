@@ -12,8 +12,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/loomwork/loomwork/replay"
-	"github.com/loomwork/loomwork/replay/journal"
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/scorer/gate"
 	"github.com/loomwork/loomwork/scorer/report"
 )
@@ -263,7 +262,7 @@ type RunRow struct {
 	Events   int
 	Finished bool
 	Answer   string
-	Replay   *replay.Report
+	Replay   *journal.ReplayReport
 }
 
 // RunsView is the runs page.
@@ -301,9 +300,9 @@ func summariseRun(file string, r journal.Run) RunRow {
 // output of `loom-eval replay --json`), the errors of the replay reports
 // that do not read, the other files and, with journals, the journals' runs
 // and the errors of those that do not read.
-func (s *Server) runFiles(journals bool) (RunsView, map[string]*replay.Report, error) {
+func (s *Server) runFiles(journals bool) (RunsView, map[string]*journal.ReplayReport, error) {
 	var v RunsView
-	reps := map[string]*replay.Report{}
+	reps := map[string]*journal.ReplayReport{}
 	type journalFile struct{ name, path string }
 	var jfiles []journalFile
 	err := scanDir(s.deps.Files.RunsDir, func(name, path string, kind fileKind, readErr error) {
@@ -321,7 +320,7 @@ func (s *Server) runFiles(journals bool) (RunsView, map[string]*replay.Report, e
 				return
 			}
 			var doc struct {
-				Reports []replay.Report `json:"reports"`
+				Reports []journal.ReplayReport `json:"reports"`
 			}
 			if err := json.Unmarshal(b, &doc); err != nil {
 				v.Errors = append(v.Errors, fmt.Sprintf("replay report %s: not a loom-eval replay --json report: %v", name, err))
@@ -380,14 +379,14 @@ type StepRow struct {
 	Summary   string
 	Detail    string
 	Diverged  bool
-	ResultDif *replay.ResultDiff
+	ResultDif *journal.ResultDiff
 }
 
 // RunView is the run page.
 type RunView struct {
 	Run    RunRow
 	Steps  []StepRow
-	Replay *replay.Report
+	Replay *journal.ReplayReport
 	Errors []string // replay reports in the runs directory that do not read
 }
 

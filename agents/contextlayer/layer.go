@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
 )
 
@@ -125,37 +126,14 @@ type Output struct {
 	Report   Report
 }
 
-// Report says what the layer did; the runtime puts it on the model-call span.
-type Report struct {
-	Tokenizer     string       `json:"tokenizer"`
-	Budget        int          `json:"budget"`
-	TokensBefore  int          `json:"tokens_before"`
-	TokensAfter   int          `json:"tokens_after"`
-	Shrunk        []ShrunkItem `json:"shrunk,omitempty"`
-	Summary       *SummaryInfo `json:"summary,omitempty"`
-	PinsRestored  []Pin        `json:"pins_restored,omitempty"`
-	PinsSkipped   int          `json:"pins_skipped,omitempty"` // pins that did not fit MaxPinTokens
-	DroppedOldest int          `json:"dropped_oldest,omitempty"`
-	OverBudget    bool         `json:"over_budget,omitempty"`
-}
-
-// ShrunkItem records one shrunk tool result.
-type ShrunkItem struct {
-	Index        int    `json:"index"`
-	ToolCallID   string `json:"tool_call_id,omitempty"`
-	TokensBefore int    `json:"tokens_before"`
-	TokensAfter  int    `json:"tokens_after"`
-}
-
-// SummaryInfo records what a summary replaced (its provenance).
-type SummaryInfo struct {
-	FromIndex   int      `json:"from_index"` // first summarised message, in the input's numbering
-	ToIndex     int      `json:"to_index"`   // last summarised message
-	Messages    int      `json:"messages"`
-	ToolCallIDs []string `json:"tool_call_ids,omitempty"`
-	Tokens      int      `json:"tokens"`
-	By          string   `json:"by"` // "model" or "extractive"
-}
+// Report is what one Apply did. Its shape is part of the journal format
+// (agents/journal owns it: the runtime journals it in every model_request),
+// so the types are aliases of the journal's.
+type (
+	Report      = journal.ContextReport
+	ShrunkItem  = journal.ShrunkItem
+	SummaryInfo = journal.SummaryInfo
+)
 
 // SummaryPrefix opens the message that replaces summarised turns.
 const SummaryPrefix = "[Summary of earlier steps"

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loomwork/loomwork/agents/journal"
+
 	"github.com/loomwork/loomwork/agents/llm"
 )
 
@@ -25,15 +27,8 @@ func DefaultPinPatterns() []*regexp.Regexp {
 	}
 }
 
-// Pin is a fact to keep, with where it was first seen.
-type Pin struct {
-	Value  string `json:"value"`
-	Source string `json:"source"` // "task", "tool:<call id>", "message <i>"
-	// Explicit pins were marked by the task or a tool; pattern pins were
-	// recognised by DefaultPinPatterns-like rules. Explicit ones win when
-	// the pin allowance is short.
-	Explicit bool `json:"explicit"`
-}
+// Pin is a fact kept verbatim through compaction (a journal type).
+type Pin = journal.Pin
 
 // collectPins scans the untouched conversation. It must run before any
 // shrinking or summarising.

@@ -2,6 +2,7 @@ package research_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,15 +27,29 @@ func FuzzCitations(f *testing.F) {
 }
 
 // FuzzTaskAttributes feeds arbitrary task attributes to search_docs's
-// decoder through the tool: it must fail cleanly, never panic.
+// decoder. Properties: an accepted value holds only positive issue numbers
+// and round-trips through TaskAttributes to the same list; a rejected one
+// names the task attributes (so the tool's error says where it came from).
 func FuzzTaskAttributes(f *testing.F) {
-	for _, s := range []string{`{"exclude_issues":[1]}`, `{"exclude_issues":[-1]}`, `{"exclude_issues":"x"}`, `[]`, `null`, `{`} {
+	for _, s := range []string{`{"exclude_issues":[1]}`, `{"exclude_issues":[-1]}`, `{"exclude_issues":"x"}`, `[]`, `null`, `{`, `{"exclude_issues":[3,0]}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		if !json.Valid([]byte(raw)) {
+		a, err := research.DecodeAttributesForTest(json.RawMessage(raw))
+		if err != nil {
+			if !strings.Contains(err.Error(), "task attributes") {
+				t.Fatalf("error %q does not name the task attributes", err)
+			}
 			return
 		}
-		research.DecodeAttributesForTest(json.RawMessage(raw))
+		for i, n := range a.ExcludeIssues {
+			if n <= 0 {
+				t.Fatalf("accepted exclude_issues[%d] = %d from %q", i, n, raw)
+			}
+		}
+		back, err := research.DecodeAttributesForTest(research.TaskAttributes(a.ExcludeIssues...))
+		if err != nil || !slices.Equal(back.ExcludeIssues, a.ExcludeIssues) && len(a.ExcludeIssues) > 0 {
+			t.Fatalf("round trip of %v: %v, %v", a.ExcludeIssues, back.ExcludeIssues, err)
+		}
 	})
 }

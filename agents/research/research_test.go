@@ -18,11 +18,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/loomwork/loomwork/agents/contextlayer"
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
-	"github.com/loomwork/loomwork/replay/journal"
-	"github.com/loomwork/loomwork/replay/journaldb"
 	"github.com/loomwork/loomwork/retrieval/judged"
 )
 

@@ -9,8 +9,8 @@ import (
 	"sync"
 
 	"github.com/loomwork/loomwork/agents/contextlayer"
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
-	"github.com/loomwork/loomwork/replay/journal"
 	"github.com/loomwork/loomwork/semconv"
 )
 
@@ -101,22 +101,8 @@ func counterFor(name string) (contextlayer.Counter, error) {
 	}
 }
 
-// ContextRecord is what the runtime journals (in the model_request event,
-// key "context") and puts on the chat span about one compaction.
-type ContextRecord struct {
-	Strategy string `json:"strategy"`
-	contextlayer.Report
-	// SummaryText is the raw text of a model-made summary (journaled so a
-	// resume or replay reuses it instead of asking a model again).
-	SummaryText string `json:"summary_text,omitempty"`
-}
-
-// modelRequestPayload is journal.ModelRequest plus the context record.
-// Readers that only know journal.ModelRequest ignore the extra key.
-type modelRequestPayload struct {
-	journal.ModelRequest
-	Context *ContextRecord `json:"context,omitempty"`
-}
+// ContextRecord is the journal's record of one compaction.
+type ContextRecord = journal.ContextRecord
 
 // stepSummarizer serves one model call's summary: the recorded text when the
 // journal has one for this step, otherwise the configured summarizer.
@@ -181,7 +167,7 @@ func (r *run) compact(ctx context.Context, step int, system string, msgs []llm.M
 	if err != nil {
 		return nil, nil, fmt.Errorf("context layer: %w", err)
 	}
-	rec := &ContextRecord{Strategy: spec.Strategy, Report: out.Report}
+	rec := &ContextRecord{Strategy: spec.Strategy, ContextReport: out.Report}
 	if sum != nil && out.Report.Summary != nil && out.Report.Summary.By == "model" {
 		rec.SummaryText = sum.used
 	}
@@ -197,7 +183,7 @@ func (r *run) recordedSummary(step int) *string {
 	if r.pos < len(r.recorded) {
 		e := r.recorded[r.pos]
 		if e.Kind == journal.KindModelRequest && e.Step == step {
-			var p modelRequestPayload
+			var p journal.ModelRequest
 			if json.Unmarshal(e.Payload, &p) == nil && p.Context != nil && p.Context.SummaryText != "" {
 				s := p.Context.SummaryText
 				return &s
@@ -274,7 +260,7 @@ func ReplayTask(run journal.Run) (Task, error) {
 		if e.Kind != journal.KindModelRequest {
 			continue
 		}
-		var p modelRequestPayload
+		var p journal.ModelRequest
 		if json.Unmarshal(e.Payload, &p) == nil && p.Context != nil && p.Context.SummaryText != "" {
 			if task.summaries == nil {
 				task.summaries = map[int]string{}

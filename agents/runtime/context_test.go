@@ -14,10 +14,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/loomwork/loomwork/agents/contextlayer"
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/replay"
-	"github.com/loomwork/loomwork/replay/journal"
 )
 
 // logAgent has one tool returning a large JSON payload of log rows; the
@@ -201,7 +201,7 @@ func TestContextRunsResumeAndReplayIdentically(t *testing.T) {
 	// Resuming under another budget is a divergence at seq 1.
 	other := &runtime.ContextSpec{Strategy: "shrink+summarise+pins", Budget: 1600}
 	_, err = contextRuntime(t, &stepModel{pages: 10}, j, nil, other).Run(ctx, logAgent(), runtime.Task{RunID: "ctx-2", Input: "Find the incident id in the logs."})
-	var de *runtime.DivergenceError
+	var de *journal.DivergenceError
 	if !errors.As(err, &de) || de.Seq != 1 {
 		t.Fatalf("resume under a changed context spec: %v", err)
 	}

@@ -17,12 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
 	"github.com/loomwork/loomwork/agents/scripted"
-	"github.com/loomwork/loomwork/replay/journal"
-	"github.com/loomwork/loomwork/replay/journaldb"
 )
 
 const (

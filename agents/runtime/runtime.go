@@ -13,9 +13,9 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/loomwork/loomwork/agents/contextlayer"
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
-	"github.com/loomwork/loomwork/replay/journal"
-	"github.com/loomwork/loomwork/replay/journaldb"
 )
 
 // Model is what the runtime needs from a model: one call. The gateway (live
@@ -189,7 +189,7 @@ type run struct {
 
 // Run executes task with agent, or resumes it if the journal has events for
 // task.RunID. A recorded step that does not match what the run produces
-// fails with a *DivergenceError; the journal is left as it was.
+// fails with a *journal.DivergenceError; the journal is left as it was.
 func (rt *Runtime) Run(ctx context.Context, agent Agent, task Task) (res Result, err error) {
 	if task.RunID == "" {
 		return Result{}, errors.New("run agent: task has no run id")
@@ -246,9 +246,9 @@ func (r *run) next(want journal.Record) (journal.Event, bool, error) {
 		return journal.Event{}, false, nil
 	}
 	e := r.recorded[r.pos]
-	got, rec := refOfRecord(want), refOf(e)
-	if f := Compare(rec, got); f != "" {
-		return journal.Event{}, false, &DivergenceError{Code: CodeMismatch, RunID: r.task.RunID, Seq: e.Seq, Field: f, Recorded: &rec, Produced: &got}
+	got, rec := journal.RefOfRecord(want), journal.RefOf(e)
+	if f := journal.Compare(rec, got); f != "" {
+		return journal.Event{}, false, &journal.DivergenceError{Code: journal.CodeMismatch, RunID: r.task.RunID, Seq: e.Seq, Field: f, Recorded: &rec, Produced: &got}
 	}
 	r.pos++
 	return e, true, nil
@@ -352,10 +352,8 @@ func (r *run) modelStep(ctx context.Context, step int, req llm.Request, newMsgs 
 	if final {
 		mr.Tools = nil
 	}
+	mr.Context = ctxRec
 	var payload any = mr
-	if ctxRec != nil {
-		payload = modelRequestPayload{ModelRequest: mr, Context: ctxRec}
-	}
 	label := r.modelLabel()
 	reqEv, reused, err := r.record(ctx, journal.Record{Kind: journal.KindModelRequest, Step: step, ArgsHash: reqHash, Label: label, Payload: payload})
 	if err != nil {
@@ -609,8 +607,8 @@ func (r *run) finish(ctx context.Context, step int, answer string) error {
 		return err
 	}
 	if r.pos < len(r.recorded) {
-		rec := refOf(r.recorded[r.pos])
-		return &DivergenceError{Code: CodeMissing, RunID: r.task.RunID, Seq: r.recorded[r.pos].Seq, Recorded: &rec}
+		rec := journal.RefOf(r.recorded[r.pos])
+		return &journal.DivergenceError{Code: journal.CodeMissing, RunID: r.task.RunID, Seq: r.recorded[r.pos].Seq, Recorded: &rec}
 	}
 	return nil
 }

@@ -16,12 +16,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
 	"github.com/loomwork/loomwork/agents/scripted"
-	"github.com/loomwork/loomwork/replay/journal"
-	"github.com/loomwork/loomwork/replay/journaldb"
 )
 
 func TestMain(m *testing.M) {
@@ -236,8 +236,8 @@ func TestResumeUnderAChangedAgentReportsDivergenceAtSeqOne(t *testing.T) {
 	changed := bookkeeper.Agent()
 	changed.System += " Be brief."
 	_, err := newRuntime(t, m, j, nil).Run(ctx, changed, runtime.Task{RunID: "r", Input: "Book the team lunch."})
-	var de *runtime.DivergenceError
-	if !errors.As(err, &de) || de.Seq != 1 || de.Code != runtime.CodeMismatch || de.Field != "args_hash" {
+	var de *journal.DivergenceError
+	if !errors.As(err, &de) || de.Seq != 1 || de.Code != journal.CodeMismatch || de.Field != "args_hash" {
 		t.Fatalf("err = %v", err)
 	}
 	if !strings.Contains(err.Error(), "[LWR1100]") {

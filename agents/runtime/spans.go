@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
-	"github.com/loomwork/loomwork/replay/journal"
 	"github.com/loomwork/loomwork/semconv"
 )
 
@@ -70,7 +70,7 @@ func contextAttrs(rec *ContextRecord) []attribute.KeyValue {
 	if rec == nil {
 		return nil
 	}
-	rp := rec.Report
+	rp := rec.ContextReport
 	shrunkIDs := []string{}
 	saved := 0
 	for _, s := range rp.Shrunk {

@@ -8,9 +8,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime/schema"
-	"github.com/loomwork/loomwork/replay/journaldb"
 )
 
 // Tool is a function the model may call.

@@ -15,12 +15,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
 	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/replay"
-	"github.com/loomwork/loomwork/replay/journal"
 )
 
 // replayAgents registers every agent whose journals replay can re-run. The
@@ -58,9 +58,9 @@ func (m *Main) replayAgents() (*runtime.Registry, func(), error) {
 }
 
 type replayOutput struct {
-	Reports []replay.Report `json:"reports"`
-	Errors  []string        `json:"errors,omitempty"`
-	OK      bool            `json:"ok"`
+	Reports []journal.ReplayReport `json:"reports"`
+	Errors  []string               `json:"errors,omitempty"`
+	OK      bool                   `json:"ok"`
 }
 
 // runReplay re-runs journals with their recorded model answers, executing
@@ -111,7 +111,7 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 		return err
 	}
 
-	out := replayOutput{Reports: []replay.Report{}}
+	out := replayOutput{Reports: []journal.ReplayReport{}}
 	badInput := false
 	for _, path := range fs.Args() {
 		runs, err := journal.ReadJSONLFile(path)
@@ -122,7 +122,7 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 			continue
 		}
 		for _, run := range runs {
-			var rep replay.Report
+			var rep journal.ReplayReport
 			if *rescore {
 				rep, err = replay.Rescore(run)
 			} else {
@@ -203,7 +203,7 @@ func (m *Main) printReplay(out replayOutput, rescore bool) {
 	fmt.Fprintf(m.Stdout, "%d run(s), %d error(s), ok=%v\n", len(out.Reports), len(out.Errors), out.OK)
 }
 
-func writeTrials(path string, reps []replay.Report, withTrace bool) error {
+func writeTrials(path string, reps []journal.ReplayReport, withTrace bool) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("replay: write trials: %w", err)
@@ -211,7 +211,7 @@ func writeTrials(path string, reps []replay.Report, withTrace bool) error {
 	enc := json.NewEncoder(f)
 	enc.SetEscapeHTML(false)
 	for i := range reps {
-		t := reps[i].TrialRecord(withTrace)
+		t := replay.TrialRecord(&reps[i], withTrace)
 		if err := t.Validate(); err != nil {
 			f.Close()
 			return fmt.Errorf("replay: trial for run %s: %w", reps[i].RunID, err)

@@ -24,12 +24,13 @@ import (
 	"github.com/loomwork/loomwork/agents/contextlayer"
 	"github.com/loomwork/loomwork/agents/gateway"
 	"github.com/loomwork/loomwork/agents/gateway/providers"
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/datasets"
-	"github.com/loomwork/loomwork/replay/journaldb"
 	"github.com/loomwork/loomwork/scorer/pricing"
 )
 
@@ -390,7 +391,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			}
 			res, err := rt.Run(ctx, agent, task)
 			if err != nil {
-				var de *runtime.DivergenceError
+				var de *journal.DivergenceError
 				if errors.As(err, &de) {
 					return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run %s: the journal %s already holds this run id with different steps: %w", id, *journalPath, err)}
 				}

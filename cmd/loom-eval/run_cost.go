@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/loomwork/loomwork/agents/contextlayer"
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
-	"github.com/loomwork/loomwork/replay/journal"
-	"github.com/loomwork/loomwork/replay/journaldb"
 	"github.com/loomwork/loomwork/scorer/pricing"
 )
 
@@ -90,11 +90,7 @@ func costOfRun(ctx context.Context, j *journaldb.Store, runID string, p callPric
 			}
 			add(resp.Model, resp.Usage)
 		case journal.KindModelRequest:
-			var p struct {
-				Context *struct {
-					SummaryText string `json:"summary_text"`
-				} `json:"context"`
-			}
+			var p journal.ModelRequest
 			if json.Unmarshal(e.Payload, &p) == nil && p.Context != nil && p.Context.SummaryText != "" {
 				journaled[e.Step] = true
 			}

@@ -614,6 +614,24 @@ func TestMapTracesSharesNothingMutableBetweenResources(t *testing.T) {
 	expect(t, "services", []string{spans[0].ServiceName, spans[1].ServiceName}, []string{"a", "b"})
 	expect(t, "kinds", spans[0].Kind, "unspecified")
 	expect(t, "status", spans[0].StatusCode, store.StatusUnset)
+
+	// Writing through one resource's spans reaches neither the other
+	// resource's spans nor the OTLP input.
+	spans[0].ResourceAttributes["service.name"] = "changed"
+	spans[0].ResourceAttributes["added"] = "x"
+	spans[0].Attributes = store.Attributes{"k": "v"}
+	expect(t, "other resource", spans[1].ResourceAttributes["service.name"], any("b"))
+	if _, ok := spans[1].ResourceAttributes["added"]; ok {
+		t.Error("a key added to one resource's attributes appeared on another's")
+	}
+	if v, _ := td.ResourceSpans().At(0).Resource().Attributes().Get("service.name"); v.Str() != "a" {
+		t.Errorf("the input's resource changed to %q", v.Str())
+	}
+	again, _ := MapTraces(td, Options{})
+	expect(t, "mapped again", again[0].ResourceAttributes["service.name"], any("a"))
+	if len(again[0].Attributes) != 0 {
+		t.Errorf("mapping again sees attributes written into an earlier result: %v", again[0].Attributes)
+	}
 }
 
 func TestReadJSONReadsDocumentsAndJSONLinesAndNamesTheBadLine(t *testing.T) {

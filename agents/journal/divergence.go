@@ -1,9 +1,7 @@
-package runtime
+package journal
 
 import (
 	"fmt"
-
-	"github.com/loomwork/loomwork/replay/journal"
 )
 
 // Divergence codes. They are stable: tools and CI logs match on them.
@@ -25,18 +23,20 @@ const (
 
 // EventRef is the part of an event divergence checking compares.
 type EventRef struct {
-	Kind     journal.Kind `json:"kind"`
-	Step     int          `json:"step"`
-	Tool     string       `json:"tool,omitempty"`
-	CallID   string       `json:"call_id,omitempty"`
-	ArgsHash string       `json:"args_hash,omitempty"`
+	Kind     Kind   `json:"kind"`
+	Step     int    `json:"step"`
+	Tool     string `json:"tool,omitempty"`
+	CallID   string `json:"call_id,omitempty"`
+	ArgsHash string `json:"args_hash,omitempty"`
 }
 
-func refOf(e journal.Event) EventRef {
+// RefOf is the part of a journal event divergence checking compares.
+func RefOf(e Event) EventRef {
 	return EventRef{Kind: e.Kind, Step: e.Step, Tool: e.Tool, CallID: e.CallID, ArgsHash: e.ArgsHash}
 }
 
-func refOfRecord(r journal.Record) EventRef {
+// RefOfRecord is the same for a record about to be appended.
+func RefOfRecord(r Record) EventRef {
 	return EventRef{Kind: r.Kind, Step: r.Step, Tool: r.Tool, CallID: r.CallID, ArgsHash: r.ArgsHash}
 }
 

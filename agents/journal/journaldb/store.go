@@ -25,7 +25,7 @@ import (
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver
 
-	"github.com/loomwork/loomwork/replay/journal"
+	"github.com/loomwork/loomwork/agents/journal"
 )
 
 // SchemaVersion is the database schema version this build writes.

@@ -193,6 +193,8 @@ type ModelRequest struct {
 	Tools         []string      `json:"tools,omitempty"`
 	ToolsWithheld bool          `json:"tools_withheld,omitempty"`
 	MaxTokens     int           `json:"max_tokens,omitempty"`
+	// Context is what the context layer did to this request, when it ran.
+	Context *ContextRecord `json:"context,omitempty"`
 }
 
 // Next builds the event that follows prev in run runID (prev nil: the

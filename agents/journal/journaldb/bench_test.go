@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/loomwork/loomwork/replay/journal"
+	"github.com/loomwork/loomwork/agents/journal"
 )
 
 // BenchmarkAppend measures one durable append (one transaction, fsync'd WAL).

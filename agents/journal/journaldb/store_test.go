@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/loomwork/loomwork/replay/journal"
+	"github.com/loomwork/loomwork/agents/journal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
