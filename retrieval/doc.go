@@ -9,11 +9,19 @@
 //     headings, body, path), persisted on disk and rebuilt only when the
 //     corpus's content hash changes;
 //   - dense: brute-force cosine over vectors from an [Embedder] (a pure-Go LSA
-//     model by default, or any OpenAI-compatible /v1/embeddings endpoint);
+//     model by default, or any OpenAI-compatible /v1/embeddings endpoint
+//     through agents/gateway/openai.Embeddings);
 //   - rrf: reciprocal rank fusion of bm25 and dense;
 //   - weighted: min-max normalised score fusion of bm25 and dense;
 //   - rerank: rrf candidates re-scored by a [Reranker] (a learned logistic
-//     regression over hand-built features, or a hosted /v1/rerank API).
+//     regression over hand-built features, or a hosted /v1/rerank API:
+//     [Remote] over a [RemoteReranker] such as agents/gateway/rerank.Client).
+//
+// retrieval has no HTTP client for model endpoints of its own: it declares
+// the interfaces it consumes ([Embedder], [RemoteReranker]) and the clients
+// live with the gateway (credentials as gateway.Secret, one exchange that
+// classifies failures and scrubs the key); the binary wires them in.
+// retrieval imports nothing under agents/ (agents/research imports it).
 //
 // Exclusion is part of the query: [Query.ExcludeIssues] removes an issue and
 // every issue marked as its duplicate from the ranking of every mode, before

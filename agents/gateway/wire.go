@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,25 +35,68 @@ type Exchange struct {
 	DecodeResponse  func([]byte) (llm.Response, error)
 }
 
-// Do sends hreq and decodes the answer, labelled live. A failure is an
-// *APIError (classified retryable or not) with the key scrubbed from it.
-func (x Exchange) Do(ctx context.Context, hreq *http.Request) (llm.Response, error) {
+// Send sends hreq and returns the 2xx answer, its body unread (the caller
+// closes it). A transport failure or an error answer is an *APIError
+// (classified retryable or not, with the provider's request id and
+// Retry-After) with the key scrubbed from it; a cancelled caller context is
+// returned as is. Do and DoJSON are built on it, so every model endpoint a
+// client calls (chat, embeddings, rerank) fails the same way.
+func (x Exchange) Send(ctx context.Context, hreq *http.Request) (*http.Response, error) {
 	hresp, err := x.Client.Do(hreq)
 	if err != nil {
-		return llm.Response{}, ScrubKey(TransportError(ctx, x.Provider, x.Model, err), x.Key)
+		return nil, ScrubKey(TransportError(ctx, x.Provider, x.Model, err), x.Key)
 	}
-	defer hresp.Body.Close()
-
 	if hresp.StatusCode < 200 || hresp.StatusCode > 299 {
+		defer hresp.Body.Close()
 		data, _ := io.ReadAll(io.LimitReader(hresp.Body, 1<<20))
 		ae := x.DecodeError(hresp.StatusCode, data)
 		ae.Provider, ae.Model = x.Provider, x.Model
-		ae.RetryAfter = ParseRetryAfter(hresp.Header, x.Now())
-		if ae.RequestID == "" {
+		ae.RetryAfter = ParseRetryAfter(hresp.Header, x.now())
+		if ae.RequestID == "" && x.RequestIDHeader != "" {
 			ae.RequestID = hresp.Header.Get(x.RequestIDHeader)
 		}
-		return llm.Response{}, ScrubKey(ae, x.Key)
+		return nil, ScrubKey(ae, x.Key)
 	}
+	return hresp, nil
+}
+
+// DoJSON sends hreq and decodes a 2xx JSON answer into v; it is the
+// exchange of the model endpoints that answer with one JSON body and no
+// llm.Response (embeddings, rerank), so DecodeStream and DecodeResponse are
+// not used. Failures are as Send's; an answer that does not decode into v is
+// an *APIError of type ErrTypeDecode.
+func (x Exchange) DoJSON(ctx context.Context, hreq *http.Request, v any) error {
+	hresp, err := x.Send(ctx, hreq)
+	if err != nil {
+		return err
+	}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, MaxResponseBytes))
+	if err != nil {
+		return ScrubKey(TransportError(ctx, x.Provider, x.Model, err), x.Key)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return ScrubKey(&APIError{Provider: x.Provider, Model: x.Model, Status: hresp.StatusCode, Type: ErrTypeDecode,
+			Message: fmt.Sprintf("decode answer: %v", err), RequestID: hresp.Header.Get(x.RequestIDHeader)}, x.Key)
+	}
+	return nil
+}
+
+func (x Exchange) now() time.Time {
+	if x.Now == nil {
+		return time.Now()
+	}
+	return x.Now()
+}
+
+// Do sends hreq and decodes the answer, labelled live. A failure is an
+// *APIError (classified retryable or not) with the key scrubbed from it.
+func (x Exchange) Do(ctx context.Context, hreq *http.Request) (llm.Response, error) {
+	hresp, err := x.Send(ctx, hreq)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	defer hresp.Body.Close()
 
 	var resp llm.Response
 	if x.Stream && strings.HasPrefix(hresp.Header.Get("Content-Type"), "text/event-stream") {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/gateway"
+	"github.com/loomwork/loomwork/agents/gateway/openai"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/retrieval"
 	"github.com/loomwork/loomwork/retrieval/ablation"
@@ -103,7 +105,7 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	}
 	embedderName := fmt.Sprintf("LSA (TF-IDF + randomized SVD, %d dims, seed %d)", *lsaDims, *seed)
 	if *embedURL != "" {
-		e, err := retrieval.NewOpenAIEmbeddings(retrieval.OpenAIEmbeddingsConfig{BaseURL: *embedURL, Model: *embedModel, APIKey: m.Getenv("LOOMWORK_EMBED_API_KEY")})
+		e, err := openai.NewEmbeddings(openai.EmbeddingsConfig{BaseURL: *embedURL, Model: *embedModel, APIKey: gateway.NewSecret(m.Getenv("LOOMWORK_EMBED_API_KEY"))})
 		if err != nil {
 			return usageError("ablate: %v", err)
 		}
