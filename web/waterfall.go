@@ -1,7 +1,6 @@
 package web
 
 import (
-	"sort"
 	"strings"
 	"time"
 
@@ -40,46 +39,19 @@ func newTraceIndex(spans []store.Span, r *rollup.Rollup) *traceIndex {
 			ix.end = spans[i].EndTime
 		}
 	}
+	// The tree every view shares (orphans, self-parents, parent cycles and
+	// repeated span ids handled once, in scorer/rollup).
+	tree := rollup.NewTree(spans)
+	ix.roots = tree.Tops()
 	for i := range spans {
-		p, ok := ix.byID[spans[i].ParentSpanID]
-		if spans[i].ParentSpanID == "" || !ok || p == i {
-			ix.roots = append(ix.roots, i)
-			continue
-		}
-		ix.children[p] = append(ix.children[p], i)
-	}
-	byStart := func(list []int) {
-		sort.SliceStable(list, func(a, b int) bool {
-			sa, sb := &spans[list[a]], &spans[list[b]]
-			if !sa.StartTime.Equal(sb.StartTime) {
-				return sa.StartTime.Before(sb.StartTime)
-			}
-			return sa.SpanID < sb.SpanID
-		})
-	}
-	byStart(ix.roots)
-	for i := range ix.children {
-		if len(ix.children[i]) > 1 {
-			byStart(ix.children[i])
-		}
+		ix.children[i] = tree.Children(i)
 	}
 	// Depths and descendant counts without recursion (traces can be deep).
 	order := make([]int, 0, len(spans))
-	stack := append([]int{}, ix.roots...)
-	seen := make([]bool, len(spans))
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[n] {
-			continue
-		}
-		seen[n] = true
+	tree.Walk(func(n, depth int) {
+		ix.depth[n] = depth
 		order = append(order, n)
-		for _, c := range ix.children[n] {
-			ix.depth[c] = ix.depth[n] + 1
-			stack = append(stack, c)
-		}
-	}
+	})
 	for k := len(order) - 1; k >= 0; k-- {
 		n := order[k]
 		for _, c := range ix.children[n] {

@@ -499,3 +499,26 @@ func (d *DatasetIndex) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// IssueTagPrefix marks a case tag naming the issue a research case came
+// from ("issue:N"): the run must never retrieve or read issue N.
+const IssueTagPrefix = "issue:"
+
+// ExcludedIssues reads the issue:N tags of a case: the issues its runs
+// exclude from retrieval (TaskAttributes encodes them for the task). A tag
+// with the prefix but no positive N is an error naming the tag.
+func ExcludedIssues(tags []string) ([]int, error) {
+	var excl []int
+	for _, tag := range tags {
+		s, ok := strings.CutPrefix(tag, IssueTagPrefix)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("tag %q is not %sN with a positive N", tag, IssueTagPrefix)
+		}
+		excl = append(excl, n)
+	}
+	return excl, nil
+}

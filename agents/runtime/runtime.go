@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -611,4 +613,16 @@ func (r *run) finish(ctx context.Context, step int, answer string) error {
 		return &journal.DivergenceError{Code: journal.CodeMissing, RunID: r.task.RunID, Seq: r.recorded[r.pos].Seq, Recorded: &rec}
 	}
 	return nil
+}
+
+// RunID is the run id scheme of loom-eval run: AGENT-CASE-tTRIAL for a case
+// (stable, so running a case again resumes its run), and
+// AGENT-TASKHASH-UNIXTIME-tTRIAL for a free-text task (the hash is of the
+// task text; the time keeps two invocations apart).
+func RunID(agent, caseID, input string, trial int, now time.Time) string {
+	if caseID != "" {
+		return fmt.Sprintf("%s-%s-t%d", agent, caseID, trial)
+	}
+	sum := sha256.Sum256([]byte(input))
+	return fmt.Sprintf("%s-%s-%d-t%d", agent, hex.EncodeToString(sum[:4]), now.Unix(), trial)
 }

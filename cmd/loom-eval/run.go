@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -166,41 +164,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		return usageError("run: --provider must be scripted, openai or anthropic (got %q)", *provider)
 	}
 
-	// Tasks.
-	var tasks []runTask
-	if *taskText != "" {
-		tasks = []runTask{{input: *taskText}}
-	} else {
-		cases, err := datasets.LoadCases(*caseFile)
-		if err != nil {
-			return usageError("run: %v", err)
-		}
-		for _, c := range cases {
-			if *caseID != "" && c.ID != *caseID || *caseTag != "" && !slices.Contains(c.Tags, *caseTag) {
-				continue
-			}
-			t := runTask{caseID: c.ID, input: c.Task}
-			if *agentName == research.Name {
-				var excl []int
-				for _, tag := range c.Tags {
-					if s, ok := strings.CutPrefix(tag, "issue:"); ok {
-						n, err := strconv.Atoi(s)
-						if err != nil || n <= 0 {
-							return usageError("run: %s line %d: field \"tags\": %q is not issue:N with a positive N", *caseFile, c.Line, tag)
-						}
-						excl = append(excl, n)
-					}
-				}
-				t.attrs = research.TaskAttributes(excl...)
-			}
-			tasks = append(tasks, t)
-		}
-		if len(tasks) == 0 {
-			if *caseID != "" {
-				return usageError("run: case %q is not in %s (or lacks tag %q)", *caseID, *caseFile, *caseTag)
-			}
-			return usageError("run: %s has no cases", *caseFile)
-		}
+	tasks, err := runTasks(*agentName, *taskText, *caseFile, *caseID, *caseTag)
+	if err != nil {
+		return err
 	}
 	if *runID != "" && (len(tasks) != 1 || *trials != 1) {
 		return usageError("run: --run-id names one run: use it with one task and --trials 1")
@@ -295,8 +261,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	}
 	jcfg := journaldb.Config{Path: *journalPath}
 	if *deterministic {
-		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		jcfg.Clock = func() time.Time { t0 = t0.Add(time.Millisecond); return t0 }
+		jcfg.Clock = journaldb.LogicalClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond)
 	}
 	j, err := journaldb.Open(ctx, jcfg)
 	if err != nil {
@@ -313,13 +278,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			mc.MaxOutputTokens = *maxTokens
 		}
 		if pm, _, ok := pricing.Default().Lookup(*model); ok {
-			mc.Prices = gateway.Prices{InputPerMTok: pm.Input, OutputPerMTok: pm.Output}
-			if pm.CacheRead != nil {
-				mc.Prices.CacheReadPerMTok = *pm.CacheRead
-			}
-			if pm.CacheWrite != nil {
-				mc.Prices.CacheWritePerMTok = *pm.CacheWrite
-			}
+			mc.Prices = gatewayPrices(pm)
 		} else if *budgetUSD > 0 {
 			return usageError("run: --budget-usd: no price is known for model %q, so the budget cannot be enforced", *model)
 		}
@@ -376,13 +335,8 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 				return usageError("run: %v", err)
 			}
 			id := *runID
-			switch {
-			case id != "":
-			case t.caseID != "":
-				id = fmt.Sprintf("%s-%s-t%d", *agentName, t.caseID, trial)
-			default:
-				sum := sha256.Sum256([]byte(t.input))
-				id = fmt.Sprintf("%s-%s-%d-t%d", *agentName, hex.EncodeToString(sum[:4]), time.Now().Unix(), trial)
+			if id == "" {
+				id = runtime.RunID(*agentName, t.caseID, t.input, trial, time.Now())
 			}
 			task := runtime.Task{RunID: id, Input: t.input, CaseID: t.caseID, Trial: trial, Attributes: t.attrs}
 			if live {
@@ -425,27 +379,68 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		enc.SetEscapeHTML(false)
 		return enc.Encode(results)
 	}
-	for _, r := range results {
-		fmt.Fprintf(m.Stdout, "%s (agent %s, model label %s): %d steps, %d model calls (%d reused), tokens in %d out %d, cost %s\n",
-			r.RunID, r.Agent, r.ModelLabel, r.Steps, r.ModelCalls, r.Reused, r.TotalUsage.InputTokens, r.TotalUsage.OutputTokens, formatCost(r))
-		if r.SummaryCalls > 0 || r.SummariesReused > 0 {
-			fmt.Fprintf(m.Stdout, "  context summaries: %d model calls, tokens in %d out %d (included above)",
-				r.SummaryCalls, r.SummaryUsage.InputTokens, r.SummaryUsage.OutputTokens)
-			if r.SummariesReused > 0 {
-				fmt.Fprintf(m.Stdout, "; %d reused from the journal (usage not recorded)", r.SummariesReused)
+	printRunResults(m.Stdout, results, *journalPath)
+	return nil
+}
+
+// runTasks is what run runs: the --task text, or the cases of --case
+// (filtered by --case-id and --tag), with a research case's issue:N tags
+// turned into the task attributes that exclude its own issue.
+func runTasks(agentName, taskText, caseFile, caseID, caseTag string) ([]runTask, error) {
+	var tasks []runTask
+	if taskText != "" {
+		tasks = []runTask{{input: taskText}}
+	} else {
+		cases, err := datasets.LoadCases(caseFile)
+		if err != nil {
+			return nil, usageError("run: %v", err)
+		}
+		for _, c := range cases {
+			if caseID != "" && c.ID != caseID || caseTag != "" && !slices.Contains(c.Tags, caseTag) {
+				continue
 			}
-			fmt.Fprintln(m.Stdout)
+			t := runTask{caseID: c.ID, input: c.Task}
+			if agentName == research.Name {
+				excl, err := research.ExcludedIssues(c.Tags)
+				if err != nil {
+					return nil, usageError("run: %s line %d: field \"tags\": %v", caseFile, c.Line, err)
+				}
+				t.attrs = research.TaskAttributes(excl...)
+			}
+			tasks = append(tasks, t)
 		}
-		fmt.Fprintf(m.Stdout, "  retrieved: %s\n  cited:     %s\n", strings.Join(r.Documents, ", "), strings.Join(r.Citations, ", "))
-		for _, line := range strings.Split(r.Answer, "\n") {
-			fmt.Fprintf(m.Stdout, "  | %s\n", line)
-		}
-		if r.TraceID != "" {
-			fmt.Fprintf(m.Stdout, "  trace %s\n", r.TraceID)
+		if len(tasks) == 0 {
+			if caseID != "" {
+				return nil, usageError("run: case %q is not in %s (or lacks tag %q)", caseID, caseFile, caseTag)
+			}
+			return nil, usageError("run: %s has no cases", caseFile)
 		}
 	}
-	fmt.Fprintf(m.Stdout, "%d run(s) journaled in %s\n", len(results), *journalPath)
-	return nil
+	return tasks, nil
+}
+
+// printRunResults is run's human output: one block per run.
+func printRunResults(w io.Writer, results []runResult, journalPath string) {
+	for _, r := range results {
+		fmt.Fprintf(w, "%s (agent %s, model label %s): %d steps, %d model calls (%d reused), tokens in %d out %d, cost %s\n",
+			r.RunID, r.Agent, r.ModelLabel, r.Steps, r.ModelCalls, r.Reused, r.TotalUsage.InputTokens, r.TotalUsage.OutputTokens, formatCost(r))
+		if r.SummaryCalls > 0 || r.SummariesReused > 0 {
+			fmt.Fprintf(w, "  context summaries: %d model calls, tokens in %d out %d (included above)",
+				r.SummaryCalls, r.SummaryUsage.InputTokens, r.SummaryUsage.OutputTokens)
+			if r.SummariesReused > 0 {
+				fmt.Fprintf(w, "; %d reused from the journal (usage not recorded)", r.SummariesReused)
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "  retrieved: %s\n  cited:     %s\n", strings.Join(r.Documents, ", "), strings.Join(r.Citations, ", "))
+		for _, line := range strings.Split(r.Answer, "\n") {
+			fmt.Fprintf(w, "  | %s\n", line)
+		}
+		if r.TraceID != "" {
+			fmt.Fprintf(w, "  trace %s\n", r.TraceID)
+		}
+	}
+	fmt.Fprintf(w, "%d run(s) journaled in %s\n", len(results), journalPath)
 }
 
 func nonNilStrings(s []string) []string {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/loomwork/loomwork/agents/contextlayer"
+	"github.com/loomwork/loomwork/agents/gateway"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
@@ -141,4 +142,18 @@ func formatCost(r runResult) string {
 		s += fmt.Sprintf("; at least $%.6f", r.KnownCostUSD)
 	}
 	return s + ")"
+}
+
+// gatewayPrices hands the scorer's price for a model to the gateway, whose
+// budget refuses calls by their worst-case cost. This is wiring: agents do
+// not import the scorer, so the conversion lives where both are visible.
+func gatewayPrices(pm *pricing.Model) gateway.Prices {
+	p := gateway.Prices{InputPerMTok: pm.Input, OutputPerMTok: pm.Output}
+	if pm.CacheRead != nil {
+		p.CacheReadPerMTok = *pm.CacheRead
+	}
+	if pm.CacheWrite != nil {
+		p.CacheWritePerMTok = *pm.CacheWrite
+	}
+	return p
 }

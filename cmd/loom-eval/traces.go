@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
 	"github.com/loomwork/loomwork/web"
@@ -199,39 +199,23 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 // printTree prints spans as an indented tree: offset from the trace start,
 // duration, status and the GenAI fields that matter when reading a run.
 func tracesPrintTree(w io.Writer, id string, spans []store.Span) {
-	byID := make(map[string]bool, len(spans))
-	children := map[string][]int{}
+	tree := rollup.NewTree(spans)
 	start, end := spans[0].StartTime, spans[0].EndTime
-	for i, s := range spans {
-		byID[s.SpanID] = true
+	for _, s := range spans {
 		if s.StartTime.Before(start) {
 			start = s.StartTime
 		}
 		if s.EndTime.After(end) {
 			end = s.EndTime
 		}
-		_ = i
 	}
-	var roots []int
-	for i, s := range spans {
-		if s.ParentSpanID == "" || !byID[s.ParentSpanID] {
-			roots = append(roots, i)
-			continue
-		}
-		children[s.ParentSpanID] = append(children[s.ParentSpanID], i)
-	}
-	fmt.Fprintf(w, "Trace %s  %d spans  %s  service %s\n\n", id, len(spans), tracesDur(end.Sub(start)), spans[roots[0]].ServiceName)
+	fmt.Fprintf(w, "Trace %s  %d spans  %s  service %s\n\n", id, len(spans), tracesDur(end.Sub(start)), spans[tree.Tops()[0]].ServiceName)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SPAN\tOFFSET\tDURATION\tSTATUS\tDETAILS")
-	var walk func(i, depth int, seen map[int]bool)
-	walk = func(i, depth int, seen map[int]bool) {
-		if seen[i] {
-			return
-		}
-		seen[i] = true
+	tree.Walk(func(i, depth int) {
 		s := spans[i]
 		name := strings.Repeat("  ", depth) + s.Name
-		if s.ParentSpanID != "" && !byID[s.ParentSpanID] {
+		if tree.Orphaned(i) {
 			name += " (parent " + s.ParentSpanID + " not received)"
 		}
 		status := s.StatusCode
@@ -239,16 +223,7 @@ func tracesPrintTree(w io.Writer, id string, spans []store.Span) {
 			status += ": " + tracesClip(s.StatusMessage, 40)
 		}
 		fmt.Fprintf(tw, "%s\t+%s\t%s\t%s\t%s\n", name, tracesDur(s.StartTime.Sub(start)), tracesDur(s.Duration()), status, tracesSpanDetails(s))
-		kids := children[s.SpanID]
-		sort.SliceStable(kids, func(a, b int) bool { return spans[kids[a]].StartTime.Before(spans[kids[b]].StartTime) })
-		for _, k := range kids {
-			walk(k, depth+1, seen)
-		}
-	}
-	seen := map[int]bool{}
-	for _, r := range roots {
-		walk(r, 0, seen)
-	}
+	})
 	tw.Flush()
 }
 
@@ -289,7 +264,7 @@ func tracesSpanDetails(s store.Span) string {
 	if len(s.CitedDocs) > 0 {
 		add("cited", strings.Join(s.CitedDocs, ","))
 	}
-	if l, ok := s.Attributes.String(store.AttrModelLabel); ok {
+	if l, ok := s.Attributes.String(semconv.AttrModelLabel); ok {
 		add("label", l)
 	}
 	return strings.Join(parts, " ")

@@ -517,3 +517,18 @@ func (s *Store) Import(ctx context.Context, runs []journal.Run) error {
 	}
 	return nil
 }
+
+// LogicalClock is a Config.Clock for recordings that must be byte-identical
+// on every machine (the committed baselines): each reading is start plus
+// step more than the last, whatever the wall clock says. Durations recorded
+// with it are logical, not measured.
+func LogicalClock(start time.Time, step time.Duration) func() time.Time {
+	var mu sync.Mutex
+	t := start
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		t = t.Add(step)
+		return t
+	}
+}
