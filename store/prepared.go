@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // PreparedBatch is a batch of spans a PreparingWriter checked and encoded;
@@ -34,3 +35,18 @@ type PreparingWriter interface {
 // ErrForeignBatch is wrapped by WriteBatches for a batch that another
 // kind of store prepared.
 var ErrForeignBatch = errors.New("prepared batch was made by another store")
+
+// WriteTyped is how a backend implements WriteBatches over its own batch
+// type P: every batch must be a P (else ErrForeignBatch, naming the
+// batch), and write stores them all in one go.
+func WriteTyped[P PreparedBatch](ctx context.Context, batches []PreparedBatch, write func(context.Context, ...P) error) error {
+	ps := make([]P, len(batches))
+	for i, b := range batches {
+		p, ok := b.(P)
+		if !ok {
+			return fmt.Errorf("write batch %d (%T): %w", i, b, ErrForeignBatch)
+		}
+		ps[i] = p
+	}
+	return write(ctx, ps...)
+}

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/loomwork/loomwork/store"
 )
@@ -23,13 +22,5 @@ func (s *Store) Prepare(spans []store.Span) (store.PreparedBatch, error) {
 
 // WriteBatches is WritePrepared behind the store.PreparingWriter capability.
 func (s *Store) WriteBatches(ctx context.Context, batches []store.PreparedBatch) error {
-	ps := make([]*PreparedSpans, len(batches))
-	for i, b := range batches {
-		p, ok := b.(*PreparedSpans)
-		if !ok || p == nil {
-			return fmt.Errorf("write batch %d (%T): %w", i, b, store.ErrForeignBatch)
-		}
-		ps[i] = p
-	}
-	return s.WritePrepared(ctx, ps...)
+	return store.WriteTyped(ctx, batches, s.WritePrepared)
 }
