@@ -85,6 +85,13 @@ type Client struct {
 
 var _ gateway.Model = (*Client)(nil)
 
+// Format prints the client without its configuration, whatever the verb:
+// fmt cannot reach the key's own redaction (gateway.Secret's Format) inside
+// an unexported field, so %v of a Client would print the key.
+func (c Client) Format(f fmt.State, _ rune) {
+	fmt.Fprintf(f, "%s.Client{model %s at %s}", "anthropic", c.cfg.Model, c.endpoint)
+}
+
 // New returns a client; it performs no I/O.
 func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {

@@ -96,7 +96,7 @@ func NewEmbeddings(cfg EmbeddingsConfig) (*Embeddings, error) {
 
 // Format prints the client without its configuration (fmt cannot reach
 // the Secret's own Format inside an unexported field), whatever the verb.
-func (e *Embeddings) Format(f fmt.State, _ rune) {
+func (e Embeddings) Format(f fmt.State, _ rune) {
 	fmt.Fprintf(f, "openai.Embeddings{model %s at %s}", e.cfg.Model, e.endpoint)
 }
 

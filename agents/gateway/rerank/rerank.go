@@ -86,7 +86,7 @@ func New(cfg Config) (*Client, error) {
 
 // Format prints the client without its configuration (fmt cannot reach
 // the Secret's own Format inside an unexported field), whatever the verb.
-func (c *Client) Format(f fmt.State, _ rune) {
+func (c Client) Format(f fmt.State, _ rune) {
 	fmt.Fprintf(f, "rerank.Client{model %s at %s}", c.cfg.Model, c.endpoint)
 }
 
