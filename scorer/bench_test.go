@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -34,7 +35,7 @@ func benchSpans(n int) []store.Span {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tid := fmt.Sprintf("%032x", n+1)
 	spans := []store.Span{{TraceID: tid, SpanID: "root", Name: "invoke_agent", Operation: "invoke_agent", StartTime: t0, EndTime: t0.Add(20 * time.Second),
-		Attributes: store.Attributes{store.AttrModelLabel: "scripted"}}}
+		Attributes: store.Attributes{semconv.AttrModelLabel: "scripted"}}}
 	spans = append(spans, store.Span{TraceID: tid, SpanID: "agg", ParentSpanID: "root", Name: "chain", StartTime: t0, EndTime: t0.Add(19 * time.Second), HasUsage: true, InputTokens: 99, OutputTokens: 9})
 	for i := 0; i < 18; i++ {
 		s := store.Span{TraceID: tid, SpanID: fmt.Sprintf("s%02d", i), ParentSpanID: "agg", StartTime: t0.Add(time.Duration(i) * time.Second), EndTime: t0.Add(time.Duration(i+1) * time.Second)}

@@ -32,7 +32,7 @@ func researchTrace() []store.Span {
 	c := deriveSpan("c", "r", "chat", 200, 900)
 	c.RequestModel, c.HasUsage, c.InputTokens, c.OutputTokens = "gpt-4o-mini", true, 1000, 100
 	c.CitedDocs = []string{"docs/b.md"}
-	c.Attributes = store.Attributes{store.AttrModelLabel: "scripted"}
+	c.Attributes = store.Attributes{semconv.AttrModelLabel: "scripted"}
 	return []store.Span{c, fetch, root, search, ret}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/stats"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -132,7 +133,7 @@ func inlineSpans(scripted bool) []store.Span {
 		HasUsage: true, InputTokens: 2000, OutputTokens: 100, StartTime: t0.Add(100 * time.Millisecond), EndTime: t0.Add(700 * time.Millisecond),
 		CitedDocs: []string{"docs/a.md"}}
 	if scripted {
-		chat.Attributes = store.Attributes{store.AttrModelLabel: "scripted"}
+		chat.Attributes = store.Attributes{semconv.AttrModelLabel: "scripted"}
 	}
 	return []store.Span{root, tool, chat}
 }

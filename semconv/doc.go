@@ -13,7 +13,9 @@
 //     OpEmbeddings, OpTextCompletion, OpGenerateContent, OpRetrieval, ...)
 //     and IsModelCallOperation, which says which of them are billed calls;
 //   - Loomwork's own loomwork.* keys (citations, model label, journal
-//     reuse, context layer, gateway, retrieval, truncation markers);
+//     reuse, context layer, gateway, retrieval, truncation markers, and
+//     the case, trial and sandbox keys of store/storetest's synthetic
+//     traces);
 //   - the OpenInference (openinference.*, llm.*, and its unprefixed
 //     agent.name, session.id, tool.*) and OpenLLMetry (traceloop.*,
 //     llm.usage.*, llm.request.type) names the collector's mapping reads,

@@ -115,6 +115,26 @@ const (
 	// order of gen_ai.retrieval.documents (set by collector/agenttrace's
 	// example run).
 	AttrRetrievalScores = "loomwork.retrieval.scores"
+	// AttrRetrievalLatencyMS is the search's latency in milliseconds (set
+	// by store/storetest's synthetic traces; the retrieval service does not
+	// write it).
+	AttrRetrievalLatencyMS = "loomwork.retrieval.latency_ms"
+)
+
+// Keys of store/storetest's synthetic traces (the conformance, load and
+// benchmark data), shaped like an evaluation run in a sandbox. Nothing in
+// Loomwork writes them on a real span or reads them.
+const (
+	// AttrCaseID is the id of the evaluation case an agent span's run
+	// belongs to.
+	AttrCaseID = "loomwork.case.id"
+	// AttrTrial is the 0-based trial number of the run (an int).
+	AttrTrial = "loomwork.trial"
+	// AttrSandboxID names the sandbox an execute_tool span ran in.
+	AttrSandboxID = "loomwork.sandbox.id"
+	// AttrSandboxExitCode is the exit code of the tool's process in the
+	// sandbox (an int; non-zero on a failed call).
+	AttrSandboxExitCode = "loomwork.sandbox.exit_code"
 )
 
 // Keys of collector/agenttrace's example run, on the link from a retried

@@ -1,10 +1,6 @@
 package store
 
-import (
-	"time"
-
-	"github.com/loomwork/loomwork/semconv"
-)
+import "time"
 
 // Status codes, as OTLP defines them.
 const (
@@ -12,29 +8,6 @@ const (
 	StatusOK    = "ok"
 	StatusError = "error"
 )
-
-// Names kept here for callers that have not moved to package semconv yet,
-// which holds the span vocabulary (every attribute key and operation name).
-const (
-	// AttrCitedDocuments is semconv.AttrCitations (loomwork.citations).
-	//
-	// Deprecated: use semconv.AttrCitations.
-	AttrCitedDocuments = semconv.AttrCitations
-	// AttrModelLabel is semconv.AttrModelLabel (loomwork.model.label).
-	//
-	// Deprecated: use semconv.AttrModelLabel.
-	AttrModelLabel = semconv.AttrModelLabel
-
-	// OpExecuteTool is semconv.OpExecuteTool (execute_tool).
-	//
-	// Deprecated: use semconv.OpExecuteTool.
-	OpExecuteTool = semconv.OpExecuteTool
-)
-
-// IsModelCallOperation is semconv.IsModelCallOperation.
-//
-// Deprecated: use semconv.IsModelCallOperation.
-func IsModelCallOperation(op string) bool { return semconv.IsModelCallOperation(op) }
 
 // Span is one stored span. Identifiers are lower-case hex (32 characters for
 // trace ids, 16 for span ids); ParentSpanID is empty for a root.

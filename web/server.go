@@ -19,6 +19,7 @@ import (
 
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -95,7 +96,7 @@ func modelLabels(spans []store.Span) []string {
 	var out []string
 	seen := map[string]bool{}
 	for i := range spans {
-		if l, ok := spans[i].Attributes.String(store.AttrModelLabel); ok && l != "" && !seen[l] {
+		if l, ok := spans[i].Attributes.String(semconv.AttrModelLabel); ok && l != "" && !seen[l] {
 			seen[l] = true
 			out = append(out, l)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/sqlite"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -355,7 +356,7 @@ func TestTraceReceivingSpansIsReloadedAfterTheFreshWindow(t *testing.T) {
 func TestScriptedTracesAreLabelledScriptedOnListAndTracePages(t *testing.T) {
 	st := openStore(t)
 	spans := hostileTrace()
-	spans[1].Attributes = store.Attributes{store.AttrModelLabel: "scripted"}
+	spans[1].Attributes = store.Attributes{semconv.AttrModelLabel: "scripted"}
 	if err := st.WriteSpans(context.Background(), spans); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/loomwork/loomwork/scorer/gate"
 )
@@ -29,9 +31,23 @@ func (m *Main) runGate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	policy, err := gate.Load(*policyPath)
+	policy, err := loadPolicy(*policyPath)
 	if err != nil {
-		return &ExitError{Code: ExitUsage, Err: err}
+		return err
 	}
 	return m.evaluate(ctx, &f, cfg, *candidate, *baseline, policy)
+}
+
+// loadPolicy reads and parses the gate policy file at path (the scorer does
+// no I/O). An unreadable or invalid file is a usage error (exit 2).
+func loadPolicy(path string) (*gate.Policy, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("read policy: %w", err)}
+	}
+	p, err := gate.ParseNamed(b, path)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return p, nil
 }

@@ -51,11 +51,19 @@ func (m *Main) runRollup(ctx context.Context, args []string) error {
 	return writeRollupText(m.Stdout, rs, prices)
 }
 
+// scorerLoadPrices is the built-in price table, with the file at path (if
+// any) applied over it; cmd opens the file, the scorer only parses. An
+// unopenable or invalid file is a usage error (exit 2).
 func scorerLoadPrices(path string) (*pricing.Table, error) {
 	if path == "" {
 		return pricing.Default(), nil
 	}
-	t, err := pricing.LoadOverride(pricing.Default(), path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("open price table: %w", err)}
+	}
+	defer f.Close()
+	t, err := pricing.ParseOverride(pricing.Default(), f, path)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}

@@ -178,8 +178,8 @@ func (m *Main) runScore(ctx context.Context, args []string) error {
 	}
 	var policy *gate.Policy
 	if *policyPath != "" {
-		if policy, err = gate.Load(*policyPath); err != nil {
-			return &ExitError{Code: ExitUsage, Err: err}
+		if policy, err = loadPolicy(*policyPath); err != nil {
+			return err
 		}
 	}
 	return m.evaluate(ctx, &f, cfg, pos[0], *against, policy)

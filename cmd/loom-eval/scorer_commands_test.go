@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/sqlite"
 )
@@ -175,7 +176,7 @@ func TestScoreCommandResolvesTraceIDsFromARealStore(t *testing.T) {
 	spans := []store.Span{
 		{TraceID: tid, SpanID: "a000000000000001", Name: "invoke_agent", Kind: "internal", StatusCode: store.StatusOK, ServiceName: "agent",
 			Operation: "invoke_agent", StartTime: t0, EndTime: t0.Add(2 * time.Second),
-			Attributes: store.Attributes{store.AttrModelLabel: "scripted"}},
+			Attributes: store.Attributes{semconv.AttrModelLabel: "scripted"}},
 		{TraceID: tid, SpanID: "a000000000000002", ParentSpanID: "a000000000000001", Name: "execute_tool search", Kind: "internal", StatusCode: store.StatusOK,
 			ServiceName: "agent", Operation: "execute_tool", ToolName: "search", RetrievedDocs: []string{"docs/retries.md"},
 			StartTime: t0.Add(100 * time.Millisecond), EndTime: t0.Add(500 * time.Millisecond)},

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strings"
 
@@ -97,20 +96,19 @@ func (p *Policy) Apply(cfg *scorer.Config) {
 	}
 }
 
-// Load reads a policy file strictly: unknown keys are errors.
-func Load(path string) (*Policy, error) {
-	b, err := os.ReadFile(path)
+// ParseNamed decodes and validates the policy file called name (its path,
+// as the user gave it), whose bytes the caller read: errors start
+// "policy NAME: ". Like Parse it is strict: unknown keys are errors.
+func ParseNamed(data []byte, name string) (*Policy, error) {
+	p, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("read policy: %w", err)
-	}
-	p, err := Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("policy %s: %w", path, err)
+		return nil, fmt.Errorf("policy %s: %w", name, err)
 	}
 	return p, nil
 }
 
-// Parse decodes and validates a policy.
+// Parse decodes and validates a policy; unknown keys are errors. Its errors
+// name the key, not the file (ParseNamed adds the file).
 func Parse(b []byte) (*Policy, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

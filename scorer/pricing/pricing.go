@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -141,16 +140,13 @@ func decodeFile(r io.Reader, name string) (*File, error) {
 	return &f, nil
 }
 
-// LoadOverride reads a price file and returns base with it applied: entries
-// replace built-in ones of the same model name (and their aliases), unless
-// the file sets "replace": true, in which case it is the whole table.
-func LoadOverride(base *Table, path string) (*Table, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open price table: %w", err)
-	}
-	defer fh.Close()
-	f, err := decodeFile(fh, path)
+// ParseOverride reads a price file from r and returns base with it applied:
+// entries replace built-in ones of the same model name (and their aliases),
+// unless the file sets "replace": true, in which case it is the whole table.
+// name (the file's path, as the user gave it) labels errors; the caller
+// opens the file.
+func ParseOverride(base *Table, r io.Reader, name string) (*Table, error) {
+	f, err := decodeFile(r, name)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +160,7 @@ func LoadOverride(base *Table, path string) (*Table, error) {
 		}
 		t.Sources = append(append([]string(nil), base.Sources...), f.Sources...)
 	}
-	if err := t.add(f.Models, path, true); err != nil {
+	if err := t.add(f.Models, name, true); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -2,8 +2,6 @@ package pricing
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -82,10 +80,8 @@ func TestEmbeddedTableIsDatedAndSourced(t *testing.T) {
 }
 
 func TestOverrideFileMergesOrReplaces(t *testing.T) {
-	dir := t.TempDir()
-	merge := filepath.Join(dir, "merge.json")
-	os.WriteFile(merge, []byte(`{"as_of":"2030-01-01","models":[{"provider":"acme","model":"gpt-4o","input":1,"output":2},{"model":"acme-1","input":3,"output":4}]}`), 0o644)
-	tab, err := LoadOverride(Default(), merge)
+	merge := `{"as_of":"2030-01-01","models":[{"provider":"acme","model":"gpt-4o","input":1,"output":2},{"model":"acme-1","input":3,"output":4}]}`
+	tab, err := ParseOverride(Default(), strings.NewReader(merge), "merge.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,9 +91,8 @@ func TestOverrideFileMergesOrReplaces(t *testing.T) {
 	if _, _, ok := tab.Lookup("claude-3-haiku"); !ok {
 		t.Error("merge dropped a built-in model")
 	}
-	repl := filepath.Join(dir, "replace.json")
-	os.WriteFile(repl, []byte(`{"as_of":"2030-01-01","replace":true,"models":[{"model":"acme-1","input":3,"output":4}]}`), 0o644)
-	tab, err = LoadOverride(Default(), repl)
+	repl := `{"as_of":"2030-01-01","replace":true,"models":[{"model":"acme-1","input":3,"output":4}]}`
+	tab, err = ParseOverride(Default(), strings.NewReader(repl), "replace.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,20 +111,17 @@ func TestBadPriceFilesNameTheProblem(t *testing.T) {
 		`{"models":[{"model":"x","input":"1","output":2}]}`:                                     `input`,
 		`{"models":[{"model":"x","input":1,"output":2,"long_context":{"input":1,"output":1}}]}`: `threshold_input_tokens`,
 	}
+	const name = "prices/p.json"
 	for body, want := range cases {
-		p := filepath.Join(t.TempDir(), "p.json")
-		os.WriteFile(p, []byte(body), 0o644)
-		_, err := LoadOverride(nil, p)
-		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), p) {
-			t.Errorf("LoadOverride(%s) error = %v, want it to name %q and the file", body, err, want)
+		_, err := ParseOverride(nil, strings.NewReader(body), name)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), name) {
+			t.Errorf("ParseOverride(%s) error = %v, want it to name %q and the file", body, err, want)
 		}
 	}
 }
 
 func TestModelNamesWithSlashesStillMatchExactly(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "p.json")
-	os.WriteFile(p, []byte(`{"models":[{"model":"acme/large","input":1,"output":2}]}`), 0o644)
-	tab, err := LoadOverride(nil, p)
+	tab, err := ParseOverride(nil, strings.NewReader(`{"models":[{"model":"acme/large","input":1,"output":2}]}`), "p.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
-	"github.com/loomwork/loomwork/scorer/gate"
 )
 
 // Evaluate is the same pipeline the golden reports were built by hand with.
@@ -25,7 +24,7 @@ func TestEvaluateBuildsTheReportTheGoldenFilesHold(t *testing.T) {
 		}
 		return Trials{Source: src, Trials: tr}
 	}
-	p, err := gate.Load("../testdata/policy.json")
+	p, err := loadPolicy(t, "../testdata/policy.json")
 	if err != nil {
 		t.Fatal(err)
 	}

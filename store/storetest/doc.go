@@ -19,7 +19,7 @@
 //     RootName is the name of the earliest-starting span without a parent.
 //   - AgentNames and Models are sorted and distinct (Models holds request and
 //     response models of every span).
-//   - ModelCalls counts spans whose operation store.IsModelCallOperation
+//   - ModelCalls counts spans whose operation semconv.IsModelCallOperation
 //     accepts, ToolCalls spans whose operation is "execute_tool"; token sums
 //     cover model-call spans only.
 //   - SortTokens orders by InputTokens+OutputTokens of the summary.

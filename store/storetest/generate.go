@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -88,21 +89,21 @@ func appendTrace(spans []store.Span, rng *rand.Rand, start time.Time, k int, res
 		ServiceName:    genServices[svc],
 		ScopeName:      scope,
 		ScopeVersion:   "0.52b1",
-		Operation:      "invoke_agent",
+		Operation:      semconv.OpInvokeAgent,
 		Provider:       model.provider,
 		RequestModel:   model.request,
 		AgentName:      agent,
 		ConversationID: conv,
 		Attributes: store.Attributes{
-			"gen_ai.operation.name":    "invoke_agent",
-			"gen_ai.provider.name":     model.provider,
-			"gen_ai.agent.name":        agent,
-			"gen_ai.agent.id":          "asst_" + randHex(rng, 8),
-			"gen_ai.agent.description": "Answers questions with cited evidence",
-			"gen_ai.conversation.id":   conv,
-			"gen_ai.request.model":     model.request,
-			"loomwork.case.id":         fmt.Sprintf("case-%04d", rng.IntN(5000)),
-			"loomwork.trial":           int64(rng.IntN(5)),
+			semconv.AttrOperationName:    semconv.OpInvokeAgent,
+			semconv.AttrProviderName:     model.provider,
+			semconv.AttrAgentName:        agent,
+			semconv.AttrAgentID:          "asst_" + randHex(rng, 8),
+			semconv.AttrAgentDescription: "Answers questions with cited evidence",
+			semconv.AttrConversationID:   conv,
+			semconv.AttrRequestModel:     model.request,
+			semconv.AttrCaseID:           fmt.Sprintf("case-%04d", rng.IntN(5000)),
+			semconv.AttrTrial:            int64(rng.IntN(5)),
 		},
 		ResourceAttributes: resources[svc],
 	}
@@ -147,8 +148,8 @@ func appendTrace(spans []store.Span, rng *rand.Rand, start time.Time, k int, res
 	if sumIn > 0 && rng.IntN(2) == 0 {
 		r.HasUsage = true
 		r.InputTokens, r.OutputTokens = sumIn, sumOut
-		r.Attributes["gen_ai.usage.input_tokens"] = sumIn
-		r.Attributes["gen_ai.usage.output_tokens"] = sumOut
+		r.Attributes[semconv.AttrUsageInputTokens] = sumIn
+		r.Attributes[semconv.AttrUsageOutputTokens] = sumOut
 	}
 	if hadError && rng.IntN(2) == 0 {
 		r.StatusCode = store.StatusError
@@ -170,7 +171,7 @@ func genChat(rng *rand.Rand, provider, reqModel, respModel, conv, agent string) 
 		Name:            "chat " + reqModel,
 		Kind:            "client",
 		StatusCode:      store.StatusUnset,
-		Operation:       "chat",
+		Operation:       semconv.OpChat,
 		Provider:        provider,
 		RequestModel:    reqModel,
 		ResponseModel:   respModel,
@@ -182,29 +183,29 @@ func genChat(rng *rand.Rand, provider, reqModel, respModel, conv, agent string) 
 		CacheReadTokens: cached,
 		EndTime:         time.Time{}.Add(time.Duration(300+rng.IntN(4000)) * time.Millisecond),
 		Attributes: store.Attributes{
-			"gen_ai.operation.name":                "chat",
-			"gen_ai.provider.name":                 provider,
-			"gen_ai.request.model":                 reqModel,
-			"gen_ai.response.model":                respModel,
-			"gen_ai.response.id":                   "chatcmpl-" + randHex(rng, 12),
-			"gen_ai.request.temperature":           float64(rng.IntN(11)) / 10,
-			"gen_ai.request.max_tokens":            int64(4096),
-			"gen_ai.response.finish_reasons":       []any{"stop"},
-			"gen_ai.usage.input_tokens":            in,
-			"gen_ai.usage.output_tokens":           out,
-			"gen_ai.usage.cache_read.input_tokens": cached,
-			"gen_ai.conversation.id":               conv,
-			"server.address":                       "api." + provider + ".example",
-			"server.port":                          int64(443),
+			semconv.AttrOperationName:             semconv.OpChat,
+			semconv.AttrProviderName:              provider,
+			semconv.AttrRequestModel:              reqModel,
+			semconv.AttrResponseModel:             respModel,
+			semconv.AttrResponseID:                "chatcmpl-" + randHex(rng, 12),
+			semconv.AttrRequestTemperature:        float64(rng.IntN(11)) / 10,
+			semconv.AttrRequestMaxTokens:          int64(4096),
+			semconv.AttrResponseFinishReasons:     []any{"stop"},
+			semconv.AttrUsageInputTokens:          in,
+			semconv.AttrUsageOutputTokens:         out,
+			semconv.AttrUsageCacheReadInputTokens: cached,
+			semconv.AttrConversationID:            conv,
+			semconv.AttrServerAddress:             "api." + provider + ".example",
+			semconv.AttrServerPort:                int64(443),
 		},
 	}
 	if rng.IntN(4) == 0 {
-		sp.Attributes["gen_ai.response.finish_reasons"] = []any{"tool_calls"}
+		sp.Attributes[semconv.AttrResponseFinishReasons] = []any{"tool_calls"}
 	}
 	if rng.IntN(3) == 0 {
 		cost := float64(in)*2.5e-6 + float64(out)*1e-5
 		sp.CostUSD = &cost
-		sp.Attributes["llm.cost.total"] = cost
+		sp.Attributes[semconv.AttrCost] = cost
 	}
 	return sp
 }
@@ -216,29 +217,29 @@ func genTool(rng *rand.Rand) store.Span {
 		Name:       "execute_tool " + tool,
 		Kind:       "internal",
 		StatusCode: store.StatusOK,
-		Operation:  "execute_tool",
+		Operation:  semconv.OpExecuteTool,
 		ToolName:   tool,
 		ToolCallID: callID,
 		EndTime:    time.Time{}.Add(time.Duration(5+rng.IntN(900)) * time.Millisecond),
 		Attributes: store.Attributes{
-			"gen_ai.operation.name":      "execute_tool",
-			"gen_ai.tool.name":           tool,
-			"gen_ai.tool.type":           "function",
-			"gen_ai.tool.call.id":        callID,
-			"gen_ai.tool.description":    "Runs " + tool + " in the sandbox",
-			"gen_ai.tool.call.arguments": fmt.Sprintf(`{"query":"item %d","limit":%d}`, rng.IntN(1000), 1+rng.IntN(20)),
-			"gen_ai.tool.call.result":    fmt.Sprintf(`{"status":"done","rows":%d}`, rng.IntN(50)),
-			"loomwork.sandbox.id":        "sbx-" + randHex(rng, 4),
-			"loomwork.sandbox.exit_code": int64(0),
-			"code.function.name":         "tools." + tool,
-			"thread.id":                  int64(1 + rng.IntN(16)),
+			semconv.AttrOperationName:     semconv.OpExecuteTool,
+			semconv.AttrToolName:          tool,
+			semconv.AttrToolType:          semconv.ToolTypeFunction,
+			semconv.AttrToolCallID:        callID,
+			semconv.AttrToolDescription:   "Runs " + tool + " in the sandbox",
+			semconv.AttrToolCallArguments: fmt.Sprintf(`{"query":"item %d","limit":%d}`, rng.IntN(1000), 1+rng.IntN(20)),
+			semconv.AttrToolCallResult:    fmt.Sprintf(`{"status":"done","rows":%d}`, rng.IntN(50)),
+			semconv.AttrSandboxID:         "sbx-" + randHex(rng, 4),
+			semconv.AttrSandboxExitCode:   int64(0),
+			"code.function.name":          "tools." + tool,
+			"thread.id":                   int64(1 + rng.IntN(16)),
 		},
 	}
 	if rng.IntN(20) == 0 {
 		sp.StatusCode = store.StatusError
 		sp.StatusMessage = tool + ": upstream returned 503"
-		sp.Attributes["error.type"] = "UpstreamUnavailable"
-		sp.Attributes["loomwork.sandbox.exit_code"] = int64(1)
+		sp.Attributes[semconv.AttrErrorType] = "UpstreamUnavailable"
+		sp.Attributes[semconv.AttrSandboxExitCode] = int64(1)
 		sp.Events = []store.Event{{
 			Time: time.Time{}.Add(sp.EndTime.Sub(time.Time{}) / 2),
 			Name: "exception",
@@ -264,22 +265,22 @@ func genRetrieval(rng *rand.Rand) store.Span {
 		Name:          "retrieval kb-main",
 		Kind:          "client",
 		StatusCode:    store.StatusUnset,
-		Operation:     "retrieval",
+		Operation:     semconv.OpRetrieval,
 		RetrievedDocs: docs,
 		CitedDocs:     cited,
 		EndTime:       time.Time{}.Add(time.Duration(10+rng.IntN(200)) * time.Millisecond),
 		Attributes: store.Attributes{
-			"gen_ai.operation.name":         "retrieval",
-			"gen_ai.data_source.id":         "kb-main",
-			"gen_ai.retrieval.query.text":   "how does the checkout retry policy work",
-			"gen_ai.retrieval.documents":    docList,
-			store.AttrCitedDocuments:        []any{cited[0]},
-			"db.system.name":                "bleve",
-			"loomwork.retrieval.mode":       "hybrid",
-			"loomwork.retrieval.k":          int64(len(docs)),
-			"loomwork.retrieval.latency_ms": 12.5,
-			"server.address":                "127.0.0.1",
-			"server.port":                   int64(8081),
+			semconv.AttrOperationName:      semconv.OpRetrieval,
+			semconv.AttrDataSourceID:       "kb-main",
+			semconv.AttrRetrievalQueryText: "how does the checkout retry policy work",
+			semconv.AttrRetrievalDocuments: docList,
+			semconv.AttrCitations:          []any{cited[0]},
+			"db.system.name":               "bleve",
+			semconv.AttrRetrievalMode:      "hybrid",
+			semconv.AttrRetrievalK:         int64(len(docs)),
+			semconv.AttrRetrievalLatencyMS: 12.5,
+			semconv.AttrServerAddress:      "127.0.0.1",
+			semconv.AttrServerPort:         int64(8081),
 		},
 	}
 }

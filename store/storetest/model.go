@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -104,10 +105,10 @@ func summarize(traceID string, spans []store.Span) refTrace {
 		if sp.IsError() {
 			s.ErrorCount++
 		}
-		if sp.Operation == store.OpExecuteTool {
+		if sp.Operation == semconv.OpExecuteTool {
 			s.ToolCalls++
 		}
-		if store.IsModelCallOperation(sp.Operation) {
+		if semconv.IsModelCallOperation(sp.Operation) {
 			s.ModelCalls++
 			s.InputTokens += sp.InputTokens
 			s.OutputTokens += sp.OutputTokens
