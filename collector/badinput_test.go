@@ -38,7 +38,7 @@ func openSQLite(t *testing.T) *sqlite.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { st.Shutdown(context.Background()) })
 	return st
 }
 
@@ -284,14 +284,14 @@ func TestStoreFailureAnswersRetryableWithRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw.Close()
+	rw.Shutdown(context.Background())
 	readOnly, err := sqlite.Open(context.Background(), sqlite.Config{Path: path, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer readOnly.Close()
+	defer readOnly.Shutdown(context.Background())
 	closed := openSQLite(t)
-	closed.Close()
+	closed.Shutdown(context.Background())
 
 	for _, tc := range []struct {
 		name string

@@ -2,6 +2,7 @@ package collector_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -110,7 +111,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			env := be.setup(b)
 			st := env.open(b)
-			defer st.Close()
+			defer st.Shutdown(context.Background())
 			// BENCH_ALTER="sql; sql" changes the fresh ClickHouse schema
 			// before the load ("{db}" is the benchmark's database), to price
 			// schema variants on the same pipeline.

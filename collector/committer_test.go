@@ -33,7 +33,7 @@ func TestCommitterCoalescesConcurrentWritesAndAcksEachCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer st.Shutdown(context.Background())
 	gw := &gatedWriter{Writer: st, release: make(chan struct{})}
 	c := newCommitter(gw, DefaultMaxBatchSpans, time.Minute)
 	var mu sync.Mutex
@@ -95,7 +95,7 @@ func TestCommitterReportsStoreErrorToEveryCallerOfTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Close() // a real store that fails every write
+	st.Shutdown(context.Background()) // a real store that fails every write
 	c := newCommitter(st, DefaultMaxBatchSpans, time.Minute)
 	c.start(1)
 	defer c.shutdown(context.Background())
@@ -129,7 +129,7 @@ func TestCommitterWithPreparedWritesStoresEachAckedRequestAndFailsABadOneAlone(t
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer st.Shutdown(context.Background())
 	c := newCommitter(st, DefaultMaxBatchSpans, time.Minute)
 	gp := &gatedPrep{PreparingWriter: st, release: make(chan struct{})}
 	c.prep = gp

@@ -63,7 +63,7 @@ func TestSDKTraceReadsBackEqualOverGRPCAndHTTP(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			open := b.setup(t).open
 			st := open(t)
-			defer st.Close()
+			defer st.Shutdown(context.Background())
 			srv := startServer(t, st, nil)
 
 			for i, tc := range []struct {
@@ -156,7 +156,7 @@ func TestRestartKeepsEveryAcknowledgedSpanExactlyOnce(t *testing.T) {
 			}
 			cancel()
 			wg.Wait()
-			if err := st.Close(); err != nil {
+			if err := st.Shutdown(context.Background()); err != nil {
 				t.Fatalf("close store: %v", err)
 			}
 			if len(acked) == 0 {
@@ -165,7 +165,7 @@ func TestRestartKeepsEveryAcknowledgedSpanExactlyOnce(t *testing.T) {
 			t.Logf("%d of %d batches acknowledged before shutdown", len(acked), senders*batchesEach)
 
 			st2 := open(t)
-			defer st2.Close()
+			defer st2.Shutdown(context.Background())
 			srv2 := startServer(t, st2, nil)
 			checkExactlyOnce(t, st2, acked, spansPerTrace)
 

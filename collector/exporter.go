@@ -84,7 +84,7 @@ type traceExporter struct {
 	injected store.Writer
 
 	mu        sync.Mutex
-	owned     store.Store // opened in start, closed in shutdown
+	owned     store.Store // opened in start, shut down in shutdown
 	committer *committer
 }
 
@@ -138,8 +138,8 @@ func (e *traceExporter) shutdown(ctx context.Context) error {
 		}
 	}
 	if owned != nil {
-		if err := owned.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close store: %w", err))
+		if err := owned.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shut down store: %w", err))
 		}
 	}
 	return errors.Join(errs...)

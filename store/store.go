@@ -68,11 +68,17 @@ type Reader interface {
 	ResolveTraceID(ctx context.Context, idOrPrefix string) (string, error)
 }
 
-// Store is a complete backend.
+// Store is a complete backend, started (a backend's New builds one without
+// I/O, its Start opens or connects; the backends' Open and storeurl.Open
+// return started stores).
+//
+// Shutdown stops the store: it waits, within ctx, for what is in flight and
+// releases every connection. It is nil on a store never started, and safe
+// to call more than once. Every other method then fails with an error.
 type Store interface {
 	Writer
 	Reader
-	Close() error
+	Shutdown(ctx context.Context) error
 }
 
 // TraceQuery filters, sorts and paginates trace summaries. The zero value

@@ -24,7 +24,7 @@ func openStore(t testing.TB) *sqlite.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { st.Shutdown(context.Background()) })
 	return st
 }
 

@@ -111,7 +111,7 @@ func (m *Main) evaluate(ctx context.Context, f *scoreFlags, cfg scorer.Config, c
 		if err != nil {
 			return &ExitError{Code: ExitRuntimeErr, Err: err}
 		}
-		defer st.Close()
+		defer st.Shutdown(context.WithoutCancel(ctx))
 		in.Traces = st
 	}
 	r, err := report.Evaluate(ctx, cfg, in)

@@ -187,7 +187,7 @@ func TestScoreCommandResolvesTraceIDsFromARealStore(t *testing.T) {
 	if err := st.WriteSpans(context.Background(), spans); err != nil {
 		t.Fatal(err)
 	}
-	st.Close()
+	st.Shutdown(context.Background())
 	trials := filepath.Join(dir, "trials.jsonl")
 	os.WriteFile(trials, []byte(`{"case_id":"cite-docs","trial":0,"model_label":"scripted","trace_id":"`+tid+`"}`+"\n"), 0o644)
 	cases := filepath.Join(dir, "cases.jsonl")

@@ -253,12 +253,12 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	srv, err := collector.NewServer(cfg, st)
 	if err != nil {
 		closeUI()
-		st.Close()
+		st.Shutdown(context.WithoutCancel(ctx))
 		return usageError("serve: %v", err)
 	}
 	if err := srv.Start(ctx); err != nil {
 		closeUI()
-		st.Close()
+		st.Shutdown(context.WithoutCancel(ctx))
 		if l, ok := failedListener(err, grpcL, httpL); ok {
 			err = l.listenError(err)
 		}
@@ -323,7 +323,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 }
 
 // shutdownServe stops accepting (UI and OTLP), waits for in-flight writes,
-// then closes the store.
+// then shuts the store down.
 func shutdownServe(srv *collector.Server, ui *http.Server, st store.Store, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -336,8 +336,8 @@ func shutdownServe(srv *collector.Server, ui *http.Server, st store.Store, log *
 	if err := srv.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop collector: %w", err))
 	}
-	if err := st.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close store: %w", err))
+	if err := st.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shut down store: %w", err))
 	}
 	if len(errs) == 0 {
 		log.Info("stopped cleanly")

@@ -93,7 +93,7 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer st.Shutdown(context.WithoutCancel(ctx))
 	page, err := st.ListTraces(ctx, q)
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces list: %w", err)}
@@ -165,7 +165,7 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer st.Shutdown(context.WithoutCancel(ctx))
 	var spans []store.Span
 	if full := strings.ToLower(id); store.IsFullTraceID(full) {
 		id = full

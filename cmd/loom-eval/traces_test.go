@@ -37,7 +37,7 @@ func tracesStore(t *testing.T) string {
 	if err := st.WriteSpans(context.Background(), spans); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Close(); err != nil {
+	if err := st.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return path

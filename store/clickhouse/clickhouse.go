@@ -17,15 +17,31 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-var errClosed = errors.New("clickhouse store is closed")
+var (
+	errNotStarted = errors.New("clickhouse store is not started")
+	errClosed     = errors.New("clickhouse store is shut down")
+)
 
-// Store is the ClickHouse trace store. It is safe for concurrent use.
+// Lifecycle states (Store.state).
+const (
+	stateNew int32 = iota
+	stateRunning
+	stateShutdown
+)
+
+// Store is the ClickHouse trace store. It is safe for concurrent use once
+// started.
 type Store struct {
-	conn   driver.Conn
-	ddl    ddl
-	cfg    Config
-	log    *slog.Logger
-	closed atomic.Bool
+	conn driver.Conn // set by Start
+	opts *ch.Options // what Start connects with
+	ddl  ddl
+	cfg  Config
+	log  *slog.Logger
+
+	// life serialises Start and Shutdown (a channel so a Shutdown waiting
+	// for a Start honours its context); state is read by every method.
+	life  chan struct{}
+	state atomic.Int32
 
 	// spansTable and traceIndexTable are the quoted tables reads and
 	// writes use (Distributed tables under a cluster).
@@ -40,14 +56,9 @@ type Store struct {
 	prepared sync.Pool // *PreparedSpans
 }
 
-// Open connects to ClickHouse, creates the database if needed and applies
-// pending migrations.
-func Open(ctx context.Context, cfg Config) (*Store, error) {
-	return open(ctx, cfg, 0)
-}
-
-// open is Open with the schema brought up to version upTo (0: the latest).
-func open(ctx context.Context, cfg Config, upTo int) (*Store, error) {
+// New checks cfg and returns a store that is not started: it does not
+// connect. Start connects and migrates.
+func New(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("clickhouse store config: %w", err)
 	}
@@ -72,40 +83,116 @@ func open(ctx context.Context, cfg Config, upTo int) (*Store, error) {
 			opts.Settings["distributed_foreground_insert"] = 1
 		}
 	}
-	conn, err := ch.Open(opts)
-	if err != nil {
-		return nil, fmt.Errorf("connect to clickhouse: %w", err)
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	d := newDDL(database, cfg.Cluster, cfg.TTL)
-	s := &Store{
-		conn:            conn,
+	return &Store{
+		opts:            opts,
 		ddl:             d,
 		cfg:             cfg,
 		log:             log,
+		life:            make(chan struct{}, 1),
 		spansTable:      d.DB + ".spans",
 		traceIndexTable: d.DB + ".trace_index",
+	}, nil
+}
+
+// Open is New followed by Start.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	return open(ctx, cfg, 0)
+}
+
+// open is Open with the schema brought up to version upTo (0: the latest).
+func open(ctx context.Context, cfg Config, upTo int) (*Store, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if err := conn.Ping(ctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("connect to clickhouse: %w", err)
-	}
-	if _, err := s.migrate(ctx, upTo); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("migrate clickhouse database %s: %w", database, err)
+	if err := s.start(ctx, upTo); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-// Close closes the connection pool. It is safe to call more than once.
-func (s *Store) Close() error {
-	if s.closed.Swap(true) {
+// Start connects to ClickHouse, creates the database if needed and applies
+// pending migrations. A failed Start closes the connection it opened and
+// may be retried; Start on a started or shut-down store is an error.
+func (s *Store) Start(ctx context.Context) error { return s.start(ctx, 0) }
+
+func (s *Store) start(ctx context.Context, upTo int) error {
+	if err := s.lock(ctx); err != nil {
+		return fmt.Errorf("connect to clickhouse: %w", err)
+	}
+	defer s.unlock()
+	switch s.state.Load() {
+	case stateRunning:
+		return errors.New("start clickhouse store: already started")
+	case stateShutdown:
+		return fmt.Errorf("start clickhouse store: %w", errClosed)
+	}
+	conn, err := ch.Open(s.opts)
+	if err != nil {
+		return fmt.Errorf("connect to clickhouse: %w", err)
+	}
+	s.conn = conn
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		s.conn = nil
+		return fmt.Errorf("connect to clickhouse: %w", err)
+	}
+	if _, err := s.migrate(ctx, upTo); err != nil {
+		conn.Close()
+		s.conn = nil
+		return fmt.Errorf("migrate clickhouse database %s: %w", s.ddl.database, err)
+	}
+	s.state.Store(stateRunning)
+	return nil
+}
+
+// Shutdown closes the connection pool; queries in flight fail. It is nil
+// on a store that was never started and safe to call more than once.
+func (s *Store) Shutdown(ctx context.Context) error {
+	if err := s.lock(ctx); err != nil {
+		return fmt.Errorf("shut down clickhouse store: %w", err)
+	}
+	defer s.unlock()
+	if s.state.Swap(stateShutdown) != stateRunning {
 		return nil
 	}
-	return s.conn.Close()
+	if err := s.conn.Close(); err != nil {
+		return fmt.Errorf("shut down clickhouse store: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) lock(ctx context.Context) error {
+	select {
+	case s.life <- struct{}{}:
+		return nil // free: taken even when ctx is done
+	default:
+	}
+	select {
+	case s.life <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (s *Store) unlock() { <-s.life }
+
+// usable is nil while the store is started and not shut down.
+func (s *Store) usable() error {
+	switch s.state.Load() {
+	case stateRunning:
+		return nil
+	case stateNew:
+		return errNotStarted
+	default:
+		return errClosed
+	}
 }
 
 // Database is the database holding the tables.

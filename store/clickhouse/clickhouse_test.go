@@ -48,6 +48,13 @@ func TestConformance(t *testing.T) {
 			}
 			return open(t, srv.DSN(db))
 		},
+		New: func(t *testing.T) store.Store {
+			s, err := clickhouse.New(clickhouse.Config{DSN: srv.DSN(srv.NewDatabase(t))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
 	})
 }
 
@@ -66,7 +73,7 @@ func openFresh(t testing.TB, srv *chtest.Server) (*clickhouse.Store, string) {
 	t.Helper()
 	db := srv.NewDatabase(t)
 	s := open(t, srv.DSN(db))
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
 	return s, db
 }
 
@@ -78,7 +85,7 @@ func TestOpenCreatesTheDatabaseAndAppliesEachMigrationOnce(t *testing.T) {
 	t.Cleanup(func() { dropDatabase(t, srv, db) })
 	for i := 0; i < 3; i++ {
 		s := open(t, srv.DSN(db))
-		s.Close()
+		s.Shutdown(context.Background())
 	}
 	got := queryStrings(t, srv, "SELECT concat(toString(version), ' ', file) FROM "+db+".schema_migrations ORDER BY version")
 	want := []string{"1 0001_spans.sql", "2 0002_trace_summaries.sql", "3 0003_trace_index.sql"}
@@ -232,23 +239,47 @@ func TestFourConcurrentWritersStoreEverySpanOnce(t *testing.T) {
 	}
 }
 
-func TestClosedStoreRefusesCalls(t *testing.T) {
+func TestShutDownStoreRefusesCalls(t *testing.T) {
 	srv := chtest.Start(t)
 	s, _ := openFresh(t, srv)
-	if err := s.Close(); err != nil {
+	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("second Shutdown: %v", err)
 	}
 	ctx := context.Background()
 	if err := s.WriteSpans(ctx, storetest.GenerateTraces(1, 2, 1)); err == nil {
-		t.Error("WriteSpans on a closed store succeeded")
+		t.Error("WriteSpans on a shut-down store succeeded")
 	}
 	if _, err := s.GetTrace(ctx, strings.Repeat("ab", 16)); err == nil || errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetTrace on a closed store: %v", err)
+		t.Errorf("GetTrace on a shut-down store: %v", err)
 	}
 	if _, err := s.ListTraces(ctx, store.TraceQuery{}); err == nil {
-		t.Error("ListTraces on a closed store succeeded")
+		t.Error("ListTraces on a shut-down store succeeded")
+	}
+}
+
+func TestNewDoesNotConnectAndAFailedStartReleasesTheConnection(t *testing.T) {
+	if _, err := clickhouse.New(clickhouse.Config{Database: "1bad"}); err == nil || !strings.Contains(err.Error(), "dsn") || !strings.Contains(err.Error(), "database") {
+		t.Errorf("New with a bad config: %v; want errors naming dsn and database", err)
+	}
+	// Nothing listens on port 1: New succeeds (no I/O), Start fails.
+	s, err := clickhouse.New(clickhouse.Config{DSN: "clickhouse://127.0.0.1:1/loomwork?dial_timeout=2s"})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := s.ListTraces(ctx, store.TraceQuery{}); err == nil {
+		t.Error("ListTraces before Start succeeded")
+	}
+	if err := s.Start(ctx); err == nil || !strings.Contains(err.Error(), "connect to clickhouse") {
+		t.Fatalf("Start with no server: %v", err)
+	}
+	if err := s.WriteSpans(ctx, storetest.GenerateTraces(1, 2, 1)); err == nil {
+		t.Error("WriteSpans after a failed Start succeeded")
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown after a failed Start: %v", err)
 	}
 }

@@ -7,7 +7,7 @@
 // trace_index row per trace (id, start, end). ListTraces finds and orders
 // traces through the index and aggregates their spans into summaries when
 // it reads them. Schema changes are versioned migrations (migrations/*.sql,
-// embedded) applied by Open.
+// embedded) applied by Start.
 //
 // Writes are idempotent on (trace_id, span_id): identical re-sent blocks are
 // dropped by insert deduplication, other copies are collapsed by

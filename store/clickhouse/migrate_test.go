@@ -35,7 +35,7 @@ func TestMigrationToTraceIndexListsWhatAFreshStoreLists(t *testing.T) {
 			t.Fatalf("version 2 insert %d: %v", i, err)
 		}
 	}
-	old.Close()
+	old.Shutdown(context.Background())
 	migrated := open(t, srv.DSN(oldDB)) // applies version 3
 
 	fresh := open(t, srv.DSN(srv.NewDatabase(t)))

@@ -22,8 +22,8 @@ const selectSpanColumns = `span_id, parent_span_id, trace_state, name, kind, sta
 // GetTrace returns every span of traceID ordered by start time then span
 // id, each span once, or store.ErrNotFound.
 func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, error) {
-	if s.closed.Load() {
-		return nil, errClosed
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	if err := checkID(traceID, 16); err != nil {
 		return nil, fmt.Errorf("get trace: %w: %w", store.ErrBadTraceID, err)
@@ -75,8 +75,8 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 // key is trace_id, so the range condition selects the granules of the
 // matching ids only (a prefix is a range of the key).
 func (s *Store) ResolveTraceID(ctx context.Context, idOrPrefix string) (string, error) {
-	if s.closed.Load() {
-		return "", errClosed
+	if err := s.usable(); err != nil {
+		return "", err
 	}
 	return store.ResolveTraceIDWith(ctx, idOrPrefix, func(ctx context.Context, lo, hi string, limit int) ([]string, error) {
 		// DISTINCT: a trace has a row per batch until merges fold them.
@@ -201,8 +201,8 @@ const summaryColumns = `trace_id, root_name, service_name, agent_names, model_na
 // keyset-based on (sort value, trace id), so pages never overlap or skip a
 // trace whose sort value did not change between the calls.
 func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
-	if s.closed.Load() {
-		return store.TracePage{}, errClosed
+	if err := s.usable(); err != nil {
+		return store.TracePage{}, err
 	}
 	plan, err := s.planList(&q)
 	if err != nil {

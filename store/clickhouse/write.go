@@ -124,8 +124,8 @@ func (b *spanBatch) columns() []any {
 // summaries use only idempotent aggregates. A batch with an invalid span is
 // rejected whole, before anything is sent.
 func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
-	if s.closed.Load() {
-		return errClosed
+	if err := s.usable(); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("write spans: %w", err)
@@ -145,8 +145,8 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 // incoming request) while another insert is in flight. It fails, naming
 // the span, for the spans WriteSpans would reject.
 func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
-	if s.closed.Load() {
-		return nil, errClosed
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	p, _ := s.prepared.Get().(*PreparedSpans)
 	if p == nil {
@@ -171,8 +171,8 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 			}
 		}
 	}()
-	if s.closed.Load() {
-		return errClosed
+	if err := s.usable(); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("write spans: %w", err)

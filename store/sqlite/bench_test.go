@@ -22,7 +22,7 @@ func cpuTime() time.Duration {
 
 // benchStore runs fn on a fresh store and reports, besides fn's own
 // metrics, the process CPU time per span (robust against other load on the
-// machine) and the file's bytes per span after Close checkpoints the WAL.
+// machine) and the file's bytes per span after Shutdown checkpoints the WAL.
 func benchStore(b *testing.B, cfg Config, fn func(*testing.B, store.Store)) {
 	path := filepath.Join(b.TempDir(), "traces.db")
 	cfg.Path = path
@@ -33,7 +33,7 @@ func benchStore(b *testing.B, cfg Config, fn func(*testing.B, store.Store)) {
 	cpu0 := cpuTime()
 	fn(b, s)
 	cpu := cpuTime() - cpu0
-	if err := s.Close(); err != nil {
+	if err := s.Shutdown(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	var size int64
@@ -76,7 +76,7 @@ func BenchmarkListTraces(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Shutdown(context.Background())
 	spans := storetest.GenerateTraces(20000, 5, 1)
 	for i := 0; i < len(spans); i += 5000 {
 		if err := s.WriteSpans(ctx, spans[i:min(i+5000, len(spans))]); err != nil {
@@ -127,7 +127,7 @@ func BenchmarkGetTrace(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Shutdown(context.Background())
 	small := storetest.GenerateTraces(2000, 10, 7)
 	big := storetest.GenerateTraces(1, 50_000, 8)
 	bare := storetest.GenerateTraces(1, 50_000, 9)

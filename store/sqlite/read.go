@@ -47,8 +47,8 @@ type readRow struct {
 // GetTrace returns every span of traceID ordered by start time then span
 // id, or store.ErrNotFound.
 func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, error) {
-	if s.isClosed() {
-		return nil, errClosed
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	id, err := decodeID(traceID, 16)
 	if err != nil {
@@ -103,8 +103,8 @@ const resolveSQL = `SELECT trace_id FROM traces WHERE trace_id BETWEEN ? AND ? O
 // ResolveTraceID returns the full id of the one trace whose id is or starts
 // with idOrPrefix (see store.Reader).
 func (s *Store) ResolveTraceID(ctx context.Context, idOrPrefix string) (string, error) {
-	if s.isClosed() {
-		return "", errClosed
+	if err := s.usable(); err != nil {
+		return "", err
 	}
 	return store.ResolveTraceIDWith(ctx, idOrPrefix, func(ctx context.Context, lo, hi string, limit int) ([]string, error) {
 		loB, err := hex.DecodeString(lo)
@@ -467,8 +467,8 @@ func cloneValue(v any) any {
 // trace id), so pages never overlap or skip a trace whose sort value does not
 // change between the calls.
 func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
-	if s.isClosed() {
-		return store.TracePage{}, errClosed
+	if err := s.usable(); err != nil {
+		return store.TracePage{}, err
 	}
 	plan, err := planQuery(&q)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -20,13 +21,24 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-// errClosed is returned by every method after Close.
-var errClosed = errors.New("sqlite store is closed")
+var (
+	// errNotStarted is returned by every method before Start.
+	errNotStarted = errors.New("sqlite store is not started")
+	// errClosed is returned by every method after Shutdown.
+	errClosed = errors.New("sqlite store is shut down")
+)
 
 // errReadOnly is returned by WriteSpans on a read-only store.
 var errReadOnly = errors.New("sqlite store is open read-only")
 
-// Store is the embedded trace store. Safe for concurrent use.
+// Lifecycle states (Store.state).
+const (
+	stateNew int32 = iota
+	stateRunning
+	stateShutdown
+)
+
+// Store is the embedded trace store. Safe for concurrent use once started.
 type Store struct {
 	cfg    Config
 	log    *slog.Logger
@@ -42,85 +54,129 @@ type Store struct {
 	// bulkStmts caches the writer's multi-row inserts (see bulkInsert).
 	bulkStmts map[bulkKey]*sql.Stmt
 
-	closeOnce sync.Once
-	closeErr  error
-	closed    chan struct{}
+	// life serialises Start and Shutdown (a channel so a Shutdown waiting
+	// for a Start honours its context); state is read by every method.
+	life  chan struct{}
+	state atomic.Int32
+	// stopped is closed once Shutdown has closed every connection, with
+	// closeErr set.
+	stopped  chan struct{}
+	closeErr error
 }
 
-// Open opens (creating when missing, unless cfg.ReadOnly) the store at
-// cfg.Path and brings its schema up to date. A file written by a newer
-// binary is an error, as is a read-only open of a file that needs a
-// migration.
-func Open(ctx context.Context, cfg Config) (*Store, error) {
+// New checks cfg and returns a store that is not started: it touches no
+// file. Start opens the database.
+func New(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	abs, err := filepath.Abs(cfg.Path)
+	return &Store{
+		cfg:         cfg,
+		log:         cfg.Logger,
+		resourceIDs: make(map[[16]byte]int64),
+		life:        make(chan struct{}, 1),
+		stopped:     make(chan struct{}),
+	}, nil
+}
+
+// Open is New followed by Start.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	s, err := New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open trace store %s: %w", cfg.Path, err)
+		return nil, err
 	}
-	cfg.Path = abs
+	if err := s.Start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start opens (creating when missing, unless cfg.ReadOnly) the store at
+// cfg.Path and brings its schema up to date. A file written by a newer
+// binary is an error, as is a read-only open of a file that needs a
+// migration. A failed Start releases everything it opened and may be
+// retried; Start on a started or shut-down store is an error.
+func (s *Store) Start(ctx context.Context) error {
+	if err := s.lock(ctx); err != nil {
+		return fmt.Errorf("start trace store %s: %w", s.cfg.Path, err)
+	}
+	defer s.unlock()
+	switch s.state.Load() {
+	case stateRunning:
+		return fmt.Errorf("start trace store %s: already started", s.cfg.Path)
+	case stateShutdown:
+		return fmt.Errorf("start trace store %s: %w", s.cfg.Path, errClosed)
+	}
+	if err := s.open(ctx); err != nil {
+		s.closeDBs()
+		s.writer, s.reader, s.codec = nil, nil, nil
+		return err
+	}
+	s.state.Store(stateRunning)
+	return nil
+}
+
+// open acquires the connections and the codec; on error the caller
+// releases whatever it set.
+func (s *Store) open(ctx context.Context) error {
+	abs, err := filepath.Abs(s.cfg.Path)
+	if err != nil {
+		return fmt.Errorf("open trace store %s: %w", s.cfg.Path, err)
+	}
+	s.cfg.Path = abs
+	cfg := s.cfg
 	if cfg.ReadOnly {
 		if _, err := os.Stat(abs); err != nil {
-			return nil, fmt.Errorf("open trace store %s read-only: %w", abs, err)
+			return fmt.Errorf("open trace store %s read-only: %w", abs, err)
 		}
 	} else if st, err := os.Stat(filepath.Dir(abs)); err != nil || !st.IsDir() {
-		return nil, fmt.Errorf("open trace store %s: directory %s does not exist", abs, filepath.Dir(abs))
+		return fmt.Errorf("open trace store %s: directory %s does not exist", abs, filepath.Dir(abs))
 	}
-
-	s := &Store{cfg: cfg, log: cfg.Logger, resourceIDs: make(map[[16]byte]int64), closed: make(chan struct{})}
-	ok := false
-	defer func() {
-		if !ok {
-			s.closeDBs()
-		}
-	}()
 
 	if !cfg.ReadOnly {
 		s.writer, err = sql.Open("sqlite", dsn(abs, cfg, false))
 		if err != nil {
-			return nil, fmt.Errorf("open trace store %s: %w", abs, err)
+			return fmt.Errorf("open trace store %s: %w", abs, err)
 		}
 		s.writer.SetMaxOpenConns(1)
 		s.writer.SetMaxIdleConns(1)
 		s.writer.SetConnMaxLifetime(0)
 		s.writer.SetConnMaxIdleTime(0)
 		if err := s.writer.PingContext(ctx); err != nil {
-			return nil, fmt.Errorf("open trace store %s: %w", abs, err)
+			return fmt.Errorf("open trace store %s: %w", abs, err)
 		}
 		if err := migrate(ctx, s.writer, abs, time.Now); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
 	s.reader, err = sql.Open("sqlite", dsn(abs, cfg, true))
 	if err != nil {
-		return nil, fmt.Errorf("open trace store %s: %w", abs, err)
+		return fmt.Errorf("open trace store %s: %w", abs, err)
 	}
 	s.reader.SetMaxOpenConns(cfg.MaxReaders)
 	s.reader.SetMaxIdleConns(cfg.MaxReaders)
 	if cfg.ReadOnly {
 		v, err := userVersion(ctx, s.reader)
 		if err != nil {
-			return nil, fmt.Errorf("open trace store %s read-only: %w", abs, err)
+			return fmt.Errorf("open trace store %s read-only: %w", abs, err)
 		}
 		switch want := schemaVersion(); {
 		case v > want:
-			return nil, newerSchemaError(abs, v, want)
+			return newerSchemaError(abs, v, want)
 		case v == 0:
-			return nil, fmt.Errorf("open trace store %s read-only: not a Loomwork trace store (no schema)", abs)
+			return fmt.Errorf("open trace store %s read-only: not a Loomwork trace store (no schema)", abs)
 		case v < want:
-			return nil, fmt.Errorf("open trace store %s read-only: schema version %d needs migrating to %d; open it once read-write (e.g. with loom-eval serve)", abs, v, want)
+			return fmt.Errorf("open trace store %s read-only: schema version %d needs migrating to %d; open it once read-write (e.g. with loom-eval serve)", abs, v, want)
 		}
 	}
 
 	s.codec, err = newCodec()
 	if err != nil {
-		return nil, fmt.Errorf("open trace store %s: %w", abs, err)
+		return fmt.Errorf("open trace store %s: %w", abs, err)
 	}
-	ok = true
-	return s, nil
+	return nil
 }
 
 // dsn builds the modernc URI for path. Readers are query_only so a bug can
@@ -147,26 +203,65 @@ func dsn(path string, cfg Config, reader bool) string {
 	return u.String()
 }
 
-// Path is the absolute path of the database file.
+// Path is the absolute path of the database file once Start has run (the
+// configured path before).
 func (s *Store) Path() string { return s.cfg.Path }
 
-// Close checkpoints the WAL into the main file (best effort: readers in
-// other processes may hold it) and closes every connection. Safe to call
-// more than once.
-func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		close(s.closed)
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
-		if s.writer != nil {
-			if _, err := s.writer.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-				s.log.Warn("trace store: checkpoint on close failed", "path", s.cfg.Path, "err", err)
+// Shutdown stops new calls, waits for the write in flight, checkpoints the
+// WAL into the main file (best effort: readers in other processes may hold
+// it) and closes every connection. It returns ctx's error if that does not
+// finish in time (the connections are then closed once the write ends). It
+// is nil on a store that was never started, and safe to call more than
+// once: later calls wait for the first one and return its result.
+func (s *Store) Shutdown(ctx context.Context) error {
+	if err := s.lock(ctx); err != nil {
+		return fmt.Errorf("shut down trace store %s: %w", s.cfg.Path, err)
+	}
+	switch s.state.Swap(stateShutdown) {
+	case stateRunning:
+		go func() {
+			s.writeMu.Lock()
+			defer s.writeMu.Unlock()
+			if s.writer != nil {
+				if _, err := s.writer.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+					s.log.Warn("trace store: checkpoint on shutdown failed", "path", s.cfg.Path, "err", err)
+				}
 			}
-		}
-		s.closeErr = s.closeDBs()
-	})
-	return s.closeErr
+			s.closeErr = s.closeDBs()
+			close(s.stopped)
+		}()
+	case stateNew:
+		close(s.stopped) // never started: nothing to close
+	}
+	s.unlock()
+	select {
+	case <-s.stopped:
+		return s.closeErr
+	default:
+	}
+	select {
+	case <-s.stopped:
+		return s.closeErr
+	case <-ctx.Done():
+		return fmt.Errorf("shut down trace store %s: %w", s.cfg.Path, context.Cause(ctx))
+	}
 }
+
+func (s *Store) lock(ctx context.Context) error {
+	select {
+	case s.life <- struct{}{}:
+		return nil // free: taken even when ctx is done
+	default:
+	}
+	select {
+	case s.life <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (s *Store) unlock() { <-s.life }
 
 func (s *Store) closeDBs() error {
 	var errs []error
@@ -185,11 +280,14 @@ func (s *Store) closeDBs() error {
 	return nil
 }
 
-func (s *Store) isClosed() bool {
-	select {
-	case <-s.closed:
-		return true
+// usable is nil while the store is started and not shut down.
+func (s *Store) usable() error {
+	switch s.state.Load() {
+	case stateRunning:
+		return nil
+	case stateNew:
+		return errNotStarted
 	default:
-		return false
+		return errClosed
 	}
 }

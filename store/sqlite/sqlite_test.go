@@ -47,7 +47,7 @@ func openTemp(t testing.TB) (*Store, string) {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", path, err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
 	return s, path
 }
 
@@ -67,6 +67,13 @@ func TestConformance(t *testing.T) {
 			s, err := Open(context.Background(), Config{Path: lastPath})
 			if err != nil {
 				t.Fatalf("reopen %s: %v", lastPath, err)
+			}
+			return s
+		},
+		New: func(t *testing.T) store.Store {
+			s, err := New(Config{Path: filepath.Join(t.TempDir(), "traces.db")})
+			if err != nil {
+				t.Fatal(err)
 			}
 			return s
 		},
@@ -128,7 +135,7 @@ func TestOpenErrors(t *testing.T) {
 
 func TestMigrationIsRecorded(t *testing.T) {
 	s, path := openTemp(t)
-	s.Close()
+	s.Shutdown(context.Background())
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +158,7 @@ func TestMigrationIsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	s2.Close()
+	s2.Shutdown(context.Background())
 	if err := db.QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil || n != schemaVersion() {
 		t.Fatalf("after reopen: %d recorded migrations (err %v)", n, err)
 	}
@@ -159,7 +166,7 @@ func TestMigrationIsRecorded(t *testing.T) {
 
 func TestNewerSchemaIsClearError(t *testing.T) {
 	s, path := openTemp(t)
-	s.Close()
+	s.Shutdown(context.Background())
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +194,7 @@ func TestReadOnlyStoreReadsAndRefusesWrites(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read-only Open: %v", err)
 	}
-	defer r.Close()
+	defer r.Shutdown(context.Background())
 	if err := r.WriteSpans(ctx, spans[:1]); !errors.Is(err, errReadOnly) {
 		t.Fatalf("WriteSpans on a read-only store = %v; want errReadOnly", err)
 	}
@@ -206,23 +213,100 @@ func TestReadOnlyStoreReadsAndRefusesWrites(t *testing.T) {
 	}
 }
 
-func TestCloseIsIdempotentAndLaterCallsFail(t *testing.T) {
+func TestShutdownIsIdempotentAndLaterCallsFail(t *testing.T) {
 	s, _ := openTemp(t)
-	if err := s.Close(); err != nil {
+	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("second Close: %v", err)
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
 	}
 	ctx := context.Background()
 	if err := s.WriteSpans(ctx, storetest.GenerateTraces(1, 2, 1)); !errors.Is(err, errClosed) {
-		t.Errorf("WriteSpans after Close = %v", err)
+		t.Errorf("WriteSpans after Shutdown = %v", err)
 	}
 	if _, err := s.GetTrace(ctx, "0123456789abcdef0123456789abcdef"); !errors.Is(err, errClosed) {
-		t.Errorf("GetTrace after Close = %v", err)
+		t.Errorf("GetTrace after Shutdown = %v", err)
 	}
 	if _, err := s.ListTraces(ctx, store.TraceQuery{}); !errors.Is(err, errClosed) {
-		t.Errorf("ListTraces after Close = %v", err)
+		t.Errorf("ListTraces after Shutdown = %v", err)
+	}
+}
+
+func TestNewDoesNoIOAndStartFailureReleasesEverything(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if _, err := New(Config{MaxReaders: -1}); err == nil || !strings.Contains(err.Error(), "path must be set") || !strings.Contains(err.Error(), "max_readers") {
+		t.Errorf("New with a bad config: %v; want errors naming path and max_readers", err)
+	}
+	missing := filepath.Join(dir, "missing", "t.db")
+	s, err := New(Config{Path: missing})
+	if err != nil {
+		t.Fatalf("New does no I/O, so a missing directory is Start's error: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("New touched the file system: %v", err)
+	}
+	if _, err := s.GetTrace(ctx, strings.Repeat("ab", 16)); !errors.Is(err, errNotStarted) {
+		t.Errorf("GetTrace before Start = %v, want errNotStarted", err)
+	}
+	if err := s.Start(ctx); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("Start in a missing directory: %v", err)
+	}
+	if s.writer != nil || s.reader != nil || s.codec != nil {
+		t.Error("a failed Start kept what it had opened")
+	}
+	// A failed Start may be retried once the cause is fixed.
+	if err := os.Mkdir(filepath.Dir(missing), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("Start after fixing the directory: %v", err)
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Failing in the migration (a file from a newer binary) closes the
+	// connections it opened; goleak in TestMain sees any left behind.
+	newer := filepath.Join(dir, "newer.db")
+	db, err := sql.Open("sqlite", newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 999`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err = New(Config{Path: newer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err == nil {
+		t.Fatal("Start on a newer schema: nil error")
+	}
+	if s.writer != nil || s.reader != nil || s.codec != nil {
+		t.Error("a failed Start kept what it had opened")
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown after a failed Start: %v", err)
+	}
+}
+
+func TestShutdownHonoursItsContextWhileAWriteIsInFlight(t *testing.T) {
+	s, _ := openTemp(t)
+	s.writeMu.Lock() // a write in flight
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown while a write holds the lock: %v, want DeadlineExceeded", err)
+	}
+	if err := s.WriteSpans(context.Background(), storetest.GenerateTraces(1, 2, 1)); !errors.Is(err, errClosed) {
+		t.Errorf("WriteSpans once Shutdown began: %v, want errClosed", err)
+	}
+	s.writeMu.Unlock() // the write ends: the connections close
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown after the write ended: %v", err)
 	}
 }
 
@@ -331,7 +415,7 @@ func childReader(path string) int {
 		fmt.Fprintln(os.Stderr, "child reader:", err)
 		return 2
 	}
-	defer s.Close()
+	defer s.Shutdown(context.Background())
 	for round := 0; round < 30; round++ {
 		n := 0
 		q := store.TraceQuery{Limit: store.MaxPageSize}
@@ -450,7 +534,7 @@ func TestKilledWriterLosesNoAcknowledgedSpan(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen after kill: %v", err)
 	}
-	defer s.Close()
+	defer s.Shutdown(context.Background())
 	check := func() {
 		t.Helper()
 		for i := 0; i < acked; i++ {

@@ -64,8 +64,8 @@ type PreparedSpans struct {
 // transaction holds the lock. It fails, naming the span, for the spans
 // WriteSpans would reject.
 func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
-	if s.isClosed() {
-		return nil, errClosed
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	rows, blocks, err := s.prepareRows(spans)
 	if err != nil {
@@ -108,8 +108,8 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	if s.isClosed() {
-		return errClosed
+	if err := s.usable(); err != nil {
+		return err
 	}
 	if err := s.writeRows(ctx, rows, blocks); err != nil {
 		// The transaction rolled back: resource rows it inserted are gone.
@@ -120,8 +120,8 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 }
 
 func (s *Store) checkWritable(ctx context.Context) error {
-	if s.isClosed() {
-		return errClosed
+	if err := s.usable(); err != nil {
+		return err
 	}
 	if s.writer == nil {
 		return errReadOnly

@@ -19,7 +19,7 @@ func TestBatchWithRepeatsAndStoredSpansStoresEachSpanOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Shutdown(context.Background())
 
 	// 3 traces of 97 spans (97 = 64 + 16 + 4 + 4 + 4 + 1 + ...: full and
 	// remainder chunks), 30 traces of 5.

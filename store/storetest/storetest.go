@@ -15,13 +15,17 @@ import (
 
 // Harness describes one backend to the suite.
 type Harness struct {
-	// Open returns a new, EMPTY store (fresh file / fresh database). The suite
-	// closes it.
+	// Open returns a new, EMPTY, started store (fresh file / fresh
+	// database). The suite shuts it down.
 	Open func(t *testing.T) store.Store
 	// Reopen, if set, opens the same data as an earlier Open (the most recent
-	// one) after that store was closed (restart semantics: everything
-	// acknowledged must be there exactly once). The suite closes it.
+	// one) after that store was shut down (restart semantics: everything
+	// acknowledged must be there exactly once). The suite shuts it down.
 	Reopen func(t *testing.T) store.Store
+	// New, if set, returns a new store for EMPTY data that is constructed
+	// but not started (the backend's New); it must have a Start method
+	// (see Starter). The lifecycle test starts and shuts it down.
+	New func(t *testing.T) store.Store
 	// Eventually: how long reads may lag writes (0 = read-your-writes).
 	Eventually time.Duration
 	Skip       Capabilities // opt-outs; the zero value runs the whole battery
@@ -53,7 +57,7 @@ func RunAll(t *testing.T, h Harness) {
 	for _, tc := range s.tests() {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.skip {
-				t.Skip("backend opted out (Harness.Skip or no Harness.Reopen)")
+				t.Skip("backend opted out (Harness.Skip, or no Harness.Reopen or Harness.New)")
 			}
 			tc.run(t)
 		})
@@ -93,10 +97,11 @@ func (s *suite) tests() []testCase {
 		{name: "ReopenKeepsEverythingExactlyOnce", skip: s.h.Reopen == nil, run: s.testReopen},
 		{name: "CanceledContextIsError", skip: s.h.Skip.ContextCancellation, run: s.testCanceled},
 		{name: "PreparedBatchesWrittenTogetherKeepOneCopy", run: s.testPreparedBatches},
+		{name: "LifecycleStartShutdown", skip: s.h.New == nil, run: s.testLifecycle},
 	}
 }
 
-// open opens a fresh store and registers its Close.
+// open opens a fresh store and registers its Shutdown.
 func (s *suite) open(t *testing.T) store.Store {
 	t.Helper()
 	return s.track(t, s.h.Open(t))
@@ -108,8 +113,8 @@ func (s *suite) track(t *testing.T, st store.Store) store.Store {
 		t.Fatal("harness returned a nil store")
 	}
 	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("close store: %v", err)
+		if err := st.Shutdown(context.Background()); err != nil {
+			t.Errorf("shut down store: %v", err)
 		}
 	})
 	return st
@@ -846,8 +851,8 @@ func (s *suite) testReopen(t *testing.T) {
 	m := newRefModel()
 	spans := append(loadFixture(t, "agent_traces.json"), GenerateTraces(20, 6, 31)...)
 	write(t, st, m, spans, 50)
-	if err := st.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
+	if err := st.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
 	}
 	st2 := s.track(t, s.h.Reopen(t))
 	s.checkTraces(t, st2, m)

@@ -9,8 +9,8 @@ import (
 )
 
 // openClickHouse opens the ClickHouse store; the driver parses the DSN and
-// Open applies the schema migrations. ClickHouse has no read-only mode here:
-// readers simply never write.
+// Start (through Open) applies the schema migrations. ClickHouse has no
+// read-only mode here: readers simply never write.
 func openClickHouse(ctx context.Context, loc Location, log *slog.Logger) (store.Store, error) {
 	st, err := clickhouse.Open(ctx, clickhouse.Config{DSN: loc.DSN, Logger: log})
 	if err != nil {

@@ -79,7 +79,8 @@ func Parse(raw string) (Location, error) {
 	}
 }
 
-// Open opens the store raw names. readOnly opens the embedded store for
+// Open returns the store raw names, started (the backend's New then
+// Start); the caller shuts it down. readOnly opens the embedded store for
 // reading only (so commands can read while serve writes); a missing
 // embedded store is then an error rather than created. For the default
 // location, the .loomwork directory is created when writing.

@@ -51,12 +51,12 @@ func TestOpenEmbeddedStoreReadWriteThenReadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Close()
+	st.Shutdown(context.Background())
 	ro, err := Open(ctx, "file:"+path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ro.Close()
+	defer ro.Shutdown(context.Background())
 	if err := ro.WriteSpans(ctx, nil); err != nil {
 		t.Logf("empty write on a read-only store: %v", err)
 	}
