@@ -265,10 +265,15 @@ func (s *Store) readPayloads(ctx context.Context, tx *sql.Tx, spans []store.Span
 		var wg sync.WaitGroup
 		var errMu sync.Mutex
 		var firstErr error
+		// Each worker ranges over its own copy of the channel: finish sets
+		// jobs to nil, and a worker that started late and read the shared
+		// variable would range over a nil channel for ever (GetTrace then
+		// hung in wg.Wait; it was also a data race).
+		work := jobs
 		for range 2 {
 			wg.Go(func() {
 				var d payloadDecoder
-				for j := range jobs {
+				for j := range work {
 					if err := decode(&d, j); err != nil {
 						errMu.Lock()
 						if firstErr == nil {
