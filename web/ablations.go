@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/loomwork/loomwork/retrieval/ablation"
+	"github.com/loomwork/loomwork/retrieval/ablation/result"
 )
 
 // AblationItem is one ablation result file.
 type AblationItem struct {
 	File   string
-	Report *ablation.Report
+	Report *result.Report
 	Err    string
 }
 
@@ -24,7 +24,7 @@ type AblationsView struct {
 	Others []OtherFile
 }
 
-func (s *Server) readAblation(name string) (*ablation.Report, error) {
+func (s *Server) readAblation(name string) (*result.Report, error) {
 	p, err := safeFile(s.deps.Files.AblationsDir, name, ".json")
 	if err != nil {
 		return nil, err
@@ -40,12 +40,12 @@ func (s *Server) readAblation(name string) (*ablation.Report, error) {
 }
 
 // parseAblation reads the ablation result at path.
-func parseAblation(name, path string) (*ablation.Report, error) {
+func parseAblation(name, path string) (*result.Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("ablation %s: %w", name, err)
 	}
-	var rep ablation.Report
+	var rep result.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return nil, badRequest{fmt.Sprintf("ablation %s: not a loom-eval ablate JSON result: %v", name, err)}
 	}

@@ -32,9 +32,7 @@ func BenchmarkTracePage50kSpans(b *testing.B) {
 	}
 	b.Run("cold", func(b *testing.B) {
 		for b.Loop() {
-			srv.cacheM.Lock()
-			clear(srv.cache)
-			srv.cacheM.Unlock()
+			srv.cache.clear()
 			open(b)
 		}
 	})

@@ -61,7 +61,7 @@ var fileMarkers = []struct {
 	keys []string
 }{
 	{kindScoreReport, []string{"candidate"}},                   // report.Report
-	{kindAblation, []string{"dataset", "bootstrap_resamples"}}, // ablation.Report
+	{kindAblation, []string{"dataset", "bootstrap_resamples"}}, // result.Report (retrieval/ablation/result)
 	{kindReplay, []string{"reports"}},                          // `loom-eval replay --json`
 	{kindJournal, []string{"run", "seq"}},                      // a journal.jsonl line
 	{kindReranker, []string{"version", "features"}},            // retrieval.LogisticModel

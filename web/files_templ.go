@@ -11,7 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import (
 	"fmt"
-	"github.com/loomwork/loomwork/retrieval/ablation"
+	"github.com/loomwork/loomwork/retrieval/ablation/result"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/report"
 )
@@ -2178,7 +2178,7 @@ func AblationListPage(v AblationsView) templ.Component {
 	})
 }
 
-func AblationPage(name string, r *ablation.Report) templ.Component {
+func AblationPage(name string, r *result.Report) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -2302,7 +2302,7 @@ func AblationPage(name string, r *ablation.Report) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for _, m := range ablationMetrics {
+			for _, m := range result.MetricNames {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 200, "<th class=\"num\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -2382,7 +2382,7 @@ func AblationPage(name string, r *ablation.Report) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				for _, m := range ablationMetrics {
+				for _, m := range result.MetricNames {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 208, "<td class=\"num\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err

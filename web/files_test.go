@@ -9,8 +9,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/datasets"
-	"github.com/loomwork/loomwork/retrieval"
-	"github.com/loomwork/loomwork/retrieval/ablation"
+	"github.com/loomwork/loomwork/retrieval/ablation/result"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
 	"github.com/loomwork/loomwork/scorer/report"
@@ -76,12 +75,12 @@ func writeReport(t testing.TB, dir string) string {
 
 func writeAblation(t testing.TB, dir string) {
 	t.Helper()
-	rep := ablation.Report{Dataset: "mkdocs-material", Seed: 7, Bootstrap: 1000, Modes: []retrieval.Mode{retrieval.ModeBM25, retrieval.ModeDense}}
+	rep := result.Report{Dataset: "mkdocs-material", Seed: 7, Bootstrap: 1000, Modes: []string{"bm25", "dense"}}
 	rep.Queries.Gold, rep.Queries.Silver, rep.Queries.Total = 20, 47, 67
 	for _, m := range rep.Modes {
-		rep.Rows = append(rep.Rows, ablation.Row{Variant: ablation.Excluded, Mode: m, Kind: "gold", N: 20,
-			Metrics: map[string]ablation.Stat{"ndcg@10": {Mean: 0.41, Lo: 0.3, Hi: 0.5}, "recall@10": {Mean: 0.6, Lo: 0.4, Hi: 0.8}}})
-		rep.Latency = append(rep.Latency, ablation.LatencyRow{Variant: ablation.Excluded, Mode: m, N: 20, P50: 1.2, P95: 3.4, Mean: 1.5})
+		rep.Rows = append(rep.Rows, result.Row{Variant: result.Excluded, Mode: m, Kind: "gold", N: 20,
+			Metrics: map[string]result.Stat{"ndcg@10": {Mean: 0.41, Lo: 0.3, Hi: 0.5}, "recall@10": {Mean: 0.6, Lo: 0.4, Hi: 0.8}}})
+		rep.Latency = append(rep.Latency, result.LatencyRow{Variant: result.Excluded, Mode: m, N: 20, P50: 1.2, P95: 3.4, Mean: 1.5})
 	}
 	b, _ := json.Marshal(rep)
 	if err := os.WriteFile(filepath.Join(dir, "mkdocs.json"), b, 0o644); err != nil {

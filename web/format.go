@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loomwork/loomwork/retrieval/ablation"
+	"github.com/loomwork/loomwork/retrieval/ablation/result"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/scorer/stats"
@@ -265,9 +265,7 @@ func topCritical(r rollup.Rollup, n int) []rollup.PathEntry {
 	return entries
 }
 
-var ablationMetrics = []string{"recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"}
-
-func metricCell(m map[string]ablation.Stat, key string) string {
+func metricCell(m map[string]result.Stat, key string) string {
 	s, ok := m[key]
 	if !ok {
 		return "—"

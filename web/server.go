@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/a-h/templ"
@@ -33,9 +32,13 @@ type Config struct {
 	// /login?token=TOKEN, which sets a cookie). Empty means no
 	// authentication, the right default on a laptop.
 	AuthToken string
-	// RollupCacheSize bounds how many computed trace rollups are kept
-	// (default 256).
-	RollupCacheSize int
+	// TraceCacheBytes bounds the memory of the trace cache (the spans,
+	// rollup and waterfall index of recently opened traces) by an estimate
+	// of each trace's size from its spans, attributes and events; least
+	// recently used traces go first, and a trace larger than the whole
+	// budget is served but not kept (default DefaultTraceCacheBytes,
+	// 256 MiB).
+	TraceCacheBytes int64
 	// CacheFresh is how long a loaded trace is served without re-reading the
 	// store (default 10s): paging, expanding and selecting spans of a huge
 	// trace then cost no store read, and a trace still receiving spans shows
@@ -50,8 +53,8 @@ func (c Config) Validate() error {
 	if c.AuthToken != "" && len(c.AuthToken) < 16 {
 		return errors.New("auth_token must be at least 16 characters")
 	}
-	if c.RollupCacheSize < 0 {
-		return errors.New("rollup_cache_size must not be negative")
+	if c.TraceCacheBytes < 0 {
+		return errors.New("trace_cache_bytes must not be negative")
 	}
 	return nil
 }
@@ -74,12 +77,11 @@ type Deps struct {
 
 // Server is the UI's http.Handler.
 type Server struct {
-	cfg    Config
-	deps   Deps
-	mux    *http.ServeMux
-	log    *slog.Logger
-	cacheM sync.Mutex
-	cache  map[string]cachedTrace
+	cfg   Config
+	deps  Deps
+	mux   *http.ServeMux
+	log   *slog.Logger
+	cache *traceCache
 }
 
 type cachedTrace struct {
@@ -88,6 +90,7 @@ type cachedTrace struct {
 	index  *traceIndex
 	labels []string // model labels ("scripted") found on the spans
 	loaded time.Time
+	bytes  int64 // traceBytes(spans), what the cache accounts for it
 }
 
 // modelLabels lists the distinct loomwork.model.label values of a trace, so
@@ -118,8 +121,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.RollupCacheSize == 0 {
-		cfg.RollupCacheSize = 256
+	if cfg.TraceCacheBytes == 0 {
+		cfg.TraceCacheBytes = DefaultTraceCacheBytes
 	}
 	if cfg.CacheFresh == 0 {
 		cfg.CacheFresh = 10 * time.Second
@@ -127,7 +130,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: map[string]cachedTrace{}}
+	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: newTraceCache(cfg.TraceCacheBytes)}
 	static, _ := fs.Sub(staticFS, "static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
@@ -190,9 +193,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 // its rollup recomputed only if its span count changed.
 func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) {
 	now := s.cfg.Now()
-	s.cacheM.Lock()
-	c, ok := s.cache[id]
-	s.cacheM.Unlock()
+	c, ok := s.cache.get(id)
 	if ok && now.Sub(c.loaded) < s.cfg.CacheFresh {
 		return c, nil
 	}
@@ -204,18 +205,10 @@ func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) 
 		c.loaded = now
 	} else {
 		r := rollup.Compute(spans, s.deps.Prices)
-		c = cachedTrace{spans: spans, rollup: r, index: newTraceIndex(spans, &r), labels: modelLabels(spans), loaded: now}
+		c = cachedTrace{spans: spans, rollup: r, index: newTraceIndex(spans, &r), labels: modelLabels(spans), loaded: now,
+			bytes: traceBytes(spans)}
 	}
-	key := id
-	s.cacheM.Lock()
-	if len(s.cache) >= s.cfg.RollupCacheSize {
-		for k := range s.cache { // evict an arbitrary entry; the cache is a convenience
-			delete(s.cache, k)
-			break
-		}
-	}
-	s.cache[key] = c
-	s.cacheM.Unlock()
+	s.cache.put(id, c)
 	return c, nil
 }
 

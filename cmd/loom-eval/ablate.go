@@ -190,7 +190,7 @@ func writeAblationFiles(dir string, rep *ablation.Report) error {
 		return err
 	}
 	if rep.Reranker != nil && rep.Reranker.GoldModel != nil {
-		if err := rep.Reranker.GoldModel.Save(filepath.Join(dir, "reranker.json")); err != nil {
+		if err := (*retrieval.LogisticModel)(rep.Reranker.GoldModel).Save(filepath.Join(dir, "reranker.json")); err != nil {
 			return err
 		}
 	}

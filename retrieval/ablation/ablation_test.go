@@ -2,6 +2,7 @@ package ablation
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"reflect"
 	"strings"
@@ -10,8 +11,43 @@ import (
 	"github.com/loomwork/loomwork/datasets/datasettest"
 
 	"github.com/loomwork/loomwork/retrieval"
+	"github.com/loomwork/loomwork/retrieval/ablation/result"
 	"github.com/loomwork/loomwork/retrieval/judged"
 )
+
+// The runner fills the result format: the metrics Scores computes are the
+// format's metric names, its judgement kinds are judged's, and the gold
+// model it records has the JSON of the model retrieval saves.
+func TestTheRunnerSpeaksTheResultFormat(t *testing.T) {
+	got := Scores([]string{"a"}, map[string]int{"a": 1})
+	if len(got) != len(result.MetricNames) {
+		t.Errorf("Scores computes %d metrics, result.MetricNames lists %d", len(got), len(result.MetricNames))
+	}
+	for _, m := range result.MetricNames {
+		if _, ok := got[m]; !ok {
+			t.Errorf("Scores lacks %s", m)
+		}
+	}
+	if !reflect.DeepEqual(result.Kinds, []string{judged.Gold, judged.Silver}) {
+		t.Errorf("result.Kinds = %v, judged's kinds are %v", result.Kinds, []string{judged.Gold, judged.Silver})
+	}
+	m := &retrieval.LogisticModel{Version: 1, Features: []string{"f"}, Mean: []float64{0.5}, Std: []float64{1}, Weights: []float64{2},
+		Bias: -1, TrainedOnQueries: []string{"q1"}, TrainedOnIssues: []int{3}, Examples: 4, Positives: 1, Epochs: 5, L2: 0.1, LearningRate: 0.2, FinalLoss: 0.3}
+	want, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have, err := json.MarshalIndent((*result.RerankerModel)(m), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(have) != string(want) {
+		t.Errorf("the report's gold model encodes differently from reranker.json:\n%s\nwant\n%s", have, want)
+	}
+	if strings.Contains(string(want), ": 0,") || strings.Contains(string(want), "null") {
+		t.Errorf("set every field so a renamed one shows: %s", want)
+	}
+}
 
 func TestMetricsMatchHandComputedValues(t *testing.T) {
 	ranked := []string{"x", "a", "y", "b", "z"}
@@ -149,7 +185,7 @@ func TestRunIsDeterministicUnderASeed(t *testing.T) {
 	c := run(6)
 	same := true
 	for i := range a.Rows {
-		for _, m := range MetricNames {
+		for _, m := range result.MetricNames {
 			if a.Rows[i].Metrics[m] != c.Rows[i].Metrics[m] {
 				same = false
 			}
@@ -192,7 +228,7 @@ func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 			gold[q.Issue] = true
 		}
 	}
-	foundOwn := map[retrieval.Mode]int{}
+	foundOwn := map[string]int{}
 	for _, r := range rep.Runs {
 		switch r.Variant {
 		case Excluded:
@@ -204,22 +240,23 @@ func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 				foundOwn[r.Mode]++
 			}
 		}
-		if r.Mode == retrieval.ModeRerank {
+		if r.Mode == string(retrieval.ModeRerank) {
 			if gold[r.Issue] != (r.Fold == "gold") || r.Fold == "" {
 				t.Errorf("%s evaluated by fold %q", r.QueryID, r.Fold)
 			}
 		}
 	}
 	for _, m := range []retrieval.Mode{retrieval.ModeBM25, retrieval.ModeDense, retrieval.ModeRRF, retrieval.ModeWeighted} {
-		if foundOwn[m] < len(ds.Queries)/2 {
-			t.Errorf("leaky %s found its own issue for only %d of %d queries", m, foundOwn[m], len(ds.Queries))
+		if foundOwn[string(m)] < len(ds.Queries)/2 {
+			t.Errorf("leaky %s found its own issue for only %d of %d queries", m, foundOwn[string(m)], len(ds.Queries))
 		}
 	}
 	if rep.Reranker.GoldModel == nil {
 		t.Fatal("no gold model")
 	}
+	goldModel := (*retrieval.LogisticModel)(rep.Reranker.GoldModel)
 	for is := range gold {
-		if rep.Reranker.GoldModel.HasSeenIssue(is) {
+		if goldModel.HasSeenIssue(is) {
 			t.Errorf("gold model trained on gold issue %d", is)
 		}
 	}

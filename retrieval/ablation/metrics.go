@@ -82,10 +82,7 @@ func NDCGAt(ranked []string, rel map[string]int, k int) float64 {
 	return dcg / idcg
 }
 
-// Metric names in report order.
-var MetricNames = []string{"recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10"}
-
-// Scores computes every metric for one ranking.
+// Scores computes every metric of result.MetricNames for one ranking.
 func Scores(ranked []string, rel map[string]int) map[string]float64 {
 	return map[string]float64{
 		"recall@1":  RecallAt(ranked, rel, 1),

@@ -11,16 +11,8 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/retrieval"
+	"github.com/loomwork/loomwork/retrieval/ablation/result"
 	"github.com/loomwork/loomwork/retrieval/judged"
-)
-
-// Variant says whether each query's own issue was excluded.
-type Variant string
-
-// Variants.
-const (
-	Excluded Variant = "excluded" // the honest protocol
-	Leaky    Variant = "leaky"    // own issue left in the corpus
 )
 
 // Config configures Run.
@@ -73,19 +65,6 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// QueryRun is one query under one mode and variant.
-type QueryRun struct {
-	QueryID string                        `json:"query_id"`
-	Issue   int                           `json:"issue"`
-	Mode    retrieval.Mode                `json:"mode"`
-	Variant Variant                       `json:"variant"`
-	Top     []string                      `json:"top10"`
-	Latency float64                       `json:"latency_ms"`
-	OwnRank int                           `json:"own_issue_rank,omitempty"`
-	Scores  map[string]map[string]float64 `json:"scores"` // kind → metric → value
-	Fold    string                        `json:"rerank_fold,omitempty"`
-}
-
 // Run runs the ablation.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
@@ -114,7 +93,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Issue < qs[j].Issue })
 
 	rep := &Report{Dataset: cfg.DatasetName, Seed: cfg.Seed, Bootstrap: cfg.Bootstrap, Depth: cfg.Depth,
-		Modes: cfg.Modes, Variants: cfg.Variants}
+		Variants: cfg.Variants}
+	for _, m := range cfg.Modes {
+		rep.Modes = append(rep.Modes, string(m))
+	}
 	for _, q := range qs {
 		if len(q.Gold) > 0 {
 			rep.Queries.Gold++
@@ -177,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					units[i] = retrieval.Document{ID: h.ID, Kind: h.Kind, Page: h.Page}.Unit()
 				}
 				ranked := Collapse(units)
-				run := QueryRun{QueryID: q.ID, Issue: q.Issue, Mode: m, Variant: v, Latency: lat[len(lat)-1],
+				run := result.QueryRun{QueryID: q.ID, Issue: q.Issue, Mode: string(m), Variant: v, Latency: lat[len(lat)-1],
 					Scores: map[string]map[string]float64{}, Fold: fold}
 				run.Top = ranked[:min(10, len(ranked))]
 				own := retrieval.IssueID(q.Issue)
@@ -187,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 						break
 					}
 				}
-				for _, kind := range kinds {
+				for _, kind := range result.Kinds {
 					rel := q.Relevant(kind)
 					if len(rel) == 0 {
 						continue
@@ -199,7 +181,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					for u, g := range rel {
 						credited[u] = g
 					}
-					run.Scores[kind][CreditOwnMetric] = NDCGAt(ranked, credited, 10)
+					run.Scores[kind][result.CreditOwnMetric] = NDCGAt(ranked, credited, 10)
 				}
 				rep.Runs = append(rep.Runs, run)
 				if (i+1)%25 == 0 && i+1 < len(qs) {
@@ -213,10 +195,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	summarize(rep, qs, cfg.Seed)
 	return rep, nil
 }
-
-// CreditOwnMetric is nDCG@10 computed as if the query's own issue were a
-// relevant document (with the query's best grade).
-const CreditOwnMetric = "ndcg@10_own_credited"
 
 func maxGrade(rel map[string]int) int {
 	g := 0
@@ -235,7 +213,7 @@ func modeOrRRF(m retrieval.Mode) retrieval.Mode {
 
 // trainFolds trains one reranker per fold and records, for each evaluated
 // query, the model that may score it.
-func trainFolds(ctx context.Context, cfg Config, qs []judged.Query, modelFor map[int]*retrieval.LogisticModel, foldOf map[int]string, progress io.Writer) (*RerankInfo, error) {
+func trainFolds(ctx context.Context, cfg Config, qs []judged.Query, modelFor map[int]*retrieval.LogisticModel, foldOf map[int]string, progress io.Writer) (*result.RerankInfo, error) {
 	folds, err := PlanRerankFolds(qs, cfg.Folds, cfg.Seed, cfg.Duplicates)
 	if err != nil {
 		return nil, err
@@ -256,7 +234,7 @@ func trainFolds(ctx context.Context, cfg Config, qs []judged.Query, modelFor map
 			cands[q.Issue] = c
 		}
 	}
-	info := &RerankInfo{}
+	info := &result.RerankInfo{}
 	for _, f := range folds {
 		var ex []retrieval.Example
 		for _, q := range f.Train {
@@ -276,10 +254,10 @@ func trainFolds(ctx context.Context, cfg Config, qs []judged.Query, modelFor map
 			modelFor[q.Issue] = model
 			foldOf[q.Issue] = f.Name
 		}
-		info.Folds = append(info.Folds, FoldInfo{Name: f.Name, TrainQueries: len(f.Train), EvalQueries: len(f.Eval),
+		info.Folds = append(info.Folds, result.FoldInfo{Name: f.Name, TrainQueries: len(f.Train), EvalQueries: len(f.Eval),
 			Examples: model.Examples, Positives: model.Positives, FinalLoss: model.FinalLoss})
 		if f.Name == "gold" {
-			info.GoldModel = model
+			info.GoldModel = (*result.RerankerModel)(model)
 		}
 	}
 	info.TrainTimeMS = float64(cfg.Now().Sub(t0)) / float64(time.Millisecond)

@@ -1,4 +1,4 @@
-package ablation
+package result
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "Retrieval ablation: %s — %d queries (%d with gold, %d with silver judgements), seed %d, %d bootstrap resamples\n\n",
 		r.Dataset, r.Queries.Total, r.Queries.Gold, r.Queries.Silver, r.Seed, r.Bootstrap)
 	for _, v := range r.Variants {
-		for _, kind := range kinds {
+		for _, kind := range Kinds {
 			fmt.Fprintf(tw, "%s judgements, own issue %s (mean [95%% CI])\n", kind, variantWords(v))
 			fmt.Fprintf(tw, "mode\tn\t%s\t\n", strings.Join(MetricNames, "\t"))
 			for _, m := range r.Modes {
@@ -36,7 +36,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				if !ok {
 					continue
 				}
-				cells := []string{string(m), fmt.Sprint(row.N)}
+				cells := []string{m, fmt.Sprint(row.N)}
 				for _, name := range MetricNames {
 					cells = append(cells, ci(row.Metrics[name]))
 				}
@@ -103,7 +103,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "Dataset `%s`: %d judged queries (%d with gold, %d with silver judgements); seed %d; %d bootstrap resamples; 95%% percentile intervals in brackets.\n\n",
 		r.Dataset, r.Queries.Total, r.Queries.Gold, r.Queries.Silver, r.Seed, r.Bootstrap)
 	for _, v := range r.Variants {
-		for _, kind := range kinds {
+		for _, kind := range Kinds {
 			fmt.Fprintf(&b, "**%s**, own issue %s\n\n", kind, variantWords(v))
 			b.WriteString("| mode | n | " + strings.Join(MetricNames, " | ") + " |\n")
 			b.WriteString("|---|---:|" + strings.Repeat("---|", len(MetricNames)) + "\n")

@@ -1,4 +1,4 @@
-package ablation
+package result
 
 import (
 	"fmt"
@@ -8,7 +8,9 @@ import (
 )
 
 // WriteSVG draws nDCG@10 per mode as grouped bars (one bar per judgement
-// kind and variant) with the bootstrap intervals as whiskers.
+// kind and variant) with the bootstrap intervals as whiskers. Every string
+// from the report is escaped: the web UI serves this for files it did not
+// write.
 func (r *Report) WriteSVG(w io.Writer) error {
 	type series struct {
 		v     Variant
@@ -18,8 +20,11 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	}
 	palette := map[string][2]string{"gold": {"#c98a00", "#f0d28c"}, "silver": {"#5b6f8a", "#b9c6d8"}}
 	var ss []series
-	for _, kind := range kinds {
+	for _, kind := range Kinds {
 		for i, v := range r.Variants {
+			if len(r.Modes) == 0 {
+				break
+			}
 			if _, ok := r.Row(v, r.Modes[0], kind); !ok {
 				continue
 			}
@@ -58,13 +63,13 @@ func (r *Report) WriteSVG(w io.Writer) error {
 			st := row.Metrics["ndcg@10"]
 			x := gx + float64(si)*barW
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %.3f [%.3f, %.3f]</title></rect>`+"\n",
-				x, y(st.Mean), barW-2, plotH*st.Mean, s.color, m, html.EscapeString(s.label), st.Mean, st.Lo, st.Hi)
+				x, y(st.Mean), barW-2, plotH*st.Mean, s.color, html.EscapeString(m), html.EscapeString(s.label), st.Mean, st.Lo, st.Hi)
 			cx := x + (barW-2)/2
 			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#222"/>`+"\n", cx, cx, y(st.Lo), y(st.Hi))
 			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#222"/>`+"\n", cx-4, cx+4, y(st.Lo), y(st.Lo))
 			fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#222"/>`+"\n", cx-4, cx+4, y(st.Hi), y(st.Hi))
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", gx+float64(len(ss))*barW/2, top+plotH+18, m)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", gx+float64(len(ss))*barW/2, top+plotH+18, html.EscapeString(m))
 	}
 	fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#222"/>`+"\n", left, width-right, y(0), y(0))
 	for si, s := range ss {
