@@ -122,7 +122,6 @@ var (
 		"github.com/pkoukk/tiktoken-go/",
 		"agents/runtime",
 		"agents/journal/journaldb",
-		"replay/journaldb", // the journal database until it moves to agents/journal/journaldb
 	}
 	webLinkRule = "the web UI links no runtime, tokenizer, search index or journal database"
 )
