@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/internal/ctxlock"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -40,7 +41,7 @@ type Store struct {
 
 	// life serialises Start and Shutdown (a channel so a Shutdown waiting
 	// for a Start honours its context); state is read by every method.
-	life  chan struct{}
+	life  ctxlock.Mutex
 	state atomic.Int32
 
 	// spansTable and traceIndexTable are the quoted tables reads and
@@ -93,7 +94,7 @@ func New(cfg Config) (*Store, error) {
 		ddl:             d,
 		cfg:             cfg,
 		log:             log,
-		life:            make(chan struct{}, 1),
+		life:            ctxlock.New(),
 		spansTable:      d.DB + ".spans",
 		traceIndexTable: d.DB + ".trace_index",
 	}, nil
@@ -122,10 +123,10 @@ func open(ctx context.Context, cfg Config, upTo int) (*Store, error) {
 func (s *Store) Start(ctx context.Context) error { return s.start(ctx, 0) }
 
 func (s *Store) start(ctx context.Context, upTo int) error {
-	if err := s.lock(ctx); err != nil {
+	if err := s.life.Lock(ctx); err != nil {
 		return fmt.Errorf("connect to clickhouse: %w", err)
 	}
-	defer s.unlock()
+	defer s.life.Unlock()
 	switch s.state.Load() {
 	case stateRunning:
 		return errors.New("start clickhouse store: already started")
@@ -154,10 +155,10 @@ func (s *Store) start(ctx context.Context, upTo int) error {
 // Shutdown closes the connection pool; queries in flight fail. It is nil
 // on a store that was never started and safe to call more than once.
 func (s *Store) Shutdown(ctx context.Context) error {
-	if err := s.lock(ctx); err != nil {
+	if err := s.life.Lock(ctx); err != nil {
 		return fmt.Errorf("shut down clickhouse store: %w", err)
 	}
-	defer s.unlock()
+	defer s.life.Unlock()
 	if s.state.Swap(stateShutdown) != stateRunning {
 		return nil
 	}
@@ -166,22 +167,6 @@ func (s *Store) Shutdown(ctx context.Context) error {
 	}
 	return nil
 }
-
-func (s *Store) lock(ctx context.Context) error {
-	select {
-	case s.life <- struct{}{}:
-		return nil // free: taken even when ctx is done
-	default:
-	}
-	select {
-	case s.life <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-func (s *Store) unlock() { <-s.life }
 
 // usable is nil while the store is started and not shut down.
 func (s *Store) usable() error {

@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/internal/ctxlock"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -56,7 +57,7 @@ type Store struct {
 
 	// life serialises Start and Shutdown (a channel so a Shutdown waiting
 	// for a Start honours its context); state is read by every method.
-	life  chan struct{}
+	life  ctxlock.Mutex
 	state atomic.Int32
 	// stopped is closed once Shutdown has closed every connection, with
 	// closeErr set.
@@ -75,7 +76,7 @@ func New(cfg Config) (*Store, error) {
 		cfg:         cfg,
 		log:         cfg.Logger,
 		resourceIDs: make(map[[16]byte]int64),
-		life:        make(chan struct{}, 1),
+		life:        ctxlock.New(),
 		stopped:     make(chan struct{}),
 	}, nil
 }
@@ -98,10 +99,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // migration. A failed Start releases everything it opened and may be
 // retried; Start on a started or shut-down store is an error.
 func (s *Store) Start(ctx context.Context) error {
-	if err := s.lock(ctx); err != nil {
+	if err := s.life.Lock(ctx); err != nil {
 		return fmt.Errorf("start trace store %s: %w", s.cfg.Path, err)
 	}
-	defer s.unlock()
+	defer s.life.Unlock()
 	switch s.state.Load() {
 	case stateRunning:
 		return fmt.Errorf("start trace store %s: already started", s.cfg.Path)
@@ -214,7 +215,7 @@ func (s *Store) Path() string { return s.cfg.Path }
 // is nil on a store that was never started, and safe to call more than
 // once: later calls wait for the first one and return its result.
 func (s *Store) Shutdown(ctx context.Context) error {
-	if err := s.lock(ctx); err != nil {
+	if err := s.life.Lock(ctx); err != nil {
 		return fmt.Errorf("shut down trace store %s: %w", s.cfg.Path, err)
 	}
 	switch s.state.Swap(stateShutdown) {
@@ -233,7 +234,7 @@ func (s *Store) Shutdown(ctx context.Context) error {
 	case stateNew:
 		close(s.stopped) // never started: nothing to close
 	}
-	s.unlock()
+	s.life.Unlock()
 	select {
 	case <-s.stopped:
 		return s.closeErr
@@ -246,22 +247,6 @@ func (s *Store) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("shut down trace store %s: %w", s.cfg.Path, context.Cause(ctx))
 	}
 }
-
-func (s *Store) lock(ctx context.Context) error {
-	select {
-	case s.life <- struct{}{}:
-		return nil // free: taken even when ctx is done
-	default:
-	}
-	select {
-	case s.life <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-func (s *Store) unlock() { <-s.life }
 
 func (s *Store) closeDBs() error {
 	var errs []error

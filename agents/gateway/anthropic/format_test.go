@@ -1,11 +1,10 @@
 package anthropic
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/gateway"
+	"github.com/loomwork/loomwork/agents/gateway/providertest"
 )
 
 func TestPrintingAClientNeverShowsTheKey(t *testing.T) {
@@ -14,12 +13,5 @@ func TestPrintingAClientNeverShowsTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q"} {
-		if out := fmt.Sprintf(verb, c); strings.Contains(out, key) || !strings.Contains(out, "m") {
-			t.Errorf("%s printed %q", verb, out)
-		}
-		if out := fmt.Sprintf(verb, *c); strings.Contains(out, key) {
-			t.Errorf("%s of the value printed the key: %q", verb, out)
-		}
-	}
+	providertest.CheckPrintsNoKey(t, c, key)
 }
