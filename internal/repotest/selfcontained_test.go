@@ -40,7 +40,7 @@ func trackedFiles(t testing.TB, root string) []string {
 	return files
 }
 
-// Users have no ../shared beside their clone (CI does, so a green CI would
+// Users have no shared folder beside their clone (CI does, so a green CI would
 // hide a file that reads it): no tracked file may name it.
 func TestNoTrackedFileReadsOutsideTheRepository(t *testing.T) {
 	root := repoRoot(t)
