@@ -43,6 +43,10 @@ finish() {
   exit "$rc"
 }
 trap finish EXIT
+# Interrupted (Ctrl-C, CI's timeout): say so in the closing lines, not
+# "every step passed", and exit with the signal's status.
+trap 'step="$step (interrupted by SIGINT)"; exit 130' INT
+trap 'step="$step (interrupted by SIGTERM)"; exit 143' TERM
 
 step="go vet"
 echo "== $step"
