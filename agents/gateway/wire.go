@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,6 +81,27 @@ func (x Exchange) DoJSON(ctx context.Context, hreq *http.Request, v any) error {
 			Message: fmt.Sprintf("decode answer: %v", err), RequestID: hresp.Header.Get(x.RequestIDHeader)}, x.Key)
 	}
 	return nil
+}
+
+// PostJSON encodes body, POSTs it to url with JSON Content-Type and Accept
+// and, when x.Key is set, the key as a bearer token, then decodes the answer
+// into out as DoJSON does. It is the request of the OpenAI-shaped JSON
+// endpoints (embeddings, rerank).
+func (x Exchange) PostJSON(ctx context.Context, url string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	if !x.Key.IsZero() {
+		hreq.Header.Set("Authorization", "Bearer "+x.Key.Reveal())
+	}
+	return x.DoJSON(ctx, hreq, out)
 }
 
 func (x Exchange) now() time.Time {

@@ -1,9 +1,7 @@
 package openai
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -129,25 +127,13 @@ func (e *Embeddings) Embed(ctx context.Context, texts []string) ([][]float32, er
 	if len(texts) == 0 {
 		return nil, nil
 	}
-	body, err := json.Marshal(embeddingsRequest{Model: e.cfg.Model, Input: texts, EncodingFormat: "float", Dimensions: e.cfg.Dimensions})
-	if err != nil {
-		return nil, fmt.Errorf("embed %d texts: encode request: %w", len(texts), err)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, e.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("embed %d texts: build request: %w", len(texts), err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	if !e.cfg.APIKey.IsZero() {
-		hreq.Header.Set("Authorization", "Bearer "+e.cfg.APIKey.Reveal())
-	}
 	x := gateway.Exchange{
 		Client: e.cfg.HTTPClient, Provider: e.cfg.Provider, Model: e.cfg.Model, Key: e.cfg.APIKey, Now: e.cfg.Now,
 		RequestIDHeader: "x-request-id", DecodeError: decodeError,
 	}
 	var resp embeddingsResponse
-	if err := x.DoJSON(ctx, hreq, &resp); err != nil {
+	req := embeddingsRequest{Model: e.cfg.Model, Input: texts, EncodingFormat: "float", Dimensions: e.cfg.Dimensions}
+	if err := x.PostJSON(ctx, e.endpoint, req, &resp); err != nil {
 		return nil, fmt.Errorf("embed %d texts: %w", len(texts), err)
 	}
 	if resp.Error != nil {

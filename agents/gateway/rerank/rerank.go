@@ -7,7 +7,6 @@
 package rerank
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,25 +111,13 @@ func (c *Client) RerankTexts(ctx context.Context, query string, docs []string) (
 	if len(docs) == 0 {
 		return nil, nil
 	}
-	body, err := json.Marshal(rerankRequest{Model: c.cfg.Model, Query: query, Documents: docs, TopN: len(docs)})
-	if err != nil {
-		return nil, fmt.Errorf("rerank %d documents: encode request: %w", len(docs), err)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("rerank %d documents: build request: %w", len(docs), err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	if !c.cfg.APIKey.IsZero() {
-		hreq.Header.Set("Authorization", "Bearer "+c.cfg.APIKey.Reveal())
-	}
 	x := gateway.Exchange{
 		Client: c.cfg.HTTPClient, Provider: c.cfg.Provider, Model: c.cfg.Model, Key: c.cfg.APIKey, Now: c.cfg.Now,
 		RequestIDHeader: "x-request-id", DecodeError: decodeError,
 	}
 	var resp rerankResponse
-	if err := x.DoJSON(ctx, hreq, &resp); err != nil {
+	req := rerankRequest{Model: c.cfg.Model, Query: query, Documents: docs, TopN: len(docs)}
+	if err := x.PostJSON(ctx, c.endpoint, req, &resp); err != nil {
 		return nil, fmt.Errorf("rerank %d documents: %w", len(docs), err)
 	}
 	out := make([]float64, len(docs))
