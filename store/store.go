@@ -195,6 +195,18 @@ func quoteInput(s string) string {
 	return fmt.Sprintf("%q", s)
 }
 
+// TraceIDOf is what readers of a user-given id (the UI, the JSON API,
+// `traces get`) call: a full id, in either case, is the id itself in lower
+// case, with no lookup (GetTrace then says whether the trace exists; on a
+// store whose trace index trails its spans the lookup could miss a trace
+// GetTrace finds), and anything else goes to r.ResolveTraceID.
+func TraceIDOf(ctx context.Context, r Reader, idOrPrefix string) (string, error) {
+	if full := strings.ToLower(idOrPrefix); IsFullTraceID(full) {
+		return full, nil
+	}
+	return r.ResolveTraceID(ctx, idOrPrefix)
+}
+
 // ResolveTraceIDWith implements Reader.ResolveTraceID for a backend, so
 // every backend accepts, rejects and reports the same way. It checks
 // idOrPrefix with ParseTraceIDPrefix, then calls match with the smallest

@@ -65,3 +65,26 @@ func TestResolveTraceIDWithWrapsTheBackendsErrorAndNeverAsksAboutAMalformedID(t 
 		t.Errorf("the error for a 10000-byte id is %d bytes long; want it clipped", len(err.Error()))
 	}
 }
+
+// resolveOnly is a Reader whose ResolveTraceID records its calls.
+type resolveOnly struct {
+	Reader
+	asked []string
+}
+
+func (r *resolveOnly) ResolveTraceID(_ context.Context, id string) (string, error) {
+	r.asked = append(r.asked, id)
+	return "resolved", nil
+}
+
+func TestTraceIDOfTakesAFullIDAsItIsAndResolvesEverythingElse(t *testing.T) {
+	r := &resolveOnly{}
+	got, err := TraceIDOf(context.Background(), r, "4BF92F3577B34DA6A3CE929D0E0E4736")
+	if err != nil || got != "4bf92f3577b34da6a3ce929d0e0e4736" || len(r.asked) != 0 {
+		t.Fatalf("full id: %q, %v, asked %v; want it lower-cased with no lookup", got, err, r.asked)
+	}
+	got, err = TraceIDOf(context.Background(), r, "4bf92f35")
+	if err != nil || got != "resolved" || len(r.asked) != 1 || r.asked[0] != "4bf92f35" {
+		t.Fatalf("prefix: %q, %v, asked %v; want one ResolveTraceID", got, err, r.asked)
+	}
+}

@@ -184,17 +184,13 @@ func parseWaterfallQuery(v url.Values) (waterfallQuery, error) {
 }
 
 // traceID returns the full id of the trace the request's {id} names: the
-// id itself when it is a full lower-case id (GetTrace then says whether the
-// trace exists), else the one trace it is a prefix of, at least
+// id itself when it is a full id, lower-cased (GetTrace then says whether
+// the trace exists), else the one trace it is a prefix of, at least
 // store.MinTraceIDPrefix hex digits of either case. Its error wraps
 // store.ErrBadTraceID, store.ErrAmbiguousTraceID or store.ErrNotFound for
 // an id that is malformed, shared by several traces or unknown.
 func (s *Server) traceID(r *http.Request) (string, error) {
-	id := r.PathValue("id")
-	if store.IsFullTraceID(id) {
-		return id, nil
-	}
-	return s.deps.Traces.ResolveTraceID(r.Context(), id)
+	return store.TraceIDOf(r.Context(), s.deps.Traces, r.PathValue("id"))
 }
 
 // pageTraceID is traceID for the HTML routes under /traces/{id}, whose

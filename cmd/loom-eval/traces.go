@@ -167,11 +167,7 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	}
 	defer st.Shutdown(context.WithoutCancel(ctx))
 	var spans []store.Span
-	if full := strings.ToLower(id); store.IsFullTraceID(full) {
-		id = full
-	} else {
-		id, err = st.ResolveTraceID(ctx, id)
-	}
+	id, err = store.TraceIDOf(ctx, st, id)
 	if err == nil {
 		spans, err = st.GetTrace(ctx, id)
 	}
