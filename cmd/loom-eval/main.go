@@ -129,10 +129,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return &ExitError{Code: ExitOK, Err: err}
-			}
-			return &ExitError{Code: ExitUsage, Err: err}
+			return flagError(err)
 		}
 		rest := fs.Args()
 		consumed := len(args) - len(rest)
@@ -156,12 +153,18 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // docker run.
 func parseFlagsThenCommand(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return &ExitError{Code: ExitOK, Err: err}
-		}
-		return &ExitError{Code: ExitUsage, Err: err}
+		return flagError(err)
 	}
 	return nil
+}
+
+// flagError maps a FlagSet.Parse error: -h is success (the usage was
+// printed), anything else bad usage.
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return &ExitError{Code: ExitOK, Err: err}
+	}
+	return &ExitError{Code: ExitUsage, Err: err}
 }
 
 // isFlagValue reports whether the "--" that follows before was the value
