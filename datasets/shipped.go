@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -155,7 +156,9 @@ func DescribeDefault() string {
 // dropped (so reports say "mkdocs-material" wherever the copy lives).
 func JudgedName(dir string) string {
 	base := filepath.Base(filepath.Clean(dir))
-	if base == ShippedName+"-"+ShippedDigest() {
+	// The prefix test first: only a name that could be a copy pays for
+	// hashing the embedded set.
+	if strings.HasPrefix(base, ShippedName+"-") && base == ShippedName+"-"+ShippedDigest() {
 		return ShippedName
 	}
 	return base
