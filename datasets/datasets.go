@@ -73,6 +73,12 @@ type Trial struct {
 	// when the scorer is given a store); a trial with neither is invalid.
 	Success *bool `json:"success,omitempty"`
 
+	// Divergence, set by a replay, says the run did not reproduce its
+	// journal (a divergence code and message, e.g. "tool_result_mismatch:
+	// step 3 …"). Such a trial fails whatever else it claims: its
+	// evidence and answer are not what the journal recorded.
+	Divergence string `json:"divergence,omitempty"`
+
 	ToolsCalled       []string `json:"tools_called,omitempty"`
 	EvidenceRetrieved []string `json:"evidence_retrieved,omitempty"`
 	EvidenceCited     []string `json:"evidence_cited,omitempty"`
