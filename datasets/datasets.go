@@ -62,6 +62,9 @@ type Trial struct {
 	// Reports always show it.
 	ModelLabel string `json:"model_label"`
 	Model      string `json:"model,omitempty"`
+	// Agent names the agent that ran the trial (e.g. "research",
+	// "coding"); reports break their rates down by it.
+	Agent string `json:"agent,omitempty"`
 
 	// Provenance: at least one of these.
 	TraceID string       `json:"trace_id,omitempty"`

@@ -24,7 +24,7 @@ func TrialRecord(r *journal.ReplayReport, withTrace bool) datasets.Trial {
 	}
 	success := r.Complete && r.Divergence == nil && r.Answer != ""
 	t := datasets.Trial{
-		CaseID: caseID, Trial: r.Trial, ModelLabel: label, Model: r.Model,
+		CaseID: caseID, Trial: r.Trial, ModelLabel: label, Model: r.Model, Agent: r.Agent,
 		Journal:           &datasets.JournalRef{Path: r.File, RunID: r.RunID},
 		Success:           &success,
 		ToolsCalled:       r.ToolsCalled,

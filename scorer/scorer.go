@@ -1,7 +1,13 @@
 // Package scorer scores trials against cases, aggregates them per case
-// (pass@k, pass^k) and per suite (bootstrap confidence intervals), and
-// compares a candidate run with a baseline case by case (paired bootstrap of
-// the mean score delta, exact McNemar test on pass/fail flips).
+// (pass@k, pass^k, flakiness) and per suite and agent (rates with
+// confidence intervals: pass rate, mean score, evidence retrieved, cited
+// and retrieved-but-not-cited), and compares a candidate run with a
+// baseline case by case (paired intervals of the pass-rate and score
+// deltas with their minimum detectable drop, Fisher's exact test per case
+// with a multiple-testing correction, the exact McNemar test on flips).
+//
+// A trial's success is its case's outcome (the required evidence cited),
+// never only that the agent finished.
 //
 // Sub-packages: rollup (per-trace critical path and cost), pricing (model
 // price tables), stats (the estimators), gate (CI policies) and report
@@ -12,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sort"
 
 	"github.com/loomwork/loomwork/datasets"
@@ -43,15 +48,24 @@ type Config struct {
 	Weights Weights
 	// Ks are the k values for pass@k and pass^k; values above a case's
 	// trial count are skipped for that case.
-	Ks        []int
-	Resamples int     // bootstrap resamples
-	Level     float64 // confidence level, e.g. 0.95
-	Seed      uint64  // bootstrap seed; the same seed gives the same report
+	Ks    []int
+	Level float64 // confidence level of every interval, e.g. 0.95
+	// CaseAlpha and CaseCorrection set the per-case test: a case regressed
+	// when its corrected one-sided Fisher p-value is below CaseAlpha.
+	CaseAlpha      float64
+	CaseCorrection string // stats.Holm or stats.BenjaminiHochberg
+	// Power is the power the minimum detectable drop is stated at.
+	Power float64
+	// ScriptedExact: when both sides of a comparison are entirely
+	// scripted, their trials are deterministic, so a case regressed when a
+	// trial that passed now fails (no noise allowance).
+	ScriptedExact bool
 }
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{Prices: pricing.Default(), Weights: DefaultWeights, Ks: []int{1, 3, 5}, Resamples: 10000, Level: 0.95, Seed: 1}
+	return Config{Prices: pricing.Default(), Weights: DefaultWeights, Ks: []int{1, 3, 5}, Level: 0.95,
+		CaseAlpha: 0.05, CaseCorrection: stats.Holm, Power: 0.8, ScriptedExact: true}
 }
 
 // Validate reports configuration errors.
@@ -72,19 +86,19 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("ks: %d, must be at least 1", k))
 		}
 	}
-	if c.Resamples < 100 {
-		errs = append(errs, fmt.Errorf("resamples = %d, need at least 100", c.Resamples))
-	}
 	if !(c.Level > 0 && c.Level < 1) {
 		errs = append(errs, fmt.Errorf("level = %v, need 0 < level < 1", c.Level))
 	}
+	if !(c.CaseAlpha > 0 && c.CaseAlpha < 1) {
+		errs = append(errs, fmt.Errorf("case alpha = %v, need 0 < alpha < 1", c.CaseAlpha))
+	}
+	if c.CaseCorrection != stats.Holm && c.CaseCorrection != stats.BenjaminiHochberg {
+		errs = append(errs, fmt.Errorf("case correction = %q, want %q or %q", c.CaseCorrection, stats.Holm, stats.BenjaminiHochberg))
+	}
+	if !(c.Power > 0 && c.Power < 1) {
+		errs = append(errs, fmt.Errorf("power = %v, need 0 < power < 1", c.Power))
+	}
 	return errors.Join(errs...)
-}
-
-func (c Config) bootstrap(stream uint64) stats.BootstrapConfig {
-	// One independent stream per statistic, derived from the seed, so
-	// adding a statistic does not shift the others' intervals.
-	return stats.BootstrapConfig{Resamples: c.Resamples, Level: c.Level, Rand: rand.New(rand.NewPCG(c.Seed, stream))}
 }
 
 // Budget verdicts.
@@ -102,15 +116,33 @@ type BudgetVerdict struct {
 	Verdict string   `json:"verdict"`
 }
 
+// Outcome sources: what decided a trial's success.
+const (
+	// OutcomeEvidenceCited: the case requires evidence, and success is
+	// citing it (per evidence_match) in a run that finished.
+	OutcomeEvidenceCited = "evidence_cited"
+	// OutcomeTrial: the case defines no outcome, so the trial's own
+	// account (its success field, or its trace) is all there is; reports
+	// say so.
+	OutcomeTrial = "trial"
+)
+
 // TrialScore is one scored trial.
 type TrialScore struct {
 	CaseID     string `json:"case_id"`
 	Trial      int    `json:"trial"`
 	ModelLabel string `json:"model_label"`
 	Model      string `json:"model,omitempty"`
+	Agent      string `json:"agent,omitempty"`
 	TraceID    string `json:"trace_id,omitempty"`
 
-	Success bool `json:"success"`
+	// Finished is the run's own account (the trial's success field or its
+	// trace): it ended with an answer. Success is the outcome: finished,
+	// not diverged, and the case's outcome met (Outcome says which rule).
+	Finished   bool   `json:"finished"`
+	Divergence string `json:"divergence,omitempty"`
+	Success    bool   `json:"success"`
+	Outcome    string `json:"outcome"`
 	// Tool precision/recall over the distinct tools called; nil when the
 	// case lists no expected tools.
 	ToolPrecision *float64 `json:"tool_precision"`
@@ -119,6 +151,11 @@ type TrialScore struct {
 	// was retrieved, and among what was cited; nil when none is required.
 	EvidenceRetrieved *float64 `json:"evidence_retrieved"`
 	EvidenceCited     *float64 `json:"evidence_cited"`
+	// RetrievedOK and CitedOK: the requirement (per evidence_match) is met
+	// by what was retrieved, and by what was cited; nil when none is
+	// required. Retrieved but not cited is the retrieval ceiling.
+	RetrievedOK *bool `json:"evidence_retrieved_ok"`
+	CitedOK     *bool `json:"evidence_cited_ok"`
 
 	Budgets    []BudgetVerdict `json:"budgets"`
 	DurationMS *float64        `json:"duration_ms"`
@@ -143,16 +180,25 @@ type CaseResult struct {
 	Task     string   `json:"task,omitempty"`
 	Tags     []string `json:"tags,omitempty"`
 	MustPass bool     `json:"must_pass,omitempty"`
+	Agent    string   `json:"agent,omitempty"`
 
 	Trials    int     `json:"trials"`
 	Passes    int     `json:"passes"`
 	PassRate  float64 `json:"pass_rate"`
 	MeanScore float64 `json:"mean_score"`
-	// Passed: every trial passed (the per-case outcome used for flips and
-	// must-pass checks).
-	Passed   bool     `json:"passed"`
+	// Passed: every trial passed (the strict per-case outcome used for
+	// must-pass checks and the descriptive flips).
+	Passed bool `json:"passed"`
+	// Flaky: the trials disagree (some passed, some failed).
+	Flaky    bool     `json:"flaky"`
 	PassAtK  []KValue `json:"pass_at_k"`
 	PassHatK []KValue `json:"pass_hat_k"`
+	// Per-case evidence rates (shares of trials); nil when the case
+	// requires no evidence.
+	RetrievedRate         *float64 `json:"evidence_retrieved_rate"`
+	CitedRate             *float64 `json:"evidence_cited_rate"`
+	RetrievedNotCitedRate *float64 `json:"retrieved_not_cited_rate"`
+	Diverged              int      `json:"diverged,omitempty"` // trials whose replay diverged
 
 	// Means per trial; nil when any trial's value is unknown.
 	MeanCostUSD    *float64 `json:"mean_cost_usd"`
@@ -160,6 +206,29 @@ type CaseResult struct {
 
 	ModelLabels []string     `json:"model_labels"`
 	Results     []TrialScore `json:"results"`
+}
+
+// Rates are the outcome rates of a set of cases, each with its interval
+// over cases (each case one observation: its share of trials).
+type Rates struct {
+	Cases  int `json:"cases"`
+	Trials int `json:"trials"`
+	// TrialsPerCase is the mean number of trials per case.
+	TrialsPerCase float64         `json:"trials_per_case"`
+	PassRate      *stats.Interval `json:"pass_rate"`
+	MeanScore     *stats.Interval `json:"mean_score"`
+	// Over the cases that require evidence (EvidenceCases of them); nil
+	// when none does.
+	EvidenceCases     int             `json:"evidence_cases"`
+	EvidenceRetrieved *stats.Interval `json:"evidence_retrieved"`
+	EvidenceCited     *stats.Interval `json:"evidence_cited"`
+	RetrievedNotCited *stats.Interval `json:"retrieved_not_cited"`
+}
+
+// AgentRates are one agent's rates within a suite.
+type AgentRates struct {
+	Agent string `json:"agent"`
+	Rates
 }
 
 // Suite is a scored run.
@@ -170,14 +239,16 @@ type Suite struct {
 	NCases      int          `json:"n_cases"`
 	NTrials     int          `json:"n_trials"`
 	CasesPassed int          `json:"cases_passed"`
-	Successes   int          `json:"successes"` // trials whose task succeeded
+	Successes   int          `json:"successes"` // trials whose outcome was met
+	Finished    int          `json:"finished"`  // trials that finished (with or without the outcome)
+	FlakyCases  []string     `json:"flaky_cases"`
 
-	// Intervals over cases (each case one observation: its mean score, its
-	// pass rate), by percentile bootstrap.
-	MeanScore *stats.Interval `json:"mean_score"`
-	PassRate  *stats.Interval `json:"pass_rate"`
-	PassAtK   []KValue        `json:"pass_at_k"`
-	PassHatK  []KValue        `json:"pass_hat_k"`
+	// Suite-wide rates with intervals (each case one observation).
+	Rates
+	// Agents breaks the rates down by agent when trials name one.
+	Agents   []AgentRates `json:"agents,omitempty"`
+	PassAtK  []KValue     `json:"pass_at_k"`
+	PassHatK []KValue     `json:"pass_hat_k"`
 
 	// TotalCostUSD is nil when any trial's cost is unknown; KnownCostUSD is
 	// then a lower bound. CostPerSuccessUSD = total / successful trials.
@@ -194,9 +265,8 @@ type Suite struct {
 	MustPass []string `json:"must_pass_cases,omitempty"`
 	Notes    []string `json:"notes,omitempty"`
 
-	Weights   Weights `json:"weights"`
-	Seed      uint64  `json:"seed"`
-	Resamples int     `json:"resamples"`
+	Weights Weights `json:"weights"`
+	Level   float64 `json:"level"`
 }
 
 // Score scores trials against cases. With no cases (nil), every case id in
@@ -244,12 +314,12 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 	}
 	sort.Strings(order)
 
-	s := &Suite{ModelLabels: map[string]int{}, Weights: cfg.Weights, Seed: cfg.Seed, Resamples: cfg.Resamples}
+	s := &Suite{ModelLabels: map[string]int{}, Weights: cfg.Weights, Level: cfg.Level, FlakyCases: []string{}}
 	if implicit {
-		s.Notes = append(s.Notes, "no case file: trials are scored on task success only (no tool, evidence or budget expectations)")
+		s.Notes = append(s.Notes, "no case file: success is each trial's own account (no outcome, tool, evidence or budget expectations)")
 	}
-	var caseScores, caseRates []float64
 	allCostKnown := true
+	noOutcome := 0
 	for _, id := range order {
 		ts := grouped[id]
 		c := byID[id]
@@ -269,12 +339,19 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 		if cr.Passed {
 			s.CasesPassed++
 		}
-		caseScores = append(caseScores, cr.MeanScore)
-		caseRates = append(caseRates, cr.PassRate)
+		if cr.Flaky {
+			s.FlakyCases = append(s.FlakyCases, id)
+		}
+		if len(c.RequiredEvidence) == 0 {
+			noOutcome++
+		}
 		for _, t := range cr.Results {
 			s.ModelLabels[t.ModelLabel]++
 			if t.Success {
 				s.Successes++
+			}
+			if t.Finished {
+				s.Finished++
 			}
 			if t.CostUSD != nil {
 				s.KnownCostUSD += *t.CostUSD
@@ -288,6 +365,9 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 	if len(s.CasesWithoutTrials) > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("%d cases have no trials and are not scored: %v", len(s.CasesWithoutTrials), s.CasesWithoutTrials))
 	}
+	if noOutcome > 0 && !implicit {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d of %d cases define no outcome (no required evidence): their success is the trial's own account", noOutcome, s.NCases))
+	}
 	if allCostKnown && s.NTrials > 0 {
 		s.TotalCostUSD = ptr(s.KnownCostUSD)
 		if s.Successes > 0 {
@@ -297,22 +377,72 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 	if s.UnknownCostTrials > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("%d trials have unknown cost: suite cost is a lower bound", s.UnknownCostTrials))
 	}
-	if len(caseScores) > 0 {
-		// Two variables: the suite keeps a pointer to each interval.
-		scoreIV, err := stats.BootstrapMean(caseScores, cfg.bootstrap(1))
-		if err != nil {
-			return nil, fmt.Errorf("score: %w", err)
+	var err error
+	if s.Rates, err = RatesOf(s.Cases, cfg.Level); err != nil {
+		return nil, fmt.Errorf("score: %w", err)
+	}
+	agents := map[string][]CaseResult{}
+	for _, c := range s.Cases {
+		if c.Agent != "" {
+			agents[c.Agent] = append(agents[c.Agent], c)
 		}
-		s.MeanScore = &scoreIV
-		rateIV, err := stats.BootstrapMean(caseRates, cfg.bootstrap(2))
+	}
+	for _, a := range sortedKeys(agents) {
+		r, err := RatesOf(agents[a], cfg.Level)
 		if err != nil {
-			return nil, fmt.Errorf("score: %w", err)
+			return nil, fmt.Errorf("score: agent %q: %w", a, err)
 		}
-		s.PassRate = &rateIV
+		s.Agents = append(s.Agents, AgentRates{Agent: a, Rates: r})
 	}
 	s.PassAtK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassAtK })
 	s.PassHatK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassHatK })
 	return s, nil
+}
+
+// RatesOf computes the rates of cases with their intervals at level (see
+// stats.MeanInterval: one observation per case, pseudo-trials weighted by
+// the mean trials per case).
+func RatesOf(cases []CaseResult, level float64) (Rates, error) {
+	r := Rates{Cases: len(cases)}
+	if len(cases) == 0 {
+		return r, nil
+	}
+	var rates, scores, ret, cit, rnc []float64
+	evTrials := 0
+	for _, c := range cases {
+		r.Trials += c.Trials
+		rates = append(rates, c.PassRate)
+		scores = append(scores, c.MeanScore)
+		if c.CitedRate != nil {
+			ret, cit, rnc = append(ret, *c.RetrievedRate), append(cit, *c.CitedRate), append(rnc, *c.RetrievedNotCitedRate)
+			evTrials += c.Trials
+		}
+	}
+	r.TrialsPerCase = float64(r.Trials) / float64(r.Cases)
+	iv := func(xs []float64, trials float64) (*stats.Interval, error) {
+		v, err := stats.MeanInterval(xs, trials, level)
+		return &v, err
+	}
+	var err error
+	if r.PassRate, err = iv(rates, r.TrialsPerCase); err != nil {
+		return r, fmt.Errorf("pass rate: %w", err)
+	}
+	if r.MeanScore, err = iv(scores, r.TrialsPerCase); err != nil {
+		return r, fmt.Errorf("mean score: %w", err)
+	}
+	if r.EvidenceCases = len(cit); r.EvidenceCases > 0 {
+		per := float64(evTrials) / float64(r.EvidenceCases)
+		if r.EvidenceRetrieved, err = iv(ret, per); err != nil {
+			return r, fmt.Errorf("evidence retrieved: %w", err)
+		}
+		if r.EvidenceCited, err = iv(cit, per); err != nil {
+			return r, fmt.Errorf("evidence cited: %w", err)
+		}
+		if r.RetrievedNotCited, err = iv(rnc, per); err != nil {
+			return r, fmt.Errorf("retrieved but not cited: %w", err)
+		}
+	}
+	return r, nil
 }
 
 func lineSuffix(line int) string {
@@ -327,14 +457,28 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 	cr := CaseResult{CaseID: c.ID, Task: c.Task, Tags: c.Tags, MustPass: c.MustPass, Trials: len(ts), Results: ts,
 		PassAtK: []KValue{}, PassHatK: []KValue{}}
 	labels := map[string]bool{}
+	agents := map[string]bool{}
 	var sum, cost, dur float64
+	var ret, cit, rnc int
 	costOK, durOK := true, true
 	for _, t := range ts {
 		sum += t.Score
 		if t.Passed {
 			cr.Passes++
 		}
+		if t.Divergence != "" {
+			cr.Diverged++
+		}
 		labels[t.ModelLabel] = true
+		if t.Agent != "" {
+			agents[t.Agent] = true
+		}
+		if t.CitedOK != nil {
+			r, ci := *t.RetrievedOK, *t.CitedOK
+			ret += b2i(r)
+			cit += b2i(ci)
+			rnc += b2i(r && !ci)
+		}
 		if t.CostUSD != nil {
 			cost += *t.CostUSD
 		} else {
@@ -350,6 +494,10 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 	cr.MeanScore = sum / n
 	cr.PassRate = float64(cr.Passes) / n
 	cr.Passed = cr.Passes == len(ts)
+	cr.Flaky = cr.Passes > 0 && cr.Passes < len(ts)
+	if len(c.RequiredEvidence) > 0 {
+		cr.RetrievedRate, cr.CitedRate, cr.RetrievedNotCitedRate = ptr(float64(ret)/n), ptr(float64(cit)/n), ptr(float64(rnc)/n)
+	}
 	if costOK {
 		cr.MeanCostUSD = ptr(cost / n)
 	}
@@ -360,6 +508,13 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 		cr.ModelLabels = append(cr.ModelLabels, l)
 	}
 	sort.Strings(cr.ModelLabels)
+	switch as := sortedKeys(agents); len(as) {
+	case 0:
+	case 1:
+		cr.Agent = as[0]
+	default:
+		return cr, fmt.Errorf("case %q: trials name several agents %v (score one agent's trials per case)", c.ID, as)
+	}
 	for _, k := range uniqueSorted(ks) {
 		if k > len(ts) {
 			continue
@@ -376,6 +531,22 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 		cr.PassHatK = append(cr.PassHatK, KValue{K: k, Value: hat})
 	}
 	return cr, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // meanK averages a per-case k-metric over the cases that have at least k

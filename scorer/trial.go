@@ -13,23 +13,34 @@ import (
 // duration, cost, tokens) are derived from the spans (DeriveFromTrace);
 // fields it states are used as stated.
 //
+// Success is the outcome, not the agent's account of itself:
+//   - Finished is the trial's success field (or its trace): the run ended
+//     with an answer. A trial whose replay diverged did not finish.
+//   - When the case requires evidence, Success = finished and the required
+//     evidence cited (per evidence_match; Outcome "evidence_cited").
+//     Otherwise the trial's account is all there is (Outcome "trial") and
+//     the suite notes it.
+//
 // Components, each on [0, 1]:
-//   - success: 1 if the task succeeded;
-//   - tool precision / recall: over the DISTINCT tool names called against
-//     the expected set (calling the right tool twice is not imprecise);
+//   - success: 1 if the outcome was met;
 //   - evidence retrieved / cited: the share of required evidence among the
 //     retrieved / cited ids; with evidence_match "any", 1 as soon as one is
 //     there;
+//   - tool precision / recall: over the DISTINCT tool names called against
+//     the expected set (calling the right tool twice is not imprecise);
 //   - budgets: the share of budgets whose verdict is pass (unknown counts as
 //     not passing).
 //
-// Score = Σ weight·component / Σ weight over the components that apply.
-// Passed = success, every budget verdict pass, and (when evidence is
-// required) the required evidence cited per evidence_match. So a successful
-// task that cites none of its required evidence neither passes nor scores 1.
+// Score = Σ weight·component / Σ weight over the components that apply,
+// except that a trial whose outcome failed earns nothing for tools and
+// budgets: calling the expected tools and staying in budget while
+// achieving nothing is not partial success. Its only partial credit is the
+// evidence it found, so empty work scores 0.
+//
+// Passed = success and every budget verdict pass.
 func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, error) {
-	ts := TrialScore{CaseID: t.CaseID, Trial: t.Trial, ModelLabel: t.ModelLabel, Model: t.Model, TraceID: t.TraceID,
-		Budgets: []BudgetVerdict{}, Reasons: []string{}}
+	ts := TrialScore{CaseID: t.CaseID, Trial: t.Trial, ModelLabel: t.ModelLabel, Model: t.Model, Agent: t.Agent, TraceID: t.TraceID,
+		Divergence: t.Divergence, Budgets: []BudgetVerdict{}, Reasons: []string{}}
 	success, tools, retrieved, cited := t.Success, t.ToolsCalled, t.EvidenceRetrieved, t.EvidenceCited
 	dur, cost, tokens := t.DurationMS, t.CostUSD, t.Tokens
 	if len(t.Spans) > 0 {
@@ -76,20 +87,55 @@ func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, er
 		return ts, fmt.Errorf("score trial %d of case %q%s: field \"success\": not given, and no spans to derive it from (trace %s: pass a store to load it)",
 			t.Trial, t.CaseID, lineSuffix(t.Line), t.TraceID)
 	}
-	ts.Success = *success
+	ts.Finished = *success && t.Divergence == ""
 	ts.DurationMS, ts.CostUSD, ts.Tokens = dur, cost, tokens
-
-	w := cfg.Weights
-	num, den := w.Success*b2f(ts.Success), w.Success
-	if !ts.Success {
-		ts.Reasons = append(ts.Reasons, "task not accomplished")
+	switch {
+	case t.Divergence != "":
+		ts.Reasons = append(ts.Reasons, "replay diverged: "+t.Divergence)
+	case !*success:
+		ts.Reasons = append(ts.Reasons, "run did not finish with an answer")
 	}
 
+	w := cfg.Weights
+	// Evidence first: it decides the outcome when the case requires it.
+	var evNum, evDen float64
+	ts.Success, ts.Outcome = ts.Finished, OutcomeTrial
+	if len(c.RequiredEvidence) > 0 {
+		anyMode := c.EvidenceMatch == datasets.EvidenceAny
+		rs, rFound := support(c.RequiredEvidence, retrieved)
+		cs, cFound := support(c.RequiredEvidence, cited)
+		ts.EvidenceRetrieved, ts.EvidenceCited = &rs, &cs
+		need := len(uniq(c.RequiredEvidence))
+		if anyMode {
+			need = 1
+		}
+		ts.RetrievedOK, ts.CitedOK = ptr(rFound >= need), ptr(cFound >= need)
+		credit := func(share float64, found int) float64 {
+			if anyMode {
+				return b2f(found > 0)
+			}
+			return share
+		}
+		evNum = w.EvidenceRetrieved*credit(rs, rFound) + w.EvidenceCited*credit(cs, cFound)
+		evDen = w.EvidenceRetrieved + w.EvidenceCited
+		ts.Success, ts.Outcome = ts.Finished && *ts.CitedOK, OutcomeEvidenceCited
+		switch {
+		case cFound == 0 && rFound > 0:
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("required evidence retrieved (%d) but never cited", rFound))
+		case cFound == 0:
+			ts.Reasons = append(ts.Reasons, "required evidence neither retrieved nor cited")
+		case !*ts.CitedOK:
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("cited %d of %d required evidence ids", cFound, need))
+		}
+	}
+	num, den := w.Success*b2f(ts.Success)+evNum, w.Success+evDen
+
+	var procNum, procDen float64
 	if len(c.ExpectedTools) > 0 {
 		p, r, missing, extra := toolPR(c.ExpectedTools, tools)
 		ts.ToolPrecision, ts.ToolRecall = &p, &r
-		num += w.ToolPrecision*p + w.ToolRecall*r
-		den += w.ToolPrecision + w.ToolRecall
+		procNum += w.ToolPrecision*p + w.ToolRecall*r
+		procDen += w.ToolPrecision + w.ToolRecall
 		if len(missing) > 0 {
 			ts.Reasons = append(ts.Reasons, fmt.Sprintf("expected tools not called: %s", strings.Join(missing, ", ")))
 		}
@@ -97,47 +143,20 @@ func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, er
 			ts.Reasons = append(ts.Reasons, fmt.Sprintf("tools called that were not expected: %s", strings.Join(extra, ", ")))
 		}
 	}
-
-	evidenceOK := true
-	if len(c.RequiredEvidence) > 0 {
-		anyMode := c.EvidenceMatch == datasets.EvidenceAny
-		rs, rFound := support(c.RequiredEvidence, retrieved)
-		cs, cFound := support(c.RequiredEvidence, cited)
-		ts.EvidenceRetrieved, ts.EvidenceCited = &rs, &cs
-		credit := func(share float64, found int) float64 {
-			if anyMode {
-				return b2f(found > 0)
-			}
-			return share
-		}
-		num += w.EvidenceRetrieved*credit(rs, rFound) + w.EvidenceCited*credit(cs, cFound)
-		den += w.EvidenceRetrieved + w.EvidenceCited
-		if anyMode {
-			evidenceOK = cFound > 0
-		} else {
-			evidenceOK = cFound == len(uniq(c.RequiredEvidence))
-		}
-		switch {
-		case cFound == 0 && rFound > 0:
-			ts.Reasons = append(ts.Reasons, fmt.Sprintf("required evidence retrieved (%d) but never cited", rFound))
-		case cFound == 0:
-			ts.Reasons = append(ts.Reasons, "required evidence neither retrieved nor cited")
-		case !evidenceOK:
-			ts.Reasons = append(ts.Reasons, fmt.Sprintf("cited %d of %d required evidence ids", cFound, len(uniq(c.RequiredEvidence))))
-		}
-	}
-
 	budgetsOK := true
 	if n, passed := budgetVerdicts(c, &ts); n > 0 {
-		num += w.Budgets * float64(passed) / float64(n)
-		den += w.Budgets
+		procNum += w.Budgets * float64(passed) / float64(n)
+		procDen += w.Budgets
 		budgetsOK = passed == n
 	}
-
+	den += procDen
+	if ts.Success {
+		num += procNum // process credit only counts on top of an outcome
+	}
 	if den > 0 {
 		ts.Score = num / den
 	}
-	ts.Passed = ts.Success && evidenceOK && budgetsOK
+	ts.Passed = ts.Success && budgetsOK
 	return ts, nil
 }
 

@@ -21,9 +21,10 @@ type scoreFlags struct {
 	cases, prices, ks, junit, markdown, store string
 	out                                       *outputFlags
 	format                                    string
-	seed                                      uint64
-	resamples                                 int
 	level                                     float64
+	caseAlpha                                 float64
+	correction                                string
+	fs                                        *flag.FlagSet
 }
 
 func (f *scoreFlags) register(m *Main, fs *flag.FlagSet) {
@@ -31,9 +32,16 @@ func (f *scoreFlags) register(m *Main, fs *flag.FlagSet) {
 	fs.StringVar(&f.prices, "prices", "", "price table JSON overriding the built-in one, for trials with inline spans")
 	f.out = m.addOutputFlags(fs, report.Formats...)
 	fs.StringVar(&f.ks, "k", "1,3,5", "comma-separated k values for pass@k and pass^k")
-	fs.Uint64Var(&f.seed, "seed", 1, "bootstrap seed (same seed, same report)")
-	fs.IntVar(&f.resamples, "resamples", 10000, "bootstrap resamples")
-	fs.Float64Var(&f.level, "level", 0.95, "confidence level of the intervals")
+	f.fs = fs
+	fs.Func("seed", "removed: intervals are analytic, nothing is resampled", func(string) error {
+		return errors.New("intervals are analytic now (adjusted t / paired adjusted Wald, docs/scoring.md): nothing is resampled, so there is no seed; remove the flag")
+	})
+	fs.Func("resamples", "removed: intervals are analytic, nothing is resampled", func(string) error {
+		return errors.New("intervals are analytic now (docs/scoring.md): nothing is resampled; remove the flag")
+	})
+	fs.Float64Var(&f.level, "level", 0.95, "confidence level of every interval (a policy's confidence must agree)")
+	fs.Float64Var(&f.caseAlpha, "case-alpha", 0.05, "per-case test level, after the correction across cases")
+	fs.StringVar(&f.correction, "case-correction", "holm", "per-case multiple-testing correction: holm (family-wise) or bh (false discovery rate)")
 	fs.StringVar(&f.junit, "junit", "", "also write JUnit XML to this file")
 	fs.StringVar(&f.markdown, "markdown", "", "also write Markdown to this file")
 	fs.StringVar(&f.store, "store", "", "trace store URL: load the trace of every trial that has a trace_id but no inline spans, and derive the fields it leaves out")
@@ -45,7 +53,7 @@ func (f *scoreFlags) config() (scorer.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Prices, cfg.Seed, cfg.Resamples, cfg.Level = prices, f.seed, f.resamples, f.level
+	cfg.Prices, cfg.Level, cfg.CaseAlpha, cfg.CaseCorrection = prices, f.level, f.caseAlpha, f.correction
 	cfg.Ks = nil
 	for _, s := range strings.Split(f.ks, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(s))
@@ -61,6 +69,23 @@ func (f *scoreFlags) config() (scorer.Config, error) {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// explicit says which statistical settings the user gave as flags, so a
+// policy that contradicts one is refused rather than silently winning.
+func (f *scoreFlags) explicit() gate.Explicit {
+	var ex gate.Explicit
+	f.fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "level":
+			ex.Level = true
+		case "case-alpha":
+			ex.CaseAlpha = true
+		case "case-correction":
+			ex.CaseCorrection = true
+		}
+	})
+	return ex
 }
 
 // loadTrialsFlag decodes one trials file (strictly; errors name the line).
@@ -89,7 +114,7 @@ func loadCasesFlag(path string) ([]datasets.Case, error) {
 // evaluate reads the files, runs report.Evaluate and writes the report. It
 // returns an ExitFailure error when the gate fails.
 func (m *Main) evaluate(ctx context.Context, f *scoreFlags, cfg scorer.Config, candPath, basePath string, policy *gate.Policy) error {
-	in := report.Inputs{Policy: policy}
+	in := report.Inputs{Policy: policy, Explicit: f.explicit()}
 	var err error
 	if in.Cases, err = loadCasesFlag(f.cases); err != nil {
 		return err

@@ -77,12 +77,12 @@ func TestRollupCommandNamesTheMalformedLine(t *testing.T) {
 
 func TestScoreCommandWritesEveryFormat(t *testing.T) {
 	args := []string{"score", filepath.Join(scorerTestdata, "candidate.jsonl"), "--cases", filepath.Join(scorerTestdata, "cases.jsonl"),
-		"--against", filepath.Join(scorerTestdata, "baseline.jsonl"), "--resamples", "500"}
+		"--against", filepath.Join(scorerTestdata, "baseline.jsonl")}
 	text, code, err := scorerCLI(t, args...)
 	if code != ExitOK {
 		t.Fatalf("exit %d: %v", code, err)
 	}
-	for _, s := range []string{"new failures: cite-docs", "missing from baseline: new-case", "missing from candidate: dropped-case", "scripted ×6", "exact McNemar"} {
+	for _, s := range []string{"regressed: cite-docs", "1 new failures [cite-docs]", "missing from baseline: new-case", "missing from candidate: dropped-case", "scripted ×6", "exact McNemar"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("text report lacks %q:\n%s", s, text)
 		}
@@ -127,7 +127,7 @@ func TestScoreCommandRejectsBadInputWithExit2(t *testing.T) {
 func TestGateCommandExitCodes(t *testing.T) {
 	dir := t.TempDir()
 	base := []string{"--candidate", filepath.Join(scorerTestdata, "candidate.jsonl"), "--baseline", filepath.Join(scorerTestdata, "baseline.jsonl"),
-		"--cases", filepath.Join(scorerTestdata, "cases.jsonl"), "--resamples", "500"}
+		"--cases", filepath.Join(scorerTestdata, "cases.jsonl")}
 
 	junit := filepath.Join(dir, "gate.xml")
 	out, code, err := scorerCLI(t, append([]string{"gate", "--policy", filepath.Join(scorerTestdata, "policy.json"), "--junit", junit}, base...)...)
@@ -144,7 +144,7 @@ func TestGateCommandExitCodes(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(scorerTestdata, "cases.jsonl"))
 	os.WriteFile(cases, bytes.ReplaceAll(b, []byte(`"must_pass":true,`), nil), 0o644)
 	args := append([]string{"gate", "--policy", lenient}, base...)
-	args[len(args)-3] = cases
+	args[len(args)-1] = cases
 	if out, code, err := scorerCLI(t, args...); code != ExitOK {
 		t.Errorf("lenient policy: exit %d err %v\n%s", code, err, out)
 	}
@@ -159,7 +159,7 @@ func TestGateCommandExitCodes(t *testing.T) {
 	}
 	// score --gate is the same gate.
 	if _, code, _ := scorerCLI(t, "score", filepath.Join(scorerTestdata, "candidate.jsonl"), "--against", filepath.Join(scorerTestdata, "baseline.jsonl"),
-		"--cases", filepath.Join(scorerTestdata, "cases.jsonl"), "--gate", filepath.Join(scorerTestdata, "policy.json"), "--resamples", "500"); code != ExitFailure {
+		"--cases", filepath.Join(scorerTestdata, "cases.jsonl"), "--gate", filepath.Join(scorerTestdata, "policy.json")); code != ExitFailure {
 		t.Errorf("score --gate: exit %d", code)
 	}
 }
@@ -197,7 +197,7 @@ func TestScoreCommandResolvesTraceIDsFromARealStore(t *testing.T) {
 	if _, code, err := scorerCLI(t, "score", trials, "--cases", cases); code != ExitUsage || !strings.Contains(err.Error(), `"success"`) {
 		t.Fatalf("without --store: exit %d err %v", code, err)
 	}
-	out, code, err := scorerCLI(t, "score", trials, "--cases", cases, "--store", dbPath, "--format", "json", "--resamples", "200")
+	out, code, err := scorerCLI(t, "score", trials, "--cases", cases, "--store", dbPath, "--format", "json")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %v", code, err)
 	}

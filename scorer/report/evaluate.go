@@ -32,9 +32,11 @@ type Inputs struct {
 	// Baseline, when it has a Source, is compared with the candidate case
 	// by case.
 	Baseline Trials
-	// Policy, when set, adjusts cfg (its seed, level and resamples) and
-	// gates the comparison.
-	Policy *gate.Policy
+	// Policy, when set, adjusts cfg (its confidence and per-case test)
+	// and gates the comparison. Explicit says which of cfg's settings the
+	// user set on purpose: a policy contradicting one is bad input.
+	Policy   *gate.Policy
+	Explicit gate.Explicit
 	// Traces, when set, resolves trial trace ids to stored spans.
 	Traces scorer.TraceReader
 }
@@ -45,7 +47,9 @@ type Inputs struct {
 // Report.Gate.Passed == false.
 func Evaluate(ctx context.Context, cfg scorer.Config, in Inputs) (*Report, error) {
 	if in.Policy != nil {
-		in.Policy.Apply(&cfg)
+		if err := in.Policy.Apply(&cfg, in.Explicit); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
 	}
 	r := &Report{}
 	var err error

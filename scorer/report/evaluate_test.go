@@ -29,7 +29,6 @@ func TestEvaluateBuildsTheReportTheGoldenFilesHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := scorer.DefaultConfig()
-	cfg.Resamples = 2000
 	got, err := Evaluate(context.Background(), cfg, Inputs{
 		Cases:     cases,
 		Candidate: load("../testdata/candidate.jsonl", "candidate.jsonl"),

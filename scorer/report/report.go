@@ -13,6 +13,7 @@ import (
 
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
+	"github.com/loomwork/loomwork/scorer/stats"
 )
 
 // Formats.
@@ -92,7 +93,7 @@ func labels(s *scorer.Suite) string {
 func kvs(kv []scorer.KValue) string {
 	var parts []string
 	for _, v := range kv {
-		parts = append(parts, fmt.Sprintf("k=%d: %.3f", v.K, v.Value))
+		parts = append(parts, fmt.Sprintf("k=%d: %.3f (%d cases)", v.K, v.Value, v.Cases))
 	}
 	if len(parts) == 0 {
 		return "-"
@@ -100,15 +101,104 @@ func kvs(kv []scorer.KValue) string {
 	return strings.Join(parts, ", ")
 }
 
+// iv prints an interval as "0.719 [0.526, 0.895]"; signed for deltas.
+func iv(v *stats.Interval, signed bool) string {
+	if v == nil {
+		return "-"
+	}
+	if signed {
+		return fmt.Sprintf("%+.3f [%+.3f, %+.3f]", v.Estimate, v.Lower, v.Upper)
+	}
+	return fmt.Sprintf("%.3f [%.3f, %.3f]", v.Estimate, v.Lower, v.Upper)
+}
+
+func num(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", *p)
+}
+
+// mde prints a minimum detectable drop; above 1 no drop on a [0, 1]
+// metric can be detected, and it says so.
+func mde(p *float64) string {
+	if p != nil && *p > 1 {
+		return fmt.Sprintf("none (%.3f > 1: too few cases)", *p)
+	}
+	return num(p)
+}
+
+// adjP is a pair's corrected p-value, or "-" when the runs are
+// deterministic and no test was made.
+func adjP(cmp *scorer.Comparison, p scorer.CaseDelta) string {
+	if cmp.Deterministic {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", p.AdjustedP)
+}
+
+// rateRows are the named rates of r in display order (nil rows skipped).
+func rateRows(r *scorer.Rates) []struct {
+	name string
+	v    *stats.Interval
+} {
+	rows := []struct {
+		name string
+		v    *stats.Interval
+	}{{"pass rate", r.PassRate}, {"mean score", r.MeanScore}}
+	if r.EvidenceCases > 0 {
+		rows = append(rows, struct {
+			name string
+			v    *stats.Interval
+		}{"evidence retrieved", r.EvidenceRetrieved}, struct {
+			name string
+			v    *stats.Interval
+		}{"evidence cited", r.EvidenceCited}, struct {
+			name string
+			v    *stats.Interval
+		}{"retrieved, not cited", r.RetrievedNotCited})
+	}
+	return rows
+}
+
+func gateBound(g *gate.Result) string {
+	s := fmt.Sprintf("false alarms when nothing changed ≤ %.1f%%", 100*g.FalseAlarmBound)
+	if len(g.FalseAlarmParts) > 0 {
+		s += " (" + strings.Join(g.FalseAlarmParts, " + ") + ")"
+	}
+	if len(g.Unbounded) > 0 {
+		s += "; not bounded: " + strings.Join(g.Unbounded, "; ")
+	}
+	return s
+}
+
+func pairPasses(p scorer.CaseDelta) string {
+	return fmt.Sprintf("%d/%d → %d/%d", p.BasePasses, p.BaseTrials, p.CandPasses, p.CandTrials)
+}
+
 func writeText(w io.Writer, r *Report) error {
 	ew := &errWriter{w: w}
 	s := r.Suite
 	ew.printf("Suite %s: %d cases, %d trials (model: %s)\n", nonEmpty(s.Source, "(stdin)"), s.NCases, s.NTrials, labels(s))
-	if s.MeanScore != nil {
-		ew.printf("  mean score   %.3f  [%.3f, %.3f] %.0f%% %s, %d resamples, seed %d\n", s.MeanScore.Estimate, s.MeanScore.Lower, s.MeanScore.Upper, 100*s.MeanScore.Level, s.MeanScore.Method, s.Resamples, s.Seed)
-		ew.printf("  pass rate    %.3f  [%.3f, %.3f]; cases passing every trial: %d/%d\n", s.PassRate.Estimate, s.PassRate.Lower, s.PassRate.Upper, s.CasesPassed, s.NCases)
+	if s.PassRate != nil {
+		ew.printf("  %.0f%% intervals over cases (%s), %.1f trials per case\n", 100*s.Level, s.PassRate.Method, s.TrialsPerCase)
+		for _, row := range rateRows(&s.Rates) {
+			ew.printf("  %-22s %s\n", row.name, iv(row.v, false))
+		}
+		if s.EvidenceCases > 0 {
+			ew.printf("  (evidence rates over the %d cases that require evidence)\n", s.EvidenceCases)
+		}
+		ew.printf("  cases passing every trial: %d/%d; trials finished: %d/%d, outcome met: %d/%d\n", s.CasesPassed, s.NCases, s.Finished, s.NTrials, s.Successes, s.NTrials)
+	}
+	for _, a := range s.Agents {
+		ew.printf("  agent %s: %d cases, %d trials: pass rate %s", a.Agent, a.Cases, a.Trials, iv(a.PassRate, false))
+		if a.EvidenceCases > 0 {
+			ew.printf("; retrieved %s, cited %s, retrieved not cited %s", iv(a.EvidenceRetrieved, false), iv(a.EvidenceCited, false), iv(a.RetrievedNotCited, false))
+		}
+		ew.printf("\n")
 	}
 	ew.printf("  pass@k       %s\n  pass^k       %s\n", kvs(s.PassAtK), kvs(s.PassHatK))
+	ew.printf("  flaky cases  %s\n", list(s.FlakyCases))
 	ew.printf("  cost         total %s (known %s), per successful trial %s\n", usd(s.TotalCostUSD), usd(&s.KnownCostUSD), usd(s.CostPerSuccessUSD))
 	for _, n := range s.Notes {
 		ew.printf("  note: %s\n", n)
@@ -118,27 +208,49 @@ func writeText(w io.Writer, r *Report) error {
 		ew.printf("%-28s %6d %3d/%-3d %6.3f %12s %10s  %s\n", trunc(c.CaseID, 28), c.Trials, c.Passes, c.Trials, c.MeanScore, usd(c.MeanCostUSD), msStr(c.MeanDurationMS), firstReasons(&c))
 	}
 	if cmp := r.Comparison; cmp != nil {
-		ew.printf("\nAgainst baseline %s: %d paired cases\n", nonEmpty(r.Baseline.Source, "(baseline)"), len(cmp.Pairs))
-		if iv := cmp.MeanDelta; iv != nil {
-			ew.printf("  mean score delta %+.4f  [%+.4f, %+.4f] %.0f%% %s\n", iv.Estimate, iv.Lower, iv.Upper, 100*iv.Level, iv.Method)
+		ew.printf("\nAgainst baseline %s: %d paired cases (model: %s)\n", nonEmpty(r.Baseline.Source, "(baseline)"), len(cmp.Pairs), labels(r.Baseline))
+		if cmp.PassRateDelta != nil {
+			ew.printf("  pass rate delta  %s %.0f%% %s; detects a drop of %s with %.0f%% power\n", iv(cmp.PassRateDelta, true), 100*cmp.PassRateDelta.Level, cmp.PassRateDelta.Method, mde(cmp.PassRateMDE), 100*cmp.Power)
+			ew.printf("  mean score delta %s; detects a drop of %s\n", iv(cmp.MeanDelta, true), mde(cmp.ScoreMDE))
 		}
-		ew.printf("  exact McNemar: %d regressed, %d fixed, p = %.4g\n", cmp.McNemar.Regressed, cmp.McNemar.Fixed, cmp.McNemar.PValue)
+		ew.printf("  per case: %s\n", cmp.CaseTest)
+		ew.printf("    regressed: %s\n    improved: %s\n    changed within noise: %s\n    flaky in the baseline: %s\n",
+			list(cmp.Regressed), list(cmp.Improved), list(cmp.WithinNoise), list(cmp.BaseFlaky))
+		ew.printf("  all-trials flips: %d new failures %s, %d fixed %s; exact McNemar p = %.4g\n",
+			len(cmp.NewFailures), brackets(cmp.NewFailures), len(cmp.Fixed), brackets(cmp.Fixed), cmp.McNemar.PValue)
 		ew.printf("  cost/trial %s → %s (%s); duration/trial %s → %s (%s)\n", usd(cmp.BaseMeanCostUSD), usd(cmp.CandMeanCostUSD), pct(cmp.CostChangePct),
 			msStr(cmp.BaseMeanDurationMS), msStr(cmp.CandMeanDurationMS), pct(cmp.DurationChangePct))
-		ew.printf("  new failures: %s\n  fixed: %s\n  missing from baseline: %s\n  missing from candidate: %s\n",
-			list(cmp.NewFailures), list(cmp.Fixed), list(cmp.MissingFromBaseline), list(cmp.MissingFromCandidate))
-		ew.printf("\n%-28s %7s %7s %8s  %-14s %12s\n", "CASE", "BASE", "CAND", "DELTA", "CHANGE", "COST DELTA")
+		ew.printf("  missing from baseline: %s\n  missing from candidate: %s\n", list(cmp.MissingFromBaseline), list(cmp.MissingFromCandidate))
+		ew.printf("\n%-28s %-13s %7s %7s %8s  %-20s %7s %12s\n", "CASE", "PASSES", "BASE", "CAND", "DELTA", "VERDICT", "ADJ P", "COST DELTA")
 		for _, p := range cmp.Pairs {
-			ew.printf("%-28s %7.3f %7.3f %+8.3f  %-14s %12s\n", trunc(p.CaseID, 28), p.BaseScore, p.CandScore, p.Delta, p.Change, signedUSD(p.CostDeltaUSD))
+			ew.printf("%-28s %-13s %7.3f %7.3f %+8.3f  %-20s %7s %12s\n", trunc(p.CaseID, 28), pairPasses(p), p.BaseScore, p.CandScore, p.Delta, verdictLabel(p), adjP(cmp, p), signedUSD(p.CostDeltaUSD))
 		}
 	}
 	if g := r.Gate; g != nil {
-		ew.printf("\nGate: %s\n", map[bool]string{true: "PASS", false: "FAIL"}[g.Passed])
+		ew.printf("\nGate: %s (%s)\n", map[bool]string{true: "PASS", false: "FAIL"}[g.Passed], gateBound(g))
 		for _, c := range g.Checks {
 			ew.printf("  [%s] %s: %s\n", map[bool]string{true: "ok", false: "FAIL"}[c.Passed], c.Name, c.Detail)
 		}
 	}
 	return ew.err
+}
+
+func verdictLabel(p scorer.CaseDelta) string {
+	v := p.Verdict
+	if p.BaseFlaky {
+		v += " (flaky)"
+	}
+	if p.CandDiverged > 0 {
+		v += " (diverged)"
+	}
+	return v
+}
+
+func brackets(xs []string) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	return "[" + strings.Join(xs, ", ") + "]"
 }
 
 func firstReasons(c *scorer.CaseResult) string {
@@ -189,38 +301,63 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	ew.printf("## %s\n\n", title)
 	ew.printf("**%d cases, %d trials** · model: %s\n\n", s.NCases, s.NTrials, mdEscape(labels(s)))
 	ew.printf("| metric | value |\n|---|---|\n")
-	if s.MeanScore != nil {
-		ew.printf("| mean score | %.3f (%.0f%% CI %.3f – %.3f) |\n", s.MeanScore.Estimate, 100*s.MeanScore.Level, s.MeanScore.Lower, s.MeanScore.Upper)
-		ew.printf("| pass rate | %.3f (%.0f%% CI %.3f – %.3f) |\n", s.PassRate.Estimate, 100*s.PassRate.Level, s.PassRate.Lower, s.PassRate.Upper)
+	if s.PassRate != nil {
+		for _, row := range rateRows(&s.Rates) {
+			ew.printf("| %s | %.3f (%.0f%% CI %.3f – %.3f) |\n", row.name, row.v.Estimate, 100*row.v.Level, row.v.Lower, row.v.Upper)
+		}
 	}
 	ew.printf("| pass@k | %s |\n| pass^k | %s |\n", kvs(s.PassAtK), kvs(s.PassHatK))
+	ew.printf("| flaky cases | %d |\n", len(s.FlakyCases))
 	ew.printf("| total cost | %s |\n| cost per successful trial | %s |\n", usd(s.TotalCostUSD), usd(s.CostPerSuccessUSD))
 	if cmp := r.Comparison; cmp != nil {
-		if iv := cmp.MeanDelta; iv != nil {
-			ew.printf("| mean score delta vs baseline | %+.4f (%.0f%% CI %+.4f – %+.4f, paired bootstrap) |\n", iv.Estimate, 100*iv.Level, iv.Lower, iv.Upper)
+		ew.printf("| baseline model | %s |\n", mdEscape(labels(r.Baseline)))
+		if cmp.PassRateDelta != nil {
+			ew.printf("| pass rate delta vs baseline | %s (%.0f%% CI; detects a drop of %s with %.0f%% power) |\n", iv(cmp.PassRateDelta, true), 100*cmp.PassRateDelta.Level, mde(cmp.PassRateMDE), 100*cmp.Power)
+			ew.printf("| mean score delta vs baseline | %s (detects a drop of %s) |\n", iv(cmp.MeanDelta, true), mde(cmp.ScoreMDE))
 		}
-		ew.printf("| pass/fail flips | %d regressed, %d fixed (exact McNemar p = %.4g) |\n", cmp.McNemar.Regressed, cmp.McNemar.Fixed, cmp.McNemar.PValue)
+		ew.printf("| cases regressed / improved / within noise | %d / %d / %d |\n", len(cmp.Regressed), len(cmp.Improved), len(cmp.WithinNoise))
+		ew.printf("| all-trials flips | %d regressed, %d fixed (exact McNemar p = %.4g) |\n", cmp.McNemar.Regressed, cmp.McNemar.Fixed, cmp.McNemar.PValue)
 		ew.printf("| cost per trial | %s → %s (%s) |\n", usd(cmp.BaseMeanCostUSD), usd(cmp.CandMeanCostUSD), pct(cmp.CostChangePct))
 		ew.printf("| duration per trial | %s → %s (%s) |\n", msStr(cmp.BaseMeanDurationMS), msStr(cmp.CandMeanDurationMS), pct(cmp.DurationChangePct))
+	}
+	if s.PassRate != nil {
+		ew.printf("\nIntervals: %.0f%% %s, over cases, %.1f trials per case", 100*s.Level, s.PassRate.Method, s.TrialsPerCase)
+		if s.EvidenceCases > 0 {
+			ew.printf("; evidence rates over the %d cases that require evidence", s.EvidenceCases)
+		}
+		ew.printf(".\n")
+	}
+	if len(s.Agents) > 0 {
+		ew.printf("\n| agent | cases | trials | pass rate | evidence retrieved | evidence cited | retrieved, not cited |\n|---|---:|---:|---|---|---|---|\n")
+		for _, a := range s.Agents {
+			ew.printf("| %s | %d | %d | %s | %s | %s | %s |\n", mdEscape(a.Agent), a.Cases, a.Trials, iv(a.PassRate, false), iv(a.EvidenceRetrieved, false), iv(a.EvidenceCited, false), iv(a.RetrievedNotCited, false))
+		}
 	}
 	for _, n := range s.Notes {
 		ew.printf("\n> %s\n", mdEscape(n))
 	}
 	if g := r.Gate; g != nil {
-		ew.printf("\n### Gate\n\n")
+		ew.printf("\n### Gate\n\n%s.\n\n", mdEscape(strings.ToUpper(gateBound(g)[:1])+gateBound(g)[1:]))
 		for _, c := range g.Checks {
 			ew.printf("- %s **%s**: %s\n", map[bool]string{true: "✅", false: "❌"}[c.Passed], c.Name, mdEscape(c.Detail))
 		}
 	}
 	if cmp := r.Comparison; cmp != nil {
-		if len(cmp.NewFailures) > 0 {
-			ew.printf("\n### New failures\n\n")
-			for _, id := range cmp.NewFailures {
+		ew.printf("\nPer case: %s.\n", mdEscape(cmp.CaseTest))
+		if len(cmp.Regressed) > 0 {
+			ew.printf("\n### Regressed\n\n")
+			for _, id := range cmp.Regressed {
 				ew.printf("- `%s`%s\n", id, reasonFor(s, id))
 			}
 		}
-		if len(cmp.Fixed) > 0 {
-			ew.printf("\n### Fixed\n\n%s\n", codeList(cmp.Fixed))
+		if len(cmp.Improved) > 0 {
+			ew.printf("\n### Improved\n\n%s\n", codeList(cmp.Improved))
+		}
+		if len(cmp.WithinNoise) > 0 {
+			ew.printf("\n**Changed within noise**: %s\n", codeList(cmp.WithinNoise))
+		}
+		if len(cmp.BaseFlaky) > 0 {
+			ew.printf("\n**Flaky in the baseline**: %s\n", codeList(cmp.BaseFlaky))
 		}
 		if len(cmp.MissingFromBaseline) > 0 {
 			ew.printf("\n**Missing from baseline** (new cases, not compared): %s\n", codeList(cmp.MissingFromBaseline))
@@ -228,9 +365,9 @@ func writeMarkdown(w io.Writer, r *Report) error {
 		if len(cmp.MissingFromCandidate) > 0 {
 			ew.printf("\n**Missing from candidate** (no trials this run): %s\n", codeList(cmp.MissingFromCandidate))
 		}
-		ew.printf("\n<details><summary>Per-case deltas (%d)</summary>\n\n| case | base | cand | Δ | change | Δ cost/trial |\n|---|---:|---:|---:|---|---:|\n", len(cmp.Pairs))
+		ew.printf("\n<details><summary>Per-case deltas (%d)</summary>\n\n| case | passes | base | cand | Δ | verdict | adj. p | Δ cost/trial |\n|---|---|---:|---:|---:|---|---:|---:|\n", len(cmp.Pairs))
 		for _, p := range cmp.Pairs {
-			ew.printf("| `%s` | %.3f | %.3f | %+.3f | %s | %s |\n", mdEscape(p.CaseID), p.BaseScore, p.CandScore, p.Delta, p.Change, signedUSD(p.CostDeltaUSD))
+			ew.printf("| `%s` | %s | %.3f | %.3f | %+.3f | %s | %s | %s |\n", mdEscape(p.CaseID), pairPasses(p), p.BaseScore, p.CandScore, p.Delta, verdictLabel(p), adjP(cmp, p), signedUSD(p.CostDeltaUSD))
 		}
 		ew.printf("\n</details>\n")
 	} else {
@@ -320,17 +457,34 @@ type junitMessage struct {
 func writeJUnit(w io.Writer, r *Report) error {
 	s := r.Suite
 	js := junitSuite{Name: "loomwork." + nonEmpty(s.Source, "suite"), Properties: []junitProperty{{"model_labels", labels(s)}}}
-	if s.MeanScore != nil {
-		js.Properties = append(js.Properties, junitProperty{"mean_score", fmt.Sprintf("%.4f [%.4f, %.4f]", s.MeanScore.Estimate, s.MeanScore.Lower, s.MeanScore.Upper)})
+	prop := func(name, value string) { js.Properties = append(js.Properties, junitProperty{name, value}) }
+	key := func(n string) string { return strings.ReplaceAll(strings.ReplaceAll(n, ", ", "_"), " ", "_") }
+	if s.PassRate != nil {
+		prop("interval", fmt.Sprintf("%.0f%% %s", 100*s.Level, s.PassRate.Method))
+		for _, row := range rateRows(&s.Rates) {
+			prop(key(row.name), iv(row.v, false))
+		}
 	}
-	change := map[string]string{}
+	for _, a := range s.Agents {
+		for _, row := range rateRows(&a.Rates) {
+			prop("agent."+a.Agent+"."+key(row.name), iv(row.v, false))
+		}
+	}
+	prop("pass_at_k", kvs(s.PassAtK))
+	prop("pass_hat_k", kvs(s.PassHatK))
+	verdict := map[string]scorer.CaseDelta{}
 	if cmp := r.Comparison; cmp != nil {
 		for _, p := range cmp.Pairs {
-			change[p.CaseID] = p.Change
+			verdict[p.CaseID] = p
 		}
-		if iv := cmp.MeanDelta; iv != nil {
-			js.Properties = append(js.Properties, junitProperty{"mean_score_delta", fmt.Sprintf("%+.4f [%+.4f, %+.4f]", iv.Estimate, iv.Lower, iv.Upper)})
+		prop("baseline_model_labels", labels(r.Baseline))
+		if cmp.PassRateDelta != nil {
+			prop("pass_rate_delta", iv(cmp.PassRateDelta, true))
+			prop("pass_rate_min_detectable_drop", num(cmp.PassRateMDE))
+			prop("mean_score_delta", iv(cmp.MeanDelta, true))
+			prop("mean_score_min_detectable_drop", num(cmp.ScoreMDE))
 		}
+		prop("case_test", cmp.CaseTest)
 	}
 	for i := range s.Cases {
 		c := &s.Cases[i]
@@ -344,20 +498,23 @@ func writeJUnit(w io.Writer, r *Report) error {
 			tc.Failure = &junitMessage{Message: msg, Type: "regression", Body: reasons}
 			js.Failures++
 		}
+		p, paired := verdict[c.CaseID]
 		switch {
 		case r.Comparison == nil:
 			if !c.Passed {
 				tc.Failure = &junitMessage{Message: fmt.Sprintf("%d/%d trials passed", c.Passes, c.Trials), Type: "failure", Body: reasons}
 				js.Failures++
 			}
-		case change[c.CaseID] == scorer.ChangeRegressed:
-			fail("passed in the baseline, fails now")
+		case paired && p.Verdict == scorer.VerdictRegressed:
+			fail(fmt.Sprintf("regressed: %s trials passed (%s)", pairPasses(p), r.Comparison.CaseTest))
 		case c.MustPass && !c.Passed:
 			fail("must-pass case fails")
-		case change[c.CaseID] == scorer.ChangeStillFail:
-			out += "; also failing in the baseline: " + reasons
-		case change[c.CaseID] == "":
+		case !paired:
 			out += "; missing from baseline (new case, not compared)"
+		case p.Verdict == scorer.VerdictWithinNoise:
+			out += fmt.Sprintf("; changed within noise: %s trials passed, adjusted p %.3f", pairPasses(p), p.AdjustedP)
+		case p.Change == scorer.ChangeStillFail:
+			out += "; also failing in the baseline: " + reasons
 		}
 		tc.SystemOut = out
 		js.Cases = append(js.Cases, tc)
@@ -370,7 +527,7 @@ func writeJUnit(w io.Writer, r *Report) error {
 	}
 	if g := r.Gate; g != nil {
 		tc := junitCase{Name: "gate", Classname: "loomwork.gate", Time: "0"}
-		var lines []string
+		lines := []string{gateBound(g)}
 		for _, c := range g.Checks {
 			lines = append(lines, fmt.Sprintf("[%s] %s: %s", map[bool]string{true: "ok", false: "FAIL"}[c.Passed], c.Name, c.Detail))
 		}

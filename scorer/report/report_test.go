@@ -24,7 +24,6 @@ func build(t *testing.T, withBaseline, withGate bool) *Report {
 		t.Fatal(err)
 	}
 	cfg := scorer.DefaultConfig()
-	cfg.Resamples = 2000
 	score := func(p string) *scorer.Suite {
 		tr, err := datasets.LoadTrials(p)
 		if err != nil {

@@ -1,19 +1,19 @@
-// Package stats holds the estimators the scorer reports: pass@k and pass^k
-// over repeated trials, percentile bootstrap confidence intervals (plain and
-// paired), and the exact McNemar test on pass/fail flips.
+// Package stats holds the estimators and tests the scorer reports and the
+// gate decides on: pass@k and pass^k over repeated trials; confidence
+// intervals for a suite's rates and for paired deltas whose coverage holds
+// at 5–20 cases (adjusted t and paired adjusted Wald, both analytic, so a
+// report needs no seed); the minimum detectable drop of a comparison;
+// Fisher's exact test for one case's pass counts with Holm and
+// Benjamini–Hochberg corrections across cases; and the exact McNemar test
+// on pass/fail flips.
 //
-// Randomness is always passed in (a *rand.Rand from math/rand/v2), so a
-// report is reproducible from its seed.
+// Every method's error rate is measured by the seeded simulation in
+// scorer/calibration (docs/scoring.md).
 package stats
 
 import (
-	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"slices"
-
-	"gonum.org/v1/gonum/stat"
 )
 
 // PassAtK is the unbiased estimator of the probability that at least one of
@@ -62,87 +62,6 @@ func checkNCK(n, c, k int) error {
 		return fmt.Errorf("pass@k: k = %d must be in 1..n = %d", k, n)
 	}
 	return nil
-}
-
-// Interval is a two-sided confidence interval around a point estimate.
-type Interval struct {
-	Estimate   float64 `json:"estimate"`
-	Lower      float64 `json:"lower"`
-	Upper      float64 `json:"upper"`
-	Level      float64 `json:"level"`     // e.g. 0.95
-	Resamples  int     `json:"resamples"` // bootstrap resamples drawn
-	SampleSize int     `json:"n"`         // observations (cases) resampled
-	Method     string  `json:"method"`    // "percentile bootstrap"
-}
-
-// BootstrapConfig controls a bootstrap. Resamples ≥ 100; 0 < Level < 1.
-type BootstrapConfig struct {
-	Resamples int
-	Level     float64
-	Rand      *rand.Rand
-}
-
-// Validate reports a configuration error.
-func (c BootstrapConfig) Validate() error {
-	var errs []error
-	if c.Resamples < 100 {
-		errs = append(errs, fmt.Errorf("resamples = %d, need at least 100", c.Resamples))
-	}
-	if !(c.Level > 0 && c.Level < 1) {
-		errs = append(errs, fmt.Errorf("level = %v, need 0 < level < 1", c.Level))
-	}
-	if c.Rand == nil {
-		errs = append(errs, errors.New("rand: nil source (pass a seeded *rand.Rand)"))
-	}
-	return errors.Join(errs...)
-}
-
-// BootstrapMean returns the percentile bootstrap interval of the mean of xs:
-// resample xs with replacement, take each resample's mean, and read the
-// (1−level)/2 and (1+level)/2 quantiles of those means. The unit resampled
-// is whatever xs holds (the scorer passes one value per case, since trials
-// of one case are not independent of each other).
-func BootstrapMean(xs []float64, cfg BootstrapConfig) (Interval, error) {
-	if err := cfg.Validate(); err != nil {
-		return Interval{}, fmt.Errorf("bootstrap: %w", err)
-	}
-	if len(xs) == 0 {
-		return Interval{}, errors.New("bootstrap: no observations")
-	}
-	iv := Interval{Estimate: stat.Mean(xs, nil), Level: cfg.Level, Resamples: cfg.Resamples, SampleSize: len(xs), Method: "percentile bootstrap"}
-	means := make([]float64, cfg.Resamples)
-	n := len(xs)
-	for b := range means {
-		sum := 0.0
-		for range n {
-			sum += xs[cfg.Rand.IntN(n)]
-		}
-		means[b] = sum / float64(n)
-	}
-	slices.Sort(means)
-	alpha := (1 - cfg.Level) / 2
-	iv.Lower = stat.Quantile(alpha, stat.Empirical, means, nil)
-	iv.Upper = stat.Quantile(1-alpha, stat.Empirical, means, nil)
-	return iv, nil
-}
-
-// PairedBootstrapMeanDelta is the bootstrap interval of mean(cand − base)
-// over paired observations: pairs are resampled together, so the case-to-
-// case variation both runs share cancels out.
-func PairedBootstrapMeanDelta(base, cand []float64, cfg BootstrapConfig) (Interval, error) {
-	if len(base) != len(cand) {
-		return Interval{}, fmt.Errorf("paired bootstrap: %d baseline values but %d candidate values", len(base), len(cand))
-	}
-	d := make([]float64, len(base))
-	for i := range d {
-		d[i] = cand[i] - base[i]
-	}
-	iv, err := BootstrapMean(d, cfg)
-	if err != nil {
-		return Interval{}, fmt.Errorf("paired %w", err)
-	}
-	iv.Method = "paired percentile bootstrap"
-	return iv, nil
 }
 
 // McNemar is the exact (binomial) McNemar test on paired pass/fail outcomes.

@@ -3,7 +3,6 @@ package stats
 import (
 	"math"
 	"math/big"
-	"math/rand/v2"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -77,79 +76,6 @@ func TestPassAtKRejectsBadArguments(t *testing.T) {
 		if _, err := PassHatK(a[0], a[1], a[2]); err == nil {
 			t.Errorf("PassHatK%v: no error", a)
 		}
-	}
-}
-
-func TestBootstrapIsDeterministicUnderASeed(t *testing.T) {
-	xs := []float64{0.1, 0.9, 0.4, 0.7, 0.3, 1, 0, 0.55}
-	run := func(seed uint64) Interval {
-		iv, err := BootstrapMean(xs, BootstrapConfig{Resamples: 2000, Level: 0.95, Rand: rand.New(rand.NewPCG(seed, 0))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return iv
-	}
-	a, b, c := run(42), run(42), run(43)
-	if a != b {
-		t.Errorf("same seed, different intervals: %+v vs %+v", a, b)
-	}
-	if a == c {
-		t.Errorf("different seeds gave identical intervals %+v (the seed is not used)", a)
-	}
-	if !(a.Lower < a.Estimate && a.Estimate < a.Upper) {
-		t.Errorf("interval %+v does not bracket its estimate", a)
-	}
-}
-
-func TestBootstrapCoversTheTrueMeanAtRoughlyItsLevel(t *testing.T) {
-	// 400 samples of size 40 from Bernoulli(0.3): a 90% interval should
-	// cover 0.3 in roughly 90% of them (percentile bootstrap under-covers a
-	// little at this size; accept 80–97%).
-	rng := rand.New(rand.NewPCG(1, 1))
-	covered := 0
-	for range 400 {
-		xs := make([]float64, 40)
-		for i := range xs {
-			if rng.Float64() < 0.3 {
-				xs[i] = 1
-			}
-		}
-		iv, _ := BootstrapMean(xs, BootstrapConfig{Resamples: 500, Level: 0.9, Rand: rng})
-		if iv.Lower <= 0.3 && 0.3 <= iv.Upper {
-			covered++
-		}
-	}
-	if covered < 320 || covered > 388 {
-		t.Errorf("90%% interval covered the true mean %d/400 times", covered)
-	}
-}
-
-func TestPairedBootstrapSeesAShiftHiddenByCaseVariance(t *testing.T) {
-	// Cases vary widely; every candidate is exactly 0.05 better. Paired, the
-	// interval is a point at 0.05; unpaired it would straddle 0.
-	base := []float64{0.1, 0.9, 0.3, 0.7, 0.5, 0.2, 0.8}
-	cand := make([]float64, len(base))
-	for i := range base {
-		cand[i] = base[i] + 0.05
-	}
-	iv, err := PairedBootstrapMeanDelta(base, cand, BootstrapConfig{Resamples: 1000, Level: 0.95, Rand: rand.New(rand.NewPCG(3, 3))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if math.Abs(iv.Lower-0.05) > 1e-9 || math.Abs(iv.Upper-0.05) > 1e-9 {
-		t.Errorf("paired interval = [%v, %v], want [0.05, 0.05]", iv.Lower, iv.Upper)
-	}
-	if _, err := PairedBootstrapMeanDelta(base, cand[:3], BootstrapConfig{Resamples: 1000, Level: 0.95, Rand: rand.New(rand.NewPCG(3, 3))}); err == nil {
-		t.Error("mismatched lengths: no error")
-	}
-}
-
-func TestBootstrapRejectsBadConfig(t *testing.T) {
-	if _, err := BootstrapMean([]float64{1}, BootstrapConfig{Resamples: 10, Level: 0.95}); err == nil {
-		t.Error("no error for 10 resamples and a nil source")
-	}
-	if _, err := BootstrapMean(nil, BootstrapConfig{Resamples: 100, Level: 0.95, Rand: rand.New(rand.NewPCG(1, 1))}); err == nil {
-		t.Error("no error for zero observations")
 	}
 }
 
