@@ -119,6 +119,10 @@ func writeText(w io.Writer, r *Report) error {
 	}
 	if cmp := r.Comparison; cmp != nil {
 		ew.printf("\nAgainst baseline %s: %d paired cases\n", nonEmpty(r.Baseline.Source, "(baseline)"), len(cmp.Pairs))
+		ew.printf("  model labels: baseline %s; candidate %s\n", labels(cmp.Baseline), labels(s))
+		for _, w := range cmp.Warnings {
+			ew.printf("  WARNING: %s\n", w)
+		}
 		if iv := cmp.MeanDelta; iv != nil {
 			ew.printf("  mean score delta %+.4f  [%+.4f, %+.4f] %.0f%% %s\n", iv.Estimate, iv.Lower, iv.Upper, 100*iv.Level, iv.Method)
 		}
@@ -202,6 +206,10 @@ func writeMarkdown(w io.Writer, r *Report) error {
 		ew.printf("| pass/fail flips | %d regressed, %d fixed (exact McNemar p = %.4g) |\n", cmp.McNemar.Regressed, cmp.McNemar.Fixed, cmp.McNemar.PValue)
 		ew.printf("| cost per trial | %s → %s (%s) |\n", usd(cmp.BaseMeanCostUSD), usd(cmp.CandMeanCostUSD), pct(cmp.CostChangePct))
 		ew.printf("| duration per trial | %s → %s (%s) |\n", msStr(cmp.BaseMeanDurationMS), msStr(cmp.CandMeanDurationMS), pct(cmp.DurationChangePct))
+		ew.printf("| model labels | baseline %s; candidate %s |\n", mdEscape(labels(cmp.Baseline)), mdEscape(labels(s)))
+		for _, w := range cmp.Warnings {
+			ew.printf("\n> ⚠️ **Warning:** %s\n", mdEscape(w))
+		}
 	}
 	for _, n := range s.Notes {
 		ew.printf("\n> %s\n", mdEscape(n))
@@ -330,6 +338,10 @@ func writeJUnit(w io.Writer, r *Report) error {
 		}
 		if iv := cmp.MeanDelta; iv != nil {
 			js.Properties = append(js.Properties, junitProperty{"mean_score_delta", fmt.Sprintf("%+.4f [%+.4f, %+.4f]", iv.Estimate, iv.Lower, iv.Upper)})
+		}
+		js.Properties = append(js.Properties, junitProperty{"baseline_model_labels", labels(cmp.Baseline)})
+		for _, w := range cmp.Warnings {
+			js.Properties = append(js.Properties, junitProperty{"warning", w})
 		}
 	}
 	for i := range s.Cases {
