@@ -59,8 +59,10 @@ type Trial struct {
 	Trial  int    `json:"trial"`
 	// ModelLabel says what produced the run: "live" for a real provider,
 	// "scripted" for a scripted model, "replayed" for a journal replay.
-	// Reports always show it.
-	ModelLabel string `json:"model_label"`
+	// Reports always show it. It may be left out when the provenance says
+	// it (a journal reference or inline spans): it is then derived, and a
+	// label that contradicts the provenance is refused either way.
+	ModelLabel string `json:"model_label,omitempty"`
 	Model      string `json:"model,omitempty"`
 	// Agent names the agent that ran the trial (e.g. "research",
 	// "coding"); reports break their rates down by it.
@@ -166,8 +168,8 @@ func (t *Trial) Validate() error {
 	if t.Trial < 0 {
 		return fieldErr("trial", fmt.Errorf("must be non-negative, got %d", t.Trial))
 	}
-	if t.ModelLabel == "" {
-		return fieldErr("model_label", errors.New(`required (e.g. "live", "scripted", "replayed")`))
+	if t.ModelLabel == "" && t.Journal == nil && len(t.Spans) == 0 {
+		return fieldErr("model_label", errors.New(`required unless a journal reference or inline spans give it (e.g. "live", "scripted", "replayed")`))
 	}
 	if t.TraceID == "" && len(t.Spans) == 0 && t.Journal == nil {
 		return fieldErr("trace_id", errors.New("a trial needs a trace_id, inline spans or a journal reference"))

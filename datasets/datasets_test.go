@@ -67,7 +67,7 @@ func TestBadTrialLinesNameFileLineAndField(t *testing.T) {
 		line                 int
 	}{
 		{"missing trial index", `{"case_id":"a","model_label":"live","trace_id":"x","success":true}`, "trial", "missing", 1},
-		{"missing label", `{"case_id":"a","trial":0,"trace_id":"x","success":true}`, "model_label", "missing", 1},
+		{"missing label, only a trace id", `{"case_id":"a","trial":0,"trace_id":"x","success":true}`, "model_label", "required unless a journal reference or inline spans", 1},
 		{"no provenance", `{"case_id":"a","trial":0,"model_label":"live","success":true}`, "trace_id", "journal", 1},
 		{"no success", `{"case_id":"a","trial":0,"model_label":"live","journal":{"path":"j","run_id":"r"}}`, "success", "required", 1},
 		{"success as string", `{"case_id":"a","trial":0,"model_label":"live","trace_id":"x","success":"true"}`, "success", "wrong type", 1},
@@ -89,6 +89,19 @@ func TestBadTrialLinesNameFileLineAndField(t *testing.T) {
 				t.Errorf("error = %q (line %d field %q), want line %d field %q containing %q", err, le.Line, le.Field, c.line, c.field, c.msg)
 			}
 		})
+	}
+}
+
+// A trial whose journal or spans say what produced it may leave the label
+// out: the decoder keeps it empty for the provenance check to fill in
+// (journal.CheckProvenance, scorer.ScoreTrial).
+func TestTrialLabelIsOptionalWhenProvenanceGivesIt(t *testing.T) {
+	tr, err := ReadTrials(strings.NewReader(`{"case_id":"a","trial":0,"journal":{"path":"j.jsonl","run_id":"r"},"success":true}`), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr[0].ModelLabel != "" || tr[0].Journal.RunID != "r" {
+		t.Fatalf("decoded %+v", tr[0])
 	}
 }
 

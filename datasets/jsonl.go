@@ -66,7 +66,7 @@ func ReadTrials(r io.Reader, name string) ([]Trial, error) {
 	firstLine := map[key]int{}
 	err := eachLine(r, name, func(line int, b []byte) error {
 		var t Trial
-		if err := decodeStrict(b, &t, "case_id", "trial", "model_label"); err != nil {
+		if err := decodeStrict(b, &t, "case_id", "trial"); err != nil {
 			return lineErr(name, line, err)
 		}
 		if err := t.Validate(); err != nil {

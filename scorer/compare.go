@@ -2,8 +2,11 @@ package scorer
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/stats"
@@ -77,6 +80,10 @@ type Comparison struct {
 	Baseline  *Suite `json:"-"`
 	Candidate *Suite `json:"-"`
 
+	// Warnings say why the comparison may not mean what it seems to (a
+	// scripted run compared with a live one; see labelWarnings).
+	Warnings []string `json:"warnings,omitempty"`
+
 	Pairs []CaseDelta `json:"pairs"`
 	// Cases present on one side only are listed, not counted as regressions.
 	MissingFromBaseline  []string `json:"missing_from_baseline"`
@@ -140,6 +147,7 @@ func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 		NewFailures: []string{}, Fixed: []string{}, StillFailing: []string{},
 		Regressed: []string{}, Improved: []string{}, WithinNoise: []string{}, BaseFlaky: []string{},
 		Power: cfg.Power, Deterministic: cfg.ScriptedExact && allScripted(base) && allScripted(cand)}
+	cmp.Warnings = labelWarnings(base, cand)
 	bm := map[string]*CaseResult{}
 	for i := range base.Cases {
 		bm[base.Cases[i].CaseID] = &base.Cases[i]
@@ -351,4 +359,46 @@ func pctChange(base, cand *float64) *float64 {
 		return nil
 	}
 	return ptr(100 * (*cand - *base) / *base)
+}
+
+// labelWarnings warns when the two runs were produced differently: a
+// scripted model's answers are fixed by its script, and a replay re-uses
+// recorded answers, so comparing either with a live run measures the kind
+// of run, not a change of the agent. Both sides' label counts are named.
+func labelWarnings(base, cand *Suite) []string {
+	kinds := func(s *Suite) map[string]bool {
+		m := map[string]bool{}
+		for l, n := range s.ModelLabels {
+			if n > 0 {
+				m[l] = true
+			}
+		}
+		return m
+	}
+	b, c := kinds(base), kinds(cand)
+	if maps.Equal(b, c) {
+		return nil
+	}
+	across := func(x, y string) bool { return b[x] && c[y] || b[y] && c[x] }
+	why := "the runs were produced differently"
+	switch {
+	case across(datasets.LabelScripted, datasets.LabelLive), across(datasets.LabelScripted, datasets.LabelReplayed):
+		why = "a scripted run is compared with a live one; a script's answers are fixed, so the delta measures the script against a model, not a change of the agent"
+	case across(datasets.LabelReplayed, datasets.LabelLive):
+		why = "a replayed run is compared with a live one; the replay re-uses recorded model answers, the live run asked the model again"
+	}
+	return []string{fmt.Sprintf("model labels differ (baseline: %s; candidate: %s): %s", LabelCounts(base.ModelLabels), LabelCounts(cand.ModelLabels), why)}
+}
+
+// LabelCounts writes trials per model label as "live ×3, scripted ×6"
+// (sorted by label), the form every report prints.
+func LabelCounts(m map[string]int) string {
+	parts := make([]string, 0, len(m))
+	for _, l := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s ×%d", l, m[l]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -9,9 +9,10 @@ import (
 
 // ScoreTrial scores one trial against its case.
 //
-// Fields a trial with inline spans leaves out (success, tools, evidence,
-// duration, cost, tokens) are derived from the spans (DeriveFromTrace);
-// fields it states are used as stated.
+// Fields a trial with inline spans leaves out (model label, success, tools,
+// evidence, duration, cost, tokens) are derived from the spans
+// (DeriveFromTrace); fields it states are used as stated, except a label
+// the spans contradict (they say scripted), which is an error.
 //
 // Success is the outcome, not the agent's account of itself:
 //   - Finished is the trial's success field (or its trace): the run ended
@@ -48,9 +49,12 @@ func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, er
 		if err != nil {
 			return ts, fmt.Errorf("score trial %d of case %q%s: %w", t.Trial, t.CaseID, lineSuffix(t.Line), err)
 		}
-		if d.ModelLabel == datasets.LabelScripted && t.ModelLabel != datasets.LabelScripted {
+		if d.ModelLabel == datasets.LabelScripted && t.ModelLabel != datasets.LabelScripted && t.ModelLabel != "" {
 			return ts, fmt.Errorf("score trial %d of case %q%s: field \"model_label\": %q, but its spans are labelled scripted",
 				t.Trial, t.CaseID, lineSuffix(t.Line), t.ModelLabel)
+		}
+		if ts.ModelLabel == "" && d.ModelLabel != "unknown" {
+			ts.ModelLabel = d.ModelLabel // the trials file left it to the spans
 		}
 		if success == nil {
 			success = &d.Success
@@ -82,6 +86,13 @@ func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, er
 		if ts.Model == "" {
 			ts.Model = d.Model
 		}
+	}
+	if ts.ModelLabel == "" {
+		// A journal-backed trial gets its label from journal.CheckProvenance
+		// (the scorer does no I/O); an unlabelled trial that reaches here
+		// was never checked, and a report must not show it unlabelled.
+		return ts, fmt.Errorf("score trial %d of case %q%s: field \"model_label\": absent, and neither its spans nor a checked journal gave it",
+			t.Trial, t.CaseID, lineSuffix(t.Line))
 	}
 	if success == nil {
 		return ts, fmt.Errorf("score trial %d of case %q%s: field \"success\": not given, and no spans to derive it from (trace %s: pass a store to load it)",

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
@@ -88,11 +89,16 @@ func (f *scoreFlags) explicit() gate.Explicit {
 	return ex
 }
 
-// loadTrialsFlag decodes one trials file (strictly; errors name the line).
+// loadTrialsFlag decodes one trials file (strictly; errors name the line)
+// and checks every journal-backed trial's label and model against its
+// journal (journal.CheckProvenance), filling in labels the file leaves out.
 func loadTrialsFlag(path string) (report.Trials, error) {
 	trials, err := datasets.LoadTrials(path)
 	if err != nil {
 		return report.Trials{}, &ExitError{Code: ExitUsage, Err: err}
+	}
+	if _, err := journal.CheckProvenance(path, trials, journal.SearchDirs(path)); err != nil {
+		return report.Trials{}, &ExitError{Code: ExitUsage, Err: fmt.Errorf("provenance: %w", err)}
 	}
 	return report.Trials{Source: path, Trials: trials}, nil
 }

@@ -208,7 +208,11 @@ func writeText(w io.Writer, r *Report) error {
 		ew.printf("%-28s %6d %3d/%-3d %6.3f %12s %10s  %s\n", trunc(c.CaseID, 28), c.Trials, c.Passes, c.Trials, c.MeanScore, usd(c.MeanCostUSD), msStr(c.MeanDurationMS), firstReasons(&c))
 	}
 	if cmp := r.Comparison; cmp != nil {
-		ew.printf("\nAgainst baseline %s: %d paired cases (model: %s)\n", nonEmpty(r.Baseline.Source, "(baseline)"), len(cmp.Pairs), labels(r.Baseline))
+		ew.printf("\nAgainst baseline %s: %d paired cases\n", nonEmpty(r.Baseline.Source, "(baseline)"), len(cmp.Pairs))
+		ew.printf("  model labels: baseline %s; candidate %s\n", labels(cmp.Baseline), labels(s))
+		for _, w := range cmp.Warnings {
+			ew.printf("  WARNING: %s\n", w)
+		}
 		if cmp.PassRateDelta != nil {
 			ew.printf("  pass rate delta  %s %.0f%% %s; detects a drop of %s with %.0f%% power\n", iv(cmp.PassRateDelta, true), 100*cmp.PassRateDelta.Level, cmp.PassRateDelta.Method, mde(cmp.PassRateMDE), 100*cmp.Power)
 			ew.printf("  mean score delta %s; detects a drop of %s\n", iv(cmp.MeanDelta, true), mde(cmp.ScoreMDE))
@@ -310,7 +314,6 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	ew.printf("| flaky cases | %d |\n", len(s.FlakyCases))
 	ew.printf("| total cost | %s |\n| cost per successful trial | %s |\n", usd(s.TotalCostUSD), usd(s.CostPerSuccessUSD))
 	if cmp := r.Comparison; cmp != nil {
-		ew.printf("| baseline model | %s |\n", mdEscape(labels(r.Baseline)))
 		if cmp.PassRateDelta != nil {
 			ew.printf("| pass rate delta vs baseline | %s (%.0f%% CI; detects a drop of %s with %.0f%% power) |\n", iv(cmp.PassRateDelta, true), 100*cmp.PassRateDelta.Level, mde(cmp.PassRateMDE), 100*cmp.Power)
 			ew.printf("| mean score delta vs baseline | %s (detects a drop of %s) |\n", iv(cmp.MeanDelta, true), mde(cmp.ScoreMDE))
@@ -319,6 +322,10 @@ func writeMarkdown(w io.Writer, r *Report) error {
 		ew.printf("| all-trials flips | %d regressed, %d fixed (exact McNemar p = %.4g) |\n", cmp.McNemar.Regressed, cmp.McNemar.Fixed, cmp.McNemar.PValue)
 		ew.printf("| cost per trial | %s → %s (%s) |\n", usd(cmp.BaseMeanCostUSD), usd(cmp.CandMeanCostUSD), pct(cmp.CostChangePct))
 		ew.printf("| duration per trial | %s → %s (%s) |\n", msStr(cmp.BaseMeanDurationMS), msStr(cmp.CandMeanDurationMS), pct(cmp.DurationChangePct))
+		ew.printf("| model labels | baseline %s; candidate %s |\n", mdEscape(labels(cmp.Baseline)), mdEscape(labels(s)))
+		for _, w := range cmp.Warnings {
+			ew.printf("\n> ⚠️ **Warning:** %s\n", mdEscape(w))
+		}
 	}
 	if s.PassRate != nil {
 		ew.printf("\nIntervals: %.0f%% %s, over cases, %.1f trials per case", 100*s.Level, s.PassRate.Method, s.TrialsPerCase)
@@ -485,6 +492,9 @@ func writeJUnit(w io.Writer, r *Report) error {
 			prop("mean_score_min_detectable_drop", num(cmp.ScoreMDE))
 		}
 		prop("case_test", cmp.CaseTest)
+		for _, w := range cmp.Warnings {
+			prop("warning", w)
+		}
 	}
 	for i := range s.Cases {
 		c := &s.Cases[i]
