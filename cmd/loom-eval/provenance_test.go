@@ -53,7 +53,7 @@ func TestRelabelledLiveTrialsOverScriptedJournalsAreRefused(t *testing.T) {
 		{"gate", "--policy", "baselines/policy.json", "--cases", "baselines/cases.jsonl", "--candidate", relabelled, "--baseline", "baselines/baseline.trials.jsonl"},
 		{"gate", "--policy", "baselines/policy.json", "--cases", "baselines/cases.jsonl", "--candidate", unchanged, "--baseline", relabelled},
 	} {
-		_, code, err := scorerCLI(t, append(args, "--resamples", "200")...)
+		_, code, err := scorerCLI(t, append(args)...)
 		if code != ExitUsage || err == nil {
 			t.Fatalf("%v: exit %d, err %v; want exit %d", args, code, err, ExitUsage)
 		}
@@ -69,7 +69,7 @@ func TestRelabelledLiveTrialsOverScriptedJournalsAreRefused(t *testing.T) {
 	}
 	// The same trials as recorded pass: it is the label that is refused.
 	if _, code, err := scorerCLI(t, "gate", "--policy", "baselines/policy.json", "--cases", "baselines/cases.jsonl",
-		"--candidate", unchanged, "--baseline", "baselines/baseline.trials.jsonl", "--resamples", "200"); code != ExitOK {
+		"--candidate", unchanged, "--baseline", "baselines/baseline.trials.jsonl"); code != ExitOK {
 		t.Fatalf("the unchanged copy: exit %d, err %v", code, err)
 	}
 }
@@ -121,7 +121,7 @@ func TestUnlabelledTrialsGetTheirJournalsLabel(t *testing.T) {
 		j := tr["journal"].(map[string]any)
 		j["path"] = strings.TrimPrefix(j["path"].(string), "baselines/") // journals/…, next to the trials file
 	})
-	out, code, err := scorerCLI(t, "score", path, "--format", "json", "--resamples", "200")
+	out, code, err := scorerCLI(t, "score", path, "--format", "json")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %v", code, err)
 	}
@@ -161,7 +161,7 @@ func TestLiveAgainstScriptedBaselineWarns(t *testing.T) {
 		tr["trace_id"] = fmt.Sprintf("%032x", i+1)
 		tr["model_label"], tr["model"] = "live", "gpt-4o"
 	})
-	args := []string{"score", live, "--cases", "baselines/cases.jsonl", "--against", "baselines/baseline.trials.jsonl", "--resamples", "200"}
+	args := []string{"score", live, "--cases", "baselines/cases.jsonl", "--against", "baselines/baseline.trials.jsonl"}
 	const warning = "model labels differ (baseline: scripted ×57; candidate: live ×57): a scripted run is compared with a live one"
 	for format, want := range map[string]string{
 		"text":     "  model labels: baseline scripted ×57; candidate live ×57\n  WARNING: " + warning,
