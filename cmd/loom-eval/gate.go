@@ -14,6 +14,7 @@ func (m *Main) runGate(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("gate", "gate --policy POLICY.json --candidate TRIALS.jsonl --baseline TRIALS.jsonl [--cases CASES.jsonl] [--format text|json|markdown|junit]")
 	var f scoreFlags
 	f.register(m, fs)
+	refuseRemoved(fs)
 	policyPath := fs.String("policy", "", "gate policy JSON (required; see docs/scoring.md)")
 	candidate := fs.String("candidate", "", "candidate trials JSONL (required)")
 	baseline := fs.String("baseline", "", "baseline trials JSONL (checks that compare need it)")

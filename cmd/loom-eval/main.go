@@ -68,6 +68,8 @@ func commands() map[string]command {
 		"rollup":           {"roll up traces from an OTLP/JSON file (critical path, cost)", (*Main).runRollup},
 		"score":            {"score trials and compare against a baseline", (*Main).runScore},
 		"gate":             {"apply a gate policy to a score comparison (exit 1 on regression)", (*Main).runGate},
+		"calibrate":        {"measure a gate policy on simulated random agents: false alarms, detection, coverage (exit 1 if a requirement fails)", (*Main).runCalibrate},
+		"plan":             {"how many cases × trials detect a given pass-rate drop, simulated from a baseline", (*Main).runPlan},
 		"replay":           {"re-run committed journals without a model key", (*Main).runReplay},
 		"run":              {"run a reference agent (research or coding), journaled and traced", (*Main).runRun},
 		"sandbox":          {"run a command in the sandbox (sandbox exec [limits] -- CMD ARGS)", (*Main).runSandbox},

@@ -53,7 +53,7 @@ func TestRelabelledLiveTrialsOverScriptedJournalsAreRefused(t *testing.T) {
 		{"gate", "--policy", "baselines/policy.json", "--cases", "baselines/cases.jsonl", "--candidate", relabelled, "--baseline", "baselines/baseline.trials.jsonl"},
 		{"gate", "--policy", "baselines/policy.json", "--cases", "baselines/cases.jsonl", "--candidate", unchanged, "--baseline", relabelled},
 	} {
-		_, code, err := scorerCLI(t, append(args)...)
+		_, code, err := scorerCLI(t, args...)
 		if code != ExitUsage || err == nil {
 			t.Fatalf("%v: exit %d, err %v; want exit %d", args, code, err, ExitUsage)
 		}

@@ -34,18 +34,24 @@ func (f *scoreFlags) register(m *Main, fs *flag.FlagSet) {
 	f.out = m.addOutputFlags(fs, report.Formats...)
 	fs.StringVar(&f.ks, "k", "1,3,5", "comma-separated k values for pass@k and pass^k")
 	f.fs = fs
-	fs.Func("seed", "removed: intervals are analytic, nothing is resampled", func(string) error {
-		return errors.New("intervals are analytic now (adjusted t / paired adjusted Wald, docs/scoring.md): nothing is resampled, so there is no seed; remove the flag")
-	})
-	fs.Func("resamples", "removed: intervals are analytic, nothing is resampled", func(string) error {
-		return errors.New("intervals are analytic now (docs/scoring.md): nothing is resampled; remove the flag")
-	})
 	fs.Float64Var(&f.level, "level", 0.95, "confidence level of every interval (a policy's confidence must agree)")
 	fs.Float64Var(&f.caseAlpha, "case-alpha", 0.05, "per-case test level, after the correction across cases")
 	fs.StringVar(&f.correction, "case-correction", "holm", "per-case multiple-testing correction: holm (family-wise) or bh (false discovery rate)")
 	fs.StringVar(&f.junit, "junit", "", "also write JUnit XML to this file")
 	fs.StringVar(&f.markdown, "markdown", "", "also write Markdown to this file")
 	fs.StringVar(&f.store, "store", "", "trace store URL: load the trace of every trial that has a trace_id but no inline spans, and derive the fields it leaves out")
+}
+
+// refuseRemoved registers the flags the bootstrap needed, so an old
+// script's --seed or --resamples gets a reason instead of "flag provided
+// but not defined" (score and gate only).
+func refuseRemoved(fs *flag.FlagSet) {
+	fs.Func("seed", "removed: intervals are analytic, nothing is resampled", func(string) error {
+		return errors.New("intervals are analytic now (adjusted t / paired adjusted Wald, docs/scoring.md): nothing is resampled, so there is no seed; remove the flag")
+	})
+	fs.Func("resamples", "removed: intervals are analytic, nothing is resampled", func(string) error {
+		return errors.New("intervals are analytic now (docs/scoring.md): nothing is resampled; remove the flag")
+	})
 }
 
 func (f *scoreFlags) config() (scorer.Config, error) {
@@ -120,27 +126,36 @@ func loadCasesFlag(path string) ([]datasets.Case, error) {
 // evaluate reads the files, runs report.Evaluate and writes the report. It
 // returns an ExitFailure error when the gate fails.
 func (m *Main) evaluate(ctx context.Context, f *scoreFlags, cfg scorer.Config, candPath, basePath string, policy *gate.Policy) error {
+	r, err := m.evaluateReport(ctx, f, cfg, candPath, basePath, policy)
+	if err != nil {
+		return err
+	}
+	return m.writeEvaluation(f, r)
+}
+
+// evaluateReport reads the files and runs report.Evaluate.
+func (m *Main) evaluateReport(ctx context.Context, f *scoreFlags, cfg scorer.Config, candPath, basePath string, policy *gate.Policy) (*report.Report, error) {
 	in := report.Inputs{Policy: policy, Explicit: f.explicit()}
 	var err error
 	if in.Cases, err = loadCasesFlag(f.cases); err != nil {
-		return err
+		return nil, err
 	}
 	in.CasesFile = f.cases
 	if in.Candidate, err = loadTrialsFlag(candPath); err != nil {
-		return err
+		return nil, err
 	}
 	if basePath != "" {
 		if in.Baseline, err = loadTrialsFlag(basePath); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if f.store != "" {
 		if _, err := storeurl.Parse(f.store); err != nil {
-			return usageError("--store: %v", err)
+			return nil, usageError("--store: %v", err)
 		}
 		st, err := storeurl.Open(ctx, f.store, true)
 		if err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: err}
+			return nil, &ExitError{Code: ExitRuntimeErr, Err: err}
 		}
 		defer st.Shutdown(context.WithoutCancel(ctx))
 		in.Traces = st
@@ -151,8 +166,14 @@ func (m *Main) evaluate(ctx context.Context, f *scoreFlags, cfg scorer.Config, c
 		if errors.Is(err, report.ErrBadInput) {
 			code = ExitUsage
 		}
-		return &ExitError{Code: code, Err: err}
+		return nil, &ExitError{Code: code, Err: err}
 	}
+	return r, nil
+}
+
+// writeEvaluation writes the report in the chosen format (and the extra
+// JUnit/Markdown files); a failed gate is ExitFailure.
+func (m *Main) writeEvaluation(f *scoreFlags, r *report.Report) error {
 	if err := report.Write(m.Stdout, f.format, r); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
@@ -194,6 +215,7 @@ func (m *Main) runScore(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("score", "score FILE.jsonl [--cases CASES.jsonl] [--against BASE.jsonl] [--format text|json|markdown|junit] [--seed N] [--gate POLICY]")
 	var f scoreFlags
 	f.register(m, fs)
+	refuseRemoved(fs)
 	against := fs.String("against", "", "baseline trials JSONL to compare with, case by case")
 	policyPath := fs.String("gate", "", "gate policy JSON; exit 1 when it fails (see docs/scoring.md)")
 	if err := parseFlags(fs, args); err != nil {
