@@ -37,16 +37,16 @@ record)
     tail -n 1 "$tmp/$agent.run.txt"
   done
   "$bin" replay --strict --trials-out baselines/baseline.trials.jsonl baselines/journals/*.jsonl | tail -n 1
-  "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --seed 1 --format json >baselines/report.json
-  "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --seed 1 --format markdown >baselines/report.md
+  "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --format json >baselines/report.json
+  "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --format markdown >baselines/report.md
   du -sh baselines
   ;;
 check)
   "$bin" replay --strict --trials-out "$tmp/candidate.trials.jsonl" baselines/journals/*.jsonl
   "$bin" score "$tmp/candidate.trials.jsonl" --cases baselines/cases.jsonl \
-    --against baselines/baseline.trials.jsonl --seed 1 --format markdown
+    --against baselines/baseline.trials.jsonl --format markdown
   "$bin" gate --policy baselines/policy.json --candidate "$tmp/candidate.trials.jsonl" \
-    --baseline baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --seed 1
+    --baseline baselines/baseline.trials.jsonl --cases baselines/cases.jsonl
   ;;
 *)
   echo "usage: scripts/baselines.sh record|check" >&2
