@@ -171,13 +171,8 @@ func (m *Main) scoreOnly(ctx context.Context, f *scoreFlags, cfg scorer.Config, 
 	return m.evaluateReport(ctx, f, cfg, path, "", nil)
 }
 
-func policyName(path string) string {
-	name := path
-	if i := strings.LastIndexAny(name, "/\\"); i >= 0 {
-		name = name[i+1:]
-	}
-	return strings.TrimSuffix(name, ".json")
-}
+// policyName names a policy in the table by its path, as given.
+func policyName(path string) string { return path }
 
 func intList(what, s string) ([]int, error) {
 	var out []int

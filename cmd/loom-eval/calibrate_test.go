@@ -12,7 +12,7 @@ func TestCalibrateReportsTheCommittedPolicyAgainstTheOld(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
-	for _, want := range []string{"| 20 × 3 | +0.00 |", "policy policy fails", "old-policy policy fails", "false alarms ≤ 5.0%", "| yes |"} {
+	for _, want := range []string{"| 20 × 3 | +0.00 |", "`../../baselines/policy.json` fails", "`../../scorer/calibration/testdata/old-policy.json` fails", "false alarms ≤ 5.0%", "| yes |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
 		}

@@ -255,7 +255,7 @@ func (r *Result) Check() []error {
 				errs = append(errs, fmt.Errorf("%s: %d/%d false alarms (%.1f%%), above the stated %.1f%%", name, o.Failed, c.Reps, 100*o.Rate, 100*o.Bound))
 			}
 		case c.MedianMDE <= -c.Effect:
-			o.Required = "detection ≥ 80% (MDE ≤ |effect|)"
+			o.Required = "detection ≥ 80% (MDE ≤ the drop)"
 			ok := binomLowerTail(o.Failed, c.Reps, 0.8) >= 0.001
 			o.Holds = &ok
 			if !ok {

@@ -24,7 +24,7 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 		r.Reps, r.Seed, r.DifficultyLo, r.DifficultyHi, 100*r.Level)
 	b.WriteString("| cases × trials | effect |")
 	for _, o := range r.Cells[0].Outcomes {
-		fmt.Fprintf(&b, " %s policy fails |", o.Policy)
+		fmt.Fprintf(&b, " `%s` fails |", o.Policy)
 	}
 	b.WriteString(" requirement (first policy) | holds | paired interval covers | percentile bootstrap covers | suite rate covers | median MDE |\n|---|---:|")
 	for range r.Cells[0].Outcomes {
@@ -51,9 +51,12 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Calibration: %d pairs per design, seed %d, p ~ U(%g, %g), %.0f%% intervals\n", r.Reps, r.Seed, r.DifficultyLo, r.DifficultyHi, 100*r.Level)
+	for i, o := range r.Cells[0].Outcomes {
+		fmt.Fprintf(&b, "policy [%d]: %s\n", i+1, o.Policy)
+	}
 	fmt.Fprintf(&b, "%-10s %7s", "DESIGN", "EFFECT")
-	for _, o := range r.Cells[0].Outcomes {
-		fmt.Fprintf(&b, " %14s", strings.ToUpper(o.Policy)+" FAILS")
+	for i := range r.Cells[0].Outcomes {
+		fmt.Fprintf(&b, " %14s", fmt.Sprintf("[%d] FAILS", i+1))
 	}
 	fmt.Fprintf(&b, " %9s %9s %9s %10s  %s\n", "COVERAGE", "BOOTSTRAP", "RATE COV", "MEDIAN MDE", "REQUIREMENT")
 	for _, c := range r.Cells {
