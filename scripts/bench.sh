@@ -45,4 +45,5 @@ run retrieval         go test ./retrieval/ -run '^$' -bench 'Index|LSA|Search' -
 run gateway           go test ./agents/gateway/... -run '^$' -bench . -benchtime 2000x
 run journal           go test ./replay/... -run '^$' -bench . -benchtime 100x
 run context           go run ./cmd/loom-eval context --format markdown --out docs/context.md
+run calibration       ./scripts/calibration.sh
 echo "results in $out/"
