@@ -10,7 +10,7 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/loom-eval" ./cmd/loom-eval
 status=0
 "$tmp/loom-eval" calibrate --policy baselines/policy.json --against scorer/calibration/testdata/old-policy.json \
-  --reps "${REPS:-200}" --seed 1 --format markdown >"$tmp/table.md" 2>"$tmp/progress.txt" || status=$?
+  --reps "${REPS:-200}" --seed 1 --bootstrap --format markdown >"$tmp/table.md" 2>"$tmp/progress.txt" || status=$?
 if [ "$status" -gt 1 ]; then
   cat "$tmp/progress.txt" >&2
   exit "$status"

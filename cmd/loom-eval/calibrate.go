@@ -26,6 +26,7 @@ func (m *Main) runCalibrate(ctx context.Context, args []string) error {
 	effectsF := fs.String("effects", "0,-0.05,-0.15", "comma-separated true effects on pass probability (with --cases)")
 	lo := fs.Float64("difficulty-lo", 0.2, "lowest case pass probability")
 	hi := fs.Float64("difficulty-hi", 0.9, "highest case pass probability")
+	bootstrap := fs.Bool("bootstrap", false, "also measure the percentile bootstrap's coverage on the same draws (slow)")
 	out := m.addOutputFlags(fs, "text", "json", "markdown")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -37,7 +38,7 @@ func (m *Main) runCalibrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := calibration.Config{Reps: *reps, Seed: *seed, DifficultyLo: *lo, DifficultyHi: *hi, Progress: m.Stderr, Designs: calibration.DefaultDesigns()}
+	cfg := calibration.Config{Reps: *reps, Seed: *seed, DifficultyLo: *lo, DifficultyHi: *hi, Progress: m.Stderr, Designs: calibration.DefaultDesigns(), Bootstrap: *bootstrap}
 	if *casesF != "" || *trialsF != "" {
 		ns, err := intList("calibrate: --cases", *casesF)
 		if err != nil {

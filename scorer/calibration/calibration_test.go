@@ -50,8 +50,8 @@ func TestCommittedPolicyIsCalibratedOnRandomAgents(t *testing.T) {
 		if c.Effect == 0 && c.Outcomes[1].Rate > 0.5 {
 			oldAlarms++
 		}
-		t.Logf("%3d×%d %+.2f: committed %.3f old %.3f coverage %.3f (bootstrap %.3f) rate coverage %.3f MDE %.3f",
-			c.Cases, c.Trials, c.Effect, c.Outcomes[0].Rate, c.Outcomes[1].Rate, c.DeltaCoverage, c.BootstrapCoverage, c.RateCoverage, c.MedianMDE)
+		t.Logf("%3d×%d %+.2f: committed %.3f old %.3f coverage %.3f rate coverage %.3f MDE %.3f",
+			c.Cases, c.Trials, c.Effect, c.Outcomes[0].Rate, c.Outcomes[1].Rate, c.DeltaCoverage, c.RateCoverage, c.MedianMDE)
 	}
 	// Every zero-effect design and at least the large ones below zero state
 	// a requirement: the check cannot pass by checking nothing.

@@ -10,6 +10,13 @@ import (
 
 func pct(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) }
 
+func optPct(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return pct(*v)
+}
+
 func mdeStr(v float64) string {
 	if math.IsInf(v, 1) || v > 1 {
 		return "none (> 1)"
@@ -41,7 +48,7 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 		if o.Holds != nil {
 			req, holds = o.Required, map[bool]string{true: "yes", false: "**no**"}[*o.Holds]
 		}
-		fmt.Fprintf(&b, " %s | %s | %s | %s | %s | %s |\n", req, holds, pct(c.DeltaCoverage), pct(c.BootstrapCoverage), pct(c.RateCoverage), mdeStr(c.MedianMDE))
+		fmt.Fprintf(&b, " %s | %s | %s | %s | %s | %s |\n", req, holds, pct(c.DeltaCoverage), optPct(c.BootstrapCoverage), pct(c.RateCoverage), mdeStr(c.MedianMDE))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -68,7 +75,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		if o := c.Outcomes[0]; o.Holds != nil {
 			req = o.Required + map[bool]string{true: ": holds", false: ": VIOLATED"}[*o.Holds]
 		}
-		fmt.Fprintf(&b, " %9s %9s %9s %10s  %s\n", pct(c.DeltaCoverage), pct(c.BootstrapCoverage), pct(c.RateCoverage), mdeStr(c.MedianMDE), req)
+		fmt.Fprintf(&b, " %9s %9s %9s %10s  %s\n", pct(c.DeltaCoverage), optPct(c.BootstrapCoverage), pct(c.RateCoverage), mdeStr(c.MedianMDE), req)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

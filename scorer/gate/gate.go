@@ -427,7 +427,7 @@ func Evaluate(p *Policy, cand *scorer.Suite, cmp *scorer.Comparison) *Result {
 			}
 		}
 		ok := len(failing) == 0 && len(absent) == 0
-		detail := fmt.Sprintf("%d must-pass cases", len(must))
+		detail := fmt.Sprintf("%d must-pass cases (strict: every trial must pass, no noise allowance)", len(must))
 		if len(failing) > 0 {
 			detail += "; failing: " + strings.Join(failing, ", ")
 		}
