@@ -145,8 +145,8 @@ type GateResult struct {
 	Baseline   string       `json:"baseline"`
 	Checks     []gate.Check `json:"checks"`
 	FailedRule []string     `json:"failed_checks"`
-	// Worse are the cases whose mean score dropped or that went from
-	// passing to failing, worst first.
+	// Worse are the cases whose mean score dropped, that went from passing
+	// to failing, or that the comparison found regressed, worst first.
 	Worse []CaseChange `json:"worse"`
 	// MustPassFailing are must-pass cases that do not pass in the fresh run.
 	MustPassFailing []string `json:"must_pass_failing"`
@@ -161,6 +161,13 @@ type CaseChange struct {
 	Delta     float64 `json:"delta"`
 	BasePass  bool    `json:"base_passed"`
 	CandPass  bool    `json:"cand_passed"`
+	// Passes out of trials on each side, and the comparison's per-case
+	// verdict (scorer.VerdictRegressed, VerdictWithinNoise, …).
+	BasePasses int    `json:"base_passes"`
+	BaseTrials int    `json:"base_trials"`
+	CandPasses int    `json:"cand_passes"`
+	CandTrials int    `json:"cand_trials"`
+	Verdict    string `json:"verdict"`
 	// Reasons are the fresh trials' reasons for not scoring 1, deduplicated.
 	Reasons []string `json:"reasons,omitempty"`
 }
@@ -341,6 +348,11 @@ func readInputs(dir string) (*inputs, error) {
 		}
 		in.runs = append(in.runs, runs)
 	}
+	// As `loom-eval gate` does: each baseline trial's label and model must
+	// be those of the journal run it names.
+	if _, err := journal.CheckProvenance(in.baselinePath, in.baseline, journal.SearchDirs(in.baselinePath)); err != nil {
+		return nil, fmt.Errorf("%w: provenance: %w", ErrBadInput, err)
+	}
 	return in, nil
 }
 
@@ -385,10 +397,14 @@ func (in *inputs) unplanned() []string {
 // and names the cases that got worse.
 func gateFresh(ctx context.Context, cfg Config, scoring scorer.Config, in *inputs, trialsPath, source string, res *Result) error {
 	// Read back what was written: the gate decodes the same file a user
-	// would hand to `loom-eval gate`.
+	// would hand to `loom-eval gate`, and checks its provenance the same
+	// way (the baseline's was checked when it was read).
 	cand, err := datasets.LoadTrials(trialsPath)
 	if err != nil {
 		return fmt.Errorf("ci: fresh trials: %w", err)
+	}
+	if _, err := journal.CheckProvenance(trialsPath, cand, journal.SearchDirs(trialsPath)); err != nil {
+		return fmt.Errorf("ci: fresh trials: provenance: %w", err)
 	}
 	// Evaluate applies the policy to the config it is given; the caller's
 	// policy is not changed.
@@ -427,9 +443,10 @@ func gateFresh(ctx context.Context, cfg Config, scoring scorer.Config, in *input
 	}
 	if r.Comparison != nil {
 		for _, d := range r.Comparison.Pairs {
-			if d.Delta < 0 || d.Change == scorer.ChangeRegressed {
+			if d.Delta < 0 || d.Change == scorer.ChangeRegressed || d.Verdict == scorer.VerdictRegressed {
 				g.Worse = append(g.Worse, CaseChange{CaseID: d.CaseID, BaseScore: d.BaseScore, CandScore: d.CandScore, Delta: d.Delta,
-					BasePass: d.BasePass, CandPass: d.CandPass, Reasons: reasons[d.CaseID]})
+					BasePass: d.BasePass, CandPass: d.CandPass, BasePasses: d.BasePasses, BaseTrials: d.BaseTrials,
+					CandPasses: d.CandPasses, CandTrials: d.CandTrials, Verdict: d.Verdict, Reasons: reasons[d.CaseID]})
 			}
 		}
 	}

@@ -173,7 +173,7 @@ func TestRecipeNamesTheCasesARetrievalRegressionBreaks(t *testing.T) {
 		!res.Gate.Worse[0].BasePass || res.Gate.Worse[0].CandPass {
 		t.Fatalf("worse = %+v, want %s gone from passing to failing", res.Gate.Worse, hit)
 	}
-	if !slices.Contains(res.Gate.FailedRule, "max_new_failures") {
+	if !slices.Contains(res.Gate.FailedRule, "case_regressions") {
 		t.Fatalf("failed checks = %v", res.Gate.FailedRule)
 	}
 	if got := res.Cases(); !slices.Equal(got, []string{hit}) {
@@ -280,6 +280,11 @@ func TestBadInputIsNamed(t *testing.T) {
 			b, _ := os.ReadFile(f)
 			os.WriteFile(f, bytes.Replace(b, []byte("hashlib"), []byte("hashlab"), 1), 0o644)
 		}, "coding.jsonl:"},
+		{"a baseline relabelled live over scripted journals", func(dir string) {
+			f := filepath.Join(dir, ci.BaselineFile)
+			b, _ := os.ReadFile(f)
+			os.WriteFile(f, bytes.ReplaceAll(b, []byte(`"model_label":"scripted"`), []byte(`"model_label":"live"`)), 0o644)
+		}, "provenance"},
 		{"a malformed case", func(dir string) {
 			os.WriteFile(filepath.Join(dir, ci.CasesFile), []byte(`{"id":"x","task":"t","colour":1}`+"\n"), 0o644)
 		}, "cases.jsonl:1: field \"colour\""},

@@ -93,8 +93,8 @@ func writeText(w io.Writer, r *Result) error {
 		e.printf("  %s %s: %s\n", status(c.Passed), c.Name, c.Detail)
 	}
 	for _, c := range r.Gate.Worse {
-		e.printf("  worse %s: score %.3f → %.3f (%+.3f), %s → %s%s\n", c.CaseID, c.BaseScore, c.CandScore, c.Delta,
-			passWord(c.BasePass), passWord(c.CandPass), reasonSuffix(c.Reasons))
+		e.printf("  worse %s: score %.3f → %.3f (%+.3f), trials passed %d/%d → %d/%d, %s%s\n", c.CaseID, c.BaseScore, c.CandScore, c.Delta,
+			c.BasePasses, c.BaseTrials, c.CandPasses, c.CandTrials, nonEmpty(c.Verdict, "no verdict"), reasonSuffix(c.Reasons))
 	}
 	if len(r.Gate.MustPassFailing) > 0 {
 		e.printf("  must-pass failing: %s\n", strings.Join(r.Gate.MustPassFailing, ", "))
@@ -137,10 +137,10 @@ func writeMarkdown(w io.Writer, r *Result) error {
 		e.printf("\n")
 	}
 	if len(r.Gate.Worse) > 0 {
-		e.printf("### Cases that got worse\n\n| case | baseline score | fresh score | delta | passed | why |\n| --- | ---: | ---: | ---: | --- | --- |\n")
+		e.printf("### Cases that got worse\n\n| case | baseline score | fresh score | delta | trials passed | verdict | why |\n| --- | ---: | ---: | ---: | --- | --- | --- |\n")
 		for _, c := range r.Gate.Worse {
-			e.printf("| `%s` | %.3f | %.3f | %+.3f | %s → %s | %s |\n", c.CaseID, c.BaseScore, c.CandScore, c.Delta,
-				passWord(c.BasePass), passWord(c.CandPass), mdEscape(strings.Join(c.Reasons, "; ")))
+			e.printf("| `%s` | %.3f | %.3f | %+.3f | %d/%d → %d/%d | %s | %s |\n", c.CaseID, c.BaseScore, c.CandScore, c.Delta,
+				c.BasePasses, c.BaseTrials, c.CandPasses, c.CandTrials, c.Verdict, mdEscape(strings.Join(c.Reasons, "; ")))
 		}
 		e.printf("\n")
 	}
@@ -152,13 +152,6 @@ func writeMarkdown(w io.Writer, r *Result) error {
 		return e.err
 	}
 	return report.Write(w, report.Markdown, r.Report)
-}
-
-func passWord(ok bool) string {
-	if ok {
-		return "passed"
-	}
-	return "failed"
 }
 
 func reasonSuffix(rs []string) string {

@@ -42,9 +42,17 @@ func Subset(t testing.TB, src string, ids ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The trials name their journals (checked for provenance): point them
+	// at the subset's copies, relative to the trials file, so a copy of the
+	// folder is self-contained.
 	var keptTrials []datasets.Trial
 	for _, tr := range trials {
 		if slices.Contains(ids, tr.CaseID) {
+			if tr.Journal != nil {
+				j := *tr.Journal
+				j.Path = filepath.Join("journals", filepath.Base(j.Path))
+				tr.Journal = &j
+			}
 			keptTrials = append(keptTrials, tr)
 		}
 	}
