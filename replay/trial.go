@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"fmt"
+
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/datasets"
@@ -11,8 +13,11 @@ import (
 // run is labelled so everywhere); a journal of live answers replayed
 // becomes "replayed". Success means the run reproduced to its final answer:
 // complete, without divergence, with a non-empty answer; evidence and tool
-// expectations are the scorer's to judge. withTrace adds the replay's
-// trace id, for runs whose spans were exported.
+// expectations are the scorer's to judge. A diverged run keeps its trial
+// (so a trials file names every case that was replayed) with the
+// divergence in Trial.Divergence (see Diverged; a strict replay also sets
+// it for a differing tool result). withTrace adds the replay's trace id,
+// for runs whose spans were exported.
 func TrialRecord(r *journal.ReplayReport, withTrace bool) datasets.Trial {
 	caseID := r.CaseID
 	if caseID == "" {
@@ -30,6 +35,7 @@ func TrialRecord(r *journal.ReplayReport, withTrace bool) datasets.Trial {
 		ToolsCalled:       r.ToolsCalled,
 		EvidenceRetrieved: r.Documents,
 		EvidenceCited:     r.Citations,
+		Divergence:        Diverged(r, false),
 	}
 	if withTrace && r.TraceID != "" {
 		t.TraceID = r.TraceID
@@ -41,4 +47,34 @@ func TrialRecord(r *journal.ReplayReport, withTrace bool) datasets.Trial {
 	tokens := r.Usage.InputTokens + r.Usage.OutputTokens
 	t.Tokens = &tokens
 	return t
+}
+
+// Diverged says why a replayed run did not reproduce its journal, as the
+// trial's divergence field carries it: the divergence's code and message
+// with the journal line, or, when strict, the first re-executed tool whose
+// result differs (and how many more did). "" when the run reproduced.
+//
+// Strict is `loom-eval replay --strict` and the CI recipe: a differing tool
+// result means retrieval or the sandbox now answers differently, and the
+// trial's evidence is no longer what the journal recorded.
+func Diverged(r *journal.ReplayReport, strict bool) string {
+	if d := r.Divergence; d != nil {
+		msg := d.Error()
+		if r.DivergeLine > 0 {
+			msg += fmt.Sprintf(" (journal line %d)", r.DivergeLine)
+		}
+		return msg
+	}
+	if strict && len(r.ResultDiffs) > 0 {
+		d := r.ResultDiffs[0]
+		msg := d.String()
+		if d.Line > 0 {
+			msg += fmt.Sprintf(" (journal line %d)", d.Line)
+		}
+		if n := len(r.ResultDiffs) - 1; n > 0 {
+			msg += fmt.Sprintf("; %d more tool result(s) differ", n)
+		}
+		return msg
+	}
+	return ""
 }

@@ -7,11 +7,14 @@
 #                                 scripted policies (3 trials per case, logical
 #                                 journal clock: byte-identical on every machine),
 #                                 the baseline trials and the score reports.
-#   scripts/baselines.sh check    what CI runs: replay every committed journal (tools
+#   scripts/baselines.sh check    what CI runs: `loom-eval ci` (docs/scoring.md, "The CI
+#                                 recipe"): strict replay of every committed journal (tools
 #                                 re-executed: retrieval and the sandbox; no model key),
-#                                 score the replay against the committed baseline and
-#                                 apply the gate. Exit non-zero on a divergence, a
-#                                 differing tool result, or a regression.
+#                                 a fresh run of both scripted agents on the current code,
+#                                 and the gate of that run against the committed baseline.
+#                                 Exit 1 on a divergence, a differing tool result or a
+#                                 regression (the report names the cases), 2 on bad input.
+#                                 Extra arguments go to loom-eval ci (e.g. --format markdown).
 #
 # Needs: Go and root (the coding agent's sandbox). The research agent reads
 # the judged set at $LOOMWORK_DATASET, by default the one shipped in
@@ -42,11 +45,8 @@ record)
   du -sh baselines
   ;;
 check)
-  "$bin" replay --strict --trials-out "$tmp/candidate.trials.jsonl" baselines/journals/*.jsonl
-  "$bin" score "$tmp/candidate.trials.jsonl" --cases baselines/cases.jsonl \
-    --against baselines/baseline.trials.jsonl --format markdown
-  "$bin" gate --policy baselines/policy.json --candidate "$tmp/candidate.trials.jsonl" \
-    --baseline baselines/baseline.trials.jsonl --cases baselines/cases.jsonl
+  shift
+  "$bin" ci --baselines baselines --policy baselines/policy.json "$@"
   ;;
 *)
   echo "usage: scripts/baselines.sh record|check" >&2

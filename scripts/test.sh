@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: static checks, then `go test -race ./...` with a
 # real local ClickHouse started for the run (and stopped by pid afterwards),
-# the sandbox suite again in company, and the committed baselines through
-# replay, score and gate.
+# the sandbox suite again in company, and the CI recipe over the committed
+# baselines (`loom-eval ci` through scripts/baselines.sh check: strict
+# replay, a fresh scripted run, the gate).
 #
 # Whichever step fails, the run ends with the same closing lines: which step
 # failed, every skipped test with its reason, and
@@ -91,7 +92,7 @@ step="the sandbox suite again, three times, beside the coding agent, collector a
 echo "== $step"
 go test -race -count=3 ./agents/sandbox/ ./agents/coding/ ./collector/ ./retrieval/ 2>&1 | tee "$work/sandbox-repeat.log"
 
-step="baselines: replay the committed journals, score against the baseline, gate"
+step="baselines: the CI recipe (strict replay, fresh scripted run, gate against the baseline)"
 echo "== $step"
 ./scripts/baselines.sh check 2>&1 | tee "$work/baselines.log"
 step="done"

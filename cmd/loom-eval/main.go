@@ -70,6 +70,7 @@ func commands() map[string]command {
 		"gate":             {"apply a gate policy to a score comparison (exit 1 on regression)", (*Main).runGate},
 		"calibrate":        {"measure a gate policy on simulated random agents: false alarms, detection, coverage (exit 1 if a requirement fails)", (*Main).runCalibrate},
 		"plan":             {"how many cases × trials detect a given pass-rate drop, simulated from a baseline", (*Main).runPlan},
+		"ci":               {"the CI recipe: strict replay, a fresh scripted run, the gate against the baseline", (*Main).runCI},
 		"replay":           {"re-run committed journals without a model key", (*Main).runReplay},
 		"run":              {"run a reference agent (research or coding), journaled and traced", (*Main).runRun},
 		"sandbox":          {"run a command in the sandbox (sandbox exec [limits] -- CMD ARGS)", (*Main).runSandbox},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -138,16 +139,21 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 			out.Reports = append(out.Reports, rep)
 		}
 	}
-	failed := len(out.Errors) > 0
-	for _, r := range out.Reports {
-		if r.Divergence != nil || (*strict && len(r.ResultDiffs) > 0) {
-			failed = true
+	// Every replayed run gets its trial, a diverged one too (its
+	// divergence field says why), so the file names every case and the
+	// scorer fails the diverged trials by name.
+	var diverged []string
+	for i := range out.Reports {
+		r := &out.Reports[i]
+		if replay.Diverged(r, *strict) != "" {
+			diverged = append(diverged, caseTrial(r))
 		}
 	}
+	failed := len(out.Errors) > 0 || len(diverged) > 0
 	out.OK = !failed
 
 	if *trialsOut != "" {
-		if err := writeTrials(*trialsOut, out.Reports, *endpoint != ""); err != nil {
+		if err := writeTrials(*trialsOut, out.Reports, *endpoint != "", *strict); err != nil {
 			return err
 		}
 	}
@@ -166,7 +172,7 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	case len(out.Errors) > 0:
 		return &ExitError{Code: ExitRuntimeErr, Err: errors.New("replay: a run could not be replayed")}
 	case failed:
-		return &ExitError{Code: ExitFailure, Err: errors.New("replay: a run diverged from its journal")}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("replay: %d run(s) did not reproduce their journal: %s", len(diverged), strings.Join(diverged, ", "))}
 	}
 	return nil
 }
@@ -185,8 +191,8 @@ func (m *Main) printReplay(out replayOutput, rescore bool) {
 		if rescore {
 			status = "RESCORED"
 		}
-		fmt.Fprintf(m.Stdout, "%-8s %s (%s, agent %s, model label %s): %d/%d events matched, %d tool runs, %d model calls\n",
-			status, r.RunID, r.File, r.Agent, r.Label, r.MatchedEvents, r.RecordedEvents, r.ToolRuns, r.ModelCalls)
+		fmt.Fprintf(m.Stdout, "%-8s %s (%s; %s, agent %s, model label %s): %d/%d events matched, %d tool runs, %d model calls\n",
+			status, r.RunID, caseTrial(&r), r.File, r.Agent, r.Label, r.MatchedEvents, r.RecordedEvents, r.ToolRuns, r.ModelCalls)
 		if d := r.Divergence; d != nil {
 			fmt.Fprintf(m.Stdout, "  %v (journal line %d)\n", d, r.DivergeLine)
 		}
@@ -203,7 +209,16 @@ func (m *Main) printReplay(out replayOutput, rescore bool) {
 	fmt.Fprintf(m.Stdout, "%d run(s), %d error(s), ok=%v\n", len(out.Reports), len(out.Errors), out.OK)
 }
 
-func writeTrials(path string, reps []journal.ReplayReport, withTrace bool) error {
+// caseTrial names a replayed run by what the scorer calls it: "case ID
+// trial N" (the run id when the journal recorded no case).
+func caseTrial(r *journal.ReplayReport) string {
+	if r.CaseID == "" {
+		return fmt.Sprintf("run %s", r.RunID)
+	}
+	return fmt.Sprintf("case %s trial %d", r.CaseID, r.Trial)
+}
+
+func writeTrials(path string, reps []journal.ReplayReport, withTrace, strict bool) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("replay: write trials: %w", err)
@@ -212,6 +227,7 @@ func writeTrials(path string, reps []journal.ReplayReport, withTrace bool) error
 	enc.SetEscapeHTML(false)
 	for i := range reps {
 		t := replay.TrialRecord(&reps[i], withTrace)
+		t.Divergence = replay.Diverged(&reps[i], strict)
 		if err := t.Validate(); err != nil {
 			f.Close()
 			return fmt.Errorf("replay: trial for run %s: %w", reps[i].RunID, err)

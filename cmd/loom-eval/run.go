@@ -261,7 +261,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	}
 	jcfg := journaldb.Config{Path: *journalPath}
 	if *deterministic {
-		jcfg.Clock = journaldb.LogicalClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond)
+		jcfg.Clock = journaldb.DeterministicClock()
 	}
 	j, err := journaldb.Open(ctx, jcfg)
 	if err != nil {

@@ -78,9 +78,11 @@ var rooms = []room{
 			"retrieval/ablation/result", // the ablation result format (result.Report), not the runner
 		},
 		tests: []string{"store/sqlite"}}, // handler tests need a real store; there is no in-memory one
-	// Baseline generation and the baseline regression checks. Nothing
-	// imports baselines, so it sits above replay and may use the engine:
-	// its checks replay the committed journals.
+	// Baseline generation, the baseline regression checks and the CI
+	// recipe (baselines/ci: strict replay, a fresh scripted run, the gate).
+	// Only cmd imports baselines, so it sits above replay and the scorer
+	// and may use both: the recipe replays the committed journals and
+	// gates a fresh run.
 	{path: "baselines/", rule: "baselines run agents and score them",
 		imports: []string{"baselines/", "agents/", "datasets", "replay/", "retrieval/", "scorer/", "semconv/"}},
 	{path: "internal/chlocal/", rule: "chlocal is a leaf",

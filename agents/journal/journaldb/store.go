@@ -518,6 +518,14 @@ func (s *Store) Import(ctx context.Context, runs []journal.Run) error {
 	return nil
 }
 
+// DeterministicClock is the logical clock of `loom-eval run --deterministic`
+// and of the CI recipe's fresh run (baselines/ci): 2026-01-01T00:00:00Z
+// plus 1 ms per reading. One definition, so a fresh run on unchanged code
+// reproduces the committed baseline journals byte for byte.
+func DeterministicClock() func() time.Time {
+	return LogicalClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Millisecond)
+}
+
 // LogicalClock is a Config.Clock for recordings that must be byte-identical
 // on every machine (the committed baselines): each reading is start plus
 // step more than the last, whatever the wall clock says. Durations recorded

@@ -1,0 +1,485 @@
+// Package ci is the CI recipe over a baselines folder (docs/baselines.md):
+// one verdict from three steps, each of which catches what the others
+// cannot.
+//
+//  1. Strict replay of every committed journal, the tools re-executed
+//     (retrieval and the sandbox) with the recorded model answers: the
+//     current code must reproduce each journal. Every divergence — a
+//     different step, or a tool whose result differs — is mapped to its
+//     case and trial.
+//  2. A fresh run of the scripted reference agents over the baseline cases
+//     on the current code, with the settings `scripts/baselines.sh record`
+//     used (deterministic journal clock, the agents' default context layer,
+//     the baseline's trial count). The scripted policies are functions of
+//     what they are shown, so a retrieval or sandbox change changes what
+//     they read, run and cite — which replay cannot show, since it keeps
+//     the recorded answers.
+//  3. The fresh run scored and gated against the committed baseline trials
+//     with the committed policy, through report.Evaluate (the path of
+//     `loom-eval gate`), naming the cases that got worse.
+//
+// The recipe passes only when replay reproduced every run, every fresh run
+// completed, and the gate passed. It owns the steps, the verdict and the
+// report (Write); `loom-eval ci` parses flags and wires the retrieval index
+// and the sandbox.
+package ci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/research"
+	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/scorer"
+	"github.com/loomwork/loomwork/scorer/gate"
+	"github.com/loomwork/loomwork/scorer/report"
+)
+
+// ErrBadInput is wrapped by Run's errors that the inputs caused: a missing
+// or malformed case, trial, journal or policy file. Other errors are
+// operational (a sandbox that cannot start, I/O).
+var ErrBadInput = errors.New("bad ci input")
+
+// The files of a baselines folder the recipe reads.
+const (
+	CasesFile    = "cases.jsonl"
+	BaselineFile = "baseline.trials.jsonl"
+	JournalsDir  = "journals"
+	PolicyFile   = "policy.json"
+)
+
+// Parts of the recipe, as Result.Failed names them.
+const (
+	PartReplay = "replay"
+	PartFresh  = "fresh"
+	PartGate   = "gate"
+)
+
+// Config configures Run.
+type Config struct {
+	// Dir is the baselines folder (cases.jsonl, baseline.trials.jsonl,
+	// journals/*.jsonl). Required.
+	Dir string
+	// Policy gates the fresh run against the baseline. Required.
+	Policy *gate.Policy
+	// PolicyName names the policy in the report (its file).
+	PolicyName string
+	// Index answers the research agent's searches and reads, in the replay
+	// and in the fresh run (e.g. a research.DatasetIndex over the judged
+	// set the baseline was recorded on). Required.
+	Index research.Index
+	// Sandbox runs the coding agent's programs. Required.
+	Sandbox coding.Sandbox
+	// Scoring configures the scorer (seed, intervals); nil is
+	// scorer.DefaultConfig. The policy's confidence and resamples apply on
+	// top, as for `loom-eval gate`.
+	Scoring *scorer.Config
+	// WorkDir receives what the recipe writes: the replay's trial records
+	// (replay.trials.jsonl), the fresh run's journals (fresh/*.jsonl) and
+	// trial records (fresh.trials.jsonl). "" uses a temporary folder that
+	// Run removes.
+	WorkDir string
+	// Progress receives one line per step started and finished (nil: none).
+	Progress io.Writer
+	// Now times the steps for Progress and the report. Default time.Now.
+	Now func() time.Time
+	// Logger receives the runtime's and the replay engine's operational
+	// messages. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("ci: the baselines folder must be set"))
+	}
+	if c.Policy == nil {
+		errs = append(errs, errors.New("ci: a gate policy must be set"))
+	}
+	if c.Index == nil {
+		errs = append(errs, errors.New("ci: a research index must be set"))
+	}
+	if c.Sandbox == nil {
+		errs = append(errs, errors.New("ci: a sandbox must be set"))
+	}
+	if c.Scoring != nil {
+		if err := c.Scoring.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("ci: scoring: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Result is the recipe's verdict and what each step found.
+type Result struct {
+	Passed bool `json:"passed"`
+	// Failed names the parts that failed, in order: "replay" (a run did not
+	// reproduce its journal), "fresh" (a fresh run could not complete),
+	// "gate" (the gate failed).
+	Failed []string     `json:"failed"`
+	Dir    string       `json:"baselines"`
+	Replay ReplayResult `json:"replay"`
+	Fresh  FreshResult  `json:"fresh"`
+	Gate   GateResult   `json:"gate"`
+	// Report is the scored fresh run, its comparison with the baseline and
+	// the gate verdict, as `loom-eval gate --format json` writes it.
+	Report *report.Report `json:"report"`
+}
+
+// GateResult is step 3.
+type GateResult struct {
+	Passed     bool         `json:"passed"`
+	Policy     string       `json:"policy"`
+	Baseline   string       `json:"baseline"`
+	Checks     []gate.Check `json:"checks"`
+	FailedRule []string     `json:"failed_checks"`
+	// Worse are the cases whose mean score dropped, that went from passing
+	// to failing, or that the comparison found regressed, worst first.
+	Worse []CaseChange `json:"worse"`
+	// MustPassFailing are must-pass cases that do not pass in the fresh run.
+	MustPassFailing []string `json:"must_pass_failing"`
+	DurationMS      float64  `json:"duration_ms"`
+}
+
+// CaseChange is one case that got worse.
+type CaseChange struct {
+	CaseID    string  `json:"case_id"`
+	BaseScore float64 `json:"base_score"`
+	CandScore float64 `json:"cand_score"`
+	Delta     float64 `json:"delta"`
+	BasePass  bool    `json:"base_passed"`
+	CandPass  bool    `json:"cand_passed"`
+	// Passes out of trials on each side, and the comparison's per-case
+	// verdict (scorer.VerdictRegressed, VerdictWithinNoise, …).
+	BasePasses int    `json:"base_passes"`
+	BaseTrials int    `json:"base_trials"`
+	CandPasses int    `json:"cand_passes"`
+	CandTrials int    `json:"cand_trials"`
+	Verdict    string `json:"verdict"`
+	// Reasons are the fresh trials' reasons for not scoring 1, deduplicated.
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Cases lists every case the recipe names: the replay's diverged cases, the
+// fresh run's failed cases, the cases that got worse and the failing
+// must-pass cases, sorted, without repeats.
+func (r *Result) Cases() []string {
+	set := map[string]bool{}
+	for _, d := range r.Replay.Divergences {
+		set[d.CaseID] = true
+	}
+	for _, e := range r.Fresh.Errors {
+		set[e.CaseID] = true
+	}
+	for _, c := range r.Gate.Worse {
+		set[c.CaseID] = true
+	}
+	for _, id := range r.Gate.MustPassFailing {
+		set[id] = true
+	}
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Run runs the recipe. A failed recipe is not an error: it is
+// Result.Passed == false. The error is for what kept a step from running
+// (wrapping ErrBadInput when the inputs caused it).
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	scoring := scorer.DefaultConfig()
+	if cfg.Scoring != nil {
+		scoring = *cfg.Scoring
+	}
+	in, err := readInputs(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	work := cfg.WorkDir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "loomwork-ci-"); err != nil {
+			return nil, fmt.Errorf("ci: %w", err)
+		}
+		defer os.RemoveAll(work)
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, fmt.Errorf("ci: work folder: %w", err)
+	}
+	// The sandbox's helper starts in "/": workspaces must be absolute.
+	if work, err = filepath.Abs(work); err != nil {
+		return nil, fmt.Errorf("ci: work folder: %w", err)
+	}
+	// A kept folder from an earlier run must not leak into this one: a
+	// journal database that already holds a run id would resume that run
+	// instead of running it fresh.
+	for _, old := range []string{"fresh", "fresh-workspaces", "replay-db", "replay-workspaces", "fresh.trials.jsonl", "replay.trials.jsonl"} {
+		if err := os.RemoveAll(filepath.Join(work, old)); err != nil {
+			return nil, fmt.Errorf("ci: work folder: %w", err)
+		}
+	}
+	res := &Result{Dir: cfg.Dir, Failed: []string{},
+		Fresh: FreshResult{Agents: []AgentRun{}, Changed: []RunChange{}, Errors: []RunError{}}}
+	p := progress{w: cfg.Progress, now: cfg.Now}
+
+	// 1. Strict replay.
+	done := p.start("strict replay of %d run(s) in %s (tools re-executed: retrieval and the sandbox; recorded model answers)",
+		in.runCount(), strings.Join(in.journalFiles, ", "))
+	if res.Replay, err = replayAll(ctx, cfg, in, work); err != nil {
+		return nil, err
+	}
+	res.Replay.DurationMS = done("%d run(s), %d divergence(s)", res.Replay.Runs, len(res.Replay.Divergences))
+
+	// 2. Fresh run.
+	for _, a := range in.plan() {
+		done := p.start("fresh run: %s agent, scripted policy, %d case(s) × %d trial(s)", a.agent, len(a.cases), in.trials)
+		ar, err := freshRun(ctx, cfg, in, a, work)
+		if err != nil {
+			return nil, err
+		}
+		ar.DurationMS = done("%d run(s), %d identical to the committed journal, %d error(s)", ar.Runs, ar.Unchanged, len(ar.Errors))
+		res.Fresh.add(ar)
+	}
+	res.Fresh.Skipped = in.unplanned()
+	trialsPath := filepath.Join(work, "fresh.trials.jsonl")
+	if err := writeTrials(trialsPath, res.Fresh.trials); err != nil {
+		return nil, err
+	}
+	if cfg.WorkDir != "" {
+		res.Fresh.TrialsFile = trialsPath
+	}
+
+	// 3. Gate.
+	done = p.start("gate: policy %s, fresh run against %s", nonEmpty(cfg.PolicyName, "(given)"), in.baselinePath)
+	source := "fresh scripted run of the current code"
+	if cfg.WorkDir != "" {
+		source = trialsPath
+	}
+	if err := gateFresh(ctx, cfg, scoring, in, trialsPath, source, res); err != nil {
+		return nil, err
+	}
+	verdict := "passed"
+	if !res.Gate.Passed {
+		verdict = "failed"
+	}
+	res.Gate.DurationMS = done("%s", verdict)
+
+	if !res.Replay.Passed {
+		res.Failed = append(res.Failed, PartReplay)
+	}
+	if len(res.Fresh.Errors) > 0 {
+		res.Failed = append(res.Failed, PartFresh)
+	}
+	if !res.Gate.Passed {
+		res.Failed = append(res.Failed, PartGate)
+	}
+	res.Passed = len(res.Failed) == 0
+	return res, nil
+}
+
+// inputs are the decoded files of the baselines folder.
+type inputs struct {
+	cases        []datasets.Case
+	casesPath    string
+	baseline     []datasets.Trial
+	baselinePath string
+	journalFiles []string
+	runs         [][]journal.Run // per journal file
+	recorded     map[string]journal.Run
+	trials       int // trials per case: the baseline's
+}
+
+func readInputs(dir string) (*inputs, error) {
+	in := &inputs{casesPath: filepath.Join(dir, CasesFile), baselinePath: filepath.Join(dir, BaselineFile), recorded: map[string]journal.Run{}}
+	var err error
+	if in.cases, err = datasets.LoadCases(in.casesPath); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	if len(in.cases) == 0 {
+		return nil, fmt.Errorf("%w: %s has no cases", ErrBadInput, in.casesPath)
+	}
+	if in.baseline, err = datasets.LoadTrials(in.baselinePath); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	for _, t := range in.baseline {
+		in.trials = max(in.trials, t.Trial+1)
+	}
+	if in.trials == 0 {
+		return nil, fmt.Errorf("%w: %s has no trials", ErrBadInput, in.baselinePath)
+	}
+	if in.journalFiles, err = filepath.Glob(filepath.Join(dir, JournalsDir, "*.jsonl")); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	if len(in.journalFiles) == 0 {
+		return nil, fmt.Errorf("%w: no journal in %s", ErrBadInput, filepath.Join(dir, JournalsDir, "*.jsonl"))
+	}
+	sort.Strings(in.journalFiles)
+	for _, f := range in.journalFiles {
+		runs, err := journal.ReadJSONLFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		for _, r := range runs {
+			if prev, dup := in.recorded[r.ID]; dup {
+				return nil, fmt.Errorf("%w: run %s is in both %s and %s", ErrBadInput, r.ID, prev.File, r.File)
+			}
+			in.recorded[r.ID] = r
+		}
+		in.runs = append(in.runs, runs)
+	}
+	// As `loom-eval gate` does: each baseline trial's label and model must
+	// be those of the journal run it names.
+	if _, err := journal.CheckProvenance(in.baselinePath, in.baseline, journal.SearchDirs(in.baselinePath)); err != nil {
+		return nil, fmt.Errorf("%w: provenance: %w", ErrBadInput, err)
+	}
+	return in, nil
+}
+
+func (in *inputs) runCount() int { return len(in.recorded) }
+
+// agentPlan is which cases one reference agent runs in the fresh run: the
+// cases tagged with its name, as `run --tag AGENT` selects them.
+type agentPlan struct {
+	agent string
+	cases []datasets.Case
+}
+
+func (in *inputs) plan() []agentPlan {
+	var out []agentPlan
+	for _, agent := range []string{research.Name, coding.Name} {
+		a := agentPlan{agent: agent}
+		for _, c := range in.cases {
+			if slices.Contains(c.Tags, agent) {
+				a.cases = append(a.cases, c)
+			}
+		}
+		if len(a.cases) > 0 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// unplanned are the cases no reference agent runs (tagged neither research
+// nor coding).
+func (in *inputs) unplanned() []string {
+	out := []string{}
+	for _, c := range in.cases {
+		if !slices.Contains(c.Tags, research.Name) && !slices.Contains(c.Tags, coding.Name) {
+			out = append(out, c.ID)
+		}
+	}
+	return out
+}
+
+// gateFresh scores the fresh trials against the baseline with the policy
+// and names the cases that got worse.
+func gateFresh(ctx context.Context, cfg Config, scoring scorer.Config, in *inputs, trialsPath, source string, res *Result) error {
+	// Read back what was written: the gate decodes the same file a user
+	// would hand to `loom-eval gate`, and checks its provenance the same
+	// way (the baseline's was checked when it was read).
+	cand, err := datasets.LoadTrials(trialsPath)
+	if err != nil {
+		return fmt.Errorf("ci: fresh trials: %w", err)
+	}
+	if _, err := journal.CheckProvenance(trialsPath, cand, journal.SearchDirs(trialsPath)); err != nil {
+		return fmt.Errorf("ci: fresh trials: provenance: %w", err)
+	}
+	// Evaluate applies the policy to the config it is given; the caller's
+	// policy is not changed.
+	pol := *cfg.Policy
+	r, err := report.Evaluate(ctx, scoring, report.Inputs{
+		Cases: in.cases, CasesFile: in.casesPath,
+		Candidate: report.Trials{Source: source, Trials: cand},
+		Baseline:  report.Trials{Source: in.baselinePath, Trials: in.baseline},
+		Policy:    &pol,
+	})
+	if err != nil {
+		if errors.Is(err, report.ErrBadInput) {
+			return fmt.Errorf("%w: %w", ErrBadInput, err)
+		}
+		return fmt.Errorf("ci: gate: %w", err)
+	}
+	res.Report = r
+	g := GateResult{Passed: r.Gate.Passed, Policy: cfg.PolicyName, Baseline: in.baselinePath, Checks: r.Gate.Checks,
+		FailedRule: []string{}, Worse: []CaseChange{}, MustPassFailing: []string{}}
+	for _, c := range r.Gate.Failed() {
+		g.FailedRule = append(g.FailedRule, c.Name)
+	}
+	reasons := map[string][]string{}
+	for i := range r.Suite.Cases {
+		c := &r.Suite.Cases[i]
+		for _, t := range c.Results {
+			for _, why := range t.Reasons {
+				if !slices.Contains(reasons[c.CaseID], why) {
+					reasons[c.CaseID] = append(reasons[c.CaseID], why)
+				}
+			}
+		}
+		if c.MustPass && !c.Passed {
+			g.MustPassFailing = append(g.MustPassFailing, c.CaseID)
+		}
+	}
+	if r.Comparison != nil {
+		for _, d := range r.Comparison.Pairs {
+			if d.Delta < 0 || d.Change == scorer.ChangeRegressed || d.Verdict == scorer.VerdictRegressed {
+				g.Worse = append(g.Worse, CaseChange{CaseID: d.CaseID, BaseScore: d.BaseScore, CandScore: d.CandScore, Delta: d.Delta,
+					BasePass: d.BasePass, CandPass: d.CandPass, BasePasses: d.BasePasses, BaseTrials: d.BaseTrials,
+					CandPasses: d.CandPasses, CandTrials: d.CandTrials, Verdict: d.Verdict, Reasons: reasons[d.CaseID]})
+			}
+		}
+	}
+	sort.SliceStable(g.Worse, func(i, j int) bool { return g.Worse[i].Delta < g.Worse[j].Delta })
+	res.Gate = g
+	return nil
+}
+
+// progress writes "ci: STEP…" when a step starts and "ci: STEP: SUMMARY
+// (N.N s)" when it ends.
+type progress struct {
+	w   io.Writer
+	now func() time.Time
+}
+
+func (p progress) start(format string, args ...any) func(format string, args ...any) float64 {
+	what := fmt.Sprintf(format, args...)
+	if p.w != nil {
+		fmt.Fprintf(p.w, "ci: %s…\n", what)
+	}
+	t0 := p.now()
+	return func(format string, args ...any) float64 {
+		d := p.now().Sub(t0)
+		if p.w != nil {
+			fmt.Fprintf(p.w, "ci:   %s (%.1f s)\n", fmt.Sprintf(format, args...), d.Seconds())
+		}
+		return float64(d.Microseconds()) / 1000
+	}
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,310 @@
+package ci_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/research"
+	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/baselines/ci"
+	"github.com/loomwork/loomwork/baselines/ci/citest"
+	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/retrieval"
+	"github.com/loomwork/loomwork/scorer/gate"
+)
+
+// The committed baselines folder, from baselines/ci.
+const committed = ".."
+
+var shared struct {
+	once sync.Once
+	idx  *research.DatasetIndex
+	sb   *coding.LazySandbox
+}
+
+func TestMain(m *testing.M) {
+	sandbox.Init() // the coding agent's sandbox re-executes this binary as its helper
+	code := m.Run()
+	if shared.idx != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		shared.idx.Close(ctx)
+		shared.sb.Shutdown(ctx)
+		cancel()
+	}
+	os.Exit(code)
+}
+
+// deps are the real retrieval index over the shipped judged set (the one
+// the baselines were recorded on) and the real sandbox, shared by the tests.
+func deps(t *testing.T) (research.Index, coding.Sandbox) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		// The coding agent's sandbox needs root; CI and make test run as root.
+		t.Skip("the recipe runs the coding agent's sandbox, which needs root")
+	}
+	shared.once.Do(func() {
+		shared.idx = &research.DatasetIndex{Dir: datasettest.ShippedDir(t)}
+		shared.sb = &coding.LazySandbox{}
+	})
+	return shared.idx, shared.sb
+}
+
+func policy(t *testing.T, dir string) *gate.Policy {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, ci.PolicyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := gate.ParseNamed(b, "policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func run(t *testing.T, dir string, idx research.Index, sb coding.Sandbox, work string) *ci.Result {
+	t.Helper()
+	var progress bytes.Buffer
+	res, err := ci.Run(context.Background(), ci.Config{Dir: dir, Policy: policy(t, dir), PolicyName: "policy.json",
+		Index: idx, Sandbox: sb, WorkDir: work, Progress: &progress})
+	if err != nil {
+		t.Fatalf("ci.Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	for _, want := range []string{"ci: strict replay of", "ci: fresh run:", "ci: gate:"} {
+		if !strings.Contains(progress.String(), want) {
+			t.Errorf("progress lacks %q:\n%s", want, progress.String())
+		}
+	}
+	return res
+}
+
+// On the current code the recipe passes, and each fresh run is the
+// committed run of its id event for event: the fresh run uses the settings
+// the baseline was recorded with.
+func TestRecipePassesAndTheFreshRunReproducesTheRecording(t *testing.T) {
+	idx, sb := deps(t)
+	dir := citest.Subset(t, committed, "mkm-1694", "coding-distinct-words")
+	res := run(t, dir, idx, sb, "")
+	if !res.Passed || len(res.Failed) != 0 {
+		t.Fatalf("recipe failed on unchanged code: %s\n%+v", res.Verdict(), res)
+	}
+	if res.Replay.Runs != 6 || len(res.Replay.Divergences) != 0 {
+		t.Fatalf("replay = %+v", res.Replay)
+	}
+	if res.Fresh.Runs != 6 || res.Fresh.Unchanged != 6 || len(res.Fresh.Changed) != 0 || len(res.Fresh.Errors) != 0 {
+		t.Fatalf("fresh = %+v", res.Fresh)
+	}
+	if len(res.Fresh.Agents) != 2 || res.Fresh.Agents[0].Agent != "research" || res.Fresh.Agents[0].Trials != 3 {
+		t.Fatalf("agents = %+v", res.Fresh.Agents)
+	}
+	if !res.Gate.Passed || len(res.Gate.Worse) != 0 || len(res.Cases()) != 0 {
+		t.Fatalf("gate = %+v", res.Gate)
+	}
+	if res.Report == nil || res.Report.Comparison == nil || res.Report.Suite.NTrials != 6 {
+		t.Fatalf("report = %+v", res.Report)
+	}
+	if !strings.HasPrefix(res.Verdict(), "PASSED: 6 replayed run(s) reproduced their journals; 6 fresh run(s)") {
+		t.Fatalf("verdict = %s", res.Verdict())
+	}
+}
+
+// dropTop is the retrieval service with a deliberate regression: every
+// search loses its best hit (the real index answers the rest).
+type dropTop struct{ research.Index }
+
+func (d dropTop) Search(ctx context.Context, q retrieval.Query) (*retrieval.Result, error) {
+	r, err := d.Index.Search(ctx, q)
+	if err != nil || len(r.Hits) == 0 {
+		return r, err
+	}
+	c := *r
+	c.Hits = c.Hits[1:]
+	return &c, nil
+}
+
+// A retrieval change that drops the top hit: replay names every trial of
+// the research case (its search results differ), the replay's trial
+// records carry the divergence, and the gate names the case, whose fresh
+// runs no longer cite the page they cited.
+func TestRecipeNamesTheCasesARetrievalRegressionBreaks(t *testing.T) {
+	idx, sb := deps(t)
+	const hit = "mkm-1694" // its top hit is the judged page, cited by every trial
+	dir := citest.Subset(t, committed, hit, "coding-sha256")
+	work := t.TempDir()
+	res := run(t, dir, dropTop{idx}, sb, work)
+	if res.Passed || !slices.Equal(res.Failed, []string{ci.PartReplay, ci.PartGate}) {
+		t.Fatalf("failed = %v, want replay and gate: %s", res.Failed, res.Verdict())
+	}
+	if len(res.Replay.Divergences) != 3 {
+		t.Fatalf("divergences = %+v, want the 3 trials of %s", res.Replay.Divergences, hit)
+	}
+	for i, d := range res.Replay.Divergences {
+		if d.CaseID != hit || d.Trial != i || d.Code != "LWR1200" || d.Line == 0 ||
+			!strings.Contains(d.Message, "tool result differs") || !strings.Contains(d.Message, "search_docs") {
+			t.Errorf("divergence %d = %+v", i, d)
+		}
+	}
+	// The replay's trial records: the research case's carry the
+	// divergence, the coding case's none.
+	trials, err := datasets.LoadTrials(filepath.Join(work, "replay.trials.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trials) != 6 {
+		t.Fatalf("%d replay trials, want 6 (diverged runs keep theirs)", len(trials))
+	}
+	for _, tr := range trials {
+		if diverged := tr.Divergence != ""; diverged != (tr.CaseID == hit) {
+			t.Errorf("trial %s#%d divergence = %q", tr.CaseID, tr.Trial, tr.Divergence)
+		}
+	}
+	if len(res.Gate.Worse) != 1 || res.Gate.Worse[0].CaseID != hit || res.Gate.Worse[0].Delta >= 0 ||
+		!res.Gate.Worse[0].BasePass || res.Gate.Worse[0].CandPass {
+		t.Fatalf("worse = %+v, want %s gone from passing to failing", res.Gate.Worse, hit)
+	}
+	if !slices.Contains(res.Gate.FailedRule, "case_regressions") {
+		t.Fatalf("failed checks = %v", res.Gate.FailedRule)
+	}
+	if got := res.Cases(); !slices.Equal(got, []string{hit}) {
+		t.Fatalf("cases named = %v, want [%s]", got, hit)
+	}
+	if len(res.Fresh.Changed) != 3 || res.Fresh.Changed[0].CaseID != hit || res.Fresh.Unchanged != 3 {
+		t.Fatalf("fresh = %+v", res.Fresh)
+	}
+	// --out keeps the fresh journals and trials.
+	for _, f := range []string{res.Fresh.TrialsFile, res.Fresh.Agents[0].Journal, res.Replay.TrialsFile} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("kept file: %v", err)
+		}
+	}
+
+	// The three formats say the same.
+	var text, md, js bytes.Buffer
+	for _, w := range []struct {
+		format string
+		buf    *bytes.Buffer
+	}{{"text", &text}, {"markdown", &md}, {"json", &js}} {
+		if err := ci.Write(w.buf, w.format, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{hit + " trial 0 (run research-" + hit + "-t0", "worse " + hit + ": score", "ci: FAILED: replay (3 of 6 runs did not reproduce their journal: LWR1200 ×3); gate (",
+		"ci: cases named: " + hit} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	for _, want := range []string{"### Replay divergences", "| `" + hit + "` | 0 | `research-" + hit + "-t0` |", "### Cases that got worse", "### Score report"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	var back ci.Result
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Passed || len(back.Replay.Divergences) != 3 || back.Gate.Worse[0].CaseID != hit || back.Report == nil {
+		t.Fatalf("json = %s", js.String())
+	}
+	if err := ci.Write(&text, "junit", res); err == nil {
+		t.Fatal("Write accepted an unknown format")
+	}
+}
+
+// refusePython is the sandbox with a deliberate regression: it refuses to
+// run Python.
+type refusePython struct{ coding.Sandbox }
+
+func (r refusePython) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
+	if strings.Contains(filepath.Base(req.Command[0]), "python") {
+		return nil, errors.New("python is not allowed")
+	}
+	return r.Sandbox.Run(ctx, req)
+}
+
+// A sandbox that refuses Python: replay names every coding trial, and the
+// gate fails the must-pass case by name.
+func TestRecipeFailsTheMustPassCaseWhenTheSandboxRefusesPython(t *testing.T) {
+	idx, sb := deps(t)
+	const c = "coding-sha256"
+	dir := citest.Subset(t, committed, c)
+	work := t.TempDir()
+	res := run(t, dir, idx, refusePython{sb}, work)
+	if res.Passed || !slices.Equal(res.Failed, []string{ci.PartReplay, ci.PartGate}) {
+		t.Fatalf("failed = %v: %s", res.Failed, res.Verdict())
+	}
+	if len(res.Replay.Divergences) != 3 || res.Replay.Divergences[2].CaseID != c || res.Replay.Divergences[2].Trial != 2 ||
+		!strings.Contains(res.Replay.Divergences[0].Message, "python is not allowed") {
+		t.Fatalf("divergences = %+v", res.Replay.Divergences)
+	}
+	if !slices.Equal(res.Gate.MustPassFailing, []string{c}) || !slices.Contains(res.Gate.FailedRule, "must_pass") {
+		t.Fatalf("gate = %+v", res.Gate)
+	}
+	if len(res.Gate.Worse) != 1 || !slices.Contains(res.Gate.Worse[0].Reasons, "required evidence neither retrieved nor cited") {
+		t.Fatalf("worse = %+v", res.Gate.Worse)
+	}
+	// The same kept folder with the sandbox fixed: the fresh runs are run
+	// again, not resumed from the broken runs' journal.
+	res = run(t, dir, idx, sb, work)
+	if !res.Passed || res.Fresh.Unchanged != 3 {
+		t.Fatalf("second run in the same folder: %s, fresh %+v", res.Verdict(), res.Fresh)
+	}
+}
+
+// Bad input is ErrBadInput, naming the file (and the line).
+func TestBadInputIsNamed(t *testing.T) {
+	idx, sb := deps(t)
+	good := citest.Subset(t, committed, "coding-sha256")
+	p := policy(t, good)
+	for _, tc := range []struct {
+		name    string
+		breakIt func(dir string)
+		want    string
+	}{
+		{"no case file", func(dir string) { os.Remove(filepath.Join(dir, ci.CasesFile)) }, "cases.jsonl"},
+		{"no journal", func(dir string) { os.RemoveAll(filepath.Join(dir, ci.JournalsDir)) }, "no journal in"},
+		{"empty baseline", func(dir string) { os.WriteFile(filepath.Join(dir, ci.BaselineFile), nil, 0o644) }, "has no trials"},
+		{"a tampered journal", func(dir string) {
+			f := filepath.Join(dir, ci.JournalsDir, "coding.jsonl")
+			b, _ := os.ReadFile(f)
+			os.WriteFile(f, bytes.Replace(b, []byte("hashlib"), []byte("hashlab"), 1), 0o644)
+		}, "coding.jsonl:"},
+		{"a baseline relabelled live over scripted journals", func(dir string) {
+			f := filepath.Join(dir, ci.BaselineFile)
+			b, _ := os.ReadFile(f)
+			os.WriteFile(f, bytes.ReplaceAll(b, []byte(`"model_label":"scripted"`), []byte(`"model_label":"live"`)), 0o644)
+		}, "provenance"},
+		{"a malformed case", func(dir string) {
+			os.WriteFile(filepath.Join(dir, ci.CasesFile), []byte(`{"id":"x","task":"t","colour":1}`+"\n"), 0o644)
+		}, "cases.jsonl:1: field \"colour\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(good)); err != nil {
+				t.Fatal(err)
+			}
+			tc.breakIt(dir)
+			_, err := ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, Index: idx, Sandbox: sb})
+			if !errors.Is(err, ci.ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrBadInput naming %q", err, tc.want)
+			}
+		})
+	}
+	err := ci.Config{}.Validate()
+	for _, want := range []string{"baselines folder", "policy", "research index", "sandbox"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to name the %s", err, want)
+		}
+	}
+}

@@ -1,0 +1,124 @@
+// Package citest builds small baselines folders for tests of the CI recipe:
+// a few of the committed cases with their committed journals and baseline
+// trials, so a test runs the real recipe in seconds instead of the whole
+// suite's minute.
+package citest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/datasets"
+)
+
+// Subset writes, into a new temporary folder, the baselines folder src
+// (cases.jsonl, baseline.trials.jsonl, journals/*.jsonl, policy.json)
+// restricted to the cases ids, and returns it. Every id must be a case of
+// src with recorded runs.
+func Subset(t testing.TB, src string, ids ...string) string {
+	t.Helper()
+	dst := t.TempDir()
+	cases, err := datasets.LoadCases(filepath.Join(src, "cases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []datasets.Case
+	for _, c := range cases {
+		if slices.Contains(ids, c.ID) {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) != len(ids) {
+		t.Fatalf("citest: %d of the cases %v are in %s", len(kept), ids, src)
+	}
+	WriteJSONL(t, filepath.Join(dst, "cases.jsonl"), kept)
+
+	trials, err := datasets.LoadTrials(filepath.Join(src, "baseline.trials.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The trials name their journals (checked for provenance): point them
+	// at the subset's copies, relative to the trials file, so a copy of the
+	// folder is self-contained.
+	var keptTrials []datasets.Trial
+	for _, tr := range trials {
+		if slices.Contains(ids, tr.CaseID) {
+			if tr.Journal != nil {
+				j := *tr.Journal
+				j.Path = filepath.Join("journals", filepath.Base(j.Path))
+				tr.Journal = &j
+			}
+			keptTrials = append(keptTrials, tr)
+		}
+	}
+	WriteJSONL(t, filepath.Join(dst, "baseline.trials.jsonl"), keptTrials)
+
+	files, err := filepath.Glob(filepath.Join(src, "journals", "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dst, "journals"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	for _, f := range files {
+		rs, err := journal.ReadJSONLFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs [][]journal.Event
+		for _, r := range rs {
+			var st journal.RunStarted
+			if err := json.Unmarshal(r.Events[0].Payload, &st); err != nil {
+				t.Fatalf("%s: run %s: %v", f, r.ID, err)
+			}
+			if slices.Contains(ids, st.CaseID) {
+				evs = append(evs, r.Events)
+			}
+		}
+		if len(evs) == 0 {
+			continue
+		}
+		runs += len(evs)
+		out, err := os.Create(filepath.Join(dst, "journals", filepath.Base(f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := journal.WriteJSONL(out, evs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := out.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs == 0 {
+		t.Fatalf("citest: no recorded run of %v in %s", ids, src)
+	}
+	if b, err := os.ReadFile(filepath.Join(src, "policy.json")); err == nil {
+		if err := os.WriteFile(filepath.Join(dst, "policy.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// WriteJSONL writes one JSON value per line.
+func WriteJSONL[T any](t testing.TB, path string, vs []T) {
+	t.Helper()
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	for _, v := range vs {
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
