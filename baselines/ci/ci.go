@@ -17,9 +17,13 @@
 //  3. The fresh run scored and gated against the committed baseline trials
 //     with the committed policy, through report.Evaluate (the path of
 //     `loom-eval gate`), naming the cases that got worse.
+//  4. The committed baseline trials scored again by the current scorer and
+//     compared with the committed report.json: both sides of the gate are
+//     scored by the same code, so a scorer regression (evidence that no
+//     longer matches) moves both alike; only the committed verdict shows it.
 //
 // The recipe passes only when replay reproduced every run, every fresh run
-// completed, and the gate passed. It owns the steps, the verdict and the
+// completed, the gate passed and the rescore matched. It owns the steps, the verdict and the
 // report (Write); `loom-eval ci` parses flags and wires the retrieval index
 // and the sandbox.
 package ci
@@ -61,9 +65,10 @@ const (
 
 // Parts of the recipe, as Result.Failed names them.
 const (
-	PartReplay = "replay"
-	PartFresh  = "fresh"
-	PartGate   = "gate"
+	PartReplay  = "replay"
+	PartFresh   = "fresh"
+	PartGate    = "gate"
+	PartRescore = "rescore"
 )
 
 // Config configures Run.
@@ -133,6 +138,8 @@ type Result struct {
 	Replay ReplayResult `json:"replay"`
 	Fresh  FreshResult  `json:"fresh"`
 	Gate   GateResult   `json:"gate"`
+	// Rescore is step 4.
+	Rescore RescoreResult `json:"rescore"`
 	// Report is the scored fresh run, its comparison with the baseline and
 	// the gate verdict, as `loom-eval gate --format json` writes it.
 	Report *report.Report `json:"report"`
@@ -188,6 +195,9 @@ func (r *Result) Cases() []string {
 	}
 	for _, id := range r.Gate.MustPassFailing {
 		set[id] = true
+	}
+	for _, c := range r.Rescore.Changed {
+		set[c.CaseID] = true
 	}
 	out := make([]string, 0, len(set))
 	for id := range set {
@@ -285,6 +295,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Gate.DurationMS = done("%s", verdict)
 
+	// 4. Rescore the committed baseline.
+	done = p.start("rescore: %s by the current scorer against %s", in.baselinePath, filepath.Join(cfg.Dir, ReportFile))
+	if res.Rescore, err = rescore(ctx, scoring, in, cfg.Dir); err != nil {
+		return nil, err
+	}
+	done("%d case(s) judged differently", len(res.Rescore.Changed))
+
 	if !res.Replay.Passed {
 		res.Failed = append(res.Failed, PartReplay)
 	}
@@ -293,6 +310,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if !res.Gate.Passed {
 		res.Failed = append(res.Failed, PartGate)
+	}
+	if !res.Rescore.Passed {
+		res.Failed = append(res.Failed, PartRescore)
 	}
 	res.Passed = len(res.Failed) == 0
 	return res, nil

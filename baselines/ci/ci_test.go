@@ -308,3 +308,36 @@ func TestBadInputIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// A scorer regression moves the fresh run and the baseline alike, so the
+// gate cannot see it; the committed report can. Here the committed report
+// says a case passed fewer trials than the current scorer finds.
+func TestRescoreNamesTheCasesTheCurrentScorerJudgesDifferently(t *testing.T) {
+	idx, sb := deps(t)
+	dir := citest.Subset(t, committed, "mkm-1694", "coding-distinct-words")
+	path := filepath.Join(dir, ci.ReportFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	c := rep["candidate"].(map[string]any)["cases"].([]any)[0].(map[string]any)
+	c["passes"] = c["passes"].(float64) - 1
+	b, _ = json.Marshal(rep)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, dir, idx, sb, "")
+	if res.Passed || !slices.Equal(res.Failed, []string{ci.PartRescore}) {
+		t.Fatalf("tampered report: failed %v, verdict %s", res.Failed, res.Verdict())
+	}
+	if len(res.Rescore.Changed) != 1 || res.Rescore.Changed[0].CaseID != c["case_id"] || !slices.Contains(res.Cases(), c["case_id"].(string)) {
+		t.Errorf("rescore %+v, cases named %v", res.Rescore, res.Cases())
+	}
+	if !strings.Contains(res.Verdict(), "rescore (1 case(s) judged differently") {
+		t.Errorf("verdict %s", res.Verdict())
+	}
+}

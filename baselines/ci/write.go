@@ -47,6 +47,8 @@ func (r *Result) Verdict() string {
 			parts = append(parts, fmt.Sprintf("fresh run (%d of %d runs stopped with an error)", len(r.Fresh.Errors), r.Fresh.Runs))
 		case PartGate:
 			parts = append(parts, fmt.Sprintf("gate (%s)", strings.Join(r.Gate.FailedRule, ", ")))
+		case PartRescore:
+			parts = append(parts, fmt.Sprintf("rescore (%d case(s) judged differently from %s)", len(r.Rescore.Changed), r.Rescore.Report))
 		}
 	}
 	return "FAILED: " + strings.Join(parts, "; ")
@@ -99,6 +101,11 @@ func writeText(w io.Writer, r *Result) error {
 	if len(r.Gate.MustPassFailing) > 0 {
 		e.printf("  must-pass failing: %s\n", strings.Join(r.Gate.MustPassFailing, ", "))
 	}
+	e.printf("rescore %s  the committed baseline trials scored by the current scorer against %s; %d case(s) judged differently\n",
+		status(r.Rescore.Passed), r.Rescore.Report, len(r.Rescore.Changed))
+	for _, c := range r.Rescore.Changed {
+		e.printf("  %s: trials passed %d → %d of %d, mean score %.3f → %.3f%s\n", c.CaseID, c.CommittedPasses, c.Passes, c.Trials, c.CommittedScore, c.Score, noteSuffix(c.Note))
+	}
 	e.printf("ci: %s\n", r.Verdict())
 	if names := r.Cases(); len(names) > 0 {
 		e.printf("ci: cases named: %s\n", strings.Join(names, ", "))
@@ -120,8 +127,9 @@ func writeMarkdown(w io.Writer, r *Result) error {
 	e.printf("| strict replay of the committed journals | %s | %d run(s), %d did not reproduce |\n", mark(r.Replay.Passed), r.Replay.Runs, len(r.Replay.Divergences))
 	e.printf("| fresh scripted run on the current code | %s | %d run(s), %d identical to the committed journals, %d error(s) |\n",
 		mark(len(r.Fresh.Errors) == 0), r.Fresh.Runs, r.Fresh.Unchanged, len(r.Fresh.Errors))
-	e.printf("| gate (`%s`) against `%s` | %s | %s |\n\n", r.Gate.Policy, r.Gate.Baseline, mark(r.Gate.Passed),
+	e.printf("| gate (`%s`) against `%s` | %s | %s |\n", r.Gate.Policy, r.Gate.Baseline, mark(r.Gate.Passed),
 		mdEscape(nonEmpty(strings.Join(r.Gate.FailedRule, ", "), "every check passed")))
+	e.printf("| committed baseline rescored against `%s` | %s | %d case(s) judged differently |\n\n", r.Rescore.Report, mark(r.Rescore.Passed), len(r.Rescore.Changed))
 	if len(r.Replay.Divergences) > 0 {
 		e.printf("### Replay divergences\n\n| case | trial | run | journal line | divergence |\n| --- | ---: | --- | ---: | --- |\n")
 		for _, d := range r.Replay.Divergences {
@@ -133,6 +141,13 @@ func writeMarkdown(w io.Writer, r *Result) error {
 		e.printf("### Fresh runs that stopped\n\n| case | trial | error |\n| --- | ---: | --- |\n")
 		for _, x := range r.Fresh.Errors {
 			e.printf("| `%s` | %d | %s |\n", x.CaseID, x.Trial, mdEscape(x.Message))
+		}
+		e.printf("\n")
+	}
+	if len(r.Rescore.Changed) > 0 {
+		e.printf("### Cases the current scorer judges differently from the committed report\n\n| case | trials passed | mean score | note |\n| --- | --- | --- | --- |\n")
+		for _, c := range r.Rescore.Changed {
+			e.printf("| `%s` | %d → %d of %d | %.3f → %.3f | %s |\n", c.CaseID, c.CommittedPasses, c.Passes, c.Trials, c.CommittedScore, c.Score, mdEscape(c.Note))
 		}
 		e.printf("\n")
 	}
@@ -152,6 +167,13 @@ func writeMarkdown(w io.Writer, r *Result) error {
 		return e.err
 	}
 	return report.Write(w, report.Markdown, r.Report)
+}
+
+func noteSuffix(n string) string {
+	if n == "" {
+		return ""
+	}
+	return " (" + n + ")"
 }
 
 func reasonSuffix(rs []string) string {

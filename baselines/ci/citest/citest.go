@@ -5,6 +5,7 @@
 package citest
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/scorer"
+	"github.com/loomwork/loomwork/scorer/report"
 )
 
 // Subset writes, into a new temporary folder, the baselines folder src
@@ -98,6 +101,23 @@ func Subset(t testing.TB, src string, ids ...string) string {
 	}
 	if runs == 0 {
 		t.Fatalf("citest: no recorded run of %v in %s", ids, src)
+	}
+	// The committed report of the subset's baseline, as
+	// `scripts/baselines.sh record` writes it (`score --format json`).
+	cfg := scorer.DefaultConfig()
+	rep, err := report.Evaluate(context.Background(), cfg, report.Inputs{Cases: kept, Candidate: report.Trials{Source: "baseline.trials.jsonl", Trials: keptTrials}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, err := os.Create(filepath.Join(dst, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := report.Write(rf, report.JSON, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := rf.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(src, "policy.json")); err == nil {
 		if err := os.WriteFile(filepath.Join(dst, "policy.json"), b, 0o644); err != nil {
