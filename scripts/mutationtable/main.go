@@ -116,16 +116,23 @@ type ciReport struct {
 		} `json:"worse"`
 		MustPassFailing []string `json:"must_pass_failing"`
 	} `json:"gate"`
+	Rescore struct {
+		Passed  bool `json:"passed"`
+		Changed []struct {
+			CaseID string `json:"case_id"`
+		} `json:"changed"`
+	} `json:"rescore"`
 }
 
 // Outcome is one mutation's row.
 type Outcome struct {
-	Patch  Patch
-	Exit   int
-	Caught bool
-	Replay string   // what strict replay found
-	Gate   string   // what the fresh run and the gate found
-	Cases  []string // every case the recipe named
+	Patch   Patch
+	Exit    int
+	Caught  bool
+	Replay  string   // what strict replay found
+	Gate    string   // what the fresh run and the gate found
+	Rescore string   // what rescoring the committed baseline found
+	Cases   []string // every case the recipe named
 }
 
 // ReadOutcome reads DIR/NAME.rc and DIR/NAME.json.
@@ -209,6 +216,13 @@ func ReadOutcome(dir string, p Patch) (Outcome, error) {
 			len(r.Fresh.Changed), r.Fresh.Runs, len(changed)))
 	}
 	o.Gate = strings.Join(gate, "; ")
+	o.Rescore = "matches the committed report"
+	if n := len(r.Rescore.Changed); n > 0 {
+		o.Rescore = fmt.Sprintf("**%d cases judged differently**", n)
+		for _, c := range r.Rescore.Changed {
+			all[c.CaseID] = true
+		}
+	}
 	for c := range all {
 		o.Cases = append(o.Cases, c)
 	}
@@ -225,7 +239,7 @@ func codeList(xs []string) string {
 // Table renders the outcomes as the doc's Markdown.
 func Table(outs []Outcome) string {
 	var b strings.Builder
-	b.WriteString("| mutation | layer | recipe | strict replay | fresh run and gate | cases named |\n| --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| mutation | layer | recipe | strict replay | fresh run and gate | committed baseline rescored | cases named |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, o := range outs {
 		verdict := "**failed** (exit 1)"
 		if !o.Caught {
@@ -235,8 +249,8 @@ func Table(outs []Outcome) string {
 		if len(o.Cases) > 0 {
 			cases = fmt.Sprintf("%d: %s", len(o.Cases), codeList(o.Cases))
 		}
-		fmt.Fprintf(&b, "| `%s` — %s | %s | %s | %s | %s | %s |\n", o.Patch.Name, esc(o.Patch.Subject), esc(o.Patch.Layer), verdict,
-			esc(o.Replay), esc(o.Gate), cases)
+		fmt.Fprintf(&b, "| `%s` — %s | %s | %s | %s | %s | %s | %s |\n", o.Patch.Name, esc(o.Patch.Subject), esc(o.Patch.Layer), verdict,
+			esc(o.Replay), esc(o.Gate), esc(o.Rescore), cases)
 	}
 	var missed []Outcome
 	for _, o := range outs {
