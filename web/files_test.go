@@ -107,7 +107,7 @@ func fileServer(t *testing.T) (*httptest.Server, FileSources) {
 	return ts, files
 }
 
-func TestReportPageShowsDeltasIntervalsNewFailuresAndLinksTraces(t *testing.T) {
+func TestReportPageShowsDeltasIntervalsVerdictsAndLinksTraces(t *testing.T) {
 	ts, _ := fileServer(t)
 	code, body := get(t, ts, "/reports")
 	if code != 200 || !strings.Contains(body, "candidate-vs-baseline.json") || !strings.Contains(body, "scripted model") {
@@ -117,7 +117,7 @@ func TestReportPageShowsDeltasIntervalsNewFailuresAndLinksTraces(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("report page: %d", code)
 	}
-	for _, want := range []string{"Against the baseline", "regressed", "McNemar", "new failures", "/traces/" + hostileTraceID, "Gate:", "regression", "scripted model", "&lt;b&gt;from the docs"} {
+	for _, want := range []string{"Against the baseline", "regressed", "McNemar", "pass rate delta", "smallest drop detected", "evidence cited", "Trials passed", "/traces/" + hostileTraceID, "Gate:", "regression", "scripted model", "&lt;b&gt;from the docs"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("report page lacks %q", want)
 		}

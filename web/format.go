@@ -287,6 +287,15 @@ func signedInterval(iv *stats.Interval) string {
 	return fmt.Sprintf("%+.3f [%+.3f, %+.3f]", iv.Estimate, iv.Lower, iv.Upper)
 }
 
+// mdeText is a minimum detectable drop; above 1 (or unknown) no drop on a
+// [0, 1] rate can be shown with so few cases.
+func mdeText(p *float64) string {
+	if p == nil || *p > 1 {
+		return "none (too few cases)"
+	}
+	return fmt.Sprintf("%.3f", *p)
+}
+
 func pctLevel(iv *stats.Interval) string {
 	if iv == nil {
 		return ""
