@@ -21,9 +21,15 @@ var ErrStaleView = errors.New("held-out view is stale: its HeldOut has since hel
 
 // HoldOutConfig configures (*Service).HoldOut.
 type HoldOutConfig struct {
-	// Folds is how many groups the corpus's issue documents are split into
-	// for refitting the LSA model (default 5; at most the number of groups
-	// of duplicate-connected issues).
+	// Issues are the issues that will be held out: the issues the judged
+	// questions come from. They are grouped with their duplicates, and the
+	// groups split into folds; Without refuses a corpus issue not covered,
+	// since no LSA fit leaves it out.
+	Issues []int
+	// Folds is how many LSA fits there are, one per fold of Issues'
+	// groups (default 5). A fit leaves out its fold's issues only; at the
+	// number of groups or more, every group gets its own fit: leave one
+	// out.
 	Folds int
 	// Seed shuffles the issue groups into folds.
 	Seed uint64
@@ -35,8 +41,9 @@ type HoldOutConfig struct {
 type HoldOutInfo struct {
 	// Folds is the number of LSA models fitted; 0 when the service's
 	// embedder is not fitted on the corpus (a hosted model), so there is
-	// nothing to refit.
-	Folds int `json:"lsa_folds"`
+	// nothing to refit. Groups is the number of issue groups they split.
+	Folds  int `json:"lsa_folds"`
+	Groups int `json:"issue_groups"`
 	// FoldIssues is how many issue documents each fold's fit left out.
 	FoldIssues []int `json:"lsa_fold_issues,omitempty"`
 	// IndexTime is the time to build the private BM25 index, FitTime the
@@ -59,18 +66,17 @@ type HoldOutInfo struct {
 //     scores exactly as a fresh index built without those documents would
 //     (TestHeldOutBM25IsAFreshIndexWithoutTheIssue).
 //   - LSA: refitting per question costs a full fit (about a second here),
-//     so the corpus's issues are split into folds (duplicates together) and
-//     one model is fitted per fold on the corpus without that fold's
+//     so the questions' issues are split into folds (duplicates together)
+//     and one model is fitted per fold on the corpus without that fold's
 //     issues; a question is answered with the model of its issue's fold.
 //     Every document, the left-out issues included, is embedded by that
-//     model, so the other issues of the fold remain retrievable. Folds are
-//     a function of the corpus and the seed alone, not of which questions
-//     are judged, so any judged set over the corpus gets the same model for
-//     the same question.
+//     model, so the other issues of the fold remain retrievable. A fit
+//     without a fold is also a fit on fewer documents, which moves the
+//     rankings by itself; the fewer issues a fold holds, the less (with
+//     one fit per question, not at all).
 //
-// Folds are over the corpus's issues; a question whose issue is not in the
-// corpus has no statistics to hold out and is answered with the service's
-// own model.
+// A question whose issue is not in the corpus has no statistics to hold
+// out and is answered with the service's own model.
 //
 // A HeldOut is not safe for concurrent use: a view returned by Without is
 // valid until the next Without or Close, and searching it after that
@@ -83,6 +89,7 @@ type HeldOut struct {
 	df   map[string]map[string]int // field → term → documents containing it (whole corpus)
 	card map[string]int            // field → distinct terms (whole corpus)
 
+	refit  bool // the service fits LSA on the corpus, so views refit it
 	folds  []*denseIndex
 	embeds []Embedder
 	foldOf map[int]int // issue → fold
@@ -112,7 +119,15 @@ func (s *Service) HoldOut(ctx context.Context, cfg HoldOutConfig) (*HeldOut, err
 	}
 	c := s.cfg.Corpus
 	t0 := time.Now()
-	idx, err := newMemBM25(ctx, c)
+	// A throwaway index: a batch need not wait for its segment to be
+	// persisted (that wait was most of a hold-out's cost), and the merger
+	// leaves the big segment alone (its one deleted document is no reason
+	// to rewrite it) while keeping the restored documents' small segments
+	// few. Scores depend on neither: the view passes its own statistics,
+	// and TestHeldOutBM25IsAFreshIndexWithoutTheIssue compares with
+	// freshly built indexes.
+	idx, err := newTempBM25(ctx, c, map[string]interface{}{"unsafe_batch": true,
+		"scorchMergePlanOptions": map[string]interface{}{"FloorSegmentSize": 1, "ReclaimDeletesWeight": 0, "MaxSegmentsPerTier": 2}})
 	if err != nil {
 		return nil, fmt.Errorf("hold out: %w", err)
 	}
@@ -124,6 +139,7 @@ func (s *Service) HoldOut(ctx context.Context, cfg HoldOutConfig) (*HeldOut, err
 	}
 	h.info.IndexTime = time.Since(t0)
 	if s.cfg.Embedder == nil {
+		h.refit = true
 		t1 := time.Now()
 		if err := h.fitFolds(ctx, cfg); err != nil {
 			_ = idx.close()
@@ -168,9 +184,10 @@ func (h *HeldOut) readDictionaries() error {
 	return nil
 }
 
-// issueGroups returns the corpus's issue numbers grouped by the duplicate
-// relation, each group sorted, groups ordered by their smallest issue.
-func (s *Service) issueGroups() [][]int {
+// issueGroups returns the corpus issues connected by the duplicate
+// relation to any of issues, one group per connected set, each group
+// sorted and the groups ordered by their smallest issue.
+func (s *Service) issueGroups(issues []int) [][]int {
 	in := map[int]bool{}
 	for _, d := range s.cfg.Corpus.Docs() {
 		if d.Kind == KindIssue {
@@ -179,12 +196,9 @@ func (s *Service) issueGroups() [][]int {
 	}
 	seen := map[int]bool{}
 	var groups [][]int
-	var nums []int
-	for n := range in {
-		nums = append(nums, n)
-	}
-	sort.Ints(nums)
-	for _, n := range nums {
+	start := append([]int(nil), issues...)
+	sort.Ints(start)
+	for _, n := range start {
 		if seen[n] {
 			continue
 		}
@@ -204,14 +218,18 @@ func (s *Service) issueGroups() [][]int {
 				}
 			}
 		}
-		sort.Ints(g)
-		groups = append(groups, g)
+		if len(g) > 0 {
+			sort.Ints(g)
+			groups = append(groups, g)
+		}
 	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i][0] < groups[j][0] })
 	return groups
 }
 
 func (h *HeldOut) fitFolds(ctx context.Context, cfg HoldOutConfig) error {
-	groups := h.base.issueGroups()
+	groups := h.base.issueGroups(cfg.Issues)
+	h.info.Groups = len(groups)
 	if len(groups) == 0 {
 		return nil
 	}
@@ -316,14 +334,19 @@ func (h *HeldOut) Without(ctx context.Context, issues []int) (*Service, error) {
 			continue
 		}
 		want[id] = true
-		if f, ok := h.foldOf[d.Issue]; ok {
-			if fold >= 0 && f != fold {
-				// Folds keep duplicate groups together; reaching this is a
-				// bug in fitFolds, not bad input.
-				return nil, fmt.Errorf("hold out %v: internal error: issues in folds %d and %d", issues, fold+1, f+1)
-			}
-			fold = f
+		if !h.refit {
+			continue // the embedder learns nothing from the corpus
 		}
+		f, ok := h.foldOf[d.Issue]
+		if !ok {
+			return nil, fmt.Errorf("hold out %v: issue %d was not among HoldOutConfig.Issues, so no LSA fit leaves it out", issues, d.Issue)
+		}
+		if fold >= 0 && f != fold {
+			// Folds keep duplicate groups together; reaching this is a
+			// bug in fitFolds, not bad input.
+			return nil, fmt.Errorf("hold out %v: internal error: issues in folds %d and %d", issues, fold+1, f+1)
+		}
+		fold = f
 	}
 	b := h.idx.idx.NewBatch()
 	for _, id := range sortedKeys(h.deleted) {
@@ -359,7 +382,7 @@ func (h *HeldOut) Without(ctx context.Context, issues []int) (*Service, error) {
 	}}
 	st := &state{started: true, bm25: view, dense: h.st.dense, embedder: h.st.embedder, an: h.st.an,
 		feats: h.st.feats, pos: h.st.pos, info: h.st.info}
-	if fold >= 0 && h.folds != nil {
+	if fold >= 0 {
 		st.dense, st.embedder = h.folds[fold], h.embeds[fold]
 	}
 	v := *h.base

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/loomwork/loomwork/retrieval"
@@ -152,7 +153,11 @@ func TestHeldOutLSAIsFittedWithoutTheFold(t *testing.T) {
 	}
 	lsaCfg := retrieval.LSAConfig{Dims: 16, Seed: 3}
 	base := startSvc(t, retrieval.Config{Corpus: c, LSA: lsaCfg})
-	ho, err := base.HoldOut(ctx, retrieval.HoldOutConfig{Folds: 3, Seed: 3})
+	var issues []int
+	for _, q := range ds.Queries {
+		issues = append(issues, q.Issue)
+	}
+	ho, err := base.HoldOut(ctx, retrieval.HoldOutConfig{Issues: issues, Folds: 3, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,12 +166,12 @@ func TestHeldOutLSAIsFittedWithoutTheFold(t *testing.T) {
 	if info.Folds != 3 || len(info.FoldIssues) != 3 {
 		t.Fatalf("info = %+v, want 3 folds", info)
 	}
-	issues := 0
+	total := 0
 	for _, n := range info.FoldIssues {
-		issues += n
+		total += n
 	}
-	if issues != 274 {
-		t.Errorf("folds hold out %d issues, the corpus has 274", issues)
+	if total != len(ds.Queries) || info.Groups != len(ds.Queries) {
+		t.Errorf("folds hold out %d issues in %d groups, want the %d queries' issues", total, info.Groups, len(ds.Queries))
 	}
 	for _, q := range ds.Queries {
 		if ho.Fold(q.Issue) == 0 {
@@ -230,7 +235,7 @@ func TestHeldOutViewsGoStaleAndLeaveTheServiceAlone(t *testing.T) {
 	base := startSvc(t, retrieval.Config{Corpus: c, Duplicates: ds.Duplicates(), LSA: retrieval.LSAConfig{Dims: 4, MinDF: 1, Seed: 1}})
 	q := ds.Queries[0]
 	before := heldOutSearch(t, base, q)
-	ho, err := base.HoldOut(ctx, retrieval.HoldOutConfig{Folds: 2})
+	ho, err := base.HoldOut(ctx, retrieval.HoldOutConfig{Issues: []int{ds.Queries[0].Issue, ds.Queries[1].Issue}, Folds: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +246,10 @@ func TestHeldOutViewsGoStaleAndLeaveTheServiceAlone(t *testing.T) {
 	v2, err := ho.Without(ctx, []int{ds.Queries[1].Issue})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// An issue no LSA fit leaves out cannot be held out.
+	if _, err := ho.Without(ctx, []int{ds.Queries[2].Issue}); err == nil || !strings.Contains(err.Error(), "was not among HoldOutConfig.Issues") {
+		t.Errorf("held out an undeclared issue: %v", err)
 	}
 	if _, err := v1.Search(ctx, retrieval.Query{Text: q.Text, Mode: retrieval.ModeBM25}); !errors.Is(err, retrieval.ErrStaleView) {
 		t.Errorf("stale view searched: %v", err)

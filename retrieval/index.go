@@ -171,11 +171,17 @@ func openBM25(ctx context.Context, dir string, c *Corpus, log *slog.Logger) (*bm
 // engine), and a query must return the same list whichever is used
 // (TestBM25RankingIsTheSameInMemoryFreshAndReopened).
 func newMemBM25(ctx context.Context, c *Corpus) (*bm25Index, error) {
+	return newTempBM25(ctx, c, nil)
+}
+
+// newTempBM25 is newMemBM25 with scorch settings (kvconfig, nil for the
+// defaults).
+func newTempBM25(ctx context.Context, c *Corpus, kvconfig map[string]interface{}) (*bm25Index, error) {
 	dir, err := os.MkdirTemp("", "loomwork-bm25-")
 	if err != nil {
 		return nil, fmt.Errorf("create temporary bm25 index dir: %w", err)
 	}
-	idx, err := bleve.New(filepath.Join(dir, "bm25"), newIndexMapping())
+	idx, err := bleve.NewUsing(filepath.Join(dir, "bm25"), newIndexMapping(), bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, kvconfig)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("create temporary bm25 index: %w", err)

@@ -32,7 +32,9 @@ func TestTheRunnerSpeaksTheResultFormat(t *testing.T) {
 		t.Errorf("result.Kinds = %v, judged's kinds are %v", result.Kinds, []string{judged.Gold, judged.Silver})
 	}
 	m := &retrieval.LogisticModel{Version: 1, Features: []string{"f"}, Mean: []float64{0.5}, Std: []float64{1}, Weights: []float64{2},
-		Bias: -1, TrainedOnQueries: []string{"q1"}, TrainedOnIssues: []int{3}, Examples: 4, Positives: 1, Epochs: 5, L2: 0.1, LearningRate: 0.2, FinalLoss: 0.3}
+		Bias: -1, TrainedOnQueries: []string{"q1"}, TrainedOnIssues: []int{3}, Examples: 4, Positives: 1, Epochs: 5, L2: 0.1, LearningRate: 0.2, FinalLoss: 0.3,
+		TrainedOn: retrieval.TrainingProvenance{Dataset: "d", CorpusSHA256: "c", QrelsSHA256: "q", Judgements: "silver", Fold: "gold", Seed: 7,
+			Embedder: "lsa dims=8", Statistics: "held-out", CandidateDepth: 100, RerankDepth: 50, RRFK: 60}}
 	want, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		t.Fatal(err)

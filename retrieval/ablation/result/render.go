@@ -27,6 +27,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "Retrieval ablation: %s — %d queries (%d with gold, %d with silver judgements), seed %d, %d bootstrap resamples\n\n",
 		r.Dataset, r.Queries.Total, r.Queries.Gold, r.Queries.Silver, r.Seed, r.Bootstrap)
+	for _, line := range r.protocolLines() {
+		fmt.Fprintln(tw, line)
+	}
+	if len(r.protocolLines()) > 0 {
+		fmt.Fprintln(tw)
+	}
 	for _, v := range r.Variants {
 		for _, kind := range Kinds {
 			fmt.Fprintf(tw, "%s judgements, own issue %s (mean [95%% CI])\n", kind, variantWords(v))
@@ -57,6 +63,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintln(tw)
 	}
+	if len(r.StatsEffect) > 0 {
+		fmt.Fprintln(tw, "fitted statistics: own issue held out vs included (both exclude it from the results)\nkind\tmode\tn\tnDCG@10 held out\tnDCG@10 full stats\tΔ full − held out [95% CI]\ttop 10 changed\t")
+		for _, e := range r.StatsEffect {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t\n", e.Kind, e.Mode, e.N, f3(e.HeldOut), f3(e.Full), signed(e.Delta), e.Changed)
+		}
+		fmt.Fprintln(tw)
+	}
 	fmt.Fprintln(tw, "per-query nDCG@10 wins/losses/ties (A vs B) and failures (no relevant page in top 10)\nvariant\tkind\tA vs B\tA wins\tB wins\tties\tonly A fails\tonly B fails\tboth fail\t")
 	for i, wl := range r.WinLoss {
 		fr := r.Failures[i]
@@ -70,9 +83,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	if r.Reranker != nil {
-		fmt.Fprintln(tw, "learned reranker folds (trained on silver, split by issue)\nfold\ttrain queries\teval queries\texamples\tpositives\tloss\t")
-		for _, f := range r.Reranker.Folds {
+	for _, ri := range []*RerankInfo{r.Reranker, r.RerankerFullStats} {
+		if ri == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "learned reranker folds (trained on silver, split by issue; %s)\nfold\ttrain queries\teval queries\texamples\tpositives\tloss\t\n", statisticsWords(ri.Statistics))
+		for _, f := range ri.Folds {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.3f\t\n", f.Name, f.TrainQueries, f.EvalQueries, f.Examples, f.Positives, f.FinalLoss)
 		}
 		fmt.Fprintln(tw)
@@ -91,10 +107,72 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 func variantWords(v Variant) string {
-	if v == Leaky {
+	switch v {
+	case Leaky:
 		return "left in (leaky)"
+	case FullStats:
+		return "excluded from the results, in the fitted statistics"
 	}
 	return "excluded"
+}
+
+// variantLabel is variantWords short enough for the chart's legend.
+func variantLabel(v Variant) string {
+	if v == FullStats {
+		return "excluded, full stats"
+	}
+	return variantWords(v)
+}
+
+func statisticsWords(s string) string {
+	switch s {
+	case "held-out":
+		return "candidates on statistics without the training query's issue"
+	case "full":
+		return "candidates on statistics of the whole corpus"
+	}
+	return "candidate statistics not recorded"
+}
+
+// protocolLines say how the statistics were fitted and, for a saved
+// reranker, what it was trained on and how many of this set's queries
+// were left out for it.
+func (r *Report) protocolLines() []string {
+	var out []string
+	if st := r.Statistics; st != nil {
+		dense := fmt.Sprintf("LSA refitted in %d folds of the corpus's issues (%s issues left out of each fit), each query ranked by the fit without its issue", st.LSAFolds, joinInts(st.LSAFoldIssues))
+		if st.Dense != "lsa-folds" {
+			dense = "the embedder is not fitted on the corpus"
+		}
+		out = append(out, fmt.Sprintf("Own issue excluded from the results and from the fitted statistics: BM25 per query (index without the issue and its duplicates), %s. Built in %.0f ms (index) + %.0f ms (fits); holding out per query took %.0f ms.",
+			dense, st.IndexMS, st.FitMS, st.HoldOutMS))
+	}
+	if sr := r.SavedReranker; sr != nil {
+		p := sr.TrainedOn
+		out = append(out, fmt.Sprintf("Saved reranker %s, not retrained: trained on %s (fold %s, %d queries, %s judgements, seed %d, %s statistics, embedder %s).",
+			sr.File, p.Dataset, p.Fold, sr.TrainedQueries, p.Judgements, p.Seed, p.Statistics, p.Embedder))
+		ids := make([]string, len(sr.Overlap))
+		for i, o := range sr.Overlap {
+			ids[i] = o.QueryID
+		}
+		switch {
+		case len(sr.Overlap) == 0:
+			out = append(out, fmt.Sprintf("None of this set's %d judged queries was in its training set.", sr.JudgedQueries))
+		case sr.KeptOverlap:
+			out = append(out, fmt.Sprintf("%d of this set's %d judged queries were in its training set and are INCLUDED (--keep-trained): the rerank numbers are leaky. Overlap: %s.", len(sr.Overlap), sr.JudgedQueries, strings.Join(ids, ", ")))
+		default:
+			out = append(out, fmt.Sprintf("%d of this set's %d judged queries were in its training set and are excluded from every mode's metrics (%d scored). Excluded: %s.", len(sr.Overlap), sr.JudgedQueries, r.Queries.Total, strings.Join(ids, ", ")))
+		}
+	}
+	return out
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, "/")
 }
 
 // WriteMarkdown writes the report as Markdown tables.
@@ -102,6 +180,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Dataset `%s`: %d judged queries (%d with gold, %d with silver judgements); seed %d; %d bootstrap resamples; 95%% percentile intervals in brackets.\n\n",
 		r.Dataset, r.Queries.Total, r.Queries.Gold, r.Queries.Silver, r.Seed, r.Bootstrap)
+	for _, line := range r.protocolLines() {
+		b.WriteString(line + "\n\n")
+	}
 	for _, v := range r.Variants {
 		for _, kind := range Kinds {
 			fmt.Fprintf(&b, "**%s**, own issue %s\n\n", kind, variantWords(v))
@@ -134,6 +215,13 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if len(r.StatsEffect) > 0 {
+		b.WriteString("**Fitted statistics: own issue held out vs included** (both exclude it from the results)\n\n| kind | mode | n | nDCG@10 held out | nDCG@10 full stats | Δ full − held out [95% CI] | top 10 changed |\n|---|---|---:|---:|---:|---|---:|\n")
+		for _, e := range r.StatsEffect {
+			fmt.Fprintf(&b, "| %s | %s | %d | %.3f | %.3f | %s | %d |\n", e.Kind, e.Mode, e.N, e.HeldOut, e.Full, signed(e.Delta), e.Changed)
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("**Per-query wins and failures** (wins by nDCG@10; a failure is no relevant page in the top 10)\n\n| variant | kind | A vs B | A wins | B wins | ties | only A fails | only B fails | both fail |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for i, wl := range r.WinLoss {
 		fr := r.Failures[i]
@@ -147,9 +235,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
-	if r.Reranker != nil {
-		b.WriteString("**Learned reranker folds** (trained on silver only, split by issue)\n\n| fold | train queries | eval queries | examples | positives | final loss |\n|---|---:|---:|---:|---:|---:|\n")
-		for _, f := range r.Reranker.Folds {
+	for _, ri := range []*RerankInfo{r.Reranker, r.RerankerFullStats} {
+		if ri == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "**Learned reranker folds** (trained on silver only, split by issue; %s)\n\n| fold | train queries | eval queries | examples | positives | final loss |\n|---|---:|---:|---:|---:|---:|\n", statisticsWords(ri.Statistics))
+		for _, f := range ri.Folds {
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %.3f |\n", f.Name, f.TrainQueries, f.EvalQueries, f.Examples, f.Positives, f.FinalLoss)
 		}
 		b.WriteString("\n")
