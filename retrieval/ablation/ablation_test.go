@@ -209,8 +209,9 @@ func TestRunIsDeterministicUnderASeed(t *testing.T) {
 
 // TestShippedDatasetExclusionHoldsForEveryMode runs the whole ablation on
 // the shipped judgements: in the honest variant no mode ever returns the
-// query's own issue, every rerank score comes from a model that never saw
-// the query's issue, and the leaky variant does find the question (so the
+// query's own issue, every query is ranked by an LSA fit that left its
+// issue out, every rerank score comes from a model that never saw the
+// query's issue, and the leaky variant does find the question (so the
 // exclusion is what keeps it out).
 func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 	if testing.Short() {
@@ -237,6 +238,9 @@ func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 			if r.OwnRank != 0 {
 				t.Errorf("%s/%s: own issue at rank %d", r.QueryID, r.Mode, r.OwnRank)
 			}
+			if r.LSAFold < 1 || r.LSAFold > rep.Statistics.LSAFolds {
+				t.Errorf("%s/%s: ranked by LSA fold %d of %d", r.QueryID, r.Mode, r.LSAFold, rep.Statistics.LSAFolds)
+			}
 		case Leaky:
 			if r.OwnRank > 0 {
 				foundOwn[r.Mode]++
@@ -253,8 +257,14 @@ func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 			t.Errorf("leaky %s found its own issue for only %d of %d queries", m, foundOwn[string(m)], len(ds.Queries))
 		}
 	}
+	if st := rep.Statistics; st == nil || st.BM25 != "per-query" || st.Dense != "lsa-folds" || st.LSAFolds != 5 {
+		t.Errorf("statistics = %+v", rep.Statistics)
+	}
 	if rep.Reranker.GoldModel == nil {
 		t.Fatal("no gold model")
+	}
+	if p := rep.Reranker.GoldModel.TrainedOn; p.Statistics != retrieval.StatisticsHeldOut || p.Fold != "gold" || p.Judgements != "silver" {
+		t.Errorf("gold model provenance %+v", p)
 	}
 	goldModel := (*retrieval.LogisticModel)(rep.Reranker.GoldModel)
 	for is := range gold {
