@@ -140,7 +140,7 @@ func statisticsWords(s string) string {
 func (r *Report) protocolLines() []string {
 	var out []string
 	if st := r.Statistics; st != nil {
-		dense := fmt.Sprintf("LSA refitted in %d folds of the corpus's issues (%s issues left out of each fit), each query ranked by the fit without its issue", st.LSAFolds, joinInts(st.LSAFoldIssues))
+		dense := fmt.Sprintf("LSA refitted in %d folds of the judged queries' issues (%s issues left out of each fit), each query ranked by the fit without its own", st.LSAFolds, joinInts(st.LSAFoldIssues))
 		if st.Dense != "lsa-folds" {
 			dense = "the embedder is not fitted on the corpus"
 		}
