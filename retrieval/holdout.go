@@ -127,7 +127,7 @@ func (s *Service) HoldOut(ctx context.Context, cfg HoldOutConfig) (*HeldOut, err
 	// and TestHeldOutBM25IsAFreshIndexWithoutTheIssue compares with
 	// freshly built indexes.
 	idx, err := newTempBM25(ctx, c, map[string]interface{}{"unsafe_batch": true,
-		"scorchMergePlanOptions": map[string]interface{}{"FloorSegmentSize": 1, "ReclaimDeletesWeight": 0, "MaxSegmentsPerTier": 2}})
+		"scorchMergePlanOptions": map[string]interface{}{"FloorSegmentSize": 1, "ReclaimDeletesWeight": 0, "MaxSegmentsPerTier": 1}})
 	if err != nil {
 		return nil, fmt.Errorf("hold out: %w", err)
 	}

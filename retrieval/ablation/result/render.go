@@ -140,7 +140,7 @@ func statisticsWords(s string) string {
 func (r *Report) protocolLines() []string {
 	var out []string
 	if st := r.Statistics; st != nil {
-		dense := fmt.Sprintf("LSA refitted in %d folds of the judged queries' issues (%s issues left out of each fit), each query ranked by the fit without its own", st.LSAFolds, joinInts(st.LSAFoldIssues))
+		dense := fmt.Sprintf("LSA refitted in %d folds of the judged queries' issues (%s left out of each fit), each query ranked by the fit without its own", st.LSAFolds, foldSizes(st.LSAFoldIssues))
 		if st.Dense != "lsa-folds" {
 			dense = "the embedder is not fitted on the corpus"
 		}
@@ -167,12 +167,27 @@ func (r *Report) protocolLines() []string {
 	return out
 }
 
-func joinInts(xs []int) string {
+// foldSizes says how many issues each fold holds: "15/15/14 issues", or
+// for many folds the range.
+func foldSizes(xs []int) string {
+	if len(xs) == 0 {
+		return "no issues"
+	}
+	lo, hi := xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	switch {
+	case lo == hi && len(xs) > 8:
+		return fmt.Sprintf("%d issues each", lo)
+	case len(xs) > 8:
+		return fmt.Sprintf("%d–%d issues", lo, hi)
+	}
 	s := make([]string, len(xs))
 	for i, x := range xs {
 		s[i] = fmt.Sprint(x)
 	}
-	return strings.Join(s, "/")
+	return strings.Join(s, "/") + " issues"
 }
 
 // WriteMarkdown writes the report as Markdown tables.
