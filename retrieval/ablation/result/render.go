@@ -151,9 +151,13 @@ func (r *Report) protocolLines() []string {
 		p := sr.TrainedOn
 		out = append(out, fmt.Sprintf("Saved reranker %s, not retrained: trained on %s (fold %s, %d queries, %s judgements, seed %d, %s statistics, embedder %s).",
 			sr.File, p.Dataset, p.Fold, sr.TrainedQueries, p.Judgements, p.Seed, p.Statistics, p.Embedder))
-		ids := make([]string, len(sr.Overlap))
+		var ids []string
 		for i, o := range sr.Overlap {
-			ids[i] = o.QueryID
+			if i == 12 {
+				ids = append(ids, fmt.Sprintf("… and %d more (all in the JSON report's saved_reranker.overlap)", len(sr.Overlap)-i))
+				break
+			}
+			ids = append(ids, o.QueryID)
 		}
 		switch {
 		case len(sr.Overlap) == 0:
