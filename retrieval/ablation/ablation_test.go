@@ -220,7 +220,7 @@ func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 	ds := shippedDataset(t)
 	svc := startService(t, ds, 128, 0)
 	rep, err := Run(context.Background(), Config{Service: svc, Queries: ds.Queries, Duplicates: ds.Duplicates(),
-		Modes: retrieval.AllModes, Variants: []Variant{Excluded, Leaky}, Seed: 1, Bootstrap: 100, Folds: 5,
+		Modes: retrieval.AllModes, Variants: []Variant{Excluded, Leaky}, Seed: 1, Bootstrap: 100, Folds: 5, StatFolds: 2,
 		Train: retrieval.TrainConfig{Epochs: 500}})
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +257,7 @@ func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 			t.Errorf("leaky %s found its own issue for only %d of %d queries", m, foundOwn[string(m)], len(ds.Queries))
 		}
 	}
-	if st := rep.Statistics; st == nil || st.BM25 != "per-query" || st.Dense != "lsa-folds" || st.LSAFolds != 5 {
+	if st := rep.Statistics; st == nil || st.BM25 != "per-query" || st.Dense != "lsa-folds" || st.LSAFolds != 2 {
 		t.Errorf("statistics = %+v", rep.Statistics)
 	}
 	if rep.Reranker.GoldModel == nil {
