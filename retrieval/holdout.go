@@ -58,12 +58,13 @@ type HoldOutInfo struct {
 //
 //   - BM25: a private copy of the index over the whole corpus, from which
 //     the held-out issue documents (and their duplicates) are deleted before
-//     the search and restored after. bleve reads document frequencies from
-//     live documents only, but the document count and the field
-//     cardinalities it derives the average length from are summed per
-//     segment and would count the deleted and restored documents; the view
-//     supplies both, computed for the live documents, so a held-out search
-//     scores exactly as a fresh index built without those documents would
+//     the search and restored after. bleve reads document frequencies and
+//     the document count from live documents only, but the field
+//     cardinalities it derives the average length from are summed over
+//     segments and would count the terms of deleted documents (and of
+//     restored ones twice); the view supplies the live documents' count and
+//     cardinalities, so a held-out search scores exactly as a fresh index
+//     built without those documents would
 //     (TestHeldOutBM25IsAFreshIndexWithoutTheIssue).
 //   - LSA: refitting per question costs a full fit (about a second here),
 //     so the questions' issues are split into folds (duplicates together)
