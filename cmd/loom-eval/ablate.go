@@ -37,7 +37,7 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	noExclude := fs.Bool("no-exclude-own", false, "leaky variant only: leave each query's own issue in the corpus")
 	withLeaky := fs.Bool("with-leaky", false, "run the honest and the leaky variant side by side")
 	statistics := fs.String("statistics", "held-out", "fitted corpus statistics (BM25, LSA) for the honest variant: held-out (without each query's own issue), full (whole corpus, own issue included: the cheaper, leakier protocol), or both side by side with the difference")
-	statFolds := fs.Int("stat-folds", 5, "held-out statistics: LSA refits, one per fold of the corpus's issues")
+	statFolds := fs.Int("stat-folds", 5, "held-out statistics: LSA refits, one per fold of the judged queries' issues (at the number of queries or more: one per query, leave one out)")
 	savedReranker := fs.String("reranker", "", "score this saved reranker (a reranker.json written by ablate --out) in rerank mode instead of training one; queries it was trained on are excluded")
 	keepTrained := fs.Bool("keep-trained", false, "with --reranker: keep the queries it was trained on (their rerank numbers are leaky; the report says so)")
 	bootstrap := fs.Int("bootstrap", 2000, "bootstrap resamples for confidence intervals")
@@ -90,6 +90,9 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	}
 	if *statFolds < 2 {
 		return usageError("ablate: --stat-folds must be >= 2 (got %d)", *statFolds)
+	}
+	if set["stat-folds"] && *embedURL != "" {
+		return usageError("ablate: --stat-folds sets the LSA refits; an --embed-url embedder is not fitted on the corpus, so there are none")
 	}
 	if *keepTrained && *savedReranker == "" {
 		return usageError("ablate: --keep-trained only applies with --reranker FILE")

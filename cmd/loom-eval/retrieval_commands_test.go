@@ -76,6 +76,7 @@ func TestAblateCommandUsageErrors(t *testing.T) {
 		{[]string{"ablate", "--dataset", tinyDataset, "--no-exclude-own", "--statistics", "both"}, "--no-exclude-own runs only the leaky variant"},
 		{[]string{"ablate", "--dataset", tinyDataset, "--statistics", "full", "--stat-folds", "3"}, "--statistics full has none"},
 		{[]string{"ablate", "--dataset", tinyDataset, "--stat-folds", "1"}, "--stat-folds must be >= 2"},
+		{[]string{"ablate", "--dataset", tinyDataset, "--stat-folds", "3", "--embed-url", "http://127.0.0.1:1/v1"}, "is not fitted on the corpus"},
 		{[]string{"ablate", "--dataset", tinyDataset, "--keep-trained"}, "--keep-trained only applies with --reranker"},
 		{[]string{"ablate", "--dataset", tinyDataset, "--reranker", "x.json", "--modes", "bm25"}, "rerank mode, which --modes leaves out"},
 		{[]string{"ablate", "--dataset", tinyDataset, "--reranker", "x.json", "--folds", "3"}, "--reranker scores a saved one and trains nothing"},
