@@ -166,7 +166,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if !cfg.KeepOverlap {
 			qs = slices.DeleteFunc(qs, func(q judged.Query) bool { return cfg.overlap[q.ID] })
 			if len(qs) == 0 {
-				return nil, fmt.Errorf("saved reranker %s: %w (all %d of them; score it on another judged set, or pass the overlap in knowingly)", cfg.SavedFile, ErrNothingLeft, len(overlap))
+				return nil, fmt.Errorf("saved reranker %s: %w (all %d of them): score it on another judged set, or keep them knowingly (KeepOverlap, --keep-trained)", cfg.SavedFile, ErrNothingLeft, len(overlap))
 			}
 		}
 		fmt.Fprintf(progress, "ablate: saved reranker %s: %d of %d judged queries were in its training set (%s)\n",
