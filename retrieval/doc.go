@@ -27,6 +27,11 @@
 // every issue marked as its duplicate from the ranking of every mode, before
 // fusion and reranking, so an evaluation never sees its own question.
 //
+// Exclusion from the results leaves the corpus statistics (BM25's document
+// frequencies, the LSA fit) with the question's own text in them; a
+// [HeldOut] serves searches whose statistics leave given issues out too,
+// which the ablation's honest variant uses.
+//
 // Every search emits one OpenTelemetry span named "retrieval" with the
 // gen_ai retrieval attributes.
 package retrieval

@@ -183,13 +183,20 @@ func (b *bm25Index) scoresFor(ctx context.Context, text, field string, ids []str
 	bq := bleve.NewBooleanQuery()
 	bq.AddMust(mq)
 	bq.AddFilter(bleve.NewDocIDQuery(ids))
-	req := bleve.NewSearchRequestOptions(bq, len(ids), 0, false)
+	req, err := b.request(bleve.NewSearchRequestOptions(bq, len(ids), 0, false))
+	if err != nil {
+		return nil, err
+	}
 	res, err := b.idx.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	// Rounded like search's scores, for the same reason: bleve sums a
+	// document's per-term scores in an order that depends on the index's
+	// segments, which moves the last bits (a held-out view's index is in
+	// several segments; see HeldOut).
 	for _, h := range res.Hits {
-		out[h.ID] = h.Score
+		out[h.ID] = roundSig(h.Score, 9)
 	}
 	return out, nil
 }

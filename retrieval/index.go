@@ -15,6 +15,7 @@ import (
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
 	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 )
 
@@ -40,6 +41,25 @@ type bleveDoc struct {
 	Body     string `json:"body"`
 	Path     string `json:"path"`
 	Kind     string `json:"kind"`
+}
+
+func toBleveDoc(d Document) bleveDoc {
+	return bleveDoc{Title: d.Title, Headings: d.Headings, Body: d.Body, Path: d.PathText, Kind: string(d.Kind)}
+}
+
+// field is the text of one of bm25Fields.
+func (b bleveDoc) field(name string) string {
+	switch name {
+	case "title":
+		return b.Title
+	case "headings":
+		return b.Headings
+	case "body":
+		return b.Body
+	case "path":
+		return b.Path
+	}
+	return ""
 }
 
 func newIndexMapping() *mapping.IndexMappingImpl {
@@ -78,6 +98,29 @@ type bm25Index struct {
 	rebuilt bool
 	// tmpDir is removed on close (the "in-memory" index's files).
 	tmpDir string
+	// stats, when set, replace the corpus statistics bleve would read from
+	// the index (document count, field cardinalities): a held-out view's
+	// index has documents deleted and restored in extra segments, whose
+	// statistics bleve would sum per segment (see HeldOut).
+	stats *search.BM25Stats
+	// check, when set, is called before every search; a held-out view
+	// uses it to refuse searching once the index has moved on.
+	check func() error
+	// borrowed indexes are closed by their owner, not by close.
+	borrowed bool
+}
+
+// request adds the index's statistics to a search request.
+func (b *bm25Index) request(req *bleve.SearchRequest) (*bleve.SearchRequest, error) {
+	if b.check != nil {
+		if err := b.check(); err != nil {
+			return nil, err
+		}
+	}
+	if b.stats != nil {
+		req.PreSearchData = map[string]interface{}{search.BM25PreSearchDataKey: b.stats}
+	}
+	return req, nil
 }
 
 // openBM25 opens the index under dir if it was built from a corpus with the
@@ -128,11 +171,17 @@ func openBM25(ctx context.Context, dir string, c *Corpus, log *slog.Logger) (*bm
 // engine), and a query must return the same list whichever is used
 // (TestBM25RankingIsTheSameInMemoryFreshAndReopened).
 func newMemBM25(ctx context.Context, c *Corpus) (*bm25Index, error) {
+	return newTempBM25(ctx, c, nil)
+}
+
+// newTempBM25 is newMemBM25 with scorch settings (kvconfig, nil for the
+// defaults).
+func newTempBM25(ctx context.Context, c *Corpus, kvconfig map[string]interface{}) (*bm25Index, error) {
 	dir, err := os.MkdirTemp("", "loomwork-bm25-")
 	if err != nil {
 		return nil, fmt.Errorf("create temporary bm25 index dir: %w", err)
 	}
-	idx, err := bleve.New(filepath.Join(dir, "bm25"), newIndexMapping())
+	idx, err := bleve.NewUsing(filepath.Join(dir, "bm25"), newIndexMapping(), bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, kvconfig)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("create temporary bm25 index: %w", err)
@@ -152,7 +201,7 @@ func indexAll(ctx context.Context, idx bleve.Index, c *Corpus) error {
 		if i%batchSize == 0 && ctx.Err() != nil {
 			return fmt.Errorf("index corpus: %w", ctx.Err())
 		}
-		if err := b.Index(d.ID, bleveDoc{Title: d.Title, Headings: d.Headings, Body: d.Body, Path: d.PathText, Kind: string(d.Kind)}); err != nil {
+		if err := b.Index(d.ID, toBleveDoc(d)); err != nil {
 			return fmt.Errorf("index document %s: %w", d.ID, err)
 		}
 		if b.Size() >= batchSize {
@@ -241,7 +290,10 @@ func (b *bm25Index) search(ctx context.Context, text string, fields []string, si
 	// the last bits; so fetch a margin beyond size, round scores to 9
 	// significant digits, order by (score, id) and cut.
 	const margin = 20
-	req := bleve.NewSearchRequestOptions(q, size+margin, 0, false)
+	req, err := b.request(bleve.NewSearchRequestOptions(q, size+margin, 0, false))
+	if err != nil {
+		return nil, fmt.Errorf("bm25 search: %w", err)
+	}
 	res, err := b.idx.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("bm25 search: %w", err)
@@ -267,7 +319,7 @@ func roundSig(x float64, n int) float64 {
 }
 
 func (b *bm25Index) close() error {
-	if b == nil || b.idx == nil {
+	if b == nil || b.idx == nil || b.borrowed {
 		return nil
 	}
 	err := b.idx.Close()

@@ -90,7 +90,6 @@ type csr struct {
 
 // FitLSA fits an LSA model on texts. It is deterministic for a given seed.
 func FitLSA(ctx context.Context, texts []string, cfg LSAConfig) (*LSA, error) {
-	cfg = cfg.withDefaults()
 	if len(texts) < 2 {
 		return nil, errors.New("fit lsa: need at least 2 documents")
 	}
@@ -99,16 +98,34 @@ func FitLSA(ctx context.Context, texts []string, cfg LSAConfig) (*LSA, error) {
 		return nil, err
 	}
 	docTerms := make([]map[string]int, len(texts))
-	df := map[string]int{}
 	for i, t := range texts {
-		tf := map[string]int{}
-		for _, w := range an.terms(t) {
-			tf[w]++
-		}
+		docTerms[i] = an.termCounts(t)
+	}
+	return fitLSACounts(ctx, an, docTerms, cfg)
+}
+
+// termCounts is the analysed term → count map of s, what the LSA model
+// reads of a text.
+func (a analyzer) termCounts(s string) map[string]int {
+	tf := map[string]int{}
+	for _, w := range a.terms(s) {
+		tf[w]++
+	}
+	return tf
+}
+
+// fitLSACounts fits on already analysed texts (read, not modified), so
+// that several fits over subsets of one corpus analyse it once.
+func fitLSACounts(ctx context.Context, an analyzer, docTerms []map[string]int, cfg LSAConfig) (*LSA, error) {
+	cfg = cfg.withDefaults()
+	if len(docTerms) < 2 {
+		return nil, errors.New("fit lsa: need at least 2 documents")
+	}
+	df := map[string]int{}
+	for _, tf := range docTerms {
 		for w := range tf {
 			df[w]++
 		}
-		docTerms[i] = tf
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fit lsa: %w", err)
@@ -118,7 +135,7 @@ func FitLSA(ctx context.Context, texts []string, cfg LSAConfig) (*LSA, error) {
 		df int
 	}
 	var cand []termDF
-	maxDF := int(cfg.MaxDFRatio * float64(len(texts)))
+	maxDF := int(cfg.MaxDFRatio * float64(len(docTerms)))
 	for t, n := range df {
 		if n >= cfg.MinDF && n <= maxDF {
 			cand = append(cand, termDF{t, n})
@@ -139,12 +156,12 @@ func FitLSA(ctx context.Context, texts []string, cfg LSAConfig) (*LSA, error) {
 	// Terms in lexical order so the column order does not depend on map order.
 	sort.Slice(cand, func(i, j int) bool { return cand[i].t < cand[j].t })
 	l := &LSA{an: an, vocab: make(map[string]int, len(cand)), idf: make([]float64, len(cand))}
-	n := float64(len(texts))
+	n := float64(len(docTerms))
 	for i, c := range cand {
 		l.vocab[c.t] = i
 		l.idf[i] = math.Log((1+n)/(1+float64(c.df))) + 1
 	}
-	a := csr{rows: len(texts), cols: len(cand), ptr: make([]int, 1, len(texts)+1)}
+	a := csr{rows: len(docTerms), cols: len(cand), ptr: make([]int, 1, len(docTerms)+1)}
 	for _, tf := range docTerms {
 		row := l.weights(tf)
 		for _, e := range row {
@@ -177,17 +194,20 @@ type entry struct {
 // weights is the L2-normalised sublinear TF-IDF row of a term-count map.
 func (l *LSA) weights(tf map[string]int) []entry {
 	row := make([]entry, 0, len(tf))
-	norm := 0.0
 	for w, c := range tf {
 		j, ok := l.vocab[w]
 		if !ok {
 			continue
 		}
-		x := (1 + math.Log(float64(c))) * l.idf[j]
-		row = append(row, entry{j, x})
-		norm += x * x
+		row = append(row, entry{j, (1 + math.Log(float64(c))) * l.idf[j]})
 	}
 	sort.Slice(row, func(i, k int) bool { return row[i].j < row[k].j })
+	// The norm is summed in column order, not map order: summed in map
+	// order its last bits, and so every vector's, differed between runs.
+	norm := 0.0
+	for _, e := range row {
+		norm += e.v * e.v
+	}
 	if norm > 0 {
 		norm = math.Sqrt(norm)
 		for i := range row {
@@ -206,20 +226,21 @@ func (l *LSA) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 		if i%64 == 0 && ctx.Err() != nil {
 			return nil, fmt.Errorf("lsa embed: %w", ctx.Err())
 		}
-		tf := map[string]int{}
-		for _, w := range l.an.terms(t) {
-			tf[w]++
-		}
-		clear(acc)
-		for _, e := range l.weights(tf) {
-			row := l.proj.RawRowView(e.j)
-			for k, p := range row {
-				acc[k] += e.v * p
-			}
-		}
-		out[i] = normalized(acc)
+		out[i] = l.embedCounts(l.an.termCounts(t), acc)
 	}
 	return out, nil
+}
+
+// embedCounts projects one analysed text; acc is scratch space of l.dims.
+func (l *LSA) embedCounts(tf map[string]int, acc []float64) []float32 {
+	clear(acc)
+	for _, e := range l.weights(tf) {
+		row := l.proj.RawRowView(e.j)
+		for k, p := range row {
+			acc[k] += e.v * p
+		}
+	}
+	return normalized(acc)
 }
 
 func normalized(x []float64) []float32 {
@@ -336,28 +357,34 @@ func orthonormalize(m *mat.Dense) {
 		col[j] = make([]float64, r)
 		mat.Col(col[j], j, m)
 	}
+	// The loops keep the textbook order of every addition (the model, and
+	// so every committed ranking, depends on the exact bits); cj and ci
+	// are resliced to one length only so the compiler drops the bounds
+	// checks, which made this the most expensive step of a fit.
 	for pass := 0; pass < 2; pass++ {
 		for j := 0; j < c; j++ {
+			cj := col[j][:r]
 			for i := 0; i < j; i++ {
+				ci := col[i][:r]
 				dot := 0.0
-				for k := 0; k < r; k++ {
-					dot += col[i][k] * col[j][k]
+				for k, x := range ci {
+					dot += x * cj[k]
 				}
-				for k := 0; k < r; k++ {
-					col[j][k] -= dot * col[i][k]
+				for k, x := range ci {
+					cj[k] -= dot * x
 				}
 			}
 			n := 0.0
-			for _, x := range col[j] {
+			for _, x := range cj {
 				n += x * x
 			}
 			n = math.Sqrt(n)
 			if n < 1e-12 {
-				clear(col[j])
+				clear(cj)
 				continue
 			}
-			for k := range col[j] {
-				col[j][k] /= n
+			for k := range cj {
+				cj[k] /= n
 			}
 		}
 	}

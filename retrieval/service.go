@@ -134,6 +134,10 @@ type Config struct {
 	CacheDir string
 	// Embedder makes dense vectors; nil fits an LSA model on the corpus.
 	Embedder Embedder
+	// EmbedderName names Embedder where a saved reranker records what made
+	// its dense_cosine feature (e.g. "openai-compatible model=use-lite");
+	// the LSA model names itself (see Service.EmbedderName).
+	EmbedderName string
 	// LSA configures the default embedder.
 	LSA LSAConfig
 	// Reranker serves ModeRerank; nil makes that mode return ErrNoReranker.
@@ -338,6 +342,40 @@ func (s *Service) Info() BuildInfo {
 	s.shared.mu.Lock()
 	defer s.shared.mu.Unlock()
 	return s.shared.info
+}
+
+// EmbedderName names what makes the dense vectors: the LSA model with the
+// settings that shape it ("lsa dims=128 min_df=2 max_df_ratio=0.5
+// max_vocab=30000", dims as fitted), or Config.EmbedderName for an
+// Embedder given in the config ("unnamed embedder" when it has none).
+func (s *Service) EmbedderName() string {
+	if s.cfg.Embedder != nil {
+		if s.cfg.EmbedderName != "" {
+			return s.cfg.EmbedderName
+		}
+		return "unnamed embedder"
+	}
+	c := s.cfg.LSA.withDefaults()
+	dims := c.Dims
+	if st, err := s.ready(); err == nil {
+		if l, ok := st.embedder.(*LSA); ok {
+			dims = l.Dims()
+		}
+	}
+	return fmt.Sprintf("lsa dims=%d min_df=%d max_df_ratio=%g max_vocab=%d", dims, c.MinDF, c.MaxDFRatio, c.MaxVocab)
+}
+
+// CandidateSettings are the settings rerank candidates, and so the
+// reranker's features, depend on.
+type CandidateSettings struct {
+	CandidateDepth int
+	RerankDepth    int
+	RRFK           float64
+}
+
+// CandidateSettings reports the service's candidate settings.
+func (s *Service) CandidateSettings() CandidateSettings {
+	return CandidateSettings{CandidateDepth: s.cfg.CandidateDepth, RerankDepth: s.cfg.RerankDepth, RRFK: s.cfg.RRFK}
 }
 
 // Corpus returns the service's corpus.

@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +26,7 @@ import (
 // runAblate runs every retrieval mode on a judged dataset and reports the
 // table, a chart and the trained reranker.
 func (m *Main) runAblate(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("ablate", "ablate [--dataset DIR] [--qrels FILE] [--modes bm25,dense,rrf,weighted,rerank] [--format text|json|markdown] [--json] [--seed N] [--out DIR] [--no-exclude-own | --with-leaky]")
+	fs := m.newFlagSet("ablate", "ablate [--dataset DIR] [--qrels FILE] [--modes bm25,dense,rrf,weighted,rerank] [--format text|json|markdown] [--json] [--seed N] [--out DIR] [--statistics held-out|full|both] [--no-exclude-own | --with-leaky] [--reranker FILE [--keep-trained]]")
 	dataset := fs.String("dataset", "", "judged dataset `folder` (docs/, issues.jsonl, qrels.jsonl; default "+datasets.DescribeDefault()+")")
 	qrels := fs.String("qrels", "", "judgements file (default DATASET/qrels.jsonl)")
 	modes := fs.String("modes", "bm25,dense,rrf,weighted,rerank", "comma-separated retrieval modes")
@@ -33,6 +36,10 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	cache := fs.String("cache", ".loomwork/index", "folder for the persisted BM25 index (rebuilt only when the corpus changes)")
 	noExclude := fs.Bool("no-exclude-own", false, "leaky variant only: leave each query's own issue in the corpus")
 	withLeaky := fs.Bool("with-leaky", false, "run the honest and the leaky variant side by side")
+	statistics := fs.String("statistics", "held-out", "fitted corpus statistics (BM25, LSA) for the honest variant: held-out (without each query's own issue), full (whole corpus, own issue included: the cheaper, leakier protocol), or both side by side with the difference")
+	statFolds := fs.Int("stat-folds", 5, "held-out statistics: LSA refits, one per fold of the judged queries' issues (at the number of queries or more: one per query, leave one out)")
+	savedReranker := fs.String("reranker", "", "score this saved reranker (a reranker.json written by ablate --out) in rerank mode instead of training one; queries it was trained on are excluded")
+	keepTrained := fs.Bool("keep-trained", false, "with --reranker: keep the queries it was trained on (their rerank numbers are leaky; the report says so)")
 	bootstrap := fs.Int("bootstrap", 2000, "bootstrap resamples for confidence intervals")
 	folds := fs.Int("folds", 5, "silver cross-validation folds for the learned reranker")
 	depth := fs.Int("depth", 100, "hits retrieved per query before collapsing sections to pages")
@@ -54,8 +61,41 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *noExclude && *withLeaky {
 		return usageError("ablate: --no-exclude-own and --with-leaky exclude each other")
+	}
+	if *noExclude && (set["statistics"] || set["stat-folds"]) {
+		return usageError("ablate: --no-exclude-own runs only the leaky variant, which has no held-out statistics; drop --statistics/--stat-folds")
+	}
+	var variants []ablation.Variant
+	switch *statistics {
+	case "held-out":
+		variants = []ablation.Variant{ablation.Excluded}
+	case "full":
+		variants = []ablation.Variant{ablation.FullStats}
+		if set["stat-folds"] {
+			return usageError("ablate: --stat-folds sets the held-out LSA fits; --statistics full has none")
+		}
+	case "both":
+		variants = []ablation.Variant{ablation.Excluded, ablation.FullStats}
+	default:
+		return usageError("ablate: --statistics must be held-out, full or both (got %q)", *statistics)
+	}
+	if *noExclude {
+		variants = []ablation.Variant{ablation.Leaky}
+	} else if *withLeaky {
+		variants = append(variants, ablation.Leaky)
+	}
+	if *statFolds < 2 {
+		return usageError("ablate: --stat-folds must be >= 2 (got %d)", *statFolds)
+	}
+	if set["stat-folds"] && *embedURL != "" {
+		return usageError("ablate: --stat-folds sets the LSA refits; an --embed-url embedder is not fitted on the corpus, so there are none")
+	}
+	if *keepTrained && *savedReranker == "" {
+		return usageError("ablate: --keep-trained only applies with --reranker FILE")
 	}
 	var ms []retrieval.Mode
 	for _, s := range strings.Split(*modes, ",") {
@@ -75,11 +115,17 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	if *bootstrap < 1 || *folds < 2 || *depth < 10 || *lsaDims < 2 {
 		return usageError("ablate: need --bootstrap >= 1, --folds >= 2, --depth >= 10, --lsa-dims >= 2")
 	}
-	variants := []ablation.Variant{ablation.Excluded}
-	if *noExclude {
-		variants = []ablation.Variant{ablation.Leaky}
-	} else if *withLeaky {
-		variants = append(variants, ablation.Leaky)
+	var saved *retrieval.LogisticModel
+	if *savedReranker != "" {
+		if !slices.Contains(ms, retrieval.ModeRerank) {
+			return usageError("ablate: --reranker is scored in rerank mode, which --modes leaves out")
+		}
+		if set["folds"] {
+			return usageError("ablate: --folds plans reranker training; --reranker scores a saved one and trains nothing")
+		}
+		if saved, err = retrieval.LoadLogisticModel(*savedReranker); err != nil {
+			return usageError("ablate: --reranker: %v", err)
+		}
 	}
 
 	// Latencies are wall clock: record how busy the machine was.
@@ -110,6 +156,7 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 			return usageError("ablate: %v", err)
 		}
 		cfg.Embedder = e
+		cfg.EmbedderName = "openai-compatible model=" + *embedModel
 		embedderName = fmt.Sprintf("%s at %s", *embedModel, *embedURL)
 	}
 	svc, err := retrieval.New(cfg)
@@ -127,11 +174,20 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 		time.Since(t0).Round(time.Millisecond), map[bool]string{true: "built", false: "reused"}[info.IndexRebuilt],
 		info.IndexTime.Round(time.Millisecond), info.EmbedderFit.Round(time.Millisecond), info.EmbedTime.Round(time.Millisecond))
 
+	if saved != nil {
+		if err := ablation.CheckSaved(saved, svc); err != nil {
+			return usageError("ablate: --reranker %s: %v", *savedReranker, err)
+		}
+	}
 	rep, err := ablation.Run(ctx, ablation.Config{
 		Service: svc, Queries: ds.Queries, Duplicates: ds.Duplicates(), Modes: ms, Variants: variants,
-		Seed: *seed, Bootstrap: *bootstrap, Depth: *depth, Folds: *folds, Progress: m.Stderr,
-		DatasetName: datasets.JudgedName(*dataset),
+		Seed: *seed, Bootstrap: *bootstrap, Depth: *depth, Folds: *folds, StatFolds: *statFolds, Progress: m.Stderr,
+		DatasetName: datasets.JudgedName(*dataset), QrelsSHA256: ds.QrelsSHA256,
+		Saved: saved, SavedFile: *savedReranker, KeepOverlap: *keepTrained,
 	})
+	if errors.Is(err, ablation.ErrNothingLeft) {
+		return usageError("ablate: %v", err)
+	}
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("ablate: %w", err)}
 	}
@@ -145,11 +201,11 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 		"dense fit": fmt.Sprintf("fit %s, embed corpus %s", info.EmbedderFit.Round(time.Millisecond), info.EmbedTime.Round(time.Millisecond)),
 	}
 	if *out != "" {
-		if err := writeAblationFiles(*out, rep); err != nil {
+		written, err := writeAblationFiles(*out, rep)
+		if err != nil {
 			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("ablate: %w", err)}
 		}
-		fmt.Fprintf(m.Stderr, "ablate: wrote %s\n", strings.Join([]string{
-			filepath.Join(*out, "report.json"), filepath.Join(*out, "report.md"), filepath.Join(*out, "ndcg.svg"), filepath.Join(*out, "reranker.json")}, ", "))
+		fmt.Fprintf(m.Stderr, "ablate: wrote %s\n", strings.Join(written, ", "))
 	}
 	switch format {
 	case "json":
@@ -165,10 +221,14 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	return nil
 }
 
-func writeAblationFiles(dir string, rep *ablation.Report) error {
+// writeAblationFiles writes the report, its Markdown and chart, and the
+// gold-fold reranker when one was trained (a run scoring a saved reranker
+// trains none); it returns the paths written.
+func writeAblationFiles(dir string, rep *ablation.Report) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", dir, err)
+		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
+	var written []string
 	write := func(name string, fn func(*os.File) error) error {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
@@ -178,23 +238,26 @@ func writeAblationFiles(dir string, rep *ablation.Report) error {
 			f.Close()
 			return fmt.Errorf("write %s: %w", name, err)
 		}
+		written = append(written, filepath.Join(dir, name))
 		return f.Close()
 	}
 	if err := write("report.json", func(f *os.File) error { return rep.WriteJSON(f) }); err != nil {
-		return err
+		return nil, err
 	}
 	if err := write("report.md", func(f *os.File) error { return rep.WriteMarkdown(f) }); err != nil {
-		return err
+		return nil, err
 	}
 	if err := write("ndcg.svg", func(f *os.File) error { return rep.WriteSVG(f) }); err != nil {
-		return err
+		return nil, err
 	}
 	if rep.Reranker != nil && rep.Reranker.GoldModel != nil {
-		if err := (*retrieval.LogisticModel)(rep.Reranker.GoldModel).Save(filepath.Join(dir, "reranker.json")); err != nil {
-			return err
+		p := filepath.Join(dir, "reranker.json")
+		if err := (*retrieval.LogisticModel)(rep.Reranker.GoldModel).Save(p); err != nil {
+			return nil, err
 		}
+		written = append(written, p)
 	}
-	return nil
+	return written, nil
 }
 
 // machineDescription names the CPU and core count (Linux; elsewhere just

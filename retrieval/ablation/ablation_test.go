@@ -32,7 +32,9 @@ func TestTheRunnerSpeaksTheResultFormat(t *testing.T) {
 		t.Errorf("result.Kinds = %v, judged's kinds are %v", result.Kinds, []string{judged.Gold, judged.Silver})
 	}
 	m := &retrieval.LogisticModel{Version: 1, Features: []string{"f"}, Mean: []float64{0.5}, Std: []float64{1}, Weights: []float64{2},
-		Bias: -1, TrainedOnQueries: []string{"q1"}, TrainedOnIssues: []int{3}, Examples: 4, Positives: 1, Epochs: 5, L2: 0.1, LearningRate: 0.2, FinalLoss: 0.3}
+		Bias: -1, TrainedOnQueries: []string{"q1"}, TrainedOnIssues: []int{3}, Examples: 4, Positives: 1, Epochs: 5, L2: 0.1, LearningRate: 0.2, FinalLoss: 0.3,
+		TrainedOn: retrieval.TrainingProvenance{Dataset: "d", CorpusSHA256: "c", QrelsSHA256: "q", Judgements: "silver", Fold: "gold", Seed: 7,
+			Embedder: "lsa dims=8", Statistics: "held-out", CandidateDepth: 100, RerankDepth: 50, RRFK: 60}}
 	want, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -207,8 +209,9 @@ func TestRunIsDeterministicUnderASeed(t *testing.T) {
 
 // TestShippedDatasetExclusionHoldsForEveryMode runs the whole ablation on
 // the shipped judgements: in the honest variant no mode ever returns the
-// query's own issue, every rerank score comes from a model that never saw
-// the query's issue, and the leaky variant does find the question (so the
+// query's own issue, every query is ranked by an LSA fit that left its
+// issue out, every rerank score comes from a model that never saw the
+// query's issue, and the leaky variant does find the question (so the
 // exclusion is what keeps it out).
 func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 	if testing.Short() {
@@ -217,7 +220,7 @@ func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 	ds := shippedDataset(t)
 	svc := startService(t, ds, 128, 0)
 	rep, err := Run(context.Background(), Config{Service: svc, Queries: ds.Queries, Duplicates: ds.Duplicates(),
-		Modes: retrieval.AllModes, Variants: []Variant{Excluded, Leaky}, Seed: 1, Bootstrap: 100, Folds: 5,
+		Modes: retrieval.AllModes, Variants: []Variant{Excluded, Leaky}, Seed: 1, Bootstrap: 100, Folds: 5, StatFolds: 2,
 		Train: retrieval.TrainConfig{Epochs: 500}})
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +238,9 @@ func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 			if r.OwnRank != 0 {
 				t.Errorf("%s/%s: own issue at rank %d", r.QueryID, r.Mode, r.OwnRank)
 			}
+			if r.LSAFold < 1 || r.LSAFold > rep.Statistics.LSAFolds {
+				t.Errorf("%s/%s: ranked by LSA fold %d of %d", r.QueryID, r.Mode, r.LSAFold, rep.Statistics.LSAFolds)
+			}
 		case Leaky:
 			if r.OwnRank > 0 {
 				foundOwn[r.Mode]++
@@ -251,8 +257,14 @@ func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
 			t.Errorf("leaky %s found its own issue for only %d of %d queries", m, foundOwn[string(m)], len(ds.Queries))
 		}
 	}
+	if st := rep.Statistics; st == nil || st.BM25 != "per-query" || st.Dense != "lsa-folds" || st.LSAFolds != 2 {
+		t.Errorf("statistics = %+v", rep.Statistics)
+	}
 	if rep.Reranker.GoldModel == nil {
 		t.Fatal("no gold model")
+	}
+	if p := rep.Reranker.GoldModel.TrainedOn; p.Statistics != retrieval.StatisticsHeldOut || p.Fold != "gold" || p.Judgements != "silver" {
+		t.Errorf("gold model provenance %+v", p)
 	}
 	goldModel := (*retrieval.LogisticModel)(rep.Reranker.GoldModel)
 	for is := range gold {

@@ -5,10 +5,20 @@
 // losses between modes, and — with the leaky variant — how much finding
 // the question itself changes each mode.
 //
+// The honest variant (Excluded) leaves each query's own issue out of the
+// results and out of the fitted corpus statistics: every query is searched
+// on a retrieval.HeldOut view (BM25 per query, LSA refitted in folds of the
+// judged queries' issues). FullStats is the cheaper protocol that excludes
+// it from the results only; run beside Excluded, the report gives the
+// per-mode difference (StatsEffect).
+//
 // The learned reranker is trained on silver judgements and evaluated so
 // that no model ever scores a query whose issue it was trained on: gold
 // queries use a model trained on the silver queries of other issues, and
 // the remaining silver queries are evaluated by issue-grouped
 // cross-validation. Run checks this for every evaluated query and fails
-// rather than report a leaked number.
+// rather than report a leaked number. A reranker trained elsewhere
+// (Config.Saved, a reranker.json) is scored without training; the judged
+// queries it was trained on are left out of every mode (SavedOverlap) and
+// the report says how many.
 package ablation

@@ -2,6 +2,7 @@ package ablation
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/loomwork/loomwork/retrieval"
@@ -18,8 +19,9 @@ type (
 
 // Variants.
 const (
-	Excluded = result.Excluded // the honest protocol
-	Leaky    = result.Leaky    // own issue left in the corpus
+	Excluded  = result.Excluded  // the honest protocol: own issue out of results and statistics
+	FullStats = result.FullStats // own issue out of the results, in the fitted statistics
+	Leaky     = result.Leaky     // own issue left in the corpus
 )
 
 func summarize(rep *Report, qs []judged.Query, seed uint64) {
@@ -107,10 +109,34 @@ func summarize(rep *Report, qs []judged.Query, seed uint64) {
 				}
 			}
 		}
-		if hasVariant(rep.Variants, Excluded) && hasVariant(rep.Variants, Leaky) {
+		honest := Excluded
+		if !hasVariant(rep.Variants, Excluded) {
+			honest = FullStats
+		}
+		if hasVariant(rep.Variants, Excluded) && hasVariant(rep.Variants, FullStats) {
+			for _, m := range rep.Modes {
+				ex, fs := byKey[key{Excluded, m}], byKey[key{FullStats, m}]
+				row := result.StatsEffectRow{Kind: kind, Mode: m, N: len(issues)}
+				d := make([]float64, len(issues))
+				for i, is := range issues {
+					h, f := ex[is].Scores[kind]["ndcg@10"], fs[is].Scores[kind]["ndcg@10"]
+					row.HeldOut += h
+					row.Full += f
+					d[i] = f - h
+					if !slices.Equal(ex[is].Top, fs[is].Top) {
+						row.Changed++
+					}
+				}
+				row.HeldOut /= float64(len(issues))
+				row.Full /= float64(len(issues))
+				row.Delta = bootstrap(d, rs)
+				rep.StatsEffect = append(rep.StatsEffect, row)
+			}
+		}
+		if hasVariant(rep.Variants, honest) && hasVariant(rep.Variants, Leaky) {
 			for _, m := range rep.Modes {
 				lr := result.LeakRow{Mode: m, Kind: kind}
-				ex, lk := byKey[key{Excluded, m}], byKey[key{Leaky, m}]
+				ex, lk := byKey[key{honest, m}], byKey[key{Leaky, m}]
 				for _, is := range issues {
 					lr.Excluded += ex[is].Scores[kind]["ndcg@10"]
 					lr.Leaky += lk[is].Scores[kind]["ndcg@10"]

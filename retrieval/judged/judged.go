@@ -12,6 +12,8 @@ package judged
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,7 +110,11 @@ type Dataset struct {
 	Issues  []Issue
 	Qrels   []Judgement
 	Queries []Query // sorted by issue number
-	docs    []retrieval.Document
+	// QrelsPath is the judgements file read; QrelsSHA256 the SHA-256 of
+	// its bytes (a saved reranker records which judgements trained it).
+	QrelsPath   string
+	QrelsSHA256 string
+	docs        []retrieval.Document
 }
 
 // Load reads a judged set from dir. qrelsPath overrides dir/qrels.jsonl
@@ -129,7 +135,12 @@ func Load(dir, qrelsPath string) (*Dataset, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load dataset %s: %w", dir, err)
 	}
-	d := &Dataset{Dir: dir, Issues: issues, Qrels: qrels, docs: docs}
+	raw, err := os.ReadFile(qrelsPath)
+	if err != nil {
+		return nil, fmt.Errorf("load dataset %s: %w", dir, err)
+	}
+	sum := sha256.Sum256(raw)
+	d := &Dataset{Dir: dir, Issues: issues, Qrels: qrels, QrelsPath: qrelsPath, QrelsSHA256: hex.EncodeToString(sum[:]), docs: docs}
 	pages := map[string]bool{}
 	for _, doc := range docs {
 		pages[doc.Page] = true

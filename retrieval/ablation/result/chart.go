@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"path/filepath"
 	"strings"
 )
 
@@ -18,24 +19,29 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		color string
 		label string
 	}
-	palette := map[string][2]string{"gold": {"#c98a00", "#f0d28c"}, "silver": {"#5b6f8a", "#b9c6d8"}}
+	palette := map[string][3]string{"gold": {"#c98a00", "#e3b54a", "#f0d28c"}, "silver": {"#5b6f8a", "#8a9bb3", "#b9c6d8"}}
+	shade := map[Variant]int{Excluded: 0, FullStats: 1, Leaky: 2}
 	var ss []series
 	for _, kind := range Kinds {
-		for i, v := range r.Variants {
+		for _, v := range r.Variants {
 			if len(r.Modes) == 0 {
 				break
 			}
 			if _, ok := r.Row(v, r.Modes[0], kind); !ok {
 				continue
 			}
-			ss = append(ss, series{v, kind, palette[kind][min(i, 1)], fmt.Sprintf("%s, own issue %s", kind, variantWords(v))})
+			ss = append(ss, series{v, kind, palette[kind][shade[v]], fmt.Sprintf("%s, own issue %s", kind, variantLabel(v))})
 		}
 	}
 	const (
-		left, right, top, bottom = 60.0, 20.0, 50.0, 90.0
-		plotH                    = 300.0
-		barW, gap                = 18.0, 26.0
+		left, right, bottom = 60.0, 20.0, 90.0
+		plotH               = 300.0
+		barW, gap           = 18.0, 26.0
 	)
+	top := 50.0
+	if r.SavedReranker != nil {
+		top += 16 // a line saying what the saved reranker's overlap was
+	}
 	groupW := float64(len(ss))*barW + gap
 	width := left + right + groupW*float64(len(r.Modes))
 	if width < 520 {
@@ -48,6 +54,14 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%.0f" y="22" font-size="15" font-weight="bold">nDCG@10 by retrieval mode — %s</text>`+"\n", left, html.EscapeString(r.Dataset))
 	fmt.Fprintf(&b, `<text x="%.0f" y="38" fill="#555">%d queries (%d gold, %d silver); whiskers: 95%% bootstrap CI, seed %d</text>`+"\n", left, r.Queries.Total, r.Queries.Gold, r.Queries.Silver, r.Seed)
+	if sr := r.SavedReranker; sr != nil {
+		what := "excluded"
+		if sr.KeptOverlap {
+			what = "INCLUDED (leaky)"
+		}
+		fmt.Fprintf(&b, `<text x="%.0f" y="54" fill="#555">saved reranker %s: %d of %d judged queries were in its training set, %s</text>`+"\n",
+			left, html.EscapeString(filepath.Base(sr.File)), len(sr.Overlap), sr.JudgedQueries, what)
+	}
 	for t := 0; t <= 10; t += 2 {
 		v := float64(t) / 10
 		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", left, width-right, y(v), y(v))
