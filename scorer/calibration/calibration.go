@@ -27,6 +27,7 @@ import (
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
+	"github.com/loomwork/loomwork/scorer/stats"
 )
 
 // Design is one simulated comparison shape.
@@ -384,26 +385,8 @@ func binomUpperTail(k, n int, p float64) float64 {
 	if k <= 0 {
 		return 1
 	}
-	return 1 - binomCDF(k-1, n, p)
+	return 1 - stats.BinomialCDF(k-1, n, p)
 }
 
 // binomLowerTail is P(X ≤ k).
-func binomLowerTail(k, n int, p float64) float64 { return binomCDF(k, n, p) }
-
-func binomCDF(k, n int, p float64) float64 {
-	if k >= n {
-		return 1
-	}
-	if p <= 0 {
-		return 1
-	}
-	if p >= 1 {
-		return 0
-	}
-	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x + 1)); return v }
-	var s float64
-	for i := 0; i <= k; i++ {
-		s += math.Exp(lg(n) - lg(i) - lg(n-i) + float64(i)*math.Log(p) + float64(n-i)*math.Log1p(-p))
-	}
-	return math.Min(1, s)
-}
+func binomLowerTail(k, n int, p float64) float64 { return stats.BinomialCDF(k, n, p) }

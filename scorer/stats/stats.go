@@ -89,13 +89,32 @@ func McNemarExact(regressed, fixed int) (McNemar, error) {
 	lo := min(regressed, fixed)
 	// Sum binomial terms in log space: C(n,i)/2^n without forming C(n,i).
 	lnHalfN := float64(n) * math.Ln2
-	lgN, _ := math.Lgamma(float64(n + 1))
 	tail := 0.0
 	for i := 0; i <= lo; i++ {
-		lgI, _ := math.Lgamma(float64(i + 1))
-		lgNI, _ := math.Lgamma(float64(n - i + 1))
-		tail += math.Exp(lgN - lgI - lgNI - lnHalfN)
+		tail += math.Exp(lnChoose(n, i) - lnHalfN)
 	}
 	m.PValue = math.Min(1, 2*tail)
 	return m, nil
+}
+
+// lnChoose is ln C(n, r) by log-gamma: no binomial coefficient is formed,
+// so it stays finite for any n.
+func lnChoose(n, r int) float64 {
+	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x + 1)); return v }
+	return lg(n) - lg(r) - lg(n-r)
+}
+
+// BinomialCDF is P(X ≤ k) for X ~ Binomial(n, p), summed in log space.
+func BinomialCDF(k, n int, p float64) float64 {
+	switch {
+	case k >= n || p <= 0:
+		return 1
+	case p >= 1:
+		return 0
+	}
+	var s float64
+	for i := 0; i <= k; i++ {
+		s += math.Exp(lnChoose(n, i) + float64(i)*math.Log(p) + float64(n-i)*math.Log1p(-p))
+	}
+	return math.Min(1, s)
 }

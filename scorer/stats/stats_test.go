@@ -115,3 +115,19 @@ func TestMcNemarAgreesWithGonumBinomial(t *testing.T) {
 		}
 	}
 }
+
+func TestBinomialCDFAgreesWithGonum(t *testing.T) {
+	for _, n := range []int{1, 5, 20, 200} {
+		for _, p := range []float64{0.025, 0.3, 0.8} {
+			for k := -1; k <= n; k++ {
+				want := 0.0
+				if k >= 0 {
+					want = distuv.Binomial{N: float64(n), P: p}.CDF(float64(k))
+				}
+				if got := BinomialCDF(k, n, p); math.Abs(got-want) > 1e-9 {
+					t.Fatalf("BinomialCDF(%d, %d, %v) = %v, gonum %v", k, n, p, got, want)
+				}
+			}
+		}
+	}
+}

@@ -20,8 +20,7 @@ func FisherOneSided(basePass, baseN, candPass, candN int) (float64, error) {
 	k := basePass + candPass // total passes
 	N := baseN + candN
 	// P(X = x) = C(baseN, x) C(candN, k−x) / C(N, k)
-	lg := func(n int) float64 { v, _ := math.Lgamma(float64(n + 1)); return v }
-	lc := func(n, r int) float64 { return lg(n) - lg(r) - lg(n-r) }
+	lc := lnChoose
 	den := lc(N, k)
 	p := 0.0
 	for x := basePass; x <= min(baseN, k); x++ {
