@@ -35,6 +35,11 @@ type Case struct {
 	// MustPass marks a case a gate fails on whenever it does not pass.
 	MustPass bool     `json:"must_pass,omitempty"`
 	Tags     []string `json:"tags,omitempty"`
+	// Graders decide the outcome: a trial succeeds when every required
+	// grader passed (and the run finished). A case without graders keeps
+	// the evidence rule: the required evidence cited, per evidence_match
+	// (an implicit evidence_cited grader).
+	Graders []Grader `json:"graders,omitempty"`
 
 	// Line is where the decoder read the case (0 if not from a file).
 	Line int `json:"-"`
@@ -87,6 +92,13 @@ type Trial struct {
 	ToolsCalled       []string `json:"tools_called,omitempty"`
 	EvidenceRetrieved []string `json:"evidence_retrieved,omitempty"`
 	EvidenceCited     []string `json:"evidence_cited,omitempty"`
+
+	// Transcript is what the run did, for graders. When absent it comes
+	// from the journal (a journal reference) or the trace (spans).
+	Transcript *Transcript `json:"transcript,omitempty"`
+	// Grades are the graders' verdicts, written by grading (loom-eval
+	// grade, or score, which grades what is not graded yet).
+	Grades []Grade `json:"grades,omitempty"`
 
 	// Measurements. DurationMS and Tokens nil: unknown. CostUSD nil: unknown
 	// (never read as zero).
@@ -157,7 +169,7 @@ func (c *Case) Validate() error {
 	if b := c.Budgets.Tokens; b != nil && *b <= 0 {
 		return fieldErr("budgets.tokens", fmt.Errorf("must be positive, got %v", *b))
 	}
-	return nil
+	return validateGraders(c)
 }
 
 // Validate checks a trial's own fields.
@@ -195,6 +207,19 @@ func (t *Trial) Validate() error {
 	}
 	if n := t.Tokens; n != nil && *n < 0 {
 		return fieldErr("tokens", fmt.Errorf("must be non-negative, got %d", *n))
+	}
+	seen := map[string]int{}
+	for i, g := range t.Grades {
+		switch {
+		case g.Name == "":
+			return fieldErr(fmt.Sprintf("grades[%d].name", i), errors.New("required, must be non-empty"))
+		case !(g.Score >= 0 && g.Score <= 1):
+			return fieldErr(fmt.Sprintf("grades[%d].score", i), fmt.Errorf("must be in [0, 1], got %v", g.Score))
+		}
+		if prev, dup := seen[g.Name]; dup {
+			return fieldErr(fmt.Sprintf("grades[%d].name", i), fmt.Errorf("%q is also grades[%d]'s name", g.Name, prev))
+		}
+		seen[g.Name] = i
 	}
 	for _, f := range []struct {
 		name string

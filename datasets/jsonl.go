@@ -8,17 +8,39 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
-// LoadCases reads a cases JSONL file.
+// LoadCases reads a cases JSONL file, and the file of every code grader
+// (relative to the case file's folder; a missing file is an error naming
+// the case's line and grader).
 func LoadCases(path string) ([]Case, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open cases: %w", err)
 	}
 	defer f.Close()
-	return ReadCases(f, path)
+	cases, err := ReadCases(f, path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	for i := range cases {
+		c := &cases[i]
+		for j := range c.Graders {
+			g := &c.Graders[j]
+			if g.Type != GraderCode {
+				continue
+			}
+			src, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(g.File)))
+			if err != nil {
+				return nil, &LineError{File: path, Line: c.Line, Field: fmt.Sprintf("graders[%d].file", j), Err: fmt.Errorf("read code grader: %w", err)}
+			}
+			g.Source = src
+		}
+	}
+	return cases, nil
 }
 
 // LoadTrials reads a trials JSONL file.

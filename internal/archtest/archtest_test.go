@@ -63,6 +63,11 @@ var rooms = []room{
 	// agents and the journal. Agents reach the trace path only through OTLP.
 	{path: "agents/", rule: "agents reach the trace path only through OTLP",
 		imports: []string{"agents/", "retrieval/", "datasets", "semconv/"}},
+	// Grader backends: the sandbox and the gateway behind scorer/grade's
+	// CodeRunner and Judge interfaces. The scorer stays free of I/O and of
+	// agents; this row is the one place agents meet it.
+	{path: "agents/graders/", rule: "grader backends implement the grade interfaces",
+		imports: []string{"agents/", "datasets", "semconv/", "scorer/grade", "scorer/pricing"}},
 	// The replay engine.
 	{path: "replay/", rule: "replay drives agents, never the UI, the collector or a store",
 		imports: []string{"replay/", "agents/", "datasets", "retrieval/", "semconv/"}},
