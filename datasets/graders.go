@@ -407,6 +407,8 @@ type Transcript struct {
 	// Files the run wrote into its workspace (path → content; the last
 	// write wins), e.g. the coding agent's write_file calls.
 	Files map[string]string `json:"files,omitempty"`
+	// Steps counts the run's model calls (0: unknown).
+	Steps int `json:"steps,omitempty"`
 	// Source says where the transcript came from ("trial", "journal
 	// FILE run ID", "trace ID").
 	Source string `json:"source,omitempty"`

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/loomwork/loomwork/datasets"
@@ -125,6 +126,9 @@ const (
 	// account (its success field, or its trace) is all there is; reports
 	// say so.
 	OutcomeTrial = "trial"
+	// OutcomeGraders: the case's graders decide: the run finished and
+	// every required grader passed.
+	OutcomeGraders = "graders"
 )
 
 // TrialScore is one scored trial.
@@ -161,6 +165,10 @@ type TrialScore struct {
 	DurationMS *float64        `json:"duration_ms"`
 	CostUSD    *float64        `json:"cost_usd"`
 	Tokens     *int64          `json:"tokens"`
+
+	// Grades are the case's graders' verdicts on the trial, in the case's
+	// order (empty when the case has no graders).
+	Grades []datasets.Grade `json:"grades,omitempty"`
 
 	Score   float64  `json:"score"`
 	Passed  bool     `json:"passed"`
@@ -225,6 +233,36 @@ type Rates struct {
 	RetrievedNotCited *stats.Interval `json:"retrieved_not_cited"`
 }
 
+// GraderRates is one grader's record over a suite: its pass rate with an
+// interval over cases (each case one observation: the share of its trials
+// the grader passed).
+type GraderRates struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	// Required is true when the grader decides success in every case
+	// that has it; RequiredIn counts the cases where it does.
+	Required   bool            `json:"required"`
+	RequiredIn int             `json:"required_in"`
+	Cases      int             `json:"cases"`
+	Trials     int             `json:"trials"`
+	Passed     int             `json:"passed"`
+	Errors     int             `json:"errors"` // grades that reached no verdict
+	MeanScore  float64         `json:"mean_score"`
+	PassRate   *stats.Interval `json:"pass_rate"`
+}
+
+// JudgeTotals add up the judge calls of a suite's grades.
+type JudgeTotals struct {
+	Calls        int   `json:"calls"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	// CostUSD is nil when any judge call's cost is unknown.
+	CostUSD *float64 `json:"cost_usd"`
+	// Labels counts grades per judge model label ("scripted", "live").
+	Labels map[string]int `json:"model_labels"`
+	Models []string       `json:"models"`
+}
+
 // AgentRates are one agent's rates within a suite.
 type AgentRates struct {
 	Agent string `json:"agent"`
@@ -246,7 +284,14 @@ type Suite struct {
 	// Suite-wide rates with intervals (each case one observation).
 	Rates
 	// Agents breaks the rates down by agent when trials name one.
-	Agents   []AgentRates `json:"agents,omitempty"`
+	Agents []AgentRates `json:"agents,omitempty"`
+	// Graders are each grader's pass rate across the cases that have it
+	// (graders of the same name in several cases pool).
+	Graders []GraderRates `json:"graders,omitempty"`
+	// Judge is what model graders spent: the judge's tokens and cost,
+	// never part of the agent's (TotalCostUSD); nil when no grade used a
+	// judge.
+	Judge    *JudgeTotals `json:"judge,omitempty"`
 	PassAtK  []KValue     `json:"pass_at_k"`
 	PassHatK []KValue     `json:"pass_hat_k"`
 
@@ -342,7 +387,7 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 		if cr.Flaky {
 			s.FlakyCases = append(s.FlakyCases, id)
 		}
-		if len(c.RequiredEvidence) == 0 {
+		if len(c.RequiredEvidence) == 0 && len(c.Graders) == 0 {
 			noOutcome++
 		}
 		for _, t := range cr.Results {
@@ -366,7 +411,7 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 		s.Notes = append(s.Notes, fmt.Sprintf("%d cases have no trials and are not scored: %v", len(s.CasesWithoutTrials), s.CasesWithoutTrials))
 	}
 	if noOutcome > 0 && !implicit {
-		s.Notes = append(s.Notes, fmt.Sprintf("%d of %d cases define no outcome (no required evidence): their success is the trial's own account", noOutcome, s.NCases))
+		s.Notes = append(s.Notes, fmt.Sprintf("%d of %d cases define no outcome (no graders, no required evidence): their success is the trial's own account", noOutcome, s.NCases))
 	}
 	if allCostKnown && s.NTrials > 0 {
 		s.TotalCostUSD = ptr(s.KnownCostUSD)
@@ -394,6 +439,10 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 		}
 		s.Agents = append(s.Agents, AgentRates{Agent: a, Rates: r})
 	}
+	if s.Graders, err = graderRates(s.Cases, byID, cfg.Level); err != nil {
+		return nil, fmt.Errorf("score: %w", err)
+	}
+	s.Judge = judgeTotals(s.Cases)
 	s.PassAtK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassAtK })
 	s.PassHatK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassHatK })
 	return s, nil
@@ -585,3 +634,108 @@ func uniqueSorted(ks []int) []int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// graderRates pools each grader name's verdicts over the cases that have
+// it.
+func graderRates(cases []CaseResult, byID map[string]*datasets.Case, level float64) ([]GraderRates, error) {
+	type acc struct {
+		GraderRates
+		shares []float64
+		scores float64
+	}
+	m := map[string]*acc{}
+	var order []string
+	for _, cr := range cases {
+		c := byID[cr.CaseID]
+		if c == nil {
+			continue
+		}
+		for _, g := range c.Graders {
+			name := g.DisplayName()
+			a := m[name]
+			if a == nil {
+				a = &acc{GraderRates: GraderRates{Name: name, Type: g.Type}}
+				m[name] = a
+				order = append(order, name)
+			}
+			if a.Type != g.Type {
+				return nil, fmt.Errorf("grader %q is of type %s in case %q but %s elsewhere: give graders of different types different names", name, g.Type, c.ID, a.Type)
+			}
+			a.Cases++
+			if g.IsRequired() {
+				a.RequiredIn++
+			}
+			passed := 0
+			for _, t := range cr.Results {
+				for _, gr := range t.Grades {
+					if gr.Name != name {
+						continue
+					}
+					a.Trials++
+					a.scores += gr.Score
+					if gr.Passed {
+						passed++
+					}
+					if gr.Error != "" {
+						a.Errors++
+					}
+				}
+			}
+			a.Passed += passed
+			a.shares = append(a.shares, float64(passed)/float64(cr.Trials))
+		}
+	}
+	sort.Strings(order)
+	out := make([]GraderRates, 0, len(order))
+	for _, name := range order {
+		a := m[name]
+		a.Required = a.RequiredIn == a.Cases
+		if a.Trials > 0 {
+			a.MeanScore = a.scores / float64(a.Trials)
+			iv, err := stats.MeanInterval(a.shares, float64(a.Trials)/float64(a.Cases), level)
+			if err != nil {
+				return nil, fmt.Errorf("grader %q pass rate: %w", name, err)
+			}
+			a.PassRate = &iv
+		}
+		out = append(out, a.GraderRates)
+	}
+	return out, nil
+}
+
+func judgeTotals(cases []CaseResult) *JudgeTotals {
+	var j *JudgeTotals
+	known := true
+	for _, cr := range cases {
+		for _, t := range cr.Results {
+			for _, g := range t.Grades {
+				if g.Judge == nil {
+					continue
+				}
+				if j == nil {
+					j = &JudgeTotals{Labels: map[string]int{}, Models: []string{}, CostUSD: new(float64)}
+				}
+				u := g.Judge
+				j.Calls += u.Calls
+				j.InputTokens += u.InputTokens
+				j.OutputTokens += u.OutputTokens
+				j.Labels[u.ModelLabel]++
+				if u.Model != "" && !slices.Contains(j.Models, u.Model) {
+					j.Models = append(j.Models, u.Model)
+				}
+				if u.CostUSD == nil {
+					known = false
+				} else {
+					*j.CostUSD += *u.CostUSD
+				}
+			}
+		}
+	}
+	if j != nil {
+		sort.Strings(j.Models)
+		if !known {
+			j.CostUSD = nil
+		}
+	}
+	return j
+}

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/scorer/pricing"
+	"github.com/loomwork/loomwork/scorer/rollup"
 )
 
 // ScoreTrial scores one trial against its case.
@@ -42,51 +44,14 @@ import (
 func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, error) {
 	ts := TrialScore{CaseID: t.CaseID, Trial: t.Trial, ModelLabel: t.ModelLabel, Model: t.Model, Agent: t.Agent, TraceID: t.TraceID,
 		Divergence: t.Divergence, Budgets: []BudgetVerdict{}, Reasons: []string{}}
-	success, tools, retrieved, cited := t.Success, t.ToolsCalled, t.EvidenceRetrieved, t.EvidenceCited
-	dur, cost, tokens := t.DurationMS, t.CostUSD, t.Tokens
-	if len(t.Spans) > 0 {
-		d, err := DeriveFromTrace(t.Spans, cfg.Prices)
-		if err != nil {
-			return ts, fmt.Errorf("score trial %d of case %q%s: %w", t.Trial, t.CaseID, lineSuffix(t.Line), err)
-		}
-		if d.ModelLabel == datasets.LabelScripted && t.ModelLabel != datasets.LabelScripted && t.ModelLabel != "" {
-			return ts, fmt.Errorf("score trial %d of case %q%s: field \"model_label\": %q, but its spans are labelled scripted",
-				t.Trial, t.CaseID, lineSuffix(t.Line), t.ModelLabel)
-		}
-		if ts.ModelLabel == "" && d.ModelLabel != "unknown" {
-			ts.ModelLabel = d.ModelLabel // the trials file left it to the spans
-		}
-		if success == nil {
-			success = &d.Success
-		}
-		if tools == nil {
-			tools = d.ToolsCalled
-		}
-		if retrieved == nil {
-			retrieved = d.EvidenceRetrieved
-		}
-		if cited == nil {
-			cited = d.EvidenceCited
-		}
-		if dur == nil {
-			dur = ptr(d.Rollup.DurationMS)
-		}
-		if cost == nil {
-			cost = d.Rollup.CostUSD
-			if cost == nil {
-				ts.Reasons = append(ts.Reasons, fmt.Sprintf("cost unknown: unpriced models %v", d.Rollup.UnpricedModels))
-			}
-		}
-		if tokens == nil {
-			tokens = ptr(d.Rollup.TokensIn + d.Rollup.TokensOut)
-		}
-		if ts.TraceID == "" {
-			ts.TraceID = t.Spans[0].TraceID
-		}
-		if ts.Model == "" {
-			ts.Model = d.Model
-		}
+	f, err := TrialFacts(t, cfg.Prices)
+	if err != nil {
+		return ts, err
 	}
+	ts.ModelLabel, ts.Model, ts.TraceID = f.ModelLabel, f.Model, f.TraceID
+	ts.Reasons = append(ts.Reasons, f.Notes...)
+	success, tools, retrieved, cited := f.Success, f.ToolsCalled, f.EvidenceRetrieved, f.EvidenceCited
+	dur, cost, tokens := f.DurationMS, f.CostUSD, f.Tokens
 	if ts.ModelLabel == "" {
 		// A journal-backed trial gets its label from journal.CheckProvenance
 		// (the scorer does no I/O); an unlabelled trial that reaches here
@@ -131,12 +96,19 @@ func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, er
 		evDen = w.EvidenceRetrieved + w.EvidenceCited
 		ts.Success, ts.Outcome = ts.Finished && *ts.CitedOK, OutcomeEvidenceCited
 		switch {
+		case len(c.Graders) > 0:
+			// The graders decide and give their own reasons.
 		case cFound == 0 && rFound > 0:
 			ts.Reasons = append(ts.Reasons, fmt.Sprintf("required evidence retrieved (%d) but never cited", rFound))
 		case cFound == 0:
 			ts.Reasons = append(ts.Reasons, "required evidence neither retrieved nor cited")
 		case !*ts.CitedOK:
 			ts.Reasons = append(ts.Reasons, fmt.Sprintf("cited %d of %d required evidence ids", cFound, need))
+		}
+	}
+	if len(c.Graders) > 0 {
+		if err := applyGrades(c, t, &ts); err != nil {
+			return ts, err
 		}
 	}
 	num, den := w.Success*b2f(ts.Success)+evNum, w.Success+evDen
@@ -269,4 +241,117 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// Facts are what a trial says about its run, merged with what its spans
+// say for the fields it leaves out: the one reading ScoreTrial and the
+// graders share.
+type Facts struct {
+	ModelLabel, Model, TraceID string
+	// Success is the run's own account (nil: not given and no spans).
+	Success                                       *bool
+	ToolsCalled, EvidenceRetrieved, EvidenceCited []string
+	DurationMS                                    *float64
+	CostUSD                                       *float64
+	Tokens                                        *int64
+	// Rollup is the trace's rollup; nil without spans.
+	Rollup *rollup.Rollup
+	// Notes explain unknowns (an unpriced model).
+	Notes []string
+}
+
+// TrialFacts merges a trial's stated fields with those its inline spans
+// give (DeriveFromTrace): fields the trial states are used as stated,
+// except a label the spans contradict (they say scripted), which is an
+// error.
+func TrialFacts(t *datasets.Trial, prices *pricing.Table) (Facts, error) {
+	f := Facts{ModelLabel: t.ModelLabel, Model: t.Model, TraceID: t.TraceID, Success: t.Success,
+		ToolsCalled: t.ToolsCalled, EvidenceRetrieved: t.EvidenceRetrieved, EvidenceCited: t.EvidenceCited,
+		DurationMS: t.DurationMS, CostUSD: t.CostUSD, Tokens: t.Tokens}
+	if len(t.Spans) == 0 {
+		return f, nil
+	}
+	d, err := DeriveFromTrace(t.Spans, prices)
+	if err != nil {
+		return f, fmt.Errorf("score trial %d of case %q%s: %w", t.Trial, t.CaseID, lineSuffix(t.Line), err)
+	}
+	if d.ModelLabel == datasets.LabelScripted && t.ModelLabel != datasets.LabelScripted && t.ModelLabel != "" {
+		return f, fmt.Errorf("score trial %d of case %q%s: field \"model_label\": %q, but its spans are labelled scripted",
+			t.Trial, t.CaseID, lineSuffix(t.Line), t.ModelLabel)
+	}
+	if f.ModelLabel == "" && d.ModelLabel != "unknown" {
+		f.ModelLabel = d.ModelLabel // the trials file left it to the spans
+	}
+	if f.Success == nil {
+		f.Success = &d.Success
+	}
+	if f.ToolsCalled == nil {
+		f.ToolsCalled = d.ToolsCalled
+	}
+	if f.EvidenceRetrieved == nil {
+		f.EvidenceRetrieved = d.EvidenceRetrieved
+	}
+	if f.EvidenceCited == nil {
+		f.EvidenceCited = d.EvidenceCited
+	}
+	if f.DurationMS == nil {
+		f.DurationMS = ptr(d.Rollup.DurationMS)
+	}
+	if f.CostUSD == nil {
+		f.CostUSD = d.Rollup.CostUSD
+		if f.CostUSD == nil {
+			f.Notes = append(f.Notes, fmt.Sprintf("cost unknown: unpriced models %v", d.Rollup.UnpricedModels))
+		}
+	}
+	if f.Tokens == nil {
+		f.Tokens = ptr(d.Rollup.TokensIn + d.Rollup.TokensOut)
+	}
+	if f.TraceID == "" {
+		f.TraceID = t.Spans[0].TraceID
+	}
+	if f.Model == "" {
+		f.Model = d.Model
+	}
+	f.Rollup = &d.Rollup
+	return f, nil
+}
+
+// applyGrades decides the outcome from the case's graders: success is the
+// run finished (and did not diverge) and every required grader passed. A
+// grader without a verdict on the trial is an error: scoring never
+// guesses one (grade the trials first: grade.Trials, which loom-eval score
+// runs).
+func applyGrades(c *datasets.Case, t *datasets.Trial, ts *TrialScore) error {
+	byName := make(map[string]*datasets.Grade, len(t.Grades))
+	for i := range t.Grades {
+		byName[t.Grades[i].Name] = &t.Grades[i]
+	}
+	ok := true
+	ts.Grades = make([]datasets.Grade, 0, len(c.Graders))
+	for i := range c.Graders {
+		g := &c.Graders[i]
+		name := g.DisplayName()
+		gr, found := byName[name]
+		if !found {
+			return fmt.Errorf("score trial %d of case %q%s: grader %q has no verdict on the trial (grade it first: loom-eval score grades every trial, or loom-eval grade)",
+				t.Trial, t.CaseID, lineSuffix(t.Line), name)
+		}
+		if gr.Type != g.Type {
+			return fmt.Errorf("score trial %d of case %q%s: grade %q is of type %q, but the case's grader of that name is %q (regrade)",
+				t.Trial, t.CaseID, lineSuffix(t.Line), name, gr.Type, g.Type)
+		}
+		v := *gr
+		v.Required = g.IsRequired() // the case decides what is required, not the recorded grade
+		ts.Grades = append(ts.Grades, v)
+		if v.Required && !v.Passed {
+			ok = false
+			why := v.Reason
+			if v.Error != "" {
+				why = "grader error: " + v.Error
+			}
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("grader %s failed: %s", name, why))
+		}
+	}
+	ts.Success, ts.Outcome = ts.Finished && ok, OutcomeGraders
+	return nil
 }

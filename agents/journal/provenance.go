@@ -141,7 +141,8 @@ func SearchDirs(trialsFile string) []string {
 // journal; so is a journal that does not exist or does not verify, and a
 // run_id the journal does not hold. A trial without a label gets the
 // derived one (and, without a model, the run's first response model), in
-// place. Every bad trial is reported (errors.Join of *datasets.LineError),
+// place, and a trial without a transcript gets the run's (TranscriptOf),
+// for graders. Every bad trial is reported (errors.Join of *datasets.LineError),
 // each missing or corrupt journal once.
 //
 // The result has one entry per trial; trials without a journal reference
@@ -188,6 +189,12 @@ func CheckProvenance(trialsFile string, trials []datasets.Trial, dirs []string) 
 		}
 		p := ProvenanceOf(run)
 		out[i] = p
+		if t.Transcript == nil {
+			// Graders read what the run did from the journal, the
+			// authority on it.
+			tr := TranscriptOf(run)
+			t.Transcript = &tr
+		}
 		switch {
 		case t.ModelLabel == "":
 			if t.ModelLabel = p.TrialLabel(); t.ModelLabel == "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
+	"github.com/loomwork/loomwork/scorer/grade"
 )
 
 // ErrBadInput is wrapped by Evaluate's errors that the inputs caused (a
@@ -39,6 +40,12 @@ type Inputs struct {
 	Explicit gate.Explicit
 	// Traces, when set, resolves trial trace ids to stored spans.
 	Traces scorer.TraceReader
+	// Grading is how the cases' graders run (the sandbox for code graders,
+	// a judge for model graders). Every trial of a case with graders is
+	// graded before it is scored; with a zero Env only deterministic
+	// graders run, and a code or model grader without a recorded verdict
+	// is bad input naming it.
+	Grading grade.Env
 }
 
 // Evaluate is the score → compare → gate pipeline behind `loom-eval score`
@@ -85,10 +92,29 @@ func scoreTrials(ctx context.Context, in Inputs, t Trials, cfg scorer.Config) (*
 			return nil, fmt.Errorf("%s: %w", t.Source, err)
 		}
 	}
+	env := in.Grading
+	if env.Prices == nil {
+		env.Prices = cfg.Prices
+	}
+	gs, err := grade.Trials(ctx, env, in.Cases, t.Trials)
+	if err != nil {
+		if errors.Is(err, grade.ErrNoBackend) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrBadInput, t.Source, err)
+		}
+		return nil, fmt.Errorf("%s: %w", t.Source, err)
+	}
 	s, err := scorer.Score(in.Cases, t.Trials, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBadInput, t.Source, err)
 	}
 	s.Source = t.Source
+	if gs.Trials > 0 {
+		note := fmt.Sprintf("graded %d trials: %d verdicts reached now", gs.Trials, gs.Graded)
+		if gs.Recorded > 0 {
+			note += fmt.Sprintf(", %d code or model verdicts kept as the trials recorded them (regrade to rerun them)", gs.Recorded)
+		}
+		s.Notes = append(s.Notes, note)
+	}
+	s.Notes = append(s.Notes, gs.Notes...)
 	return s, nil
 }
