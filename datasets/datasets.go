@@ -39,7 +39,7 @@ type Case struct {
 	// grader passed (and the run finished). A case without graders keeps
 	// the evidence rule: the required evidence cited, per evidence_match
 	// (an implicit evidence_cited grader).
-	Graders []Grader `json:"graders,omitempty"`
+	Graders Graders `json:"graders,omitempty"`
 
 	// Line is where the decoder read the case (0 if not from a file).
 	Line int `json:"-"`

@@ -1,6 +1,7 @@
 package datasets
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,6 +122,33 @@ type Grader struct {
 	// Source is the code grader's file content, read by LoadCases; not
 	// part of the format.
 	Source []byte `json:"-"`
+}
+
+// Graders is a case's grader list. It decodes each grader strictly, so an
+// unknown field is reported with the grader's index.
+type Graders []Grader
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (gs *Graders) UnmarshalJSON(b []byte) error {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		return err
+	}
+	out := make(Graders, len(raws))
+	for i, raw := range raws {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out[i]); err != nil {
+			err = describe(err)
+			var fe *fieldError
+			if errors.As(err, &fe) {
+				return fieldErr(fmt.Sprintf("graders[%d].%s", i, fe.field), fe.err)
+			}
+			return fieldErr(fmt.Sprintf("graders[%d]", i), err)
+		}
+	}
+	*gs = out
+	return nil
 }
 
 // applies lists, per type, the optional fields it reads (type, name and

@@ -25,6 +25,7 @@ type scoreFlags struct {
 	level                                     float64
 	caseAlpha                                 float64
 	correction                                string
+	grading                                   gradingFlags
 	fs                                        *flag.FlagSet
 }
 
@@ -40,6 +41,7 @@ func (f *scoreFlags) register(m *Main, fs *flag.FlagSet) {
 	fs.StringVar(&f.junit, "junit", "", "also write JUnit XML to this file")
 	fs.StringVar(&f.markdown, "markdown", "", "also write Markdown to this file")
 	fs.StringVar(&f.store, "store", "", "trace store URL: load the trace of every trial that has a trace_id but no inline spans, and derive the fields it leaves out")
+	f.grading.register(fs)
 }
 
 // refuseRemoved registers the flags the bootstrap needed, so an old
@@ -149,6 +151,12 @@ func (m *Main) evaluateReport(ctx context.Context, f *scoreFlags, cfg scorer.Con
 			return nil, err
 		}
 	}
+	env, stop, err := f.grading.env(ctx, m.Stderr, in.Cases)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	in.Grading = env
 	if f.store != "" {
 		if _, err := storeurl.Parse(f.store); err != nil {
 			return nil, usageError("--store: %v", err)

@@ -197,9 +197,15 @@ func writeText(w io.Writer, r *Report) error {
 		}
 		ew.printf("\n")
 	}
+	for _, g := range s.Graders {
+		ew.printf("  grader %s (%s%s): %d/%d trials over %d cases, pass rate %s%s\n", g.Name, g.Type, requiredText(g), g.Passed, g.Trials, g.Cases, iv(g.PassRate, false), errorsText(g))
+	}
 	ew.printf("  pass@k       %s\n  pass^k       %s\n", kvs(s.PassAtK), kvs(s.PassHatK))
 	ew.printf("  flaky cases  %s\n", list(s.FlakyCases))
 	ew.printf("  cost         total %s (known %s), per successful trial %s\n", usd(s.TotalCostUSD), usd(&s.KnownCostUSD), usd(s.CostPerSuccessUSD))
+	if j := s.Judge; j != nil {
+		ew.printf("  judge        %s (not in the agent's cost)\n", judgeText(j))
+	}
 	for _, n := range s.Notes {
 		ew.printf("  note: %s\n", n)
 	}
@@ -340,6 +346,15 @@ func writeMarkdown(w io.Writer, r *Report) error {
 			ew.printf("| %s | %d | %d | %s | %s | %s | %s |\n", mdEscape(a.Agent), a.Cases, a.Trials, iv(a.PassRate, false), iv(a.EvidenceRetrieved, false), iv(a.EvidenceCited, false), iv(a.RetrievedNotCited, false))
 		}
 	}
+	if len(s.Graders) > 0 {
+		ew.printf("\n| grader | type | required | cases | trials passed | pass rate | errors |\n|---|---|---|---:|---:|---|---:|\n")
+		for _, g := range s.Graders {
+			ew.printf("| %s | %s | %s | %d | %d/%d | %s | %d |\n", mdEscape(g.Name), g.Type, strings.TrimPrefix(requiredText(g), ", "), g.Cases, g.Passed, g.Trials, iv(g.PassRate, false), g.Errors)
+		}
+	}
+	if j := s.Judge; j != nil {
+		ew.printf("\nJudge: %s (not in the agent's cost).\n", mdEscape(judgeText(j)))
+	}
 	for _, n := range s.Notes {
 		ew.printf("\n> %s\n", mdEscape(n))
 	}
@@ -477,6 +492,12 @@ func writeJUnit(w io.Writer, r *Report) error {
 			prop("agent."+a.Agent+"."+key(row.name), iv(row.v, false))
 		}
 	}
+	for _, g := range s.Graders {
+		prop("grader."+g.Name+".pass_rate", iv(g.PassRate, false))
+	}
+	if j := s.Judge; j != nil {
+		prop("judge", judgeText(j))
+	}
 	prop("pass_at_k", kvs(s.PassAtK))
 	prop("pass_hat_k", kvs(s.PassHatK))
 	verdict := map[string]scorer.CaseDelta{}
@@ -561,4 +582,32 @@ func writeJUnit(w io.Writer, r *Report) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+func requiredText(g scorer.GraderRates) string {
+	switch {
+	case g.Required:
+		return ", required"
+	case g.RequiredIn == 0:
+		return ", optional"
+	default:
+		return fmt.Sprintf(", required in %d of %d cases", g.RequiredIn, g.Cases)
+	}
+}
+
+func errorsText(g scorer.GraderRates) string {
+	if g.Errors == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d grader errors (no verdict)", g.Errors)
+}
+
+func judgeText(j *scorer.JudgeTotals) string {
+	var ls []string
+	for l, n := range j.Labels {
+		ls = append(ls, fmt.Sprintf("%s %d", l, n))
+	}
+	sort.Strings(ls)
+	return fmt.Sprintf("%d calls, %d input + %d output tokens, cost %s; models %s; grades by label: %s",
+		j.Calls, j.InputTokens, j.OutputTokens, usd(j.CostUSD), strings.Join(j.Models, ", "), strings.Join(ls, ", "))
 }

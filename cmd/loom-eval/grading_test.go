@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A suite graded end to end by the binary: hidden tests run in the sandbox
+// against the files each trial wrote, a tolerance grader, a scripted
+// judge; success is every required grader passing, and each grader's pass
+// rate is reported.
+func TestRootScoreGradesWithCodeNumberAndScriptedJudgeGraders(t *testing.T) {
+	bin := buildLoomEval(t)
+	dir := t.TempDir()
+	cases := `{"id":"mean","task":"Write solution.py with mean(xs); print mean([1,2,4]).","graders":[` +
+		`{"type":"code","name":"hidden_tests","file":"graders/mean.py"},` +
+		`{"type":"number","name":"printed_mean","expected":2.3333333,"abs_tol":0.005},` +
+		`{"type":"model","name":"explains","rubric":"The answer must say \"mean\".","required":false}]}` + "\n"
+	trial := func(n int, code, answer string) string {
+		b, _ := json.Marshal(map[string]any{"case_id": "mean", "trial": n, "model_label": "scripted", "trace_id": "t", "success": true,
+			"transcript": map[string]any{"answer": answer, "files": map[string]string{"solution.py": code}}})
+		return string(b) + "\n"
+	}
+	good := "def mean(xs):\n    return sum(xs) / len(xs) if xs else 0\n"
+	empty := "def mean(xs):\n    return sum(xs) / len(xs) if xs else 1/0\n" // crashes on the hidden empty-list test
+	trials := trial(0, good, "The mean is 2.33.") + trial(1, empty, "mean = 2.333") + trial(2, good, "It is 2.4.")
+	writeFiles(t, dir, map[string]string{
+		"cases.jsonl":  cases,
+		"trials.jsonl": trials,
+		"graders/mean.py": `import solution
+
+def grade(transcript, outcome):
+    assert abs(solution.mean([1, 2, 4]) - 7 / 3) < 1e-9, "mean([1, 2, 4])"
+    assert solution.mean([]) == 0, "mean([]) should be 0"
+    return True
+`,
+	})
+	stdout, stderr, code := runBinary(t, bin, dir, envWithoutKeys(), "score", "trials.jsonl", "--cases", "cases.jsonl", "--judge", "scripted", "--format", "json")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rep struct {
+		Suite struct {
+			Cases []struct {
+				Results []struct {
+					Success bool `json:"success"`
+					Grades  []struct {
+						Name, Reason string
+						Passed       bool
+						Judge        *struct {
+							ModelLabel string `json:"model_label"`
+						}
+					} `json:"grades"`
+				} `json:"results"`
+			} `json:"cases"`
+			Graders []struct {
+				Name   string `json:"name"`
+				Passed int    `json:"passed"`
+				Trials int    `json:"trials"`
+			} `json:"graders"`
+			Judge struct {
+				Calls  int            `json:"calls"`
+				Labels map[string]int `json:"model_labels"`
+			} `json:"judge"`
+			TotalCostUSD *float64 `json:"total_cost_usd"`
+		} `json:"candidate"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	res := rep.Suite.Cases[0].Results
+	got := []bool{res[0].Success, res[1].Success, res[2].Success}
+	if got[0] != true || got[1] != false || got[2] != false {
+		t.Fatalf("successes %v, want [true false false]: trial 1 fails the hidden test, trial 2 the tolerance", got)
+	}
+	if r := res[1].Grades[0].Reason; !strings.Contains(r, "ZeroDivisionError") {
+		t.Errorf("hidden test failure reason: %q", r)
+	}
+	if j := res[0].Grades[2].Judge; j == nil || j.ModelLabel != "scripted" {
+		t.Errorf("judge not labelled scripted: %+v", res[0].Grades[2])
+	}
+	want := map[string]int{"hidden_tests": 2, "printed_mean": 2, "explains": 2}
+	for _, g := range rep.Suite.Graders {
+		if g.Trials != 3 || g.Passed != want[g.Name] {
+			t.Errorf("grader %s: %d/%d, want %d/3", g.Name, g.Passed, g.Trials, want[g.Name])
+		}
+	}
+	if rep.Suite.Judge.Calls != 3 || rep.Suite.Judge.Labels["scripted"] != 3 {
+		t.Errorf("judge totals: %+v", rep.Suite.Judge)
+	}
+	// The text report names every grader with its interval, and the judge.
+	stdout, _, code = runBinary(t, bin, dir, envWithoutKeys(), "score", "trials.jsonl", "--cases", "cases.jsonl", "--judge", "scripted")
+	for _, w := range []string{"grader hidden_tests (code, required): 2/3 trials over 1 cases, pass rate", "grader explains (model, optional)", "judge        3 calls"} {
+		if code != ExitOK || !strings.Contains(stdout, w) {
+			t.Errorf("text report lacks %q (exit %d):\n%s", w, code, stdout)
+		}
+	}
+	// Without a judge, a model grader that has no recorded verdict is bad
+	// input, named.
+	_, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "score", "trials.jsonl", "--cases", "cases.jsonl")
+	if code != ExitUsage || !strings.Contains(stderr, `grader "explains"`) || !strings.Contains(stderr, "needs a judge") {
+		t.Errorf("no judge: exit %d: %s", code, stderr)
+	}
+}
