@@ -117,4 +117,17 @@ def grade(transcript, outcome):
 	if code != ExitUsage || !strings.Contains(stderr, `grader "explains"`) || !strings.Contains(stderr, "needs a judge") {
 		t.Errorf("no judge: exit %d: %s", code, stderr)
 	}
+	// grade records the verdicts once; score then reuses the costly ones
+	// (sandbox, judge) without a judge or a sandbox run, and says so.
+	_, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "grade", "trials.jsonl", "--cases", "cases.jsonl", "--judge", "scripted", "--out", "graded.jsonl")
+	if code != ExitOK || !strings.Contains(stderr, "graded 3 trials: 9 verdicts reached now, 0 kept as recorded; 6 passed, 3 failed") {
+		t.Fatalf("grade: exit %d: %s", code, stderr)
+	}
+	stdout, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "score", "graded.jsonl", "--cases", "cases.jsonl")
+	if code != ExitOK || !strings.Contains(stdout, "6 code or model verdicts kept as the trials recorded them") || !strings.Contains(stdout, "grader hidden_tests (code, required): 2/3") {
+		t.Errorf("score of graded trials: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if _, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "grade", "graded.jsonl", "--cases", "cases.jsonl", "--out", "graded.jsonl"); code != ExitUsage || !strings.Contains(stderr, "is the input file") {
+		t.Errorf("grade onto its input: exit %d: %s", code, stderr)
+	}
 }
