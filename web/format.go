@@ -349,3 +349,14 @@ func prettyAny(v any) string {
 	}
 	return string(b)
 }
+
+func graderRequired(g scorer.GraderRates) string {
+	switch {
+	case g.Required:
+		return "required"
+	case g.RequiredIn == 0:
+		return "optional"
+	default:
+		return fmt.Sprintf("in %d of %d cases", g.RequiredIn, g.Cases)
+	}
+}
