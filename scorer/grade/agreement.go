@@ -229,7 +229,7 @@ func judgeName(u *datasets.JudgeUsage) string {
 
 func gradeNames(t *datasets.Trial) string {
 	if len(t.Grades) == 0 {
-		return "none — grade the trials first (loom-eval score grades them)"
+		return "none: the trial carries no grades, so it was not graded"
 	}
 	names := make([]string, len(t.Grades))
 	for i, g := range t.Grades {

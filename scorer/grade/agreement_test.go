@@ -135,7 +135,7 @@ func TestAgreementRefusesLabelsThatPairWithNoGrade(t *testing.T) {
 		"3 of 4 labels pair with no grade",
 		`label on line 2 (trial 0 of case "c", grader "helpfull"): the trial (line 1) has no grade "helpfull" (its grades: "helpful")`,
 		`label on line 3 (trial 7 of case "c", grader "helpful"): no such trial`,
-		`label on line 4 (trial 1 of case "c", grader "helpful"): the trial (line 2) has no grade "helpful" (its grades: none — grade the trials first`,
+		`label on line 4 (trial 1 of case "c", grader "helpful"): the trial (line 2) has no grade "helpful" (its grades: none: the trial carries no grades`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q\nlacks %q", err, want)
