@@ -1,6 +1,7 @@
 package datasets
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 func TestReadLabelsAcceptsTheDocumentedFormat(t *testing.T) {
@@ -130,6 +133,60 @@ func TestLabelSchemaMatchesTheGoType(t *testing.T) {
 	}
 	if !reflect.DeepEqual(s.Required, requiredGo) || !reflect.DeepEqual(s.Required, slices.Sorted(slices.Values(labelRequired))) {
 		t.Errorf("schema required %v, Go fields without omitempty %v, decoder requires %v", s.Required, requiredGo, labelRequired)
+	}
+}
+
+// The schema and the decoder accept and refuse the same single lines
+// (what one line can show: not duplicates across lines, nor a key given
+// twice, which JSON parsers silently collapse).
+func TestLabelSchemaAndDecoderAgreeLineByLine(t *testing.T) {
+	b, err := os.ReadFile("schema/label.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("label.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("label.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line, valid := range map[string]bool{
+		`{"case_id":"a","trial":0,"grader":"g","passed":true}`:                                      true,
+		`{"case_id":"a","trial":3,"grader":"g","passed":false,"labeler":"ana","note":"off by one"}`: true,
+		`{"case_id":"a","trial":0,"grader":"g","passed":true,"labeler":"Ana María"}`:                true,
+		`{"case_id":"a","trial":0,"grader":"g","passed":true,"pass":true}`:                          false,
+		`{"case_id":"a","trial":0,"grader":"g"}`:                                                    false,
+		`{"trial":0,"grader":"g","passed":true}`:                                                    false,
+		`{"case_id":"a","trial":0,"passed":true}`:                                                   false,
+		`{"case_id":"a","grader":"g","passed":true}`:                                                false,
+		`{"case_id":"a","trial":0,"grader":"g","passed":null}`:                                      false,
+		`{"case_id":"a","trial":null,"grader":"g","passed":true}`:                                   false,
+		`{"case_id":"a","trial":0,"grader":"g","passed":"yes"}`:                                     false,
+		`{"case_id":"a","trial":1.5,"grader":"g","passed":true}`:                                    false,
+		`{"case_id":"a","trial":-1,"grader":"g","passed":true}`:                                     false,
+		`{"case_id":"","trial":0,"grader":"g","passed":true}`:                                       false,
+		`{"case_id":"a","trial":0,"grader":"","passed":true}`:                                       false,
+		`{"case_id":"a","trial":0,"grader":"g","passed":true,"labeler":""}`:                         false,
+		`{"case_id":"a","trial":0,"grader":"g","passed":true,"labeler":" ana"}`:                     false,
+		`{"case_id":"a","trial":0,"grader":"g","passed":true,"labeler":"ana\n"}`:                    false,
+		`{"case_id":"a","trial":0,"grader":"g","passed":true,"note":""}`:                            false,
+		`{"case_id":"a","trial":0,"grader":"g","passed":true,"labeler":7}`:                          false,
+	} {
+		_, decErr := ReadLabels(strings.NewReader(line), "l.jsonl")
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		schemaErr := sch.Validate(v)
+		if (decErr == nil) != valid || (schemaErr == nil) != valid {
+			t.Errorf("%s: decoder %v, schema %v; want valid=%v from both", line, decErr, schemaErr, valid)
+		}
 	}
 }
 
