@@ -83,7 +83,7 @@ func (m *Main) runGrade(ctx context.Context, args []string) error {
 			return &ExitError{Code: code, Err: err}
 		}
 	}
-	env, stop, err := g.env(ctx, m.Stderr, cases)
+	env, stop, err := g.env(ctx, m.Stderr, m.Getenv, cases)
 	if err != nil {
 		return err
 	}

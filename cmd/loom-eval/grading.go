@@ -17,26 +17,38 @@ import (
 // gradingFlags say how graders run: code graders in the sandbox (started
 // only when a case has one), model graders through a judge.
 type gradingFlags struct {
-	judge   string
-	regrade bool
+	judge, judgeConfig string
+	regrade            bool
 }
 
 func (g *gradingFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.judge, "judge", "", `judge for model and pairwise graders: "scripted" (the deterministic rule judge, labelled scripted in every grade; see docs/scoring.md)`)
+	fs.StringVar(&g.judge, "judge", "", `judge for model and pairwise graders: "scripted" (the deterministic rule judge, labelled scripted in every grade; see docs/scoring.md); --judge-config for a provider`)
+	fs.StringVar(&g.judgeConfig, "judge-config", "", "judge config JSON (provider, model, base_url, api_key_env, budget_usd; docs/scoring.md): model graders ask that provider through the gateway")
 	fs.BoolVar(&g.regrade, "regrade", false, "rerun code and model graders even on trials that carry their verdicts")
 }
 
 // env builds the grading environment for cases; stop releases what it
 // started (the sandbox).
-func (g *gradingFlags) env(ctx context.Context, stderr io.Writer, cases []datasets.Case) (grade.Env, func(), error) {
+func (g *gradingFlags) env(ctx context.Context, stderr io.Writer, getenv func(string) string, cases []datasets.Case) (grade.Env, func(), error) {
 	env := grade.Env{Regrade: g.regrade}
 	stop := func() {}
-	switch g.judge {
-	case "":
-	case "scripted":
+	switch {
+	case g.judge != "" && g.judgeConfig != "":
+		return env, stop, usageError("--judge and --judge-config: give one (the scripted judge, or a provider's config)")
+	case g.judge == "scripted":
 		env.Judge = grade.ScriptedJudge{}
-	default:
-		return env, stop, usageError("--judge: %q: want \"scripted\"", g.judge)
+	case g.judge != "":
+		return env, stop, usageError("--judge: %q: want \"scripted\" (a provider's judge comes from --judge-config FILE)", g.judge)
+	case g.judgeConfig != "":
+		cfg, err := graders.LoadJudgeConfig(g.judgeConfig)
+		if err != nil {
+			return env, stop, usageError("--judge-config: %v", err)
+		}
+		j, err := graders.NewJudge(cfg, graders.JudgeOptions{Getenv: getenv})
+		if err != nil {
+			return env, stop, usageError("--judge-config %s: %v", g.judgeConfig, err)
+		}
+		env.Judge = j
 	}
 	needCode := false
 	for _, c := range cases {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loomwork/loomwork/agents/gateway/providertest"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -129,5 +133,46 @@ def grade(transcript, outcome):
 	}
 	if _, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "grade", "graded.jsonl", "--cases", "cases.jsonl", "--out", "graded.jsonl"); code != ExitUsage || !strings.Contains(stderr, "is the input file") {
 		t.Errorf("grade onto its input: exit %d: %s", code, stderr)
+	}
+}
+
+// score --judge-config sends model graders to a provider through the
+// gateway (here the OpenAI wire-format fake), and the judge's tokens and
+// cost are reported as the judge's.
+func TestScoreJudgeConfigAsksTheProvider(t *testing.T) {
+	const key = "sk-judge-test-0123456789"
+	srv := providertest.NewOpenAI(t, key)
+	srv.Enqueue(providertest.OpenAICompletion(providertest.OpenAIAnswer{Model: "gpt-4o-mini-2024-07-18",
+		Content: `{"score": 0.9, "passed": true, "reason": "names the pool"}`, Prompt: 500, Completion: 20}))
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"judge.json":   `{"provider": "openai", "model": "gpt-4o-mini", "base_url": "` + srv.URL + `/v1", "api_key_env": "JUDGE_KEY"}`,
+		"cases.jsonl":  `{"id":"c","task":"Why did checkout fail?","graders":[{"type":"model","name":"rubric","rubric":"Names the connection pool."}]}` + "\n",
+		"trials.jsonl": `{"case_id":"c","trial":0,"model_label":"live","trace_id":"t","success":true,"cost_usd":0.01,"transcript":{"answer":"The connection pool ran dry."}}` + "\n",
+	})
+	var out, errb bytes.Buffer
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
+		if k == "JUDGE_KEY" {
+			return key
+		}
+		return ""
+	}}
+	err := m.Run(context.Background(), []string{"score", filepath.Join(dir, "trials.jsonl"), "--cases", filepath.Join(dir, "cases.jsonl"),
+		"--judge-config", filepath.Join(dir, "judge.json")})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errb.String())
+	}
+	if srv.Count() != 1 {
+		t.Fatalf("%d requests at the provider, want 1", srv.Count())
+	}
+	got := out.String()
+	for _, w := range []string{"grader rubric (model, required): 1/1 trials", "judge        1 calls, 500 input + 20 output tokens", "models gpt-4o-mini-2024-07-18", "grades by label: live 1",
+		"cost         total $0.010000"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("report lacks %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got+errb.String(), key) {
+		t.Error("the judge's key appears in the output")
 	}
 }

@@ -151,7 +151,7 @@ func (m *Main) evaluateReport(ctx context.Context, f *scoreFlags, cfg scorer.Con
 			return nil, err
 		}
 	}
-	env, stop, err := f.grading.env(ctx, m.Stderr, in.Cases)
+	env, stop, err := f.grading.env(ctx, m.Stderr, m.Getenv, in.Cases)
 	if err != nil {
 		return nil, err
 	}
