@@ -13,6 +13,9 @@ func FuzzReadCases(f *testing.F) {
 	f.Add([]byte(`{"id":"c1","task":"t","id":"c2"}`))
 	f.Add([]byte(`{"id":"c1","ta`))
 	f.Add([]byte("\n\n[1,2]\n"))
+	f.Add([]byte(`{"id":"g","task":"t","required_evidence":["d"],"graders":[{"type":"evidence_cited"},{"type":"number","name":"n","expected":96.124991,"abs_tol":0.005},{"type":"code","file":"graders/x.py"},{"type":"trace","metric":"critical_path_share","span":"chat","max":0.5,"required":false}]}`))
+	f.Add([]byte(`{"id":"g","task":"t","graders":[{"type":"pairwise","rubric":"r","reference":"x"},{"type":"json_schema","name":"s","schema":{"type":"object"}},{"type":"tool_called","tool":"x","pattern":"a+","min":0,"max":2}]}`))
+	f.Add([]byte(`{"id":"g","task":"t","graders":[{"type":"contains","value":"x","abs_tol":1}]}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		cs, err := ReadCases(bytes.NewReader(in), "fuzz.jsonl")
 		if err != nil {
@@ -33,6 +36,10 @@ func FuzzReadCases(f *testing.F) {
 			again, err := ReadCases(bytes.NewReader(b), "re")
 			if err != nil || len(again) != 1 {
 				t.Fatalf("re-decode of %s: %v", b, err)
+			}
+			again[0].Line = c.Line
+			if b2, _ := json.Marshal(again[0]); !bytes.Equal(b, b2) {
+				t.Fatalf("round trip changed the case:\n%s\n%s", b, b2)
 			}
 		}
 	})
