@@ -55,7 +55,8 @@ var rooms = []room{
 	// Rollups, pricing, scoring, stats, gate, report: reads formats and the
 	// store contract, never a backend.
 	{path: "scorer/", rule: "the scorer reads formats, not backends",
-		imports: []string{"scorer/", "datasets", "store", "semconv/"}},
+		imports: []string{"scorer/", "datasets", "store", "semconv/"},
+		tests:   []string{"store/sqlite"}}, // scorer/tracecases reads stored traces; there is no in-memory store
 	// Search, the judged-set miner, ablation.
 	{path: "retrieval/", rule: "retrieval knows no agent and no store",
 		imports: []string{"retrieval/", "datasets", "semconv/"}},
