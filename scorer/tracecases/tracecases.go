@@ -6,8 +6,9 @@
 // provenance, of the case its root span names with loomwork.case.id
 // (semconv.AttrCaseID); a trace without one becomes a case of its own,
 // "trace-" and the first 12 hex digits of its id, and the Report lists it.
-// A case's task is its first trace's input (the root's first user message,
-// else OpenInference's input.value, else the first model call's), and its
+// A case's task is its first trace's input, read as graders read it
+// (grade.TranscriptFromSpans: the root's first user message, else
+// OpenInference's input.value, else the first model call's), and its
 // expected tools and required evidence are what its traces did: the
 // distinct tools they called and the evidence they cited, tagged
 // "from-traces" so the user knows to review them. The scorer's
@@ -35,6 +36,7 @@ import (
 
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
+	"github.com/loomwork/loomwork/scorer/grade"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
@@ -360,7 +362,7 @@ func readTrace(spans []store.Span, attrs map[string]string) (read, bool, error) 
 	if len(spans) == 0 {
 		return read{}, false, errors.New("the store returned no spans")
 	}
-	root := rootSpan(spans)
+	root := grade.RootSpan(spans)
 	rs := &spans[root]
 	for k, want := range attrs {
 		v, ok := rs.Attributes[k]
@@ -391,7 +393,10 @@ func readTrace(spans []store.Span, attrs map[string]string) (read, bool, error) 
 			}
 		}
 	}
-	rd.task = strings.TrimSpace(transcriptOf(spans).Task)
+	// The task as graders read it (grade.TranscriptFromSpans): the root's
+	// first user message, else its input.value, else the first model
+	// call's first user message.
+	rd.task = strings.TrimSpace(grade.TranscriptFromSpans(spans).Task)
 	rd.tools = distinctSorted(d.ToolsCalled)
 	rd.cited = distinctSorted(d.EvidenceCited)
 	return rd, true, nil
@@ -451,30 +456,6 @@ func attrText(v any) (string, bool) {
 		return strconv.FormatBool(x), true
 	}
 	return "", false
-}
-
-// rootSpan is the index of the trace's root: the longest span without a
-// parent in the trace (as the scorer picks it), the earliest on a tie.
-func rootSpan(spans []store.Span) int {
-	ids := make(map[string]bool, len(spans))
-	for i := range spans {
-		ids[spans[i].SpanID] = true
-	}
-	root := -1
-	for _, i := range startOrder(spans) {
-		s := &spans[i]
-		if s.ParentSpanID != "" && ids[s.ParentSpanID] {
-			continue
-		}
-		if root < 0 || s.Duration() > spans[root].Duration() {
-			root = i
-		}
-	}
-	if root < 0 {
-		// Every span has a parent in the trace: a cycle. The earliest.
-		root = startOrder(spans)[0]
-	}
-	return root
 }
 
 func startOrder(spans []store.Span) []int {
