@@ -63,7 +63,7 @@ type casesFromTracesOutput struct {
 }
 
 func (m *Main) runCasesFromTraces(ctx context.Context, args []string, now time.Time) error {
-	fs := m.newFlagSet("cases from-traces", "cases from-traces [--store URL] [--since 1h|RFC3339] [--until 10m|RFC3339] [--service S] [--agent A] [--attr KEY=VALUE ...] [--limit N] [--graders FILE] [--cases-out FILE] [--trials-out FILE] [--force] [--json]")
+	fs := m.newFlagSet("cases from-traces", "cases from-traces [--store URL] [--since 1h|RFC3339] [--until 10m|RFC3339] [--service S] [--agent A] [--attr KEY=VALUE ...] [--limit N] [--graders FILE] [--cases-out FILE] [--trials-out FILE] [--force] [--format text|json] [--json]")
 	storeURL := m.tracesStoreFlag(fs)
 	since := fs.String("since", "", "traces starting at or after this: a duration back from now (1h) or an RFC 3339 time")
 	until := fs.String("until", "", "traces starting before this: a duration back from now (10m) or an RFC 3339 time")
@@ -76,15 +76,18 @@ func (m *Main) runCasesFromTraces(ctx context.Context, args []string, now time.T
 	casesOut := fs.String("cases-out", "", "write the cases (JSONL) here")
 	trialsOut := fs.String("trials-out", "", "write the trials (JSONL) here")
 	force := fs.Bool("force", false, "overwrite --cases-out and --trials-out if they exist")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
+	output := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	format, err := output.Format()
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError("cases from-traces: unexpected arguments %q", fs.Args())
 	}
 	f := tracecases.Filter{Service: strings.TrimSpace(*service), Agent: strings.TrimSpace(*agent), Attributes: attrs, Limit: *limit}
-	var err error
 	if f.Since, err = parseWhen(*since, now); err != nil {
 		return usageError("cases from-traces: --since: %v", err)
 	}
@@ -164,7 +167,7 @@ func (m *Main) runCasesFromTraces(ctx context.Context, args []string, now time.T
 	if store == "" {
 		store = storeurl.DefaultPath
 	}
-	if *asJSON {
+	if format == "json" {
 		if rep.WithoutCaseID == nil {
 			rep.WithoutCaseID = []tracecases.Unmarked{}
 		}

@@ -167,6 +167,10 @@ func TestFromTracesToyAgentToGate(t *testing.T) {
 	// Without the attribute filter the demo's trace comes too, as a case
 	// of its own, and --json says so.
 	out, code, err = scorerCLI(t, "cases", "from-traces", "--store", db, "--trials-out", filepath.Join(dir, "all.jsonl"), "--json")
+	outFormat, _, _ := scorerCLI(t, "cases", "from-traces", "--format", "json", "--store", db, "--trials-out", filepath.Join(dir, "all.jsonl"), "--force")
+	if out != outFormat {
+		t.Errorf("--json and --format json print differently:\n%s\n%s", out, outFormat)
+	}
 	var rep struct {
 		tracecases.Report
 		TrialsOut string `json:"trials_out"`
