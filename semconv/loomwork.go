@@ -123,13 +123,9 @@ const (
 
 // Keys of store/storetest's synthetic traces (the conformance, load and
 // benchmark data), shaped like an evaluation run in a sandbox. Nothing in
-// Loomwork writes them on a real span or reads them.
+// Loomwork writes them on a real span or reads them. (The synthetic traces
+// also set AttrCaseID and AttrTrial, below.)
 const (
-	// AttrCaseID is the id of the evaluation case an agent span's run
-	// belongs to.
-	AttrCaseID = "loomwork.case.id"
-	// AttrTrial is the 0-based trial number of the run (an int).
-	AttrTrial = "loomwork.trial"
 	// AttrSandboxID names the sandbox an execute_tool span ran in.
 	AttrSandboxID = "loomwork.sandbox.id"
 	// AttrSandboxExitCode is the exit code of the tool's process in the
@@ -144,4 +140,20 @@ const (
 	AttrLinkKind = "loomwork.link.kind"
 	// AttrRetryAttempt is the 1-based attempt number of a retry.
 	AttrRetryAttempt = "loomwork.retry.attempt"
+)
+
+// Keys any agent, on Loomwork's runtime or not, sets on the root span of
+// a run of an evaluation case, so its trace becomes a trial of that case
+// (`loom-eval cases from-traces`, package scorer/tracecases;
+// docs/scoring.md, "Any agent's traces become cases"). They are the one
+// documented contract between an outside agent's OTel SDK and Loomwork.
+const (
+	// AttrCaseID is the id of the evaluation case the run attempts (a
+	// string), on the root span. Traces without it become cases of their
+	// own, named after the trace id.
+	AttrCaseID = "loomwork.case.id"
+	// AttrTrial is the run's 0-based trial number of its case (an int), on
+	// the root span. Optional: without it, a case's trials are numbered in
+	// the order their roots started.
+	AttrTrial = "loomwork.trial"
 )

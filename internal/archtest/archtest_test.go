@@ -55,7 +55,8 @@ var rooms = []room{
 	// Rollups, pricing, scoring, stats, gate, report: reads formats and the
 	// store contract, never a backend.
 	{path: "scorer/", rule: "the scorer reads formats, not backends",
-		imports: []string{"scorer/", "datasets", "store", "semconv/"}},
+		imports: []string{"scorer/", "datasets", "store", "semconv/"},
+		tests:   []string{"store/sqlite"}}, // scorer/tracecases reads stored traces; there is no in-memory store
 	// Search, the judged-set miner, ablation.
 	{path: "retrieval/", rule: "retrieval knows no agent and no store",
 		imports: []string{"retrieval/", "datasets", "semconv/"}},
@@ -156,6 +157,13 @@ var vocabularyExceptions = []struct{ file, literal, why string }{
 	{"scorer/report/report.go", "loomwork.", "the JUnit suite name is \"loomwork.\" + the trials' source"},
 	{"scorer/report/report.go", "loomwork.case", "the JUnit classname of a case's test case"},
 	{"scorer/report/report.go", "loomwork.gate", "the JUnit classname of the gate's test case"},
+	// The toy agent stands for an agent outside Loomwork: it imports no
+	// Loomwork package (scripts are leaves) and spells the documented keys
+	// as a user's agent does. Its GenAI keys come from OTel's semconv.
+	{"scripts/toyagent/keys.go", "loomwork.case.id", "an outside agent marks its root span with semconv.AttrCaseID by name"},
+	{"scripts/toyagent/keys.go", "loomwork.trial", "an outside agent's semconv.AttrTrial, by name"},
+	{"scripts/toyagent/keys.go", "loomwork.citations", "an outside agent's semconv.AttrCitations, by name"},
+	{"scripts/toyagent/keys.go", "loomwork.model.label", "the toy's model is scripted, and says so by semconv.AttrModelLabel's name"},
 }
 
 // ---------------------------------------------------------------------------
