@@ -31,7 +31,7 @@ type Case struct {
 	// EvidenceMatch is "all" (default: every required id must be cited to
 	// pass) or "any" (one is enough, e.g. several pages answer it).
 	EvidenceMatch string  `json:"evidence_match,omitempty"`
-	Budgets       Budgets `json:"budgets,omitempty"`
+	Budgets       Budgets `json:"budgets,omitzero"`
 	// MustPass marks a case a gate fails on whenever it does not pass.
 	MustPass bool     `json:"must_pass,omitempty"`
 	Tags     []string `json:"tags,omitempty"`
