@@ -413,6 +413,15 @@ func TestTranscriptFromSpans(t *testing.T) {
 	if strings.Join(tr.Citations, ",") != "runbook://checkout-timeout" {
 		t.Errorf("citations %v", tr.Citations)
 	}
+	// Content on the GenAI convention's inference-details event, on the
+	// last model call only.
+	spans = incidentSpans()
+	spans[1].Events = []store.Event{{Name: semconv.EventInferenceOperationDetails, Attributes: store.Attributes{
+		semconv.AttrInputMessages:  `[{"role":"user","parts":[{"type":"text","content":"why?"}]}]`,
+		semconv.AttrOutputMessages: `[{"role":"assistant","parts":[{"type":"text","content":"because."}]}]`}}}
+	if tr := grade.TranscriptFromSpans(spans); tr.Task != "why?" || tr.Answer != "because." {
+		t.Errorf("event content: %+v", tr)
+	}
 	// OpenInference content on the root only.
 	spans = incidentSpans()
 	spans[0].Attributes = store.Attributes{"input.value": "q?", "output.value": "a."}

@@ -19,9 +19,10 @@ const (
 
 // TranscriptFromSpans reads a transcript out of a trace, for agents that
 // are not on Loomwork's runtime and send only spans:
-//   - task: the root span's first user message (gen_ai.input.messages),
-//     else its OpenInference input.value, else the first model call's
-//     first user message;
+//   - task: the root span's first user message (gen_ai.input.messages, as
+//     an attribute or on a gen_ai.client.inference.operation.details
+//     event), else its OpenInference input.value, else the first model
+//     call's first user message;
 //   - answer: the root's last assistant message (gen_ai.output.messages),
 //     else its output.value, else the last-ending model call's;
 //   - tool calls: every execute_tool span in start order, with
@@ -83,16 +84,29 @@ func TranscriptFromSpans(spans []store.Span) datasets.Transcript {
 	}
 	if root >= 0 {
 		r := &spans[root]
-		tr.Task = userText(r.Attributes)
-		tr.Answer = assistantText(r.Attributes)
+		tr.Task = userText(r)
+		tr.Answer = assistantText(r)
 	}
 	if tr.Task == "" && firstCall >= 0 {
-		tr.Task = userText(spans[firstCall].Attributes)
+		tr.Task = userText(&spans[firstCall])
 	}
 	if tr.Answer == "" && lastCall >= 0 {
-		tr.Answer = assistantText(spans[lastCall].Attributes)
+		tr.Answer = assistantText(&spans[lastCall])
 	}
 	return tr
+}
+
+// contentSources are where a span's message content may be: its
+// attributes, then (the GenAI convention's newer form) the attributes of
+// its gen_ai.client.inference.operation.details events.
+func contentSources(s *store.Span) []store.Attributes {
+	out := []store.Attributes{s.Attributes}
+	for _, e := range s.Events {
+		if e.Name == semconv.EventInferenceOperationDetails {
+			out = append(out, e.Attributes)
+		}
+	}
+	return out
 }
 
 // RootSpan is the index of a trace's root: the longest span without a
@@ -175,30 +189,34 @@ func messages(a store.Attributes, key string) []genAIMessage {
 	return ms
 }
 
-func userText(a store.Attributes) string {
-	for _, m := range messages(a, semconv.AttrInputMessages) {
-		if m.Role == "user" {
-			if t := m.text(); t != "" {
-				return t
+func userText(s *store.Span) string {
+	for _, a := range contentSources(s) {
+		for _, m := range messages(a, semconv.AttrInputMessages) {
+			if m.Role == "user" {
+				if t := m.text(); t != "" {
+					return t
+				}
 			}
 		}
 	}
-	if v, ok := a.String(openInferenceInput); ok {
+	if v, ok := s.Attributes.String(openInferenceInput); ok {
 		return v
 	}
 	return ""
 }
 
-func assistantText(a store.Attributes) string {
-	ms := messages(a, semconv.AttrOutputMessages)
-	for i := len(ms) - 1; i >= 0; i-- {
-		if ms[i].Role == "assistant" || ms[i].Role == "" {
-			if t := ms[i].text(); t != "" {
-				return t
+func assistantText(s *store.Span) string {
+	for _, a := range contentSources(s) {
+		ms := messages(a, semconv.AttrOutputMessages)
+		for i := len(ms) - 1; i >= 0; i-- {
+			if ms[i].Role == "assistant" || ms[i].Role == "" {
+				if t := ms[i].text(); t != "" {
+					return t
+				}
 			}
 		}
 	}
-	if v, ok := a.String(openInferenceOutput); ok {
+	if v, ok := s.Attributes.String(openInferenceOutput); ok {
 		return v
 	}
 	return ""
