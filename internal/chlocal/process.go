@@ -53,6 +53,9 @@ type Process struct {
 	waitDone chan struct{}
 	waitErr  error
 	logPath  string
+	// portsFile is the launcher's "ready" file; Stop removes it once the
+	// process is gone, whatever the launcher managed to do.
+	portsFile string
 	// TCPPort and HTTPPort are the ports on 127.0.0.1.
 	TCPPort, HTTPPort int
 }
@@ -93,7 +96,7 @@ func StartProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.Command[0], err)
 	}
-	p := &Process{cmd: cmd, waitDone: make(chan struct{}), logPath: logPath}
+	p := &Process{cmd: cmd, waitDone: make(chan struct{}), logPath: logPath, portsFile: portsFile}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.waitDone)
@@ -150,11 +153,24 @@ func (p *Process) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-p.waitDone:
+		p.removePortsFile()
 		return nil
 	case <-ctx.Done():
 		_ = p.cmd.Process.Kill()
 		<-p.waitDone
+		p.removePortsFile()
 		return fmt.Errorf("clickhouse (pid %d) ignored SIGTERM, killed: %w", p.Pid(), ctx.Err())
+	}
+}
+
+// removePortsFile removes the ready file of a stopped launcher. The
+// launcher removes it itself on a clean stop, but the ClickHouse engine it
+// hosts installs its own signal handlers, and when one of those ends the
+// process first (seen under load) the file stays behind and would say
+// "ready" for a server that is gone.
+func (p *Process) removePortsFile() {
+	if p.portsFile != "" {
+		_ = os.Remove(p.portsFile)
 	}
 }
 
