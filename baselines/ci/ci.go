@@ -42,11 +42,13 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
+	"github.com/loomwork/loomwork/scorer/grade"
 	"github.com/loomwork/loomwork/scorer/report"
 )
 
@@ -297,7 +299,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// 4. Rescore the committed baseline.
 	done = p.start("rescore: %s by the current scorer against %s", in.baselinePath, filepath.Join(cfg.Dir, ReportFile))
-	if res.Rescore, err = rescore(ctx, scoring, in, cfg.Dir); err != nil {
+	if res.Rescore, err = rescore(ctx, scoring, in, cfg.Dir, gradingEnv(cfg)); err != nil {
 		return nil, err
 	}
 	done("%d case(s) judged differently", len(res.Rescore.Changed))
@@ -434,6 +436,7 @@ func gateFresh(ctx context.Context, cfg Config, scoring scorer.Config, in *input
 		Candidate: report.Trials{Source: source, Trials: cand},
 		Baseline:  report.Trials{Source: in.baselinePath, Trials: in.baseline},
 		Policy:    &pol,
+		Grading:   gradingEnv(cfg),
 	})
 	if err != nil {
 		if errors.Is(err, report.ErrBadInput) {
@@ -502,4 +505,12 @@ func nonEmpty(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// gradingEnv runs the cases' code graders (the coding cases' hidden tests)
+// in the recipe's sandbox under the coding agent's limits, as `loom-eval
+// score` does. The baseline trials are graded once: the gate's and the
+// rescore's Evaluate share them, and a recorded code verdict is kept.
+func gradingEnv(cfg Config) grade.Env {
+	return grade.Env{Code: &graders.Sandbox{Runner: cfg.Sandbox, Limits: coding.Limits()}}
 }
