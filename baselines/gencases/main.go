@@ -103,7 +103,7 @@ func run(dataset, out string) error {
 
 // codingTokens is a coding case's token budget: the longest scripted play
 // (four attempts, nine model calls) stays under it with room to spare.
-const codingTokens = 40000
+const codingTokens = 20000
 
 // passesEveryTrial reports whether the scripted play of s passes its hidden
 // tests on every trial (no flaw on any).
