@@ -88,6 +88,10 @@ type Config struct {
 	Index research.Index
 	// Sandbox runs the coding agent's programs. Required.
 	Sandbox coding.Sandbox
+	// Graders runs the cases' code graders (the coding cases' hidden
+	// tests); nil runs them in Sandbox under the coding agent's limits, as
+	// `loom-eval score` does.
+	Graders grade.CodeRunner
 	// Scoring configures the scorer (seed, intervals); nil is
 	// scorer.DefaultConfig. The policy's confidence and resamples apply on
 	// top, as for `loom-eval gate`.
@@ -507,10 +511,13 @@ func nonEmpty(s, def string) string {
 	return s
 }
 
-// gradingEnv runs the cases' code graders (the coding cases' hidden tests)
-// in the recipe's sandbox under the coding agent's limits, as `loom-eval
-// score` does. The baseline trials are graded once: the gate's and the
-// rescore's Evaluate share them, and a recorded code verdict is kept.
+// gradingEnv is how the recipe grades: code graders through cfg.Graders,
+// by default in the recipe's sandbox. Trials that carry a code verdict
+// (the committed baseline's, recorded by scripts/baselines.sh record) keep
+// it; the fresh run's trials are graded here.
 func gradingEnv(cfg Config) grade.Env {
+	if cfg.Graders != nil {
+		return grade.Env{Code: cfg.Graders}
+	}
 	return grade.Env{Code: &graders.Sandbox{Runner: cfg.Sandbox, Limits: coding.Limits()}}
 }
