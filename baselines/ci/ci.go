@@ -516,8 +516,24 @@ func nonEmpty(s, def string) string {
 // (the committed baseline's, recorded by scripts/baselines.sh record) keep
 // it; the fresh run's trials are graded here.
 func gradingEnv(cfg Config) grade.Env {
+	var run grade.CodeRunner = &graders.Sandbox{Runner: cfg.Sandbox, Limits: coding.Limits()}
 	if cfg.Graders != nil {
-		return grade.Env{Code: cfg.Graders}
+		run = cfg.Graders
 	}
-	return grade.Env{Code: &graders.Sandbox{Runner: cfg.Sandbox, Limits: coding.Limits()}}
+	return grade.Env{Code: refusalFails{run}}
+}
+
+// refusalFails turns a sandbox that refuses to run a code grader into a
+// failed grade naming the refusal, instead of stopping the recipe: the
+// sandbox is part of what the recipe checks, so a broken one must show as
+// the cases it fails (with the replay's divergences beside them), not as
+// an operational error with no verdict. A cancelled context still stops.
+type refusalFails struct{ grade.CodeRunner }
+
+func (r refusalFails) RunCode(ctx context.Context, req grade.CodeRequest) (grade.CodeResult, error) {
+	res, err := r.CodeRunner.RunCode(ctx, req)
+	if err != nil && ctx.Err() == nil {
+		return grade.CodeResult{Reason: "refused", Evidence: []string{err.Error()}}, nil
+	}
+	return res, err
 }

@@ -240,8 +240,8 @@ func (r refusePython) Run(ctx context.Context, req sandbox.Request) (*sandbox.Re
 // attempt of its play without ever running one, so solution.py is what a
 // working sandbox leaves and the case still passes — its answer says it
 // gave up. When the graders' sandbox refuses Python too (the same broken
-// runner, as in a real regression), grading cannot reach a verdict and the
-// recipe stops with an operational error naming the grader.
+// runner, as in a real regression), the hidden tests cannot run and the
+// must-pass case fails the gate with the refusal as its reason.
 func TestRecipeNamesTheRunsWhenTheSandboxRefusesPython(t *testing.T) {
 	idx, sb := deps(t)
 	const c = "coding-roman"
@@ -272,10 +272,21 @@ func TestRecipeNamesTheRunsWhenTheSandboxRefusesPython(t *testing.T) {
 		t.Fatalf("fresh trials %+v: a run whose program never ran cites nothing", fresh)
 	}
 
-	_, err = ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, Index: idx, Sandbox: refusePython{sb}, WorkDir: work})
-	if err == nil || errors.Is(err, ci.ErrBadInput) || !strings.Contains(err.Error(), "code grader graders/coding-roman.py") ||
-		!strings.Contains(err.Error(), "python is not allowed") {
-		t.Fatalf("graders refused Python too: err = %v, want an operational error naming the grader", err)
+	// The same broken runner for the agent and the graders: the hidden
+	// tests cannot run, so the must-pass case fails by name, with the
+	// refusal as its reason.
+	res, err = ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, Index: idx, Sandbox: refusePython{sb}, WorkDir: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed || !slices.Equal(res.Failed, []string{ci.PartReplay, ci.PartGate}) {
+		t.Fatalf("failed = %v: %s", res.Failed, res.Verdict())
+	}
+	if !slices.Equal(res.Gate.MustPassFailing, []string{c}) || !slices.Contains(res.Gate.FailedRule, "must_pass") {
+		t.Fatalf("gate = %+v", res.Gate)
+	}
+	if len(res.Gate.Worse) != 1 || !strings.Contains(strings.Join(res.Gate.Worse[0].Reasons, " "), "python is not allowed") {
+		t.Fatalf("worse = %+v, want the refusal as the reason", res.Gate.Worse)
 	}
 
 	// The same kept folder with the sandbox fixed: the fresh runs are run
