@@ -96,9 +96,23 @@ func TestCommittedJournalsReplayAsTheIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cases := loadCases(t)
 	want := map[string]datasets.Trial{}
 	for _, tr := range baseline {
-		tr.Line, tr.Journal = 0, nil
+		// The graders' verdicts were recorded on the replayed records
+		// (loom-eval grade in scripts/baselines.sh record): one per grader
+		// of the case, in its order, none an error; the rest of the record
+		// is the replay's.
+		c := cases[tr.CaseID]
+		if len(tr.Grades) != len(c.Graders) || len(c.Graders) == 0 {
+			t.Errorf("%s#%d: %d recorded grades, the case has %d graders", tr.CaseID, tr.Trial, len(tr.Grades), len(c.Graders))
+		}
+		for i, g := range tr.Grades {
+			if i < len(c.Graders) && (g.Name != c.Graders[i].DisplayName() || g.Error != "") {
+				t.Errorf("%s#%d: grade %d is %q (error %q), want the case's %q", tr.CaseID, tr.Trial, i, g.Name, g.Error, c.Graders[i].DisplayName())
+			}
+		}
+		tr.Line, tr.Journal, tr.Grades = 0, nil, nil
 		want[fmt.Sprintf("%s#%d", tr.CaseID, tr.Trial)] = tr
 	}
 	for _, name := range []string{"research.jsonl", "coding.jsonl"} {

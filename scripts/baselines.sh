@@ -2,11 +2,12 @@
 # Committed evaluation baselines of the two reference agents.
 #
 #   scripts/baselines.sh record   regenerate baselines/ from source: cases from the
-#                                 judged set's gold queries and the coding policy's
-#                                 scripted solutions, journals recorded with the
-#                                 scripted policies (3 trials per case, logical
-#                                 journal clock: byte-identical on every machine),
-#                                 the baseline trials and the score reports.
+#                                 judged set's gold queries and the coding suite's
+#                                 tasks (hidden tests in baselines/graders), journals
+#                                 recorded with the scripted policies (3 trials per
+#                                 case, logical journal clock: byte-identical on every
+#                                 machine), the baseline trials with their graders'
+#                                 verdicts (loom-eval grade) and the score reports.
 #   scripts/baselines.sh check    what CI runs: `loom-eval ci` (docs/scoring.md, "The CI
 #                                 recipe"): strict replay of every committed journal (tools
 #                                 re-executed: retrieval and the sandbox; no model key),
@@ -39,7 +40,11 @@ record)
       --journal-out "baselines/journals/$agent.jsonl" >"$tmp/$agent.run.txt"
     tail -n 1 "$tmp/$agent.run.txt"
   done
-  "$bin" replay --strict --trials-out baselines/baseline.trials.jsonl baselines/journals/*.jsonl | tail -n 1
+  "$bin" replay --strict --trials-out "$tmp/replayed.trials.jsonl" baselines/journals/*.jsonl | tail -n 1
+  # The graders' verdicts are recorded on the baseline trials: the coding
+  # cases' hidden tests run once here, in the sandbox, and score, gate and
+  # the CI recipe reuse them (the recipe grades its fresh run itself).
+  "$bin" grade "$tmp/replayed.trials.jsonl" --cases baselines/cases.jsonl --out baselines/baseline.trials.jsonl
   "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --format json >baselines/report.json
   "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --format markdown >baselines/report.md
   du -sh baselines

@@ -15,9 +15,12 @@
 // program that computed the value (retrieved) from an answer that reports it
 // (cited).
 //
-// Policy is the scripted stand-in for a model: it carries a scripted solution
-// per known task (Solutions) — it is not a coder, and says so — and answers
-// with what the sandbox printed.
+// Policy is the scripted stand-in for a model: it carries a scripted play
+// per task of the coding suite (Solutions) — it is not a coder, and says so
+// — writes solution.py, runs it, fixes it after a traceback, and answers
+// with what the sandbox printed. The suite grades the outcome, not the
+// answer: each case's hidden tests (baselines/graders) import the
+// solution.py the run wrote, and some plays fail them by design.
 package coding
 
 import (
@@ -288,30 +291,72 @@ func capText(s string, n int, already bool) (string, bool) {
 }
 
 // OutputEvidence is the evidence id of a program's output: "output:" and its
-// last non-empty stdout line (at most 200 characters), or "" for none.
+// last non-empty stdout line (at most 200 characters), or "" for none. The
+// line may hold brackets — a printed list is the value of many tasks — as
+// long as they balance, so [output:VALUE] reads back as one citation; a
+// line whose brackets do not balance cannot be cited and is no evidence.
 func OutputEvidence(stdout string) string {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
-	if last == "" || strings.ContainsAny(last, "[]") {
-		return ""
-	}
 	if r := []rune(last); len(r) > 200 {
-		last = string(r[:200])
+		last = strings.TrimSpace(string(r[:200]))
+	}
+	if last == "" || !balanced(last) {
+		return ""
 	}
 	return "output:" + last
 }
 
-var citationRE = regexp.MustCompile(`\[(output:[^\]\n]+)\]`)
-
-// Citations extracts the [output:VALUE] citations of an answer.
-func Citations(answer string) []string {
-	var out []string
-	for _, m := range citationRE.FindAllStringSubmatch(answer, -1) {
-		if id := strings.TrimSpace(m[1]); !slices.Contains(out, id) {
-			out = append(out, id)
+// balanced reports whether every ']' in s closes an earlier '['.
+func balanced(s string) bool {
+	depth := 0
+	for _, r := range s {
+		switch r {
+		case '[':
+			depth++
+		case ']':
+			if depth--; depth < 0 {
+				return false
+			}
 		}
 	}
-	return out
+	return depth == 0
+}
+
+// Citations extracts the [output:VALUE] citations of an answer: from each
+// "[output:" to the ']' that balances its '[' on the same line.
+func Citations(answer string) []string {
+	var out []string
+	const open = "[output:"
+	for rest := answer; ; {
+		i := strings.Index(rest, open)
+		if i < 0 {
+			return out
+		}
+		rest = rest[i+1:]
+		depth, end := 1, -1
+	scan:
+		for j, r := range rest {
+			switch r {
+			case '\n':
+				break scan
+			case '[':
+				depth++
+			case ']':
+				if depth--; depth == 0 {
+					end = j
+					break scan
+				}
+			}
+		}
+		if end < 0 {
+			continue
+		}
+		if id := strings.TrimSpace(rest[:end]); id != "output:" && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+		rest = rest[end+1:]
+	}
 }
 
 // LazySandbox starts a sandbox runner on the first run, so registering the

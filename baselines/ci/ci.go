@@ -42,11 +42,13 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
+	"github.com/loomwork/loomwork/scorer/grade"
 	"github.com/loomwork/loomwork/scorer/report"
 )
 
@@ -86,6 +88,10 @@ type Config struct {
 	Index research.Index
 	// Sandbox runs the coding agent's programs. Required.
 	Sandbox coding.Sandbox
+	// Graders runs the cases' code graders (the coding cases' hidden
+	// tests); nil runs them in Sandbox under the coding agent's limits, as
+	// `loom-eval score` does.
+	Graders grade.CodeRunner
 	// Scoring configures the scorer (seed, intervals); nil is
 	// scorer.DefaultConfig. The policy's confidence and resamples apply on
 	// top, as for `loom-eval gate`.
@@ -297,7 +303,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// 4. Rescore the committed baseline.
 	done = p.start("rescore: %s by the current scorer against %s", in.baselinePath, filepath.Join(cfg.Dir, ReportFile))
-	if res.Rescore, err = rescore(ctx, scoring, in, cfg.Dir); err != nil {
+	if res.Rescore, err = rescore(ctx, scoring, in, cfg.Dir, gradingEnv(cfg)); err != nil {
 		return nil, err
 	}
 	done("%d case(s) judged differently", len(res.Rescore.Changed))
@@ -434,6 +440,7 @@ func gateFresh(ctx context.Context, cfg Config, scoring scorer.Config, in *input
 		Candidate: report.Trials{Source: source, Trials: cand},
 		Baseline:  report.Trials{Source: in.baselinePath, Trials: in.baseline},
 		Policy:    &pol,
+		Grading:   gradingEnv(cfg),
 	})
 	if err != nil {
 		if errors.Is(err, report.ErrBadInput) {
@@ -502,4 +509,31 @@ func nonEmpty(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// gradingEnv is how the recipe grades: code graders through cfg.Graders,
+// by default in the recipe's sandbox. Trials that carry a code verdict
+// (the committed baseline's, recorded by scripts/baselines.sh record) keep
+// it; the fresh run's trials are graded here.
+func gradingEnv(cfg Config) grade.Env {
+	var run grade.CodeRunner = &graders.Sandbox{Runner: cfg.Sandbox, Limits: coding.Limits()}
+	if cfg.Graders != nil {
+		run = cfg.Graders
+	}
+	return grade.Env{Code: refusalFails{run}}
+}
+
+// refusalFails turns a sandbox that refuses to run a code grader into a
+// failed grade naming the refusal, instead of stopping the recipe: the
+// sandbox is part of what the recipe checks, so a broken one must show as
+// the cases it fails (with the replay's divergences beside them), not as
+// an operational error with no verdict. A cancelled context still stops.
+type refusalFails struct{ grade.CodeRunner }
+
+func (r refusalFails) RunCode(ctx context.Context, req grade.CodeRequest) (grade.CodeResult, error) {
+	res, err := r.CodeRunner.RunCode(ctx, req)
+	if err != nil && ctx.Err() == nil {
+		return grade.CodeResult{Reason: "refused", Evidence: []string{err.Error()}}, nil
+	}
+	return res, err
 }

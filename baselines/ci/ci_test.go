@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/baselines/ci"
@@ -94,7 +95,7 @@ func run(t *testing.T, dir string, idx research.Index, sb coding.Sandbox, work s
 // the baseline was recorded with.
 func TestRecipePassesAndTheFreshRunReproducesTheRecording(t *testing.T) {
 	idx, sb := deps(t)
-	dir := citest.Subset(t, committed, "mkm-1694", "coding-distinct-words")
+	dir := citest.Subset(t, committed, "mkm-1694", "coding-flatten")
 	res := run(t, dir, idx, sb, "")
 	if !res.Passed || len(res.Failed) != 0 {
 		t.Fatalf("recipe failed on unchanged code: %s\n%+v", res.Verdict(), res)
@@ -140,7 +141,7 @@ func (d dropTop) Search(ctx context.Context, q retrieval.Query) (*retrieval.Resu
 func TestRecipeNamesTheCasesARetrievalRegressionBreaks(t *testing.T) {
 	idx, sb := deps(t)
 	const hit = "mkm-1694" // its top hit is the judged page, cited by every trial
-	dir := citest.Subset(t, committed, hit, "coding-sha256")
+	dir := citest.Subset(t, committed, hit, "coding-roman")
 	work := t.TempDir()
 	res := run(t, dir, dropTop{idx}, sb, work)
 	if res.Passed || !slices.Equal(res.Failed, []string{ci.PartReplay, ci.PartGate}) {
@@ -233,27 +234,61 @@ func (r refusePython) Run(ctx context.Context, req sandbox.Request) (*sandbox.Re
 	return r.Sandbox.Run(ctx, req)
 }
 
-// A sandbox that refuses Python: replay names every coding trial, and the
-// gate fails the must-pass case by name.
-func TestRecipeFailsTheMustPassCaseWhenTheSandboxRefusesPython(t *testing.T) {
+// A sandbox that refuses Python to the agent: replay names every coding
+// trial, and the fresh run changes every run. The outcome is graded by the
+// hidden tests, which run in the graders' sandbox: the policy wrote every
+// attempt of its play without ever running one, so solution.py is what a
+// working sandbox leaves and the case still passes — its answer says it
+// gave up. When the graders' sandbox refuses Python too (the same broken
+// runner, as in a real regression), the hidden tests cannot run and the
+// must-pass case fails the gate with the refusal as its reason.
+func TestRecipeNamesTheRunsWhenTheSandboxRefusesPython(t *testing.T) {
 	idx, sb := deps(t)
-	const c = "coding-sha256"
+	const c = "coding-roman"
 	dir := citest.Subset(t, committed, c)
 	work := t.TempDir()
-	res := run(t, dir, idx, refusePython{sb}, work)
-	if res.Passed || !slices.Equal(res.Failed, []string{ci.PartReplay, ci.PartGate}) {
+	var progress strings.Builder
+	p := policy(t, dir)
+	res, err := ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, PolicyName: "policy.json",
+		Index: idx, Sandbox: refusePython{sb}, Graders: &graders.Sandbox{Runner: sb, Limits: coding.Limits()}, WorkDir: work, Progress: &progress})
+	if err != nil {
+		t.Fatalf("ci.Run: %v\n%s", err, progress.String())
+	}
+	if res.Passed || !slices.Equal(res.Failed, []string{ci.PartReplay}) {
 		t.Fatalf("failed = %v: %s", res.Failed, res.Verdict())
 	}
 	if len(res.Replay.Divergences) != 3 || res.Replay.Divergences[2].CaseID != c || res.Replay.Divergences[2].Trial != 2 ||
 		!strings.Contains(res.Replay.Divergences[0].Message, "python is not allowed") {
 		t.Fatalf("divergences = %+v", res.Replay.Divergences)
 	}
+	if len(res.Fresh.Changed) != 3 || res.Fresh.Unchanged != 0 || !res.Gate.Passed {
+		t.Fatalf("fresh %+v, gate %+v", res.Fresh, res.Gate)
+	}
+	fresh, err := datasets.LoadTrials(res.Fresh.TrialsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fresh) != 3 || len(fresh[0].EvidenceCited) != 0 {
+		t.Fatalf("fresh trials %+v: a run whose program never ran cites nothing", fresh)
+	}
+
+	// The same broken runner for the agent and the graders: the hidden
+	// tests cannot run, so the must-pass case fails by name, with the
+	// refusal as its reason.
+	res, err = ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, Index: idx, Sandbox: refusePython{sb}, WorkDir: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed || !slices.Equal(res.Failed, []string{ci.PartReplay, ci.PartGate}) {
+		t.Fatalf("failed = %v: %s", res.Failed, res.Verdict())
+	}
 	if !slices.Equal(res.Gate.MustPassFailing, []string{c}) || !slices.Contains(res.Gate.FailedRule, "must_pass") {
 		t.Fatalf("gate = %+v", res.Gate)
 	}
-	if len(res.Gate.Worse) != 1 || !slices.Contains(res.Gate.Worse[0].Reasons, "required evidence neither retrieved nor cited") {
-		t.Fatalf("worse = %+v", res.Gate.Worse)
+	if len(res.Gate.Worse) != 1 || !strings.Contains(strings.Join(res.Gate.Worse[0].Reasons, " "), "python is not allowed") {
+		t.Fatalf("worse = %+v, want the refusal as the reason", res.Gate.Worse)
 	}
+
 	// The same kept folder with the sandbox fixed: the fresh runs are run
 	// again, not resumed from the broken runs' journal.
 	res = run(t, dir, idx, sb, work)
@@ -262,10 +297,42 @@ func TestRecipeFailsTheMustPassCaseWhenTheSandboxRefusesPython(t *testing.T) {
 	}
 }
 
+// A must-pass case that fails fails the gate by name, whatever the
+// comparison says: here the committed baseline of a passing coding case
+// is kept, and the fresh run's solution.py is graded by hidden tests that
+// no longer accept it (a task whose expectations changed).
+func TestRecipeFailsTheMustPassCaseItsHiddenTestsReject(t *testing.T) {
+	idx, sb := deps(t)
+	const c = "coding-roman"
+	dir := citest.Subset(t, committed, c)
+	g := filepath.Join(dir, "graders", c+".py")
+	b, err := os.ReadFile(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stricter := bytes.Replace(b, []byte(`((3999,), "MMMCMXCIX")`), []byte(`((3999,), "MMMIM")`), 1)
+	if bytes.Equal(stricter, b) {
+		t.Fatal("the grader no longer has the check this test changes")
+	}
+	if err := os.WriteFile(g, stricter, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, dir, idx, sb, "")
+	if res.Passed || !slices.Contains(res.Failed, ci.PartGate) {
+		t.Fatalf("failed = %v: %s", res.Failed, res.Verdict())
+	}
+	if !slices.Equal(res.Gate.MustPassFailing, []string{c}) || !slices.Contains(res.Gate.FailedRule, "must_pass") {
+		t.Fatalf("gate = %+v", res.Gate)
+	}
+	if len(res.Gate.Worse) != 1 || !strings.Contains(strings.Join(res.Gate.Worse[0].Reasons, " "), "to_roman(3999) returned 'MMMCMXCIX', want 'MMMIM'") {
+		t.Fatalf("worse = %+v, want the failing hidden test named", res.Gate.Worse)
+	}
+}
+
 // Bad input is ErrBadInput, naming the file (and the line).
 func TestBadInputIsNamed(t *testing.T) {
 	idx, sb := deps(t)
-	good := citest.Subset(t, committed, "coding-sha256")
+	good := citest.Subset(t, committed, "coding-roman")
 	p := policy(t, good)
 	for _, tc := range []struct {
 		name    string
@@ -278,7 +345,7 @@ func TestBadInputIsNamed(t *testing.T) {
 		{"a tampered journal", func(dir string) {
 			f := filepath.Join(dir, ci.JournalsDir, "coding.jsonl")
 			b, _ := os.ReadFile(f)
-			os.WriteFile(f, bytes.Replace(b, []byte("hashlib"), []byte("hashlab"), 1), 0o644)
+			os.WriteFile(f, bytes.Replace(b, []byte("NUMERALS"), []byte("NUMERALZ"), 1), 0o644)
 		}, "coding.jsonl:"},
 		{"a baseline relabelled live over scripted journals", func(dir string) {
 			f := filepath.Join(dir, ci.BaselineFile)
@@ -314,7 +381,7 @@ func TestBadInputIsNamed(t *testing.T) {
 // says a case passed fewer trials than the current scorer finds.
 func TestRescoreNamesTheCasesTheCurrentScorerJudgesDifferently(t *testing.T) {
 	idx, sb := deps(t)
-	dir := citest.Subset(t, committed, "mkm-1694", "coding-distinct-words")
+	dir := citest.Subset(t, committed, "mkm-1694", "coding-flatten")
 	path := filepath.Join(dir, ci.ReportFile)
 	b, err := os.ReadFile(path)
 	if err != nil {

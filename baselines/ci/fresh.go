@@ -156,7 +156,7 @@ func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work str
 			if a.agent == research.Name {
 				model = research.Policy(research.PolicyConfig{QueryStyle: research.QueryStyleForTrial(trial), Counter: tok})
 			} else {
-				model = coding.Policy(coding.PolicyConfig{Counter: tok})
+				model = coding.Policy(coding.PolicyConfig{Trial: trial, Counter: tok})
 			}
 			rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Context: &spec, Logger: cfg.Logger})
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"sort"
 
 	"github.com/loomwork/loomwork/scorer"
+	"github.com/loomwork/loomwork/scorer/grade"
 	"github.com/loomwork/loomwork/scorer/report"
 )
 
@@ -43,7 +44,7 @@ type RescoreChange struct {
 
 // rescore scores the baseline trials as `scripts/baselines.sh record`
 // does (score --cases, no policy) and compares case by case.
-func rescore(ctx context.Context, scoring scorer.Config, in *inputs, dir string) (RescoreResult, error) {
+func rescore(ctx context.Context, scoring scorer.Config, in *inputs, dir string, grading grade.Env) (RescoreResult, error) {
 	path := filepath.Join(dir, ReportFile)
 	res := RescoreResult{Report: path, Changed: []RescoreChange{}}
 	b, err := os.ReadFile(path)
@@ -67,7 +68,7 @@ func rescore(ctx context.Context, scoring scorer.Config, in *inputs, dir string)
 		return res, fmt.Errorf("%w: %s: no \"candidate\" suite (not a loom-eval score --format json report)", ErrBadInput, path)
 	}
 	r, err := report.Evaluate(ctx, scoring, report.Inputs{Cases: in.cases, CasesFile: in.casesPath,
-		Candidate: report.Trials{Source: in.baselinePath, Trials: in.baseline}})
+		Candidate: report.Trials{Source: in.baselinePath, Trials: in.baseline}, Grading: grading})
 	if err != nil {
 		if errors.Is(err, report.ErrBadInput) {
 			return res, fmt.Errorf("%w: %w", ErrBadInput, err)

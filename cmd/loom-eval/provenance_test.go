@@ -59,8 +59,8 @@ func TestRelabelledLiveTrialsOverScriptedJournalsAreRefused(t *testing.T) {
 		}
 		msg := err.Error()
 		for _, want := range []string{
-			relabelled + `:1: field "model_label": "live" contradicts journal baselines/journals/coding.jsonl run coding-coding-prime-sum-t0, whose model answers are scripted`,
-			relabelled + `:57: field "model_label": "live" contradicts journal baselines/journals/research.jsonl`,
+			relabelled + `:1: field "model_label": "live" contradicts journal baselines/journals/coding.jsonl run coding-coding-roman-t0, whose model answers are scripted`,
+			relabelled + `:73: field "model_label": "live" contradicts journal baselines/journals/research.jsonl`,
 		} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("%v: error lacks %q:\n%s", args[0], want, msg)
@@ -82,7 +82,7 @@ func TestTrialsNamingAMissingJournalOrRunAreRefused(t *testing.T) {
 		switch i {
 		case 4:
 			j["path"] = "baselines/journals/gone.jsonl"
-		case 20:
+		case 80:
 			j["run_id"] = "research-no-such-run"
 		}
 	})
@@ -92,7 +92,7 @@ func TestTrialsNamingAMissingJournalOrRunAreRefused(t *testing.T) {
 	}
 	for _, want := range []string{
 		path + `:5: field "journal.path": journal baselines/journals/gone.jsonl: file does not exist (tried baselines/journals/gone.jsonl, ` + filepath.Join(dir, "baselines/journals/gone.jsonl"),
-		path + `:21: field "journal.run_id": run "research-no-such-run" is not in journal baselines/journals/research.jsonl (it holds 42 runs)`,
+		path + `:81: field "journal.run_id": run "research-no-such-run" is not in journal baselines/journals/research.jsonl (it holds 42 runs)`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
@@ -138,8 +138,8 @@ func TestUnlabelledTrialsGetTheirJournalsLabel(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Candidate.ModelLabels) != 1 || r.Candidate.ModelLabels["scripted"] != 57 {
-		t.Errorf("model_labels = %v, want scripted ×57", r.Candidate.ModelLabels)
+	if len(r.Candidate.ModelLabels) != 1 || r.Candidate.ModelLabels["scripted"] != 114 {
+		t.Errorf("model_labels = %v, want scripted ×114", r.Candidate.ModelLabels)
 	}
 	models := map[string]int{}
 	for _, c := range r.Candidate.Cases {
@@ -147,7 +147,7 @@ func TestUnlabelledTrialsGetTheirJournalsLabel(t *testing.T) {
 			models[tr.Model]++
 		}
 	}
-	if models["scripted-coding-policy"] != 15 || models["scripted-research-policy"] != 42 {
+	if models["scripted-coding-policy"] != 72 || models["scripted-research-policy"] != 42 {
 		t.Errorf("models = %v", models)
 	}
 }
@@ -162,9 +162,9 @@ func TestLiveAgainstScriptedBaselineWarns(t *testing.T) {
 		tr["model_label"], tr["model"] = "live", "gpt-4o"
 	})
 	args := []string{"score", live, "--cases", "baselines/cases.jsonl", "--against", "baselines/baseline.trials.jsonl"}
-	const warning = "model labels differ (baseline: scripted ×57; candidate: live ×57): a scripted run is compared with a live one"
+	const warning = "model labels differ (baseline: scripted ×114; candidate: live ×114): a scripted run is compared with a live one"
 	for format, want := range map[string]string{
-		"text":     "  model labels: baseline scripted ×57; candidate live ×57\n  WARNING: " + warning,
+		"text":     "  model labels: baseline scripted ×114; candidate live ×114\n  WARNING: " + warning,
 		"markdown": "> ⚠️ **Warning:** " + warning,
 		"json":     `"warnings": [` + "\n      \"" + warning,
 		"junit":    `<property name="warning" value="` + warning,

@@ -321,7 +321,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			case *agentName == research.Name:
 				mdl = research.Policy(research.PolicyConfig{QueryStyle: research.QueryStyleForTrial(trial), Counter: counter})
 			default:
-				mdl = coding.Policy(coding.PolicyConfig{Counter: counter})
+				mdl = coding.Policy(coding.PolicyConfig{Trial: trial, Counter: counter})
 			}
 			rcfg := runtime.Config{Model: mdl, Journal: j, TracerProvider: tp, MaxSteps: *maxSteps, Context: spec}
 			// The summariser's calls get their own chat spans and are priced

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/gateway/providertest"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/scorer/pricing"
@@ -568,8 +569,8 @@ func runBinary(t *testing.T, bin, dir string, env []string, args ...string) (str
 func TestRootRunCodingScriptedProviderWithTheDefaultRelativeWorkspacesRunsThePrograms(t *testing.T) {
 	bin := buildLoomEval(t)
 	dir := t.TempDir()
-	stdout, stderr, code := runBinary(t, bin, dir, envWithoutKeys(), "run", "--agent", "coding", "--json",
-		"--task", "Write and run a Python program that prints the 90th Fibonacci number, with F(1) = F(2) = 1.")
+	sol := coding.Solutions()[0] // a task the scripted policy plays
+	stdout, stderr, code := runBinary(t, bin, dir, envWithoutKeys(), "run", "--agent", "coding", "--json", "--task", sol.Task)
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -577,8 +578,8 @@ func TestRootRunCodingScriptedProviderWithTheDefaultRelativeWorkspacesRunsThePro
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || len(res) != 1 {
 		t.Fatalf("output: %v\n%s", err, stdout)
 	}
-	if r := res[0]; r.ModelLabel != llm.LabelScripted || !slices.Equal(r.Documents, []string{"output:2880067194370816120"}) ||
-		!slices.Equal(r.Citations, []string{"output:2880067194370816120"}) {
+	if r := res[0]; r.ModelLabel != llm.LabelScripted || !slices.Equal(r.Documents, []string{"output:" + sol.Expected}) ||
+		!slices.Equal(r.Citations, []string{"output:" + sol.Expected}) {
 		t.Fatalf("result = %+v", r)
 	}
 	// The program ran in the workspace under the invocation's folder.

@@ -20,8 +20,9 @@ import (
 )
 
 // Subset writes, into a new temporary folder, the baselines folder src
-// (cases.jsonl, baseline.trials.jsonl, journals/*.jsonl, policy.json)
-// restricted to the cases ids, and returns it. Every id must be a case of
+// (cases.jsonl with the code graders' files, baseline.trials.jsonl,
+// journals/*.jsonl, policy.json) restricted to the cases ids, and returns
+// it. Every id must be a case of
 // src with recorded runs.
 func Subset(t testing.TB, src string, ids ...string) string {
 	t.Helper()
@@ -40,6 +41,22 @@ func Subset(t testing.TB, src string, ids ...string) string {
 		t.Fatalf("citest: %d of the cases %v are in %s", len(kept), ids, src)
 	}
 	WriteJSONL(t, filepath.Join(dst, "cases.jsonl"), kept)
+	// A code grader's file is read beside the case file: copy the kept
+	// cases' graders (the coding cases' hidden tests).
+	for _, c := range kept {
+		for _, g := range c.Graders {
+			if g.Type != datasets.GraderCode {
+				continue
+			}
+			to := filepath.Join(dst, filepath.FromSlash(g.File))
+			if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(to, g.Source, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 
 	trials, err := datasets.LoadTrials(filepath.Join(src, "baseline.trials.jsonl"))
 	if err != nil {

@@ -1,0 +1,7 @@
+def rotate(matrix):
+    rows = matrix[::-1]
+    return [list(col) for col in zip(*rows)]
+
+
+if __name__ == "__main__":
+    print(rotate([[1, 2, 3], [4, 5, 6]]))
