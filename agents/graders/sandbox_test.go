@@ -188,3 +188,33 @@ func TestCodeGraderSeesTheTranscriptAndOutcome(t *testing.T) {
 		t.Fatalf("a score of 0.75 under the default threshold 1 must fail with score 0.75: %+v", gr)
 	}
 }
+
+// A grader written with loomwork_checks (the table-driven helper beside
+// every code grader), against a run whose files try to shadow the modules
+// the grader imports: the run's folder comes after the standard library,
+// so its copy.py and json.py are never imported.
+func TestCodeGraderChecksHelperAndNoShadowing(t *testing.T) {
+	sb := newSandbox(t, sandbox.Limits{})
+	src := `from loomwork_checks import Raises, run_checks
+
+CHECKS = [((1, 2), 3), ((2, 2), 4), (("a", 1), Raises(TypeError))]
+
+def grade(transcript, outcome):
+    return run_checks("add", CHECKS)
+`
+	files := map[string]string{
+		"solution.py":        "def add(a, b):\n    return a + b\n",
+		"copy.py":            "def deepcopy(x):\n    return 'shadowed'\n",
+		"json.py":            "raise SystemExit('json shadowed')\n",
+		"loomwork_checks.py": "def run_checks(*a):\n    return {'passed': True, 'score': 1.0, 'reason': 'forged helper'}\n",
+	}
+	gr := gradeCode(t, sb, src, files)
+	if !gr.Passed || gr.Reason != "3/3 hidden tests passed" {
+		t.Fatalf("want the real helper's verdict, got %+v\n%s", gr, gr.Output)
+	}
+	files["solution.py"] = "def add(a, b):\n    return a - b if a == 2 else a + b\n"
+	gr = gradeCode(t, sb, src, files)
+	if gr.Passed || gr.Score != 2.0/3 || gr.Reason != "2/3 hidden tests passed; first failure: add(2, 2) returned 0, want 4" {
+		t.Fatalf("failing check: %+v", gr)
+	}
+}

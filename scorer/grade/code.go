@@ -19,11 +19,18 @@ import (
 //go:embed harness.py
 var harness []byte
 
+// checks is loomwork_checks, the table-driven hidden-test helper every
+// code grader can import.
+//
+//go:embed loomwork_checks.py
+var checks []byte
+
 // Code grader layout inside the sandbox workspace (mounted at /work).
 const (
 	graderDir     = "_loomwork_grader"
 	graderFile    = graderDir + "/grader.py"
 	harnessFile   = graderDir + "/harness.py"
+	checksFile    = graderDir + "/loomwork_checks.py"
 	verdictPrefix = "LOOMWORK-GRADE "
 	// Python is the interpreter code graders run under; the sandbox mounts
 	// /usr read-only and nothing outside it.
@@ -104,6 +111,7 @@ func codeGrader(ctx context.Context, run CodeRunner, g *datasets.Grader, in Inpu
 	}
 	files[graderFile] = g.Source
 	files[harnessFile] = harness
+	files[checksFile] = checks
 	stdin, err := json.Marshal(CodeInput{Nonce: nonce, Transcript: tr, Outcome: outcomeOf(in)})
 	if err != nil {
 		return fmt.Errorf("grader input: %w", err)

@@ -8,8 +8,10 @@
 # failed a check or crashed) or "error" (the grader itself could not be
 # loaded or returned something that is not a verdict).
 #
-# The run's files are in /work (the working directory, first on sys.path),
-# so a grader imports the agent's solution with `import solution`.
+# The run's files are in /work (the working directory, and on sys.path
+# after the standard library), so a grader imports the agent's solution with
+# `import solution`; loomwork_checks (table-driven hidden tests) is importable
+# beside it.
 import importlib.util
 import json
 import sys
@@ -40,7 +42,12 @@ def where(tb):
 def main():
     data = json.loads(sys.stdin.read())
     nonce = data["nonce"]
-    sys.path.insert(0, "/work")
+    # The grader's own folder (loomwork_checks) first; the run's files
+    # last, after the standard library, so a file the run wrote (a copy.py,
+    # a json.py) cannot shadow a module the grader imports, while
+    # `import solution` still finds solution.py.
+    sys.path.insert(0, "/work/_loomwork_grader")
+    sys.path.append("/work")
     try:
         spec = importlib.util.spec_from_file_location("grader", GRADER)
         mod = importlib.util.module_from_spec(spec)
