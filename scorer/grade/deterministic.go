@@ -105,6 +105,10 @@ func jsonSchemaGrader(g *datasets.Grader, text, what string, gr *datasets.Grade)
 		return
 	}
 	c := jsonschema.NewCompiler()
+	// A grader's schema stands alone: a $ref to a file or a URL is refused
+	// rather than read (the scorer does no I/O; the library's default
+	// loader would read local files). The draft meta-schemas are built in.
+	c.UseLoader(jsonschema.SchemeURLLoader{})
 	if err := c.AddResource("grader.json", schema); err != nil {
 		gr.Error = fmt.Sprintf("schema: %v", err)
 		return

@@ -111,6 +111,13 @@ func TestTextGraders(t *testing.T) {
 	if gs[3].Passed || !strings.Contains(gs[3].Reason, "does not validate") {
 		t.Errorf("schema violation not caught: %+v", gs[3])
 	}
+	// A schema that reaches outside itself ($ref to a file) is a grader
+	// error, and nothing is read.
+	c.Graders[3].Schema = json.RawMessage(`{"$ref": "file:///etc/passwd"}`)
+	gs = gradeOne(t, grade.Env{}, c, tr)
+	if gs[3].Passed || !strings.Contains(gs[3].Error, `no URLLoader registered for "file:///etc/passwd"`) {
+		t.Errorf("a file $ref must be refused: %+v", gs[3])
+	}
 	// No transcript at all: answer graders fail and say why.
 	gs = gradeOne(t, grade.Env{}, c, datasets.Trial{CaseID: "c", TraceID: "t", Success: boolp(true)})
 	if gs[0].Passed || !strings.HasPrefix(gs[0].Reason, "no transcript") {
