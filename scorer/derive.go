@@ -56,18 +56,7 @@ func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error)
 	}
 	sort.SliceStable(order, func(a, b int) bool { return spans[order[a]].StartTime.Before(spans[order[b]].StartTime) })
 
-	ids := map[string]bool{}
-	for i := range spans {
-		ids[spans[i].SpanID] = true
-	}
-	root := -1
-	for _, i := range order {
-		if spans[i].ParentSpanID == "" || !ids[spans[i].ParentSpanID] {
-			if root < 0 || spans[i].Duration() > spans[root].Duration() {
-				root = i
-			}
-		}
-	}
+	root := RootSpan(spans)
 	if root < 0 {
 		root = order[0]
 	}
@@ -149,4 +138,29 @@ func DeriveFromTrace(spans []store.Span, prices *pricing.Table) (Derived, error)
 	}
 	d.Rollup = rollup.Compute(spans, prices)
 	return d, nil
+}
+
+// RootSpan is the index of a trace's root: the longest span without a
+// parent in the trace (a trace cut at its root has several; the longest
+// is the operation; on equal lengths the earliest start), -1 when there is
+// none (no spans, or every span names a parent in the trace). The trial
+// facts, the graders' transcript and traces → cases all read the root
+// this way.
+func RootSpan(spans []store.Span) int {
+	ids := make(map[string]bool, len(spans))
+	for i := range spans {
+		ids[spans[i].SpanID] = true
+	}
+	root := -1
+	for i := range spans {
+		s := &spans[i]
+		if s.ParentSpanID != "" && ids[s.ParentSpanID] {
+			continue
+		}
+		if root < 0 || s.Duration() > spans[root].Duration() ||
+			(s.Duration() == spans[root].Duration() && s.StartTime.Before(spans[root].StartTime)) {
+			root = i
+		}
+	}
+	return root
 }

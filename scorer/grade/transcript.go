@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
@@ -44,7 +45,7 @@ func TranscriptFromSpans(spans []store.Span) datasets.Transcript {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return spans[order[a]].StartTime.Before(spans[order[b]].StartTime) })
-	root := RootSpan(spans)
+	root := scorer.RootSpan(spans)
 
 	var firstCall, lastCall = -1, -1
 	seenCite := map[string]bool{}
@@ -107,28 +108,6 @@ func contentSources(s *store.Span) []store.Attributes {
 		}
 	}
 	return out
-}
-
-// RootSpan is the index of a trace's root: the longest span without a
-// parent in the trace (a trace cut at its root has several; the longest
-// is the operation), -1 for no spans.
-func RootSpan(spans []store.Span) int {
-	ids := make(map[string]bool, len(spans))
-	for i := range spans {
-		ids[spans[i].SpanID] = true
-	}
-	root := -1
-	for i := range spans {
-		s := &spans[i]
-		if s.ParentSpanID != "" && ids[s.ParentSpanID] {
-			continue
-		}
-		if root < 0 || s.Duration() > spans[root].Duration() ||
-			(s.Duration() == spans[root].Duration() && s.StartTime.Before(spans[root].StartTime)) {
-			root = i
-		}
-	}
-	return root
 }
 
 func firstString(a store.Attributes, keys ...string) (string, bool) {

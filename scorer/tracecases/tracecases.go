@@ -362,7 +362,7 @@ func readTrace(spans []store.Span, attrs map[string]string) (read, bool, error) 
 	if len(spans) == 0 {
 		return read{}, false, errors.New("the store returned no spans")
 	}
-	root := grade.RootSpan(spans)
+	root := scorer.RootSpan(spans)
 	rs := &spans[root]
 	for k, want := range attrs {
 		v, ok := rs.Attributes[k]
