@@ -14,7 +14,6 @@ import (
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/grade"
 	"github.com/loomwork/loomwork/scorer/pricing"
-	"github.com/loomwork/loomwork/store/storeurl"
 )
 
 // runGrade runs a case file's graders on a trials file and writes the
@@ -67,12 +66,9 @@ func (m *Main) runGrade(ctx context.Context, args []string) error {
 		}
 	}
 	if *storeURL != "" {
-		if _, err := storeurl.Parse(*storeURL); err != nil {
-			return usageError("--store: %v", err)
-		}
-		st, err := storeurl.Open(ctx, *storeURL, true)
+		st, err := m.tracesOpenStore(ctx, *storeURL)
 		if err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: err}
+			return err
 		}
 		defer st.Shutdown(context.WithoutCancel(ctx))
 		if err := scorer.ResolveTraces(ctx, st, trials); err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
 	"github.com/loomwork/loomwork/scorer/report"
-	"github.com/loomwork/loomwork/store/storeurl"
 )
 
 // scoreFlags are shared by score and gate.
@@ -158,12 +157,9 @@ func (m *Main) evaluateReport(ctx context.Context, f *scoreFlags, cfg scorer.Con
 	defer stop()
 	in.Grading = env
 	if f.store != "" {
-		if _, err := storeurl.Parse(f.store); err != nil {
-			return nil, usageError("--store: %v", err)
-		}
-		st, err := storeurl.Open(ctx, f.store, true)
+		st, err := m.tracesOpenStore(ctx, f.store)
 		if err != nil {
-			return nil, &ExitError{Code: ExitRuntimeErr, Err: err}
+			return nil, err
 		}
 		defer st.Shutdown(context.WithoutCancel(ctx))
 		in.Traces = st
