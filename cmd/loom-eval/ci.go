@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/research"
-	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/baselines/ci"
 	"github.com/loomwork/loomwork/datasets"
 )
@@ -54,12 +51,8 @@ func (m *Main) runCI(ctx context.Context, args []string) error {
 	}
 	idx := &research.DatasetIndex{Dir: ds, CacheDir: *indexCache}
 	defer idx.Close(context.WithoutCancel(ctx))
-	sb := &coding.LazySandbox{Config: sandbox.Config{HelperArgs: []string{"sandbox"}}}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-		defer cancel()
-		_ = sb.Shutdown(sctx)
-	}()
+	sb, stopSandbox := lazySandbox(ctx)
+	defer func() { _ = stopSandbox() }()
 	res, err := ci.Run(ctx, ci.Config{Dir: *dir, Policy: policy, PolicyName: *policyPath, Index: idx, Sandbox: sb,
 		WorkDir: *out, Progress: m.Stderr})
 	if err != nil {

@@ -5,11 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/graders"
-	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/grade"
 )
@@ -59,12 +57,10 @@ func (g *gradingFlags) env(ctx context.Context, stderr io.Writer, getenv func(st
 	if needCode {
 		// The runner starts on the first code grader that runs (a suite
 		// whose code verdicts are all recorded starts nothing).
-		lazy := &coding.LazySandbox{Config: sandbox.Config{HelperArgs: []string{"sandbox"}}}
+		lazy, stopSandbox := lazySandbox(ctx)
 		env.Code = &graders.Sandbox{Runner: lazy, Limits: coding.Limits()}
 		stop = func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
-			defer cancel()
-			if err := lazy.Shutdown(sctx); err != nil {
+			if err := stopSandbox(); err != nil {
 				fmt.Fprintln(stderr, "loom-eval: sandbox shutdown:", err)
 			}
 		}

@@ -27,7 +27,6 @@ import (
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
-	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/pricing"
 )
@@ -233,12 +232,8 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		}
 		agent = a
 	case coding.Name:
-		sb := &coding.LazySandbox{Config: sandbox.Config{HelperArgs: []string{"sandbox"}}}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-			defer cancel()
-			_ = sb.Shutdown(sctx)
-		}()
+		sb, stopSandbox := lazySandbox(ctx)
+		defer func() { _ = stopSandbox() }()
 		// The sandbox's init helper starts in "/", so a relative workspace
 		// (the default .loomwork/workspaces) would name another directory
 		// there than here: every run_python failed to open its workspace.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/sandbox"
 )
 
@@ -190,4 +191,16 @@ func parseByteSize(s string) (int64, error) {
 		return 0, errors.New("size too large")
 	}
 	return n * mult, nil
+}
+
+// lazySandbox is the sandbox the commands share: started on its first run
+// (the helper re-executes this binary as "loom-eval sandbox"); stop shuts it
+// down, with 15 s for the runs in flight, even after ctx is cancelled.
+func lazySandbox(ctx context.Context) (*coding.LazySandbox, func() error) {
+	sb := &coding.LazySandbox{Config: sandbox.Config{HelperArgs: []string{"sandbox"}}}
+	return sb, func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		return sb.Shutdown(sctx)
+	}
 }
