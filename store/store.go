@@ -129,31 +129,49 @@ type TracePage struct {
 	NextPageToken string         `json:"next_page_token,omitempty"`
 }
 
-// TraceSummary describes one trace without its spans.
+// TraceSummary describes one trace without its spans. Summarize is the one
+// rule that derives it; every backend's ListTraces returns exactly what
+// Summarize returns for the trace's stored spans.
 //
-// Token sums cover model-call spans only (operation chat, text_completion,
-// generate_content or embeddings) so an agent span that repeats its
-// children's usage is not counted twice; the scorer's rollup applies the full
-// structural rule and prices the usage.
+// Token sums cover billed calls only (Roles: a span whose descendants carry
+// usage repeats their usage and is not counted again), each call's input
+// with its cache reads and writes.
 type TraceSummary struct {
-	TraceID     string        `json:"trace_id"`
-	RootName    string        `json:"root_name"`    // name of the span without a parent ("" if none arrived yet)
-	ServiceName string        `json:"service_name"` // the root's service, else the first span's
-	AgentNames  []string      `json:"agent_names,omitempty"`
-	Models      []string      `json:"models,omitempty"`
-	Start       time.Time     `json:"start"`
-	End         time.Time     `json:"end"`
-	Duration    time.Duration `json:"duration_ns"`
-	SpanCount   int64         `json:"span_count"`
-	ErrorCount  int64         `json:"error_count"`
-	ModelCalls  int64         `json:"model_calls"`
-	ToolCalls   int64         `json:"tool_calls"`
+	TraceID     string   `json:"trace_id"`
+	RootName    string   `json:"root_name"`    // name of the span without a parent ("" if none arrived yet)
+	ServiceName string   `json:"service_name"` // the root's service, else the first span's
+	AgentNames  []string `json:"agent_names,omitempty"`
+	Models      []string `json:"models,omitempty"`
+	// ModelLabels are the loomwork.model.label values of the spans
+	// ("scripted" when a scripted model answered).
+	ModelLabels []string  `json:"model_labels,omitempty"`
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
+	// Duration is End − Start: from the earliest span's start to the
+	// latest span's end, work that outlived its parent included.
+	Duration time.Duration `json:"duration_ns"`
+	// AfterRoot is how long spans kept running after the root span ended
+	// (async work); 0 when nothing outlived the root, no root arrived, or
+	// the trace has several fragments.
+	AfterRoot time.Duration `json:"after_root_ns"`
+	// Fragments counts the tops of the span tree: 1 for a whole trace;
+	// more when several roots or spans whose parent never arrived.
+	Fragments        int64 `json:"fragments"`
+	SpanCount        int64 `json:"span_count"`
+	ErrorCount       int64 `json:"error_count"`
+	ModelCalls       int64 `json:"model_calls"`
+	FailedModelCalls int64 `json:"failed_model_calls"`
+	ToolCalls        int64 `json:"tool_calls"`
 
 	InputTokens         int64 `json:"input_tokens"`
 	OutputTokens        int64 `json:"output_tokens"`
 	CacheReadTokens     int64 `json:"cache_read_tokens"`
 	CacheCreationTokens int64 `json:"cache_creation_tokens"`
 	ReasoningTokens     int64 `json:"reasoning_tokens"`
+
+	// Calls are the billed calls, in canonical order (start, span id): what
+	// a price table prices to give the trace's cost.
+	Calls []Call `json:"calls,omitempty"`
 }
 
 // ParseTraceIDPrefix checks idOrPrefix as ResolveTraceID takes it

@@ -21,6 +21,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/loomwork/loomwork/store"
 )
 
 //go:embed prices.json
@@ -84,21 +86,12 @@ type Usage struct {
 }
 
 // Split turns usage in the GenAI convention (input counts cache reads and
-// writes too) into the billed parts. When input is smaller than the two
-// cache counts, the sender used Anthropic's raw convention (input excludes
-// both), so input is taken as the uncached part and raw is true. Negative
-// counts are read as 0.
+// writes too) into the billed parts, by store.SplitUsage, the rule every
+// view of a trace applies (raw: the sender used Anthropic's convention,
+// input excluding the cache counts).
 func Split(input, cacheRead, cacheCreation, output int64) (u Usage, raw bool) {
-	u.CacheRead = max(cacheRead, 0)
-	u.CacheCreation = max(cacheCreation, 0)
-	u.Output = max(output, 0)
-	in := max(input, 0)
-	if in < u.CacheRead+u.CacheCreation {
-		u.Input = in
-		return u, true
-	}
-	u.Input = in - u.CacheRead - u.CacheCreation
-	return u, false
+	su, raw := store.SplitUsage(input, cacheRead, cacheCreation, output)
+	return Usage{Input: su.Uncached, CacheRead: su.CacheRead, CacheCreation: su.CacheCreation, Output: su.Output}, raw
 }
 
 // Default returns the embedded table.

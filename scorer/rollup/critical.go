@@ -31,6 +31,7 @@ type Segment struct {
 // tree is the parent/child structure of one trace, built once and shared by
 // the critical path and the cost rollup.
 type tree struct {
+	st       *store.Tree
 	spans    []store.Span
 	children [][]int // by span index, in input order
 	tops     []int   // fragment roots: true roots, orphans, cycle breakers
@@ -41,90 +42,19 @@ type tree struct {
 	order    []int // breadth-first order from the tops (parents before children)
 }
 
+// buildTree takes the structure from store.BuildTree, the one tree rule.
 func buildTree(spans []store.Span) *tree {
-	t := &tree{spans: spans, children: make([][]int, len(spans))}
-	idx := make(map[string]int, len(spans))
-	skip := make([]bool, len(spans))
-	for i := range spans {
-		if _, dup := idx[spans[i].SpanID]; dup {
-			// A retried export that reached us twice: keep the first copy
-			// so nothing is counted twice.
+	st := store.BuildTree(spans)
+	t := &tree{st: st, spans: spans, children: st.Children, tops: st.Tops, roots: st.Roots, cycles: st.Cycles, order: st.Order}
+	for _, i := range st.Orphans {
+		t.orphans = append(t.orphans, spans[i].SpanID)
+	}
+	for _, d := range st.Dup {
+		if d {
 			t.dupIDs++
-			skip[i] = true
-			continue
 		}
-		idx[spans[i].SpanID] = i
-	}
-	for i := range spans {
-		if skip[i] {
-			continue
-		}
-		p := spans[i].ParentSpanID
-		switch pi, ok := idx[p]; {
-		case p == "":
-			t.tops = append(t.tops, i)
-			t.roots++
-		case !ok:
-			t.tops = append(t.tops, i)
-			t.orphans = append(t.orphans, spans[i].SpanID)
-		case pi == i:
-			// A span naming itself as parent: treat as a root of its own.
-			t.tops = append(t.tops, i)
-			t.cycles++
-		default:
-			t.children[pi] = append(t.children[pi], i)
-		}
-	}
-	visited := make([]bool, len(spans))
-	t.order = make([]int, 0, len(spans))
-	bfs := func(from int) {
-		q := len(t.order)
-		visited[from] = true
-		t.order = append(t.order, from)
-		for ; q < len(t.order); q++ {
-			for _, c := range t.children[t.order[q]] {
-				if !visited[c] {
-					visited[c] = true
-					t.order = append(t.order, c)
-				}
-			}
-		}
-	}
-	for _, r := range t.tops {
-		bfs(r)
-	}
-	// Whatever is left sits on a parent cycle (A→B→A). Break each cycle at
-	// its earliest-starting span so every span is still counted once.
-	for {
-		best := -1
-		for i := range spans {
-			if skip[i] || visited[i] {
-				continue
-			}
-			if best < 0 || spans[i].StartTime.Before(spans[best].StartTime) {
-				best = i
-			}
-		}
-		if best < 0 {
-			break
-		}
-		t.cycles++
-		pi := idx[spans[best].ParentSpanID]
-		t.children[pi] = removeInt(t.children[pi], best)
-		t.tops = append(t.tops, best)
-		bfs(best)
 	}
 	return t
-}
-
-func removeInt(s []int, v int) []int {
-	out := s[:0:0]
-	for _, x := range s {
-		if x != v {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // critical is the result of the critical-path walk.

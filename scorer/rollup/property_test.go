@@ -41,13 +41,29 @@ func randomTrace(rng *rand.Rand, n int, skew bool) []store.Span {
 
 // For any single-root trace the critical path tiles the root exactly: its
 // length is the root's wall time and the per-span self times add up to it.
+// The duration is the whole extent of the spans, skewed children included,
+// and AfterRootMS the part after the root's end.
 func TestCriticalPathAlwaysEqualsRootWallTime(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	for iter := 0; iter < 300; iter++ {
 		spans := randomTrace(rng, 1+rng.IntN(60), iter%2 == 1)
 		r := Compute(spans, pricing.Default())
-		if r.CriticalPathMS != 1000 || r.DurationMS != 1000 {
-			t.Fatalf("iteration %d: critical_path_ms=%v duration_ms=%v, want 1000", iter, r.CriticalPathMS, r.DurationMS)
+		first, last := spans[0].StartTime, spans[0].EndTime
+		var rootEnd time.Time
+		for _, s := range spans {
+			if s.StartTime.Before(first) {
+				first = s.StartTime
+			}
+			if s.EndTime.After(last) {
+				last = s.EndTime
+			}
+			if s.ParentSpanID == "" {
+				rootEnd = s.EndTime
+			}
+		}
+		if r.CriticalPathMS != 1000 || r.DurationMS != ms(last.Sub(first)) || r.AfterRootMS != ms(max(0, last.Sub(rootEnd))) {
+			t.Fatalf("iteration %d: critical_path_ms=%v duration_ms=%v after_root_ms=%v, want 1000, %v, %v",
+				iter, r.CriticalPathMS, r.DurationMS, r.AfterRootMS, ms(last.Sub(first)), ms(max(0, last.Sub(rootEnd))))
 		}
 		var sum time.Duration
 		for _, e := range r.CriticalPath {

@@ -13,10 +13,10 @@ package rollup
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/loomwork/loomwork/scorer/pricing"
-	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -26,9 +26,11 @@ type Rollup struct {
 	TraceID  string    `json:"trace_id"`
 	RootName string    `json:"root_name,omitempty"`
 	Start    time.Time `json:"start"`
-	// DurationMS is the root span's wall time; for a trace with several
-	// fragments, the span from the earliest start to the latest end.
+	// DurationMS is from the earliest span's start to the latest span's
+	// end (store.TraceSummary.Duration); AfterRootMS is the part of it
+	// after the root span ended (async work that outlived the root).
 	DurationMS     float64     `json:"duration_ms"`
+	AfterRootMS    float64     `json:"after_root_ms"`
 	CriticalPathMS float64     `json:"critical_path_ms"`
 	CriticalPath   []PathEntry `json:"critical_path"`
 
@@ -58,10 +60,22 @@ type Rollup struct {
 	// too; their usage is not added.
 	AggregateSpans []string `json:"aggregate_spans,omitempty"`
 
-	Roots   int      `json:"roots"`
+	Roots int `json:"roots"`
+	// Tops are the spans the tree hangs from, by start: the root, and the
+	// top of each further fragment (another root, or a span whose parent
+	// never arrived).
+	Tops    []Top    `json:"tops"`
 	Orphans []string `json:"orphans,omitempty"` // spans whose parent is not in the trace
 	// Notes explains anything the rollup repaired or could not know.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// Top is a span without a parent in the trace.
+type Top struct {
+	SpanID string `json:"span_id"`
+	Name   string `json:"name"`
+	// Orphan is true when the span names a parent that never arrived.
+	Orphan bool `json:"orphan,omitempty"`
 }
 
 // ModelUsage is the per-model part of a rollup.
@@ -93,6 +107,8 @@ type Call struct {
 	PricedAs  string   `json:"priced_as,omitempty"`
 	Failed    bool     `json:"failed,omitempty"`
 	Source    string   `json:"source"`
+	// Why says why the cost is unknown (SourceUnpriced, SourceNoUsage).
+	Why string `json:"why,omitempty"`
 	CostUSD   *float64 `json:"cost_usd"`
 	TokensIn  int64    `json:"tokens_in"`
 	TokensOut int64    `json:"tokens_out"`
@@ -125,11 +141,19 @@ func ComputeAll(spans []store.Span, prices *pricing.Table) []Rollup {
 // Compute rolls up the spans of one trace. prices may be nil, in which case
 // every call without an explicit cost is unpriced. spans is not modified.
 func Compute(spans []store.Span, prices *pricing.Table) Rollup {
-	r := Rollup{CriticalPath: []PathEntry{}, UnpricedModels: []string{}, Models: []ModelUsage{}, Calls: []Call{}}
+	r := Rollup{CriticalPath: []PathEntry{}, Tops: []Top{}, UnpricedModels: []string{}, Models: []ModelUsage{}, Calls: []Call{}}
 	if len(spans) == 0 {
 		r.Notes = append(r.Notes, "no spans")
 		return r
 	}
+	// Everything below runs over the spans in canonical order (start, span
+	// id), so the result does not depend on the order they arrived in.
+	order := store.CanonicalOrder(spans)
+	sorted := make([]store.Span, len(spans))
+	for k, i := range order {
+		sorted[k] = spans[i]
+	}
+	spans = sorted
 	r.TraceID = spans[0].TraceID
 	traceIDs := map[string]bool{}
 	for i := range spans {
@@ -140,8 +164,10 @@ func Compute(spans []store.Span, prices *pricing.Table) Rollup {
 	}
 
 	t := buildTree(spans)
-	r.SpanCount = len(t.order)
 	r.Roots = t.roots
+	for _, i := range t.tops {
+		r.Tops = append(r.Tops, Top{SpanID: spans[i].SpanID, Name: spans[i].Name, Orphan: spans[i].ParentSpanID != ""})
+	}
 	r.Orphans = t.orphans
 	if t.dupIDs > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d duplicate span ids ignored (kept the first copy)", t.dupIDs))
@@ -160,11 +186,6 @@ func Compute(spans []store.Span, prices *pricing.Table) Rollup {
 
 	// Wall time and critical path.
 	cp := t.criticalPath()
-	r.Start = cp.start
-	if len(t.tops) == 1 {
-		r.RootName = spans[t.tops[0]].Name
-	}
-	r.DurationMS = ms(cp.end.Sub(cp.start))
 	var pathNS time.Duration
 	for _, s := range cp.segments {
 		pathNS += s.End - s.Start
@@ -181,102 +202,110 @@ func Compute(spans []store.Span, prices *pricing.Table) Rollup {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d spans end before they start: treated as zero-length", cp.inverted))
 	}
 
-	// Which spans have a usage-carrying descendant? Walk children before
-	// parents (reverse breadth-first order).
-	carries := func(s *store.Span) bool { return s.HasUsage || s.CostUSD != nil }
-	below := make([]bool, len(spans))
-	for k := len(t.order) - 1; k >= 0; k-- {
-		i := t.order[k]
-		for _, c := range t.children[i] {
-			if below[c] || carries(&spans[c]) {
-				below[i] = true
-				break
-			}
+	// Counts, tokens and the billed calls come from store.Summarize, the
+	// rule every view of a trace shows; this adds their prices.
+	sum := store.Summarize(spans)
+	r.Start, r.RootName = sum.Start, sum.RootName
+	r.DurationMS, r.AfterRootMS = ms(sum.Duration), ms(sum.AfterRoot)
+	r.SpanCount = int(sum.SpanCount)
+	r.ErrorCount = int(sum.ErrorCount)
+	r.ToolCalls = int(sum.ToolCalls)
+	r.ModelCalls = int(sum.ModelCalls)
+	r.FailedModelCalls = int(sum.FailedModelCalls)
+	r.TokensIn, r.TokensOut = sum.InputTokens, sum.OutputTokens
+	r.CacheReadTokens, r.CacheCreationTokens, r.ReasoningTokens = sum.CacheReadTokens, sum.CacheCreationTokens, sum.ReasoningTokens
+	roles := store.Roles(spans, t.st)
+	for _, i := range t.order {
+		if roles[i] == store.RoleAggregate {
+			r.AggregateSpans = append(r.AggregateSpans, spans[i].SpanID)
 		}
 	}
+	p := Price(sum.Calls, prices)
+	r.Calls, r.Models, r.UnpricedModels, r.KnownCostUSD, r.CostUSD = p.Calls, p.Models, p.UnpricedModels, p.KnownCostUSD, p.CostUSD
+	if n := countSource(r.Calls, SourceNoUsage); n > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d model calls reported no token usage: cost unknown", n))
+	}
+	if n := countSource(r.Calls, SourceFailed); n > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d failed model calls reported no token usage: charged 0", n))
+	}
+	if p.AnthropicRaw > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d calls report input tokens below their cache tokens (Anthropic's own convention): input read as uncached", p.AnthropicRaw))
+	}
+	return r
+}
 
+// Priced is the cost of a trace's billed calls.
+type Priced struct {
+	// Calls are the calls with their cost and how it was found, in the
+	// order given.
+	Calls []Call
+	// CostUSD is nil when any call could not be priced; KnownCostUSD then
+	// holds the part that could, a lower bound.
+	CostUSD        *float64
+	KnownCostUSD   float64
+	UnpricedModels []string
+	Models         []ModelUsage
+	// AnthropicRaw counts calls whose input was below their cache tokens.
+	AnthropicRaw int
+}
+
+// Price prices billed calls (store.TraceSummary.Calls) with prices (nil
+// prices nothing) and sums them in the order given, the canonical one, so
+// the same calls always give the same bytes: the trace page, the trace
+// list, `traces get` and `rollup FILE` all price through here.
+func Price(calls []store.Call, prices *pricing.Table) Priced {
+	p := Priced{Calls: []Call{}, UnpricedModels: []string{}, Models: []ModelUsage{}}
 	unpriced := map[string]bool{}
 	models := map[string]*ModelUsage{}
 	var modelOrder []string
 	known, costKnown := 0.0, true
-	var anthropicRaw int
-	for _, i := range t.order {
-		s := &spans[i]
-		if s.IsError() {
-			r.ErrorCount++
-		}
-		if s.Operation == semconv.OpExecuteTool {
-			r.ToolCalls++
-		}
-		isCall := carries(s) || semconv.IsModelCallOperation(s.Operation)
-		if !isCall {
-			continue
-		}
-		if below[i] {
-			if carries(s) {
-				r.AggregateSpans = append(r.AggregateSpans, s.SpanID)
-			}
-			continue
-		}
-		r.ModelCalls++
-		if s.IsError() {
-			r.FailedModelCalls++
-		}
-		model := s.ResponseModel
-		if model == "" {
-			model = s.RequestModel
-		}
-		c := Call{SpanID: s.SpanID, Name: s.Name, Model: model, Failed: s.IsError()}
-		var u pricing.Usage
-		if s.HasUsage {
-			var raw bool
-			u, raw = splitUsage(s)
+	for k := range calls {
+		sc := &calls[k]
+		model := sc.Model()
+		c := Call{SpanID: sc.SpanID, Name: sc.Name, Model: model, Failed: sc.Failed}
+		u, raw := sc.Usage()
+		if sc.HasUsage {
 			if raw {
-				anthropicRaw++
+				p.AnthropicRaw++
 			}
-			c.TokensIn = u.Input + u.CacheRead + u.CacheCreation
-			c.TokensOut = u.Output
-			r.TokensIn += c.TokensIn
-			r.TokensOut += u.Output
-			r.CacheReadTokens += u.CacheRead
-			r.CacheCreationTokens += u.CacheCreation
-			r.ReasoningTokens += s.ReasoningTokens
+			c.TokensIn, c.TokensOut = u.Input(), u.Output
 		}
-		var m *pricing.Model
 		switch {
-		case s.CostUSD != nil:
+		case sc.CostUSD != nil:
 			c.Source = SourceExplicit
-			c.CostUSD = ptr(*s.CostUSD)
-		case !s.HasUsage && s.IsError():
+			c.CostUSD = ptr(*sc.CostUSD)
+		case !sc.HasUsage && sc.Failed:
 			// Rejected before any token was processed (a 429, a 400):
 			// nothing to price, and providers do not bill these.
 			c.Source = SourceFailed
 			c.CostUSD = ptr(0)
-		case !s.HasUsage:
+		case !sc.HasUsage:
 			c.Source = SourceNoUsage
+			c.Why = "reported no token usage"
 		default:
-			var name string
-			var ok bool
-			m, name, ok = lookup(prices, s)
+			m, name, ok := lookup(prices, sc)
 			if !ok {
 				c.Source = SourceUnpriced
 				label := model
 				if label == "" {
 					label = "(no model name)"
+					c.Why = "names no model"
+				} else {
+					c.Why = fmt.Sprintf("model %q is not in the price table", model)
 				}
 				unpriced[label] = true
 				break
 			}
 			c.Source = SourcePriced
 			c.PricedAs = name
-			c.CostUSD = ptr(m.Cost(u))
+			c.CostUSD = ptr(m.Cost(pricing.Usage{Input: u.Uncached, CacheRead: u.CacheRead, CacheCreation: u.CacheCreation, Output: u.Output}))
 		}
 		if c.CostUSD != nil {
 			known += *c.CostUSD
 		} else {
 			costKnown = false
 		}
-		r.Calls = append(r.Calls, c)
+		p.Calls = append(p.Calls, c)
 
 		mk := model
 		if mk == "" {
@@ -291,8 +320,10 @@ func Compute(spans []store.Span, prices *pricing.Table) Rollup {
 		mu.Calls++
 		mu.TokensIn += c.TokensIn
 		mu.TokensOut += c.TokensOut
-		mu.CacheReadTokens += u.CacheRead
-		mu.CacheCreationTokens += u.CacheCreation
+		if sc.HasUsage {
+			mu.CacheReadTokens += u.CacheRead
+			mu.CacheCreationTokens += u.CacheCreation
+		}
 		if mu.CostUSD != nil {
 			if c.CostUSD == nil {
 				mu.CostUSD = nil
@@ -301,37 +332,65 @@ func Compute(spans []store.Span, prices *pricing.Table) Rollup {
 			}
 		}
 	}
-	r.KnownCostUSD = known
+	p.KnownCostUSD = known
 	if costKnown {
-		r.CostUSD = ptr(known)
+		p.CostUSD = ptr(known)
 	}
 	for m := range unpriced {
-		r.UnpricedModels = append(r.UnpricedModels, m)
+		p.UnpricedModels = append(p.UnpricedModels, m)
 	}
-	sort.Strings(r.UnpricedModels)
+	sort.Strings(p.UnpricedModels)
 	sort.Strings(modelOrder)
 	for _, m := range modelOrder {
-		r.Models = append(r.Models, *models[m])
+		p.Models = append(p.Models, *models[m])
 	}
-	if n := countSource(r.Calls, SourceNoUsage); n > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d model calls reported no token usage: cost unknown", n))
-	}
-	if n := countSource(r.Calls, SourceFailed); n > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d failed model calls reported no token usage: charged 0", n))
-	}
-	if anthropicRaw > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d calls report input tokens below their cache tokens (Anthropic's own convention): input read as uncached", anthropicRaw))
-	}
-	return r
+	return p
 }
 
-// splitUsage turns a span's usage into the billed parts (pricing.Split);
-// anthropicRaw reports a sender that used Anthropic's raw convention.
-func splitUsage(s *store.Span) (u pricing.Usage, anthropicRaw bool) {
-	return pricing.Split(s.InputTokens, s.CacheReadTokens, s.CacheCreationTokens, s.OutputTokens)
+// Unknown lists the calls whose cost is unknown, each with why: what a
+// "cost unknown" message names.
+func (p *Priced) Unknown() []Call { return unknownCalls(p.Calls) }
+
+// UnknownCalls lists the rollup's calls whose cost is unknown.
+func (r *Rollup) UnknownCalls() []Call { return unknownCalls(r.Calls) }
+
+func unknownCalls(calls []Call) []Call {
+	var out []Call
+	for _, c := range calls {
+		if c.CostUSD == nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
-func lookup(prices *pricing.Table, s *store.Span) (*pricing.Model, string, bool) {
+// UnknownCostText says why a cost is unknown, naming each call (up to
+// three, then how many more) and its reason, e.g. `"chat gpt-x" (span
+// 1a2b3c4d) reported no token usage`. It is "" when every call was priced.
+func UnknownCostText(calls []Call) string {
+	unknown := unknownCalls(calls)
+	if len(unknown) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for k, c := range unknown {
+		if k == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(unknown)-3)
+			break
+		}
+		if k > 0 {
+			b.WriteString("; ")
+		}
+		id := c.SpanID
+		if len(id) > 8 {
+			id = id[:8]
+		}
+		fmt.Fprintf(&b, "%q (span %s) %s", c.Name, id, c.Why)
+	}
+	return b.String()
+}
+
+func lookup(prices *pricing.Table, s *store.Call) (*pricing.Model, string, bool) {
 	for _, name := range []string{s.ResponseModel, s.RequestModel} {
 		if name == "" {
 			continue

@@ -121,7 +121,7 @@ func fixtures() []fixture {
 				sp("f", "r", "send telemetry", 120, 130),
 				sp("g", "w", "inside warm cache", 90, 140),
 			},
-			wantDurationMS: 100, wantPathMS: 100,
+			wantDurationMS: 150, wantPathMS: 100, // the trace lasts until the async child ends; the path covers the root
 			// w clipped to [50,100]; its child g clipped to [90,100].
 			wantSelf: map[string]float64{"r": 50, "w": 40, "g": 10},
 		},
@@ -135,7 +135,7 @@ func fixtures() []fixture {
 				sp("t", "r", "execute_tool lookup", 90, 150, tool("lookup"), service("tools")),
 				sp("u", "r", "execute_tool stale", 40, 80, tool("stale"), service("tools")),
 			},
-			wantDurationMS: 100, wantPathMS: 100,
+			wantDurationMS: 160, wantPathMS: 100,
 			wantSelf: map[string]float64{"r": 50, "t": 50},
 		},
 		{
