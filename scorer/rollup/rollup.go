@@ -101,14 +101,14 @@ const (
 
 // Call is one billed span.
 type Call struct {
-	SpanID    string   `json:"span_id"`
-	Name      string   `json:"name"`
-	Model     string   `json:"model,omitempty"`
-	PricedAs  string   `json:"priced_as,omitempty"`
-	Failed    bool     `json:"failed,omitempty"`
-	Source    string   `json:"source"`
+	SpanID   string `json:"span_id"`
+	Name     string `json:"name"`
+	Model    string `json:"model,omitempty"`
+	PricedAs string `json:"priced_as,omitempty"`
+	Failed   bool   `json:"failed,omitempty"`
+	Source   string `json:"source"`
 	// Why says why the cost is unknown (SourceUnpriced, SourceNoUsage).
-	Why string `json:"why,omitempty"`
+	Why       string   `json:"why,omitempty"`
 	CostUSD   *float64 `json:"cost_usd"`
 	TokensIn  int64    `json:"tokens_in"`
 	TokensOut int64    `json:"tokens_out"`
