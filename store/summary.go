@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -196,7 +197,17 @@ func BuildTree(spans []Span) *Tree {
 
 // CarriesUsage reports whether a span reports usage or an explicit cost:
 // either makes it billed unless a descendant carries usage too.
-func (s *Span) CarriesUsage() bool { return s.HasUsage || s.CostUSD != nil }
+func (s *Span) CarriesUsage() bool { return s.HasUsage || s.ExplicitCost() != nil }
+
+// ExplicitCost is the cost the sender set, nil when it set none or set a
+// value that is no cost (NaN or infinite: backends store those differently,
+// and no price is infinite).
+func (s *Span) ExplicitCost() *float64 {
+	if s.CostUSD == nil || math.IsNaN(*s.CostUSD) || math.IsInf(*s.CostUSD, 0) {
+		return nil
+	}
+	return s.CostUSD
+}
 
 // Billing says, for each span of a tree, whether it is a billed call
 // (RoleCall), an aggregate whose usage repeats its descendants'
@@ -316,7 +327,7 @@ func Summarize(spans []Span) TraceSummary {
 		c := Call{
 			SpanID: sp.SpanID, Name: sp.Name, Start: sp.StartTime,
 			RequestModel: sp.RequestModel, ResponseModel: sp.ResponseModel, Failed: sp.IsError(),
-			HasUsage: sp.HasUsage, CostUSD: sp.CostUSD,
+			HasUsage: sp.HasUsage, CostUSD: sp.ExplicitCost(),
 		}
 		if sp.HasUsage {
 			c.InputTokens, c.OutputTokens = sp.InputTokens, sp.OutputTokens

@@ -133,7 +133,6 @@ var sortExprs = map[string]string{
 	store.SortDuration: "duration_ns",
 	store.SortSpans:    "span_count",
 	store.SortErrors:   "error_count",
-	store.SortTokens:   "input_tokens + output_tokens",
 }
 
 // indexSortExprs are the sort keys the trace index alone can order by.
@@ -159,13 +158,7 @@ const spanSummarySQL = `SELECT
     toUnixTimestamp64Nano(t_end) - toUnixTimestamp64Nano(t_start) AS duration_ns,
     s_spans AS span_count,
     s_errors AS error_count,
-    s_model_calls AS model_calls,
     s_tool_calls AS tool_calls,
-    s_input AS input_tokens,
-    s_output AS output_tokens,
-    s_cache_read AS cache_read_tokens,
-    s_cache_creation AS cache_creation_tokens,
-    s_reasoning AS reasoning_tokens,
     name_set,
     toInt64(%[3]s) AS sort_value
 FROM
@@ -180,22 +173,11 @@ FROM
         groupUniqArray(toString(name)) AS name_set,
         toInt64(count()) AS s_spans,
         toInt64(countIf(status_code = 'error')) AS s_errors,
-        toInt64(countIf(model_call)) AS s_model_calls,
-        toInt64(countIf(operation = 'execute_tool')) AS s_tool_calls,
-        toInt64(sumIf(input_tokens, model_call)) AS s_input,
-        toInt64(sumIf(output_tokens, model_call)) AS s_output,
-        toInt64(sumIf(cache_read_tokens, model_call)) AS s_cache_read,
-        toInt64(sumIf(cache_creation_tokens, model_call)) AS s_cache_creation,
-        toInt64(sumIf(reasoning_tokens, model_call)) AS s_reasoning
+        toInt64(countIf(operation = 'execute_tool')) AS s_tool_calls
     FROM %[1]s FINAL
     WHERE %[2]s
     GROUP BY trace_id
 )`
-
-// summaryColumns is what ListTraces scans, in spanSummarySQL's order.
-const summaryColumns = `trace_id, root_name, service_name, agent_names, model_names, t_start, t_end,
-    start_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
-    input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, sort_value`
 
 // ListTraces returns one page of trace summaries matching q. Pagination is
 // keyset-based on (sort value, trace id), so pages never overlap or skip a
@@ -208,6 +190,13 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
+	if plan.SortBy == store.SortTokens {
+		page, err := s.listByTokens(ctx, plan)
+		if err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+		}
+		return page, nil
+	}
 	// Two round trips: the page's ids, then their summaries. (A CTE
 	// referenced twice is evaluated twice; the page query is the costly
 	// part.)
@@ -219,55 +208,28 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if len(ids) == 0 {
 		return page, nil
 	}
-	full := fmt.Sprintf(spanSummarySQL, s.spansTable,
-		"trace_id IN (?) AND start >= fromUnixTimestamp64Nano(?) AND start <= fromUnixTimestamp64Nano(?)", plan.sortExpr)
-	rows, err := s.conn.Query(ctx, "SELECT "+summaryColumns+" FROM ("+full+") ORDER BY "+plan.order,
+	sums, err := s.summarize(ctx, "trace_id IN (?) AND start >= fromUnixTimestamp64Nano(?) AND start <= fromUnixTimestamp64Nano(?)",
 		ids, first.UnixNano(), last.UnixNano())
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	defer rows.Close()
-	var lastValue int64
-	var lastTrace string
-	more := false
-	for rows.Next() {
+	for _, id := range ids {
 		if len(page.Traces) == plan.Limit {
-			more = true
+			last := page.Traces[len(page.Traces)-1]
+			pos := store.PagePosition{SortValue: sortValue(&last, plan.SortBy)}
+			if err := decodeTraceID(last.TraceID, &pos.TraceID); err != nil {
+				return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+			}
+			page.NextPageToken = plan.NextPageToken(pos)
 			break
 		}
-		var ts store.TraceSummary
-		var startNS, durNS, sortValue int64
-		if err := rows.Scan(&ts.TraceID, &ts.RootName, &ts.ServiceName, &ts.AgentNames, &ts.Models,
-			&ts.Start, &ts.End, &startNS, &durNS,
-			&ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.ToolCalls,
-			&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens,
-			&sortValue); err != nil {
-			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+		sum, ok := sums[id]
+		if !ok {
+			// The trace index lists a trace whose spans are not
+			// readable yet (another writer's insert in flight).
+			continue
 		}
-		ts.Start, ts.End = ts.Start.UTC(), ts.End.UTC()
-		ts.Duration = time.Duration(durNS)
-		if len(ts.AgentNames) == 0 {
-			ts.AgentNames = nil
-		}
-		if len(ts.Models) == 0 {
-			ts.Models = nil
-		}
-		page.Traces = append(page.Traces, ts)
-		lastValue, lastTrace = sortValue, ts.TraceID
-	}
-	if err := rows.Err(); err != nil {
-		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
-	}
-	if more {
-		last := store.PagePosition{SortValue: lastValue}
-		// Stored ids were checked on write, so this fails only for a
-		// table written by something else.
-		id, err := hex.DecodeString(lastTrace)
-		if err != nil || len(id) != len(last.TraceID) {
-			return store.TracePage{}, fmt.Errorf("list traces: stored trace id %q is not 32 hex digits", lastTrace)
-		}
-		copy(last.TraceID[:], id)
-		page.NextPageToken = plan.NextPageToken(last)
+		page.Traces = append(page.Traces, *sum)
 	}
 	return page, nil
 }
@@ -328,7 +290,13 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	if p.PlannedQuery, err = q.Plan(checkTime); err != nil {
 		return p, err
 	}
+	// SortTokens is ordered in Go (listByTokens): the query then selects
+	// every candidate, with no order, keyset or limit.
+	byTokens := p.SortBy == store.SortTokens
 	sortExpr, ok := sortExprs[p.SortBy]
+	if byTokens {
+		sortExpr, ok = "0", true
+	}
 	if !ok {
 		return p, fmt.Errorf("sort_by %q is not supported by the ClickHouse store", p.SortBy)
 	}
@@ -366,6 +334,9 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	}
 
 	indexSort, indexOnly := indexSortExprs[p.SortBy]
+	if byTokens {
+		indexSort, indexOnly = "0", true
+	}
 	if q.Service != "" || q.Agent != "" || q.Model != "" || q.Status != "" || q.Text != "" {
 		indexOnly = false
 	}
@@ -379,7 +350,7 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			where = append(where, "toUnixTimestamp64Nano(c_end) - toUnixTimestamp64Nano(c_start) >= ?")
 			args = append(args, int64(q.MinDuration))
 		}
-		if p.After != nil {
+		if p.After != nil && !byTokens {
 			where = append(where, "(sort_value, trace_id) "+cmp+" (?, ?)")
 			args = append(args, p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
 		}
@@ -387,8 +358,11 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 		if len(where) > 0 {
 			whereSQL = "WHERE " + strings.Join(where, " AND ")
 		}
-		pageSQL = fmt.Sprintf("SELECT trace_id, c_start, c_end FROM (SELECT trace_id, c_start, c_end, toInt64(%s) AS sort_value FROM cand) %s ORDER BY %s LIMIT %d",
-			indexSort, whereSQL, order, p.Limit+1)
+		pageSQL = fmt.Sprintf("SELECT trace_id, c_start, c_end FROM (SELECT trace_id, c_start, c_end, toInt64(%s) AS sort_value FROM cand) %s",
+			indexSort, whereSQL)
+		if !byTokens {
+			pageSQL += fmt.Sprintf(" ORDER BY %s LIMIT %d", order, p.Limit+1)
+		}
 	} else {
 		// No span of a trace starting at or after Start is earlier, so
 		// every scan of spans may start there.
@@ -434,7 +408,7 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			where = append(where, "arrayExists(n -> position(lowerUTF8(n), ?) > 0, name_set)")
 			args = append(args, strings.ToLower(q.Text))
 		}
-		if p.After != nil {
+		if p.After != nil && !byTokens {
 			where = append(where, "(sort_value, trace_id) "+cmp+" (?, ?)")
 			args = append(args, p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
 		}
@@ -445,8 +419,11 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 		if len(where) > 0 {
 			whereSQL = "WHERE " + strings.Join(where, " AND ")
 		}
-		pageSQL = fmt.Sprintf("SELECT trace_id, t_start AS c_start, t_end AS c_end FROM (%s) %s ORDER BY %s LIMIT %d",
-			fmt.Sprintf(spanSummarySQL, s.spansTable, strings.Join(spanWhere, " AND "), sortExpr), whereSQL, order, p.Limit+1)
+		pageSQL = fmt.Sprintf("SELECT trace_id, t_start AS c_start, t_end AS c_end FROM (%s) %s",
+			fmt.Sprintf(spanSummarySQL, s.spansTable, strings.Join(spanWhere, " AND "), sortExpr), whereSQL)
+		if !byTokens {
+			pageSQL += fmt.Sprintf(" ORDER BY %s LIMIT %d", order, p.Limit+1)
+		}
 	}
 	p.sql = pageSQL
 	if len(ctes) > 0 {

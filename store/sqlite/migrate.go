@@ -72,8 +72,9 @@ func userVersion(ctx context.Context, q interface {
 // migrate brings the schema of db (the writer connection) up to date. Each
 // migration runs in its own immediate transaction, together with its record
 // in schema_migrations and the user_version bump, so a crash mid-way leaves
-// the file at the previous version.
-func migrate(ctx context.Context, db *sql.DB, path string, now func() time.Time) error {
+// the file at the previous version. after, when not nil, runs in the same
+// transaction after a migration's SQL, for the steps SQL cannot do.
+func migrate(ctx context.Context, db *sql.DB, path string, now func() time.Time, after func(ctx context.Context, tx *sql.Tx, version int) error) error {
 	ms, err := loadMigrations()
 	if err != nil {
 		return err
@@ -117,6 +118,12 @@ func migrate(ctx context.Context, db *sql.DB, path string, now func() time.Time)
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 			tx.Rollback()
 			return fmt.Errorf("apply migration %s to %s: %w", m.name, path, err)
+		}
+		if after != nil {
+			if err := after(ctx, tx, m.version); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("apply migration %s to %s: %w", m.name, path, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at_ns) VALUES (?, ?, ?)`,
 			m.version, m.name, now().UnixNano()); err != nil {

@@ -493,12 +493,13 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 			break
 		}
 		var ts store.TraceSummary
-		var id []byte
-		var agents, models string
-		var startNS, endNS, durNS, sortValue int64
+		var id, calls []byte
+		var agents, models, labels string
+		var startNS, endNS, durNS, afterNS, sortValue int64
 		if err := rows.Scan(&id, &ts.RootName, &ts.ServiceName, &agents, &models,
 			&startNS, &endNS, &durNS, &ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.ToolCalls,
 			&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens,
+			&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels, &calls,
 			&sortValue); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 		}
@@ -509,6 +510,19 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 		ts.Start = time.Unix(0, startNS).UTC()
 		ts.End = time.Unix(0, endNS).UTC()
 		ts.Duration = time.Duration(durNS)
+		ts.AfterRoot = time.Duration(afterNS)
+		if ts.ModelLabels, err = decodeList(labels); err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: trace %s model labels: %w", ts.TraceID, err)
+		}
+		if calls != nil {
+			b, err := s.codec.unpack(calls)
+			if err == nil {
+				err = json.Unmarshal(b, &ts.Calls)
+			}
+			if err != nil {
+				return store.TracePage{}, fmt.Errorf("list traces: trace %s billed calls: %w", ts.TraceID, err)
+			}
+		}
 		if ts.AgentNames, err = decodeList(agents); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s agent names: %w", ts.TraceID, err)
 		}
@@ -611,7 +625,8 @@ func planQuery(q *store.TraceQuery) (queryPlan, error) {
 	var b strings.Builder
 	b.WriteString(`SELECT trace_id, root_name, service_name, agent_names, models,
 	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
-	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, `)
+	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens,
+	after_root_ns, fragments, failed_model_calls, model_labels, calls, `)
 	b.WriteString(col)
 	b.WriteString(" FROM traces")
 	if len(where) > 0 {

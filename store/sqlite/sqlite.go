@@ -135,6 +135,11 @@ func (s *Store) open(ctx context.Context) error {
 		return fmt.Errorf("open trace store %s: directory %s does not exist", abs, filepath.Dir(abs))
 	}
 
+	// The codec first: a migration may re-encode stored rows.
+	s.codec, err = newCodec()
+	if err != nil {
+		return fmt.Errorf("open trace store %s: %w", abs, err)
+	}
 	if !cfg.ReadOnly {
 		s.writer, err = sql.Open("sqlite", dsn(abs, cfg, false))
 		if err != nil {
@@ -147,7 +152,7 @@ func (s *Store) open(ctx context.Context) error {
 		if err := s.writer.PingContext(ctx); err != nil {
 			return fmt.Errorf("open trace store %s: %w", abs, err)
 		}
-		if err := migrate(ctx, s.writer, abs, time.Now); err != nil {
+		if err := migrate(ctx, s.writer, abs, time.Now, s.afterMigration); err != nil {
 			return err
 		}
 	}
@@ -173,10 +178,6 @@ func (s *Store) open(ctx context.Context) error {
 		}
 	}
 
-	s.codec, err = newCodec()
-	if err != nil {
-		return fmt.Errorf("open trace store %s: %w", abs, err)
-	}
 	return nil
 }
 

@@ -150,8 +150,8 @@ func TestMigrationIsRecorded(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*), max(name) FROM schema_migrations`).Scan(&n, &name); err != nil {
 		t.Fatal(err)
 	}
-	if uv != schemaVersion() || n != schemaVersion() || name != "0001_init.sql" {
-		t.Fatalf("user_version %d, %d recorded migrations (last %q); want %d and 0001_init.sql", uv, n, name, schemaVersion())
+	if uv != schemaVersion() || n != schemaVersion() || name != "0002_summaries.sql" {
+		t.Fatalf("user_version %d, %d recorded migrations (last %q); want %d and 0002_summaries.sql", uv, n, name, schemaVersion())
 	}
 	// Reopening applies nothing twice.
 	s2, err := Open(context.Background(), Config{Path: path})

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
@@ -338,11 +339,11 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 		seen := make(map[[8]byte]struct{}, len(g.rows))
 		if g.sm.exists {
 			if existing == nil {
-				if existing, err = tx.PrepareContext(sctx, `SELECT span_id FROM spans WHERE trace_seq = ?`); err != nil {
+				if existing, err = tx.PrepareContext(sctx, `SELECT `+lightSpanCols+` FROM spans WHERE trace_seq = ?`); err != nil {
 					return fmt.Errorf("prepare stored span lookup: %w", err)
 				}
 			}
-			if err := storedSpanIDs(sctx, existing, g.sm.seq, seen); err != nil {
+			if g.sm.stored, err = readLightSpans(sctx, existing, g.sm.seq, hex.EncodeToString(g.traceID), seen); err != nil {
 				return fmt.Errorf("read stored spans of trace %x: %w", g.traceID, err)
 			}
 		}
@@ -399,23 +400,26 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 	return nil
 }
 
-// storedSpanIDs adds the span ids stored for trace seq to ids.
-func storedSpanIDs(ctx context.Context, q *sql.Stmt, seq int64, ids map[[8]byte]struct{}) error {
+// readLightSpans reads the stored spans of trace seq (hex id traceID),
+// their lightSpanCols, and adds their ids to ids.
+func readLightSpans(ctx context.Context, q *sql.Stmt, seq int64, traceID string, ids map[[8]byte]struct{}) ([]store.Span, error) {
 	rs, err := q.QueryContext(ctx, seq)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rs.Close()
+	var spans []store.Span
 	for rs.Next() {
-		var b []byte
-		if err := rs.Scan(&b); err != nil {
-			return err
+		sp, err := scanLightSpan(rs, traceID)
+		if err != nil {
+			return nil, err
 		}
 		var id [8]byte
-		copy(id[:], b)
+		hex.Decode(id[:], []byte(sp.SpanID))
 		ids[id] = struct{}{}
+		spans = append(spans, sp)
 	}
-	return rs.Err()
+	return spans, rs.Err()
 }
 
 // bulkInsert runs an INSERT of many rows per statement: with modernc, a
@@ -569,25 +573,20 @@ func (s *Store) resolveResources(ctx context.Context, tx *sql.Tx, rows []spanRow
 	return ids, nil
 }
 
-// summary is one row of the traces table, being merged with new spans.
+// summary is one row of the traces table, being merged with new spans. Its
+// figures are store.Summarize's over the trace's stored spans (read in
+// writeRows) and the new ones; only the index columns below (the tag rows,
+// names_lower) and the model labels, which no span column holds, are kept
+// up by merging.
 type summary struct {
 	exists bool
 	seq    int64
 
-	rootName, rootService string
-	rootStart             sql.NullInt64
-	rootSpanID            []byte
-	firstService          string
-	firstStart            int64
-	firstSpanID           []byte
+	stored []store.Span // the stored spans, their typed fields (readLightSpans)
 
-	agents, models, services map[string]struct{}
-	names                    map[string]struct{} // lower-cased
-	oldTags                  map[tagKey]struct{}
-
-	start, end                                           int64
-	spans, errors, modelCalls, toolCalls                 int64
-	inTok, outTok, cacheReadTok, cacheCreateTok, reasTok int64
+	labels, services map[string]struct{}
+	names            map[string]struct{} // lower-cased
+	oldTags          map[tagKey]struct{}
 }
 
 type tagKey struct {
@@ -610,80 +609,113 @@ func normName(name string) string {
 	return strings.ReplaceAll(strings.ToLower(name), namesSep, " ")
 }
 
-func (sm *summary) add(r *spanRow) {
-	sp := r.span
-	if r.parentID == nil {
-		if !sm.rootStart.Valid || r.startNS < sm.rootStart.Int64 ||
-			(r.startNS == sm.rootStart.Int64 && bytes.Compare(r.spanID, sm.rootSpanID) < 0) {
-			sm.rootName, sm.rootService = sp.Name, sp.ServiceName
-			sm.rootStart = sql.NullInt64{Int64: r.startNS, Valid: true}
-			sm.rootSpanID = r.spanID
-		}
-	}
-	if sm.firstSpanID == nil || r.startNS < sm.firstStart ||
-		(r.startNS == sm.firstStart && bytes.Compare(r.spanID, sm.firstSpanID) < 0) {
-		sm.firstService, sm.firstStart, sm.firstSpanID = sp.ServiceName, r.startNS, r.spanID
-	}
-	if sp.AgentName != "" {
-		sm.agents[sp.AgentName] = struct{}{}
-	}
-	for _, m := range [2]string{sp.RequestModel, sp.ResponseModel} {
-		if m != "" {
-			sm.models[m] = struct{}{}
-		}
-	}
+// add merges a new span into the index columns.
+func (sm *summary) add(sp *store.Span) {
 	if sp.ServiceName != "" {
 		sm.services[sp.ServiceName] = struct{}{}
 	}
 	if sp.Name != "" {
 		sm.names[normName(sp.Name)] = struct{}{}
 	}
-	if sm.spans == 0 {
-		sm.start, sm.end = r.startNS, r.endNS
-	} else {
-		sm.start = min(sm.start, r.startNS)
-		sm.end = max(sm.end, r.endNS)
-	}
-	sm.spans++
-	if sp.IsError() {
-		sm.errors++
-	}
-	if sp.Operation == semconv.OpExecuteTool {
-		sm.toolCalls++
-	}
-	if semconv.IsModelCallOperation(sp.Operation) {
-		sm.modelCalls++
-		sm.inTok += sp.InputTokens
-		sm.outTok += sp.OutputTokens
-		sm.cacheReadTok += sp.CacheReadTokens
-		sm.cacheCreateTok += sp.CacheCreationTokens
-		sm.reasTok += sp.ReasoningTokens
+	if l, ok := sp.Attributes.String(semconv.AttrModelLabel); ok && l != "" {
+		sm.labels[l] = struct{}{}
 	}
 }
 
+// lightSpanCols are the typed columns store.Summarize reads, in
+// lightSpan's order.
+const lightSpanCols = `span_id, parent_span_id, name, start_ns, end_ns, status_code, service_name,
+	operation, request_model, response_model, agent_name, has_usage, input_tokens, output_tokens,
+	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd`
+
+// scanLightSpan reads one row of lightSpanCols into a span of trace traceID
+// (hex).
+func scanLightSpan(rs *sql.Rows, traceID string) (store.Span, error) {
+	var sp store.Span
+	var id, parent []byte
+	var startNS, endNS int64
+	var cost sql.NullFloat64
+	if err := rs.Scan(&id, &parent, &sp.Name, &startNS, &endNS, &sp.StatusCode, &sp.ServiceName,
+		&sp.Operation, &sp.RequestModel, &sp.ResponseModel, &sp.AgentName, &sp.HasUsage,
+		&sp.InputTokens, &sp.OutputTokens, &sp.CacheReadTokens, &sp.CacheCreationTokens, &sp.ReasoningTokens, &cost); err != nil {
+		return sp, err
+	}
+	sp.TraceID, sp.SpanID = traceID, hex.EncodeToString(id)
+	if parent != nil {
+		sp.ParentSpanID = hex.EncodeToString(parent)
+	}
+	sp.StartTime, sp.EndTime = time.Unix(0, startNS).UTC(), time.Unix(0, endNS).UTC()
+	if cost.Valid {
+		c := cost.Float64
+		sp.CostUSD = &c
+	}
+	return sp, nil
+}
+
+// lightSpan is what a new row stores of the fields Summarize reads, exactly
+// as scanLightSpan will read them back (times at nanosecond precision in
+// UTC, a NaN cost as none), so a trace's summary does not depend on which
+// of its spans were in the batch that computed it.
+func lightSpan(r *spanRow) store.Span {
+	sp := r.span
+	out := store.Span{
+		TraceID: hex.EncodeToString(r.traceID), SpanID: sp.SpanID, ParentSpanID: sp.ParentSpanID, Name: sp.Name,
+		StartTime: time.Unix(0, r.startNS).UTC(), EndTime: time.Unix(0, r.endNS).UTC(),
+		StatusCode: sp.StatusCode, ServiceName: sp.ServiceName, Operation: sp.Operation,
+		RequestModel: sp.RequestModel, ResponseModel: sp.ResponseModel, AgentName: sp.AgentName,
+		HasUsage: sp.HasUsage, InputTokens: sp.InputTokens, OutputTokens: sp.OutputTokens,
+		CacheReadTokens: sp.CacheReadTokens, CacheCreationTokens: sp.CacheCreationTokens, ReasoningTokens: sp.ReasoningTokens,
+	}
+	if c, ok := r.cost.(float64); ok {
+		out.CostUSD = &c
+	}
+	return out
+}
+
 // selectSummariesSQL reads summaries; loadSummaries appends the IN list.
-const selectSummariesSQL = `SELECT trace_id, seq, root_name, root_service, root_start_ns, root_span_id,
-	first_service, first_start_ns, first_span_id, agent_names, models, services, names_lower,
-	start_ns, end_ns, span_count, error_count, model_calls, tool_calls,
-	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens
+const selectSummariesSQL = `SELECT trace_id, seq, model_labels, services, names_lower, agent_names, models
 	FROM traces WHERE trace_id IN `
 
 // summaryCols are written by both the insert and the update of a summary,
 // after seq and trace_id.
-const summaryCols = `service_name, root_name, root_service, root_start_ns, root_span_id,
-	first_service, first_start_ns, first_span_id, agent_names, models, services, names_lower,
+const summaryCols = `service_name, root_name, agent_names, models, services, names_lower,
 	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
-	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, tokens_total`
+	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, tokens_total,
+	after_root_ns, fragments, failed_model_calls, model_labels, calls`
 
 var (
 	insertSummaryHead = `INSERT INTO traces (seq, trace_id, ` + summaryCols + `) VALUES `
-	summaryColCount   = 27
+	summaryColCount   = 26
 	updateSummarySQL  = `UPDATE traces SET (` + summaryCols + `) =
-	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
+	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
 )
 
-// updateSummaries folds each group's newly inserted spans into its trace's
-// summary row and tag rows. Groups without new spans are left alone.
+// summaryValues are a summary row's summaryCols values.
+func (s *Store) summaryValues(sum *store.TraceSummary, services, names []string) ([]any, error) {
+	var calls any
+	if len(sum.Calls) > 0 {
+		b, err := json.Marshal(sum.Calls)
+		if err != nil {
+			return nil, fmt.Errorf("encode billed calls: %w", err)
+		}
+		calls = s.codec.pack(b)
+	}
+	var nb strings.Builder
+	for _, n := range names {
+		nb.WriteString(n)
+		nb.WriteString(namesSep)
+	}
+	return []any{
+		sum.ServiceName, sum.RootName, jsonStrings(sum.AgentNames), jsonStrings(sum.Models), jsonStrings(services), nb.String(),
+		sum.Start.UnixNano(), sum.End.UnixNano(), int64(sum.Duration), sum.SpanCount, sum.ErrorCount, sum.ModelCalls, sum.ToolCalls,
+		sum.InputTokens, sum.OutputTokens, sum.CacheReadTokens, sum.CacheCreationTokens, sum.ReasoningTokens, sum.InputTokens + sum.OutputTokens,
+		int64(sum.AfterRoot), sum.Fragments, sum.FailedModelCalls, jsonStrings(sum.ModelLabels), calls,
+	}, nil
+}
+
+// updateSummaries recomputes the summary of every trace that got new spans,
+// with store.Summarize over its stored spans and the new ones, and adds its
+// new tag rows. Groups without new spans are left alone.
 func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
 	ins := s.newBulkInsert(tx, insertSummaryHead, summaryColCount)
 	tags := s.newBulkInsert(tx, tagsHead, 3)
@@ -698,31 +730,21 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 			continue
 		}
 		sm := g.sm
+		spans := slices.Grow(sm.stored, len(g.inserted))
 		for _, r := range g.inserted {
-			sm.add(r)
+			sm.add(r.span)
+			spans = append(spans, lightSpan(r))
 		}
-		service := sm.firstService
-		if sm.rootStart.Valid {
-			service = sm.rootService
+		sum := store.Summarize(spans)
+		sum.ModelLabels = sortedKeys(sm.labels)
+		if len(sum.ModelLabels) == 0 {
+			sum.ModelLabels = nil
 		}
-		var rootSpan any
-		if sm.rootSpanID != nil {
-			rootSpan = sm.rootSpanID
-		}
-		var names strings.Builder
-		for _, n := range sortedKeys(sm.names) {
-			names.WriteString(n)
-			names.WriteString(namesSep)
-		}
-		vals := []any{
-			service, sm.rootName, sm.rootService, sm.rootStart, rootSpan,
-			sm.firstService, sm.firstStart, sm.firstSpanID,
-			jsonList(sm.agents), jsonList(sm.models), jsonList(sm.services), names.String(),
-			sm.start, sm.end, sm.end - sm.start, sm.spans, sm.errors, sm.modelCalls, sm.toolCalls,
-			sm.inTok, sm.outTok, sm.cacheReadTok, sm.cacheCreateTok, sm.reasTok, sm.inTok + sm.outTok,
+		vals, err := s.summaryValues(&sum, sortedKeys(sm.services), sortedKeys(sm.names))
+		if err != nil {
+			return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
 		}
 		if sm.exists {
-			var err error
 			if upd == nil {
 				upd, err = tx.PrepareContext(ctx, updateSummarySQL)
 			}
@@ -740,9 +762,9 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 		}
 		for _, set := range []struct {
 			kind int
-			vals map[string]struct{}
-		}{{tagService, sm.services}, {tagAgent, sm.agents}, {tagModel, sm.models}} {
-			for v := range set.vals {
+			vals []string
+		}{{tagService, sortedKeys(sm.services)}, {tagAgent, sum.AgentNames}, {tagModel, sum.Models}} {
+			for _, v := range set.vals {
 				if _, ok := sm.oldTags[tagKey{set.kind, v}]; ok {
 					continue
 				}
@@ -764,8 +786,7 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 
 func newSummary() *summary {
 	return &summary{
-		agents: map[string]struct{}{}, models: map[string]struct{}{},
-		services: map[string]struct{}{}, names: map[string]struct{}{},
+		labels: map[string]struct{}{}, services: map[string]struct{}{}, names: map[string]struct{}{},
 		oldTags: map[tagKey]struct{}{},
 	}
 }
@@ -812,12 +833,8 @@ func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID m
 	for rs.Next() {
 		sm := newSummary()
 		var traceID []byte
-		var agents, models, services, names string
-		if err := rs.Scan(&traceID, &sm.seq,
-			&sm.rootName, &sm.rootService, &sm.rootStart, &sm.rootSpanID,
-			&sm.firstService, &sm.firstStart, &sm.firstSpanID, &agents, &models, &services, &names,
-			&sm.start, &sm.end, &sm.spans, &sm.errors, &sm.modelCalls, &sm.toolCalls,
-			&sm.inTok, &sm.outTok, &sm.cacheReadTok, &sm.cacheCreateTok, &sm.reasTok); err != nil {
+		var labels, services, names, agents, models string
+		if err := rs.Scan(&traceID, &sm.seq, &labels, &services, &names, &agents, &models); err != nil {
 			return err
 		}
 		g, ok := byID[string(traceID)]
@@ -829,14 +846,18 @@ func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID m
 			kind int
 			src  string
 			dst  map[string]struct{}
-		}{{tagAgent, agents, sm.agents}, {tagModel, models, sm.models}, {tagService, services, sm.services}} {
+		}{{0, labels, sm.labels}, {tagService, services, sm.services}, {tagAgent, agents, nil}, {tagModel, models, nil}} {
 			var vals []string
 			if err := json.Unmarshal([]byte(l.src), &vals); err != nil {
 				return fmt.Errorf("trace %x: decode stored list %q: %w", traceID, l.src, err)
 			}
 			for _, v := range vals {
-				l.dst[v] = struct{}{}
-				sm.oldTags[tagKey{l.kind, v}] = struct{}{}
+				if l.dst != nil {
+					l.dst[v] = struct{}{}
+				}
+				if l.kind != 0 {
+					sm.oldTags[tagKey{l.kind, v}] = struct{}{}
+				}
 			}
 		}
 		for _, n := range strings.Split(names, namesSep) {
@@ -858,7 +879,11 @@ func sortedKeys(m map[string]struct{}) []string {
 	return out
 }
 
-func jsonList(m map[string]struct{}) string {
-	b, _ := json.Marshal(sortedKeys(m)) // []string always marshals
+// jsonStrings is a stored JSON list: "[]" for none.
+func jsonStrings(l []string) string {
+	if l == nil {
+		l = []string{}
+	}
+	b, _ := json.Marshal(l) // []string always marshals
 	return string(b)
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -108,14 +109,6 @@ func summarize(traceID string, spans []store.Span) refTrace {
 		if sp.Operation == semconv.OpExecuteTool {
 			s.ToolCalls++
 		}
-		if semconv.IsModelCallOperation(sp.Operation) {
-			s.ModelCalls++
-			s.InputTokens += sp.InputTokens
-			s.OutputTokens += sp.OutputTokens
-			s.CacheReadTokens += sp.CacheReadTokens
-			s.CacheCreationTokens += sp.CacheCreationTokens
-			s.ReasoningTokens += sp.ReasoningTokens
-		}
 		if sp.ServiceName != "" {
 			rt.services[sp.ServiceName] = true
 		}
@@ -139,7 +132,107 @@ func summarize(traceID string, spans []store.Span) refTrace {
 	s.Duration = s.End.Sub(s.Start)
 	s.AgentNames = sortedSet(rt.agents)
 	s.Models = sortedSet(rt.models)
+	refBilling(spans, s)
+	if s.Fragments == 1 && root != nil && s.End.After(root.EndTime) {
+		s.AfterRoot = s.End.Sub(root.EndTime)
+	}
+	labels := map[string]bool{}
+	for i := range spans {
+		if l, ok := spans[i].Attributes.String(semconv.AttrModelLabel); ok && l != "" {
+			labels[l] = true
+		}
+	}
+	s.ModelLabels = sortedSet(labels)
 	return rt
+}
+
+// refBilling applies the billing rule the naive way, independently of
+// store.Summarize: walk up from every span carrying usage (or a finite
+// explicit cost) and mark its ancestors; a span carrying usage or making a
+// model call is billed unless marked. It also counts the fragments: spans
+// with no parent in the trace, plus one per parent cycle. spans are
+// distinct and in GetTrace order.
+func refBilling(spans []store.Span, s *store.TraceSummary) {
+	byID := map[string]int{}
+	for i := range spans {
+		byID[spans[i].SpanID] = i
+	}
+	cost := func(sp *store.Span) *float64 {
+		if sp.CostUSD == nil || math.IsNaN(*sp.CostUSD) || math.IsInf(*sp.CostUSD, 0) {
+			return nil
+		}
+		return sp.CostUSD
+	}
+	carries := func(sp *store.Span) bool { return sp.HasUsage || cost(sp) != nil }
+	marked := make([]bool, len(spans))
+	for i := range spans {
+		if !carries(&spans[i]) {
+			continue
+		}
+		seen := map[int]bool{i: true}
+		for p, ok := byID[spans[i].ParentSpanID]; ok && !seen[p]; p, ok = byID[spans[p].ParentSpanID] {
+			seen[p] = true
+			marked[p] = true
+		}
+	}
+	for i := range spans {
+		sp := &spans[i]
+		if marked[i] || !(carries(sp) || semconv.IsModelCallOperation(sp.Operation)) {
+			continue
+		}
+		c := store.Call{SpanID: sp.SpanID, Name: sp.Name, Start: sp.StartTime.UTC(), RequestModel: sp.RequestModel,
+			ResponseModel: sp.ResponseModel, Failed: sp.IsError(), HasUsage: sp.HasUsage, CostUSD: cost(sp)}
+		s.ModelCalls++
+		if c.Failed {
+			s.FailedModelCalls++
+		}
+		if sp.HasUsage {
+			c.InputTokens, c.OutputTokens, c.CacheReadTokens = sp.InputTokens, sp.OutputTokens, sp.CacheReadTokens
+			c.CacheCreationTokens, c.ReasoningTokens = sp.CacheCreationTokens, sp.ReasoningTokens
+			cr, cc, in := max(sp.CacheReadTokens, 0), max(sp.CacheCreationTokens, 0), max(sp.InputTokens, 0)
+			if in < cr+cc { // Anthropic's raw convention: input excludes the cache
+				in += cr + cc
+			}
+			s.InputTokens += in
+			s.OutputTokens += max(sp.OutputTokens, 0)
+			s.CacheReadTokens += cr
+			s.CacheCreationTokens += cc
+			s.ReasoningTokens += max(sp.ReasoningTokens, 0)
+		}
+		s.Calls = append(s.Calls, c)
+	}
+	// Fragments: tops, then one per cycle left unreached.
+	children := map[int][]int{}
+	var tops []int
+	for i := range spans {
+		p, ok := byID[spans[i].ParentSpanID]
+		if spans[i].ParentSpanID == "" || !ok || p == i {
+			tops = append(tops, i)
+			continue
+		}
+		children[p] = append(children[p], i)
+	}
+	reached := make([]bool, len(spans))
+	var reach func(i int)
+	reach = func(i int) {
+		if reached[i] {
+			return
+		}
+		reached[i] = true
+		for _, c := range children[i] {
+			reach(c)
+		}
+	}
+	for _, i := range tops {
+		reach(i)
+		s.Fragments++
+	}
+	for i := range spans {
+		if !reached[i] {
+			s.Fragments++
+			reach(i)
+		}
+	}
 }
 
 func sortedSet(m map[string]bool) []string {

@@ -1,0 +1,77 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// afterMigration runs the migration steps SQL cannot do, in the
+// migration's transaction.
+func (s *Store) afterMigration(ctx context.Context, tx *sql.Tx, version int) error {
+	if version == 2 {
+		return s.resummarize(ctx, tx)
+	}
+	return nil
+}
+
+// resummarize recomputes every trace's summary row with store.Summarize
+// (schema version 2 changed the rule for model calls, tokens and duration).
+// The spans are read with their payloads, which hold the model labels.
+// Traces are done one at a time, so memory stays one trace's.
+func (s *Store) resummarize(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT seq, trace_id, services, names_lower FROM traces ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("resummarize: %w", err)
+	}
+	type trace struct {
+		seq             int64
+		id              []byte
+		services, names string
+	}
+	var traces []trace
+	for rows.Next() {
+		var t trace
+		if err := rows.Scan(&t.seq, &t.id, &t.services, &t.names); err != nil {
+			rows.Close()
+			return fmt.Errorf("resummarize: %w", err)
+		}
+		traces = append(traces, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("resummarize: %w", err)
+	}
+	upd, err := tx.PrepareContext(ctx, updateSummarySQL)
+	if err != nil {
+		return fmt.Errorf("resummarize: %w", err)
+	}
+	defer upd.Close()
+	for _, t := range traces {
+		id := hex.EncodeToString(t.id)
+		spans, meta, err := readSpanRows(ctx, tx, t.seq, id, 0)
+		if err == nil {
+			err = s.readPayloads(ctx, tx, spans, meta)
+		}
+		if err != nil {
+			return fmt.Errorf("resummarize trace %s: %w", id, err)
+		}
+		sum := store.Summarize(spans)
+		services, err := decodeList(t.services)
+		if err != nil {
+			return fmt.Errorf("resummarize trace %s: services: %w", id, err)
+		}
+		vals, err := s.summaryValues(&sum, services, nil)
+		if err != nil {
+			return fmt.Errorf("resummarize trace %s: %w", id, err)
+		}
+		vals[5] = t.names // names_lower is kept as it was
+		if _, err := upd.ExecContext(ctx, append(vals, t.seq)...); err != nil {
+			return fmt.Errorf("resummarize trace %s: %w", id, err)
+		}
+	}
+	return nil
+}
