@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -77,6 +79,7 @@ type testCase struct {
 func (s *suite) tests() []testCase {
 	return []testCase{
 		{name: "RoundTripKeepsEveryField", run: s.testRoundTrip},
+		{name: "SummariesFollowTheBillingRule", run: s.testBillingRule},
 		{name: "GetTraceOrdersByStartThenSpanID", run: s.testGetTraceOrder},
 		{name: "GetTraceUnknownIsErrNotFound", run: s.testGetTraceUnknown},
 		{name: "GetTraceInvalidIDIsErrBadTraceID", run: s.testGetTraceInvalidID},
@@ -267,6 +270,71 @@ const (
 	fxPipeline = "c0ffee00c0ffee00c0ffee00c0ffee01" // embeddings + text_completion, unicode name
 	fxPartial  = "d00d0000000000000000000000000d01" // no root span
 )
+
+// testBillingRule writes the shapes whose summaries views used to disagree
+// on, each trace's spans in several batches with children before their
+// parents, and checks the summaries against figures computed by hand (not
+// only against the model) and the tokens order.
+func (s *suite) testBillingRule(t *testing.T) {
+	st := s.open(t)
+	t0 := time.Date(2026, 4, 2, 9, 0, 0, 0, time.UTC)
+	span := func(trace, id, parent, name string, fromMS, toMS int) store.Span {
+		return store.Span{TraceID: trace, SpanID: id, ParentSpanID: parent, Name: name, Kind: "internal",
+			StartTime: t0.Add(time.Duration(fromMS) * time.Millisecond), EndTime: t0.Add(time.Duration(toMS) * time.Millisecond),
+			StatusCode: store.StatusUnset, ServiceName: "svc"}
+	}
+	usage := func(sp store.Span, op string, in, out int64) store.Span {
+		sp.Operation, sp.HasUsage, sp.InputTokens, sp.OutputTokens = op, true, in, out
+		return sp
+	}
+	const (
+		nested  = "a0000000000000000000000000000001" // an LLM span inside an LLM span, both 1000/100
+		noOp    = "a0000000000000000000000000000002" // usage 100/20, no operation
+		async   = "a0000000000000000000000000000003" // a child outliving its root
+		heavier = "a0000000000000000000000000000004" // one real call of 1500/150
+	)
+	batches := [][]store.Span{
+		{usage(span(nested, "00000000000000c1", "00000000000000b1", "openai.chat", 20, 880), semconv.OpChat, 1000, 100)},
+		{usage(span(nested, "00000000000000b1", "00000000000000a1", "ChatOpenAI", 10, 900), semconv.OpChat, 1000, 100),
+			usage(span(noOp, "00000000000000b2", "00000000000000a2", "llm step", 10, 90), "", 100, 20),
+			span(async, "00000000000000b3", "00000000000000a3", "send telemetry", 100, 700)},
+		{span(nested, "00000000000000a1", "", "chain", 0, 1000), span(noOp, "00000000000000a2", "", "agent", 0, 100),
+			span(async, "00000000000000a3", "", "handle", 0, 500),
+			span(heavier, "00000000000000a4", "", "agent", 0, 100), usage(span(heavier, "00000000000000b4", "00000000000000a4", "chat", 10, 90), semconv.OpChat, 1500, 150)},
+	}
+	for _, b := range batches {
+		write(t, st, nil, b, 0)
+	}
+	want := map[string]struct {
+		calls, in, out int64
+		dur, after     time.Duration
+	}{
+		nested:  {1, 1000, 100, time.Second, 0},
+		noOp:    {1, 100, 20, 100 * time.Millisecond, 0},
+		async:   {0, 0, 0, 700 * time.Millisecond, 200 * time.Millisecond},
+		heavier: {1, 1500, 150, 100 * time.Millisecond, 0},
+	}
+	s.eventually(t, "summaries do not follow the billing rule", func() string {
+		got, _, err := listAll(st, store.TraceQuery{SortBy: store.SortTokens})
+		if err != nil {
+			return err.Error()
+		}
+		var ids []string
+		var problems []string
+		for _, ts := range got {
+			ids = append(ids, ts.TraceID)
+			w := want[ts.TraceID]
+			if ts.ModelCalls != w.calls || ts.InputTokens != w.in || ts.OutputTokens != w.out || ts.Duration != w.dur || ts.AfterRoot != w.after {
+				problems = append(problems, fmt.Sprintf("%s: calls %d tokens %d/%d duration %v after root %v; want %d, %d/%d, %v, %v",
+					ts.TraceID, ts.ModelCalls, ts.InputTokens, ts.OutputTokens, ts.Duration, ts.AfterRoot, w.calls, w.in, w.out, w.dur, w.after))
+			}
+		}
+		if wantOrder := []string{heavier, nested, noOp, async}; !slices.Equal(ids, wantOrder) {
+			problems = append(problems, fmt.Sprintf("sort=tokens gives %v, want %v", ids, wantOrder))
+		}
+		return strings.Join(problems, "\n")
+	})
+}
 
 func (s *suite) testRoundTrip(t *testing.T) {
 	st := s.open(t)
