@@ -239,6 +239,19 @@ func citeTitle(ev Evidence, d string) string {
 	return "retrieved and cited"
 }
 
+// durationTitle is the one sentence that says what a trace's duration
+// covers (the list, the trace page).
+func durationTitle(d, afterRoot time.Duration, fragments int64) string {
+	t := "from the first span's start to the last span's end"
+	if afterRoot > 0 {
+		t += fmt.Sprintf("; %s of it after the root span ended (async work outliving the root)", fmtDur(afterRoot))
+	}
+	if fragments > 1 {
+		t += fmt.Sprintf("; %d fragments (spans without a parent in the trace)", fragments)
+	}
+	return t
+}
+
 func unpricedTitle(models []string) string {
 	if len(models) == 0 {
 		return ""

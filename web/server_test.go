@@ -121,14 +121,14 @@ func seeded(t testing.TB) (*sqlite.Store, []store.Span) {
 	return st, spans
 }
 
-func TestTraceListShowsDurationCriticalPathCostTokensAndErrors(t *testing.T) {
+func TestTraceListShowsDurationCostTokensAndErrors(t *testing.T) {
 	st, _ := seeded(t)
 	ts := newServer(t, st, Config{})
 	code, body := get(t, ts, "/traces")
 	if code != 200 {
 		t.Fatalf("GET /traces = %d: %s", code, body)
 	}
-	for _, want := range []string{"Critical path", "Cost", "Tokens in/out", `href="/traces/a1b2c3d4e5f60718293a4b5c6d7e8f90"`, "$0."} {
+	for _, want := range []string{"Duration", "Cost", "Tokens in/out", `href="/traces/a1b2c3d4e5f60718293a4b5c6d7e8f90"`, "$0."} {
 		if !strings.Contains(body, want) {
 			t.Errorf("trace list lacks %q", want)
 		}

@@ -7,22 +7,33 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/store"
 )
 
-// listRollupLimit is the largest trace the list page rolls up inline; bigger
-// ones show their numbers on the trace page.
-const listRollupLimit = 5000
-
-// ListRow is one trace in the list.
+// ListRow is one trace in the list: its store summary (store.Summarize's
+// figures, the ones every view shows) and the cost of its billed calls,
+// priced as the trace page prices them (rollup.Price).
 type ListRow struct {
 	store.TraceSummary
-	RolledUp       bool     `json:"rolled_up"`
-	CriticalPathMS float64  `json:"critical_path_ms"`
-	CostUSD        *float64 `json:"cost_usd"`
+	CostUSD *float64 `json:"cost_usd"`
+	// KnownCostUSD is the priced part when CostUSD is unknown (nil).
+	KnownCostUSD   float64  `json:"known_cost_usd"`
 	UnpricedModels []string `json:"unpriced_models,omitempty"`
-	ModelLabels    []string `json:"model_labels,omitempty"` // e.g. "scripted"
+	// CostUnknown names the calls whose cost is unknown and why.
+	CostUnknown string `json:"cost_unknown,omitempty"`
+}
+
+// ListRowOf prices a summary's billed calls: the row the list page, the
+// JSON API and `loom-eval traces list` show.
+func ListRowOf(sum store.TraceSummary, prices *pricing.Table) ListRow {
+	p := rollup.Price(sum.Calls, prices)
+	row := ListRow{TraceSummary: sum, CostUSD: p.CostUSD, KnownCostUSD: p.KnownCostUSD, CostUnknown: rollup.UnknownCostText(p.Calls)}
+	if len(p.UnpricedModels) > 0 {
+		row.UnpricedModels = p.UnpricedModels
+	}
+	return row
 }
 
 // ListView is the trace list page.
@@ -56,7 +67,7 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 	if want == 0 {
 		want = store.DefaultPageSize
 	}
-	// Cost is known only after a rollup, so a min_cost filter reads pages
+	// Cost is known only once priced, so a min_cost filter reads pages
 	// until it has filled one (at most 20 pages, then it says so).
 	for pages := 0; pages < 20; pages++ {
 		page, err := s.deps.Traces.ListTraces(r.Context(), q)
@@ -68,18 +79,7 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 		}
 		for _, sum := range page.Traces {
 			view.Scanned++
-			row := ListRow{TraceSummary: sum}
-			if sum.SpanCount <= listRollupLimit {
-				ru, labels, err := s.rollupFor(r.Context(), sum.TraceID)
-				if err != nil {
-					return ListView{}, err
-				}
-				row.RolledUp = true
-				row.CriticalPathMS = ru.CriticalPathMS
-				row.CostUSD = ru.CostUSD
-				row.UnpricedModels = ru.UnpricedModels
-				row.ModelLabels = labels
-			}
+			row := ListRowOf(sum, s.deps.Prices)
 			if minCost > 0 && (row.CostUSD == nil || *row.CostUSD < minCost) {
 				continue
 			}

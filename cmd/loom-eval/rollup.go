@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strings"
 
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/scorer/pricing"
@@ -102,13 +101,31 @@ func writeRollupText(w io.Writer, rs []rollup.Rollup, prices *pricing.Table) err
 			p("\n")
 		}
 		p("trace %s  %q  start %s\n", r.TraceID, r.RootName, r.Start.Format("2006-01-02T15:04:05.000Z07:00"))
-		p("  wall time      %.3f ms   critical path %.3f ms\n", r.DurationMS, r.CriticalPathMS)
+		p("  duration       %.3f ms", r.DurationMS)
+		if r.AfterRootMS > 0 {
+			p(" (%.3f ms after the root ended: async work)", r.AfterRootMS)
+		}
+		p("   critical path %.3f ms\n", r.CriticalPathMS)
+		if len(r.Tops) > 1 {
+			p("  fragments      %d:", len(r.Tops))
+			for j, t := range r.Tops {
+				if j > 0 {
+					p(",")
+				}
+				why := "root"
+				if t.Orphan {
+					why = "parent not received"
+				}
+				p(" %q (%s, span %s)", t.Name, why, t.SpanID)
+			}
+			p("\n")
+		}
 		p("  spans          %d (model calls %d, failed %d; tool calls %d; errors %d)\n", r.SpanCount, r.ModelCalls, r.FailedModelCalls, r.ToolCalls, r.ErrorCount)
 		p("  tokens         in %d (cache read %d, cache write %d)  out %d (reasoning %d)\n", r.TokensIn, r.CacheReadTokens, r.CacheCreationTokens, r.TokensOut, r.ReasoningTokens)
 		if r.CostUSD != nil {
 			p("  cost           $%.6f  (prices as of %s)\n", *r.CostUSD, prices.AsOf)
 		} else {
-			p("  cost           unknown — unpriced: %s; priced part $%.6f\n", strings.Join(r.UnpricedModels, ", "), r.KnownCostUSD)
+			p("  cost           unknown: %s; priced part $%.6f\n", rollup.UnknownCostText(r.Calls), r.KnownCostUSD)
 		}
 		for _, mu := range r.Models {
 			c := "unknown"
@@ -118,10 +135,23 @@ func writeRollupText(w io.Writer, rs []rollup.Rollup, prices *pricing.Table) err
 			p("    %-34s %3d calls  in %8d  out %7d  %s\n", mu.Model, mu.Calls, mu.TokensIn, mu.TokensOut, c)
 		}
 		// The spans a user should look at first: largest critical self time.
-		top := append([]rollup.PathEntry(nil), r.CriticalPath...)
+		// Idle time between fragments is no span: it is reported apart.
+		var top []rollup.PathEntry
+		idle := 0.0
+		for _, e := range r.CriticalPath {
+			if e.SpanID == "" {
+				idle += e.SelfMS
+				continue
+			}
+			top = append(top, e)
+		}
 		sort.SliceStable(top, func(a, b int) bool { return top[a].SelfMS > top[b].SelfMS })
 		const show = 10
-		p("  critical path  %d spans; by self time:\n", len(top))
+		p("  critical path  %d spans", len(top))
+		if idle > 0 {
+			p(" and %.3f ms idle between fragments", idle)
+		}
+		p("; by self time:\n")
 		for j, e := range top {
 			if j == show {
 				p("    … %d more (use --json for all)\n", len(top)-show)
@@ -131,11 +161,7 @@ func writeRollupText(w io.Writer, rs []rollup.Rollup, prices *pricing.Table) err
 			if r.CriticalPathMS > 0 {
 				share = 100 * e.SelfMS / r.CriticalPathMS
 			}
-			id := e.SpanID
-			if id == "" {
-				id = "-"
-			}
-			p("    %10.3f ms %5.1f%%  %-16s %s\n", e.SelfMS, share, id, e.Name)
+			p("    %10.3f ms %5.1f%%  %-16s %s\n", e.SelfMS, share, e.SpanID, e.Name)
 		}
 		for _, n := range r.Notes {
 			p("  note: %s\n", n)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +61,30 @@ func TestRollupCommandMapsOTLPJSONAndPricesByStructure(t *testing.T) {
 		t.Errorf("unknown model: cost_usd %v unpriced %v", rs[1]["cost_usd"], rs[1]["unpriced_models"])
 	}
 	text, code, _ := scorerCLI(t, "rollup", "testdata/scorer/traces.otlp.jsonl")
-	if code != ExitOK || !strings.Contains(text, "critical path 1000.000 ms") || !strings.Contains(text, "unpriced: my-local-model") {
+	if code != ExitOK || !strings.Contains(text, "critical path 1000.000 ms") || !strings.Contains(text, `cost           unknown: "chat my-local-model" (span b0000000) model "my-local-model" is not in the price table`) {
 		t.Errorf("text output:\n%s", text)
+	}
+}
+
+// The same spans in another order give the same bytes: rollups sum and
+// list in canonical order (start, span id), not in arrival order.
+func TestRollupCommandIgnoresSpanOrder(t *testing.T) {
+	data, err := os.ReadFile("testdata/scorer/traces.otlp.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	slices.Reverse(lines)
+	reversed := filepath.Join(t.TempDir(), "reversed.otlp.jsonl")
+	if err := os.WriteFile(reversed, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range [][]string{{"--json"}, nil} {
+		a, codeA, _ := scorerCLI(t, append([]string{"rollup", "testdata/scorer/traces.otlp.jsonl"}, format...)...)
+		b, codeB, _ := scorerCLI(t, append([]string{"rollup", reversed}, format...)...)
+		if codeA != ExitOK || codeB != ExitOK || a != b {
+			t.Errorf("rollup %v depends on the order of lines (exit %d, %d):\n%s\n---\n%s", format, codeA, codeB, a, b)
+		}
 	}
 }
 

@@ -164,6 +164,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	runsDir := fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
 	reportsDir := fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
 	ablationsDir := fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")
+	pricesFile := fs.String("prices", "", "price table JSON merged over the built-in one, for the cost the UI and the JSON API show (the same file score, rollup and traces take)")
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
@@ -178,6 +179,10 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return usageError("serve: --log-level: %v", err)
+	}
+	prices, err := scorerLoadPrices(*pricesFile)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: level}))
 
@@ -269,7 +274,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	uiURL := ""
 	if uiLn != nil {
 		files := &web.FileSources{RunsDir: *runsDir, ReportsDir: *reportsDir, AblationsDir: *ablationsDir}
-		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Logger: log, Files: files})
+		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files})
 		if err != nil {
 			closeUI()
 			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))

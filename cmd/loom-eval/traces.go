@@ -59,7 +59,8 @@ func (m *Main) tracesOpenStore(ctx context.Context, raw string) (store.Store, er
 func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("traces list", "traces list [--since 1h] [--service S] [--agent A] [--model M] [--status ok|error] [--json]")
 	storeURL := m.tracesStoreFlag(fs)
-	asJSON := fs.Bool("json", false, "print the page as JSON")
+	asJSON := fs.Bool("json", false, "print the page as JSON (the rows /api/v1/traces returns)")
+	pricesFile := fs.String("prices", "", "price table JSON merged over the built-in one (as serve --prices)")
 	// Each filter is a store.QueryParams parameter, so the CLI and the HTTP API
 	// accept and reject the same things.
 	vals := map[string]*string{}
@@ -98,36 +99,66 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces list: %w", err)}
 	}
-	if *asJSON {
-		if page.Traces == nil {
-			page.Traces = []store.TraceSummary{}
-		}
-		return tracesWriteJSON(m.Stdout, page)
+	prices, err := scorerLoadPrices(*pricesFile)
+	if err != nil {
+		return err
 	}
-	tracesPrintSummaries(m.Stdout, page)
+	rows := make([]web.ListRow, 0, len(page.Traces))
+	for _, sum := range page.Traces {
+		rows = append(rows, web.ListRowOf(sum, prices))
+	}
+	if *asJSON {
+		return tracesWriteJSON(m.Stdout, map[string]any{"traces": rows, "next_page_token": page.NextPageToken})
+	}
+	tracesPrintSummaries(m.Stdout, rows, page.NextPageToken)
 	return nil
 }
 
-func tracesPrintSummaries(w io.Writer, page store.TracePage) {
-	if len(page.Traces) == 0 {
+// tracesDuration shows a trace's duration as every view does: the extent
+// of its spans, the part after the root ended, and its fragments.
+func tracesDuration(d, afterRoot time.Duration, fragments int64) string {
+	out := tracesDur(d).String()
+	if afterRoot > 0 {
+		out += fmt.Sprintf(" (%s after the root ended)", tracesDur(afterRoot))
+	}
+	if fragments > 1 {
+		out += fmt.Sprintf(" (%d fragments)", fragments)
+	}
+	return out
+}
+
+// tracesCost shows a row's cost; an unknown one names its calls and why.
+func tracesCost(r web.ListRow) string {
+	if r.CostUSD != nil {
+		return fmt.Sprintf("$%.6f", *r.CostUSD)
+	}
+	return fmt.Sprintf("unknown (%s; priced part $%.6f)", r.CostUnknown, r.KnownCostUSD)
+}
+
+func tracesPrintSummaries(w io.Writer, rows []web.ListRow, next string) {
+	if len(rows) == 0 {
 		fmt.Fprintln(w, "No traces match.")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRACE ID\tSTART (UTC)\tDURATION\tSPANS\tERRORS\tROOT\tSERVICE\tAGENTS\tMODELS\tTOKENS IN/OUT")
-	for _, s := range page.Traces {
+	fmt.Fprintln(tw, "TRACE ID\tSTART (UTC)\tDURATION\tSPANS\tERRORS\tROOT\tSERVICE\tAGENTS\tMODELS\tCALLS\tTOKENS IN/OUT\tCOST")
+	for _, s := range rows {
 		root := s.RootName
 		if root == "" {
 			root = "(root not received)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d/%d\n",
-			s.TraceID, s.Start.UTC().Format("2006-01-02 15:04:05"), tracesDur(s.Duration), s.SpanCount, s.ErrorCount,
-			tracesClip(root, 40), s.ServiceName, strings.Join(s.AgentNames, ","), strings.Join(s.Models, ","),
-			s.InputTokens, s.OutputTokens)
+		models := strings.Join(s.Models, ",")
+		if len(s.ModelLabels) > 0 {
+			models += " [" + strings.Join(s.ModelLabels, ",") + "]"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\n",
+			s.TraceID, s.Start.UTC().Format("2006-01-02 15:04:05"), tracesDuration(s.Duration, s.AfterRoot, s.Fragments), s.SpanCount, s.ErrorCount,
+			tracesClip(root, 40), s.ServiceName, strings.Join(s.AgentNames, ","), models,
+			s.ModelCalls, s.InputTokens, s.OutputTokens, tracesCost(s))
 	}
 	tw.Flush()
-	if page.NextPageToken != "" {
-		fmt.Fprintf(w, "\nMore traces: add --page-token %s\n", page.NextPageToken)
+	if next != "" {
+		fmt.Fprintf(w, "\nMore traces: add --page-token %s\n", next)
 	}
 }
 
@@ -196,16 +227,9 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 // duration, status and the GenAI fields that matter when reading a run.
 func tracesPrintTree(w io.Writer, id string, spans []store.Span) {
 	tree := rollup.NewTree(spans)
-	start, end := spans[0].StartTime, spans[0].EndTime
-	for _, s := range spans {
-		if s.StartTime.Before(start) {
-			start = s.StartTime
-		}
-		if s.EndTime.After(end) {
-			end = s.EndTime
-		}
-	}
-	fmt.Fprintf(w, "Trace %s  %d spans  %s  service %s\n\n", id, len(spans), tracesDur(end.Sub(start)), spans[tree.Tops()[0]].ServiceName)
+	sum := store.Summarize(spans)
+	start := sum.Start
+	fmt.Fprintf(w, "Trace %s  %d spans  %s  service %s\n\n", id, sum.SpanCount, tracesDuration(sum.Duration, sum.AfterRoot, sum.Fragments), sum.ServiceName)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SPAN\tOFFSET\tDURATION\tSTATUS\tDETAILS")
 	tree.Walk(func(i, depth int) {

@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -105,5 +106,31 @@ func TestDeepChainDoesNotRecurse(t *testing.T) {
 	r := Compute(deepChain(50_000), nil)
 	if r.CriticalPathMS != 1000 || len(r.CriticalPath) != 50_000 {
 		t.Fatalf("critical_path_ms=%v entries=%d", r.CriticalPathMS, len(r.CriticalPath))
+	}
+}
+
+// A rollup does not depend on the order its spans arrive in, byte for byte:
+// floating-point sums of costs are taken in canonical order (the store's
+// GetTrace order), so a file and the store print the same cost.
+func TestRollupIgnoresArrivalOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 8))
+	prices := pricing.Default()
+	for iter := 0; iter < 200; iter++ {
+		spans := randomTrace(rng, 2+rng.IntN(60), iter%2 == 1)
+		for i := range spans {
+			if rng.IntN(3) == 0 {
+				c := rng.Float64() / 1000
+				spans[i].CostUSD = &c
+			}
+		}
+		want, err := json.Marshal(Compute(spans, prices))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng.Shuffle(len(spans), func(i, j int) { spans[i], spans[j] = spans[j], spans[i] })
+		got, _ := json.Marshal(Compute(spans, prices))
+		if string(got) != string(want) {
+			t.Fatalf("iteration %d: rollup depends on span order:\n%s\n%s", iter, got, want)
+		}
 	}
 }
