@@ -88,11 +88,14 @@ func CanonicalOrder(spans []Span) []int {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
+	slices.SortFunc(order, func(a, b int) int {
 		if c := spans[a].StartTime.Compare(spans[b].StartTime); c != 0 {
 			return c
 		}
-		return cmp.Compare(spans[a].SpanID, spans[b].SpanID)
+		if c := cmp.Compare(spans[a].SpanID, spans[b].SpanID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
 	})
 	return order
 }
@@ -274,6 +277,17 @@ func Roles(spans []Span, t *Tree) []Role {
 //     status.
 //   - ModelLabels are the loomwork.model.label values the spans carry.
 func Summarize(spans []Span) TraceSummary {
+	// In canonical order, so that of two copies of a span id the first in
+	// that order counts, as in BuildTree over canonically ordered spans.
+	b := NewSummaryBuilder()
+	b.add(spans, CanonicalOrder(spans))
+	return b.Summary()
+}
+
+// summarizeTree is Summarize by BuildTree and Roles over the whole trace:
+// what SummaryBuilder falls back to for a trace with a parent cycle, and
+// the reference its tests compare it with.
+func summarizeTree(spans []Span) TraceSummary {
 	var s TraceSummary
 	if len(spans) == 0 {
 		return s

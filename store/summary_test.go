@@ -185,3 +185,78 @@ func TestRolesAgreeWithAncestorWalk(t *testing.T) {
 		}
 	}
 }
+
+// The incremental builder, fed a trace in random batches in random order
+// (children before parents, orphans adopted late, now and then a parent
+// cycle), returns after every batch exactly what the whole-tree rule
+// returns for the spans so far; and its call deltas account for every
+// change of the billed set.
+func TestSummaryBuilderMatchesTheWholeTreeRule(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 4))
+	for iter := 0; iter < 400; iter++ {
+		spans := randomSummaryTrace(rng, 1+rng.IntN(120))
+		if iter%10 == 9 && len(spans) > 3 {
+			// A cycle: the root names a later span as its parent.
+			spans[0].ParentSpanID = spans[1+rng.IntN(len(spans)-1)].SpanID
+		}
+		rng.Shuffle(len(spans), func(i, j int) { spans[i], spans[j] = spans[j], spans[i] })
+		b := NewSummaryBuilder()
+		billed := map[string]bool{}
+		for at := 0; at < len(spans); {
+			n := 1 + rng.IntN(20)
+			batch := spans[at:min(at+n, len(spans))]
+			at += len(batch)
+			added, removed := b.Add(batch)
+			for _, c := range removed {
+				if !billed[c.SpanID] {
+					t.Fatalf("iteration %d: removed call %s was not billed", iter, c.SpanID)
+				}
+				delete(billed, c.SpanID)
+			}
+			for _, c := range added {
+				if billed[c.SpanID] {
+					t.Fatalf("iteration %d: added call %s twice", iter, c.SpanID)
+				}
+				billed[c.SpanID] = true
+			}
+			got, want := b.Summary(), summarizeTree(spans[:at])
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("iteration %d after %d spans: builder\n%+v\nwhole tree\n%+v", iter, at, got, want)
+			}
+			if len(billed) != len(want.Calls) {
+				t.Fatalf("iteration %d after %d spans: deltas give %d calls, want %d", iter, at, len(billed), len(want.Calls))
+			}
+			for _, c := range want.Calls {
+				if !billed[c.SpanID] {
+					t.Fatalf("iteration %d: call %s billed but never added", iter, c.SpanID)
+				}
+			}
+		}
+	}
+}
+
+// Summarize (the builder over canonical order) equals the whole-tree rule,
+// repeated span ids included.
+func TestSummarizeMatchesTheWholeTreeRule(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 23))
+	for iter := 0; iter < 300; iter++ {
+		spans := randomSummaryTrace(rng, 1+rng.IntN(80))
+		if iter%3 == 0 {
+			dup := spans[rng.IntN(len(spans))]
+			dup.Name = "retried copy"
+			spans = append(spans, dup)
+		}
+		if got, want := Summarize(spans), summarizeTree(spans); !reflect.DeepEqual(got, want) {
+			t.Fatalf("iteration %d:\n%+v\n%+v", iter, got, want)
+		}
+	}
+}
+
+func BenchmarkSummarize100k(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	spans := randomSummaryTrace(rng, 100_000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		Summarize(spans)
+	}
+}

@@ -169,3 +169,32 @@ func BenchmarkGetTrace(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriteOneBigTrace measures a 100,000-span trace arriving in
+// 512-span batches (a long agent run exported as it goes): every batch
+// recomputes the trace's summary from its stored spans' typed columns, so
+// the cost per span grows with the trace. Reported per span of the whole
+// trace.
+func BenchmarkWriteOneBigTrace(b *testing.B) {
+	const n = 100_000
+	spans := storetest.GenerateTraces(1, n, 7)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s, err := Open(context.Background(), Config{Path: filepath.Join(b.TempDir(), "traces.db")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu0 := cpuTime()
+		b.StartTimer()
+		for at := 0; at < n; at += storetest.BenchBatchSize {
+			if err := s.WriteSpans(context.Background(), spans[at:min(at+storetest.BenchBatchSize, n)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/n, "cpu-µs/span")
+		s.Shutdown(context.Background())
+		b.StartTimer()
+	}
+}

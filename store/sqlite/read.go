@@ -485,6 +485,7 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	}
 	defer rows.Close()
 	page := store.TracePage{Traces: []store.TraceSummary{}}
+	var seqs []int64
 	var last store.PagePosition
 	more := false
 	for rows.Next() {
@@ -493,13 +494,13 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 			break
 		}
 		var ts store.TraceSummary
-		var id, calls []byte
+		var id []byte
 		var agents, models, labels string
-		var startNS, endNS, durNS, afterNS, sortValue int64
-		if err := rows.Scan(&id, &ts.RootName, &ts.ServiceName, &agents, &models,
+		var seq, startNS, endNS, durNS, afterNS, sortValue int64
+		if err := rows.Scan(&seq, &id, &ts.RootName, &ts.ServiceName, &agents, &models,
 			&startNS, &endNS, &durNS, &ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.ToolCalls,
 			&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens,
-			&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels, &calls,
+			&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels,
 			&sortValue); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 		}
@@ -514,15 +515,6 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 		if ts.ModelLabels, err = decodeList(labels); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s model labels: %w", ts.TraceID, err)
 		}
-		if calls != nil {
-			b, err := s.codec.unpack(calls)
-			if err == nil {
-				err = json.Unmarshal(b, &ts.Calls)
-			}
-			if err != nil {
-				return store.TracePage{}, fmt.Errorf("list traces: trace %s billed calls: %w", ts.TraceID, err)
-			}
-		}
 		if ts.AgentNames, err = decodeList(agents); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s agent names: %w", ts.TraceID, err)
 		}
@@ -530,16 +522,61 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s models: %w", ts.TraceID, err)
 		}
 		page.Traces = append(page.Traces, ts)
+		seqs = append(seqs, seq)
 		last.SortValue = sortValue
 		copy(last.TraceID[:], id)
 	}
 	if err := rows.Err(); err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
+	rows.Close()
+	if err := s.readCalls(ctx, page.Traces, seqs); err != nil {
+		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+	}
 	if more {
 		page.NextPageToken = plan.NextPageToken(last)
 	}
 	return page, nil
+}
+
+// readCalls sets the billed calls of the listed traces (seqs[i] is
+// traces[i]'s), in canonical order.
+func (s *Store) readCalls(ctx context.Context, traces []store.TraceSummary, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	at := make(map[int64]int, len(seqs))
+	args := make([]any, len(seqs))
+	for i, seq := range seqs {
+		at[seq] = i
+		args[i] = seq
+	}
+	q := `SELECT ` + callCols + ` FROM trace_calls WHERE trace_seq IN (?` + strings.Repeat(",?", len(seqs)-1) + `) ORDER BY trace_seq, start_ns, span_id`
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq, startNS int64
+		var id []byte
+		var flags int
+		var cost sql.NullFloat64
+		var c store.Call
+		if err := rows.Scan(&seq, &startNS, &id, &c.Name, &c.RequestModel, &c.ResponseModel, &flags,
+			&c.InputTokens, &c.OutputTokens, &c.CacheReadTokens, &c.CacheCreationTokens, &c.ReasoningTokens, &cost); err != nil {
+			return err
+		}
+		c.SpanID, c.Start = hex.EncodeToString(id), time.Unix(0, startNS).UTC()
+		c.Failed, c.HasUsage = flags&callFailed != 0, flags&callHasUsage != 0
+		if cost.Valid {
+			v := cost.Float64
+			c.CostUSD = &v
+		}
+		i := at[seq]
+		traces[i].Calls = append(traces[i].Calls, c)
+	}
+	return rows.Err()
 }
 
 func decodeList(s string) ([]string, error) {
@@ -623,10 +660,10 @@ func planQuery(q *store.TraceQuery) (queryPlan, error) {
 		p.args = append(p.args, p.After.SortValue, p.After.TraceID[:])
 	}
 	var b strings.Builder
-	b.WriteString(`SELECT trace_id, root_name, service_name, agent_names, models,
+	b.WriteString(`SELECT seq, trace_id, root_name, service_name, agent_names, models,
 	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens,
-	after_root_ns, fragments, failed_model_calls, model_labels, calls, `)
+	after_root_ns, fragments, failed_model_calls, model_labels, `)
 	b.WriteString(col)
 	b.WriteString(" FROM traces")
 	if len(where) > 0 {

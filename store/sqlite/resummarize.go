@@ -59,15 +59,17 @@ func (s *Store) resummarize(ctx context.Context, tx *sql.Tx) error {
 		if err != nil {
 			return fmt.Errorf("resummarize trace %s: %w", id, err)
 		}
-		sum := store.Summarize(spans)
+		b := store.NewSummaryBuilder()
+		calls, _ := b.Add(spans)
+		if err := s.updateCalls(ctx, tx, t.seq, calls, nil); err != nil {
+			return fmt.Errorf("resummarize trace %s: %w", id, err)
+		}
+		sum := b.Figures()
 		services, err := decodeList(t.services)
 		if err != nil {
 			return fmt.Errorf("resummarize trace %s: services: %w", id, err)
 		}
-		vals, err := s.summaryValues(&sum, services, nil)
-		if err != nil {
-			return fmt.Errorf("resummarize trace %s: %w", id, err)
-		}
+		vals := summaryValues(&sum, services, nil)
 		vals[5] = t.names // names_lower is kept as it was
 		if _, err := upd.ExecContext(ctx, append(vals, t.seq)...); err != nil {
 			return fmt.Errorf("resummarize trace %s: %w", id, err)

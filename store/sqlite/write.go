@@ -114,6 +114,8 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	}
 	if err := s.writeRows(ctx, rows, blocks); err != nil {
 		// The transaction rolled back: resource rows it inserted are gone.
+		// (The builders it used were taken out of their cache and are
+		// not put back.)
 		clear(s.resourceIDs)
 		return fmt.Errorf("write spans: %w", err)
 	}
@@ -267,7 +269,8 @@ const spanColCount = 32
 type traceGroup struct {
 	traceID  []byte
 	sm       *summary
-	rows     []*spanRow // in batch order
+	b        *store.SummaryBuilder // the trace's summary, stored spans added
+	rows     []*spanRow            // in batch order
 	inserted []*spanRow
 }
 
@@ -335,22 +338,27 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 		if !g.sm.exists {
 			g.sm.seq = nextSeq
 			nextSeq++
-		}
-		seen := make(map[[8]byte]struct{}, len(g.rows))
-		if g.sm.exists {
+			g.b = store.NewSummaryBuilder()
+		} else if g.b = s.builders.take(g.sm.seq); g.b == nil || int64(g.b.Len()) != g.sm.spanCount {
+			// Not cached (or stale): rebuild from the stored spans.
 			if existing == nil {
 				if existing, err = tx.PrepareContext(sctx, `SELECT `+lightSpanCols+` FROM spans WHERE trace_seq = ?`); err != nil {
 					return fmt.Errorf("prepare stored span lookup: %w", err)
 				}
 			}
-			if g.sm.stored, err = readLightSpans(sctx, existing, g.sm.seq, hex.EncodeToString(g.traceID), seen); err != nil {
+			stored, err := readLightSpans(sctx, existing, g.sm.seq, hex.EncodeToString(g.traceID))
+			if err != nil {
 				return fmt.Errorf("read stored spans of trace %x: %w", g.traceID, err)
 			}
+			g.b = store.NewSummaryBuilder()
+			g.b.Add(stored)
+			g.b.AddLabels(sortedKeys(g.sm.labels)...)
 		}
+		seen := make(map[[8]byte]struct{}, len(g.rows))
 		for _, r := range g.rows {
 			var id [8]byte
 			copy(id[:], r.spanID)
-			if _, dup := seen[id]; dup {
+			if _, dup := seen[id]; dup || g.b.Has(r.span.SpanID) {
 				continue
 			}
 			seen[id] = struct{}{}
@@ -397,12 +405,16 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	// Only now do the builders match what is stored.
+	for _, g := range order {
+		s.builders.put(g.sm.seq, g.b)
+	}
 	return nil
 }
 
 // readLightSpans reads the stored spans of trace seq (hex id traceID),
-// their lightSpanCols, and adds their ids to ids.
-func readLightSpans(ctx context.Context, q *sql.Stmt, seq int64, traceID string, ids map[[8]byte]struct{}) ([]store.Span, error) {
+// their lightSpanCols.
+func readLightSpans(ctx context.Context, q *sql.Stmt, seq int64, traceID string) ([]store.Span, error) {
 	rs, err := q.QueryContext(ctx, seq)
 	if err != nil {
 		return nil, err
@@ -414,9 +426,6 @@ func readLightSpans(ctx context.Context, q *sql.Stmt, seq int64, traceID string,
 		if err != nil {
 			return nil, err
 		}
-		var id [8]byte
-		hex.Decode(id[:], []byte(sp.SpanID))
-		ids[id] = struct{}{}
 		spans = append(spans, sp)
 	}
 	return spans, rs.Err()
@@ -448,12 +457,13 @@ type bulkKey struct {
 const (
 	spansHead = `INSERT INTO spans (` + spanCols + `) VALUES `
 	tagsHead  = `INSERT OR IGNORE INTO trace_tags (kind, value, seq) VALUES `
+	callsHead = `INSERT INTO trace_calls (` + callCols + `) VALUES `
 )
 
 var bulkHeads = []struct {
 	head string
 	cols int
-}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {tagsHead, 3}}
+}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {tagsHead, 3}, {callsHead, callColCount}}
 
 // prepareBulk prepares the multi-row inserts once per store. It must run
 // outside a transaction: the writer has a single connection, which an open
@@ -582,7 +592,7 @@ type summary struct {
 	exists bool
 	seq    int64
 
-	stored []store.Span // the stored spans, their typed fields (readLightSpans)
+	spanCount int64 // as stored: a cached builder holding as many spans is current
 
 	labels, services map[string]struct{}
 	names            map[string]struct{} // lower-cased
@@ -669,11 +679,74 @@ func lightSpan(r *spanRow) store.Span {
 	if c, ok := r.cost.(float64); ok {
 		out.CostUSD = &c
 	}
+	if l, ok := sp.Attributes.String(semconv.AttrModelLabel); ok && l != "" {
+		out.Attributes = store.Attributes{semconv.AttrModelLabel: l}
+	}
 	return out
 }
 
+// callCols are trace_calls' columns, in callValues' and scanCall's order.
+const callCols = `trace_seq, start_ns, span_id, name, request_model, response_model, flags,
+	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd`
+
+const callColCount = 13
+
+// Flags of a trace_calls row.
+const (
+	callFailed   = 1
+	callHasUsage = 2
+)
+
+func callValues(seq int64, c *store.Call) []any {
+	id, _ := hex.DecodeString(c.SpanID)
+	flags := 0
+	if c.Failed {
+		flags |= callFailed
+	}
+	if c.HasUsage {
+		flags |= callHasUsage
+	}
+	var cost any
+	if c.CostUSD != nil {
+		cost = *c.CostUSD
+	}
+	return []any{seq, c.Start.UnixNano(), id, c.Name, c.RequestModel, c.ResponseModel, flags,
+		c.InputTokens, c.OutputTokens, c.CacheReadTokens, c.CacheCreationTokens, c.ReasoningTokens, cost}
+}
+
+// updateCalls applies a builder's deltas to trace_calls.
+func (s *Store) updateCalls(ctx context.Context, tx *sql.Tx, seq int64, added, removed []store.Call) error {
+	for _, c := range removed {
+		id, _ := hex.DecodeString(c.SpanID)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM trace_calls WHERE trace_seq = ? AND start_ns = ? AND span_id = ?`, seq, c.Start.UnixNano(), id); err != nil {
+			return err
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	// A migration runs before the bulk inserts are prepared.
+	bulk := s.bulkStmts != nil
+	ins := s.newBulkInsert(tx, callsHead, callColCount)
+	one := callsHead + "(" + strings.Repeat("?,", callColCount-1) + "?)"
+	for _, c := range added {
+		vals := callValues(seq, &c)
+		if !bulk {
+			if _, err := tx.ExecContext(ctx, one, vals...); err != nil {
+				return err
+			}
+			continue
+		}
+		ins.args = append(ins.args, vals...)
+		if err := ins.rowAdded(ctx); err != nil {
+			return err
+		}
+	}
+	return ins.flush(ctx)
+}
+
 // selectSummariesSQL reads summaries; loadSummaries appends the IN list.
-const selectSummariesSQL = `SELECT trace_id, seq, model_labels, services, names_lower, agent_names, models
+const selectSummariesSQL = `SELECT trace_id, seq, span_count, model_labels, services, names_lower, agent_names, models
 	FROM traces WHERE trace_id IN `
 
 // summaryCols are written by both the insert and the update of a summary,
@@ -681,25 +754,17 @@ const selectSummariesSQL = `SELECT trace_id, seq, model_labels, services, names_
 const summaryCols = `service_name, root_name, agent_names, models, services, names_lower,
 	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, tokens_total,
-	after_root_ns, fragments, failed_model_calls, model_labels, calls`
+	after_root_ns, fragments, failed_model_calls, model_labels`
 
 var (
 	insertSummaryHead = `INSERT INTO traces (seq, trace_id, ` + summaryCols + `) VALUES `
-	summaryColCount   = 26
+	summaryColCount   = 25
 	updateSummarySQL  = `UPDATE traces SET (` + summaryCols + `) =
-	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
+	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
 )
 
 // summaryValues are a summary row's summaryCols values.
-func (s *Store) summaryValues(sum *store.TraceSummary, services, names []string) ([]any, error) {
-	var calls any
-	if len(sum.Calls) > 0 {
-		b, err := json.Marshal(sum.Calls)
-		if err != nil {
-			return nil, fmt.Errorf("encode billed calls: %w", err)
-		}
-		calls = s.codec.pack(b)
-	}
+func summaryValues(sum *store.TraceSummary, services, names []string) []any {
 	var nb strings.Builder
 	for _, n := range names {
 		nb.WriteString(n)
@@ -709,8 +774,8 @@ func (s *Store) summaryValues(sum *store.TraceSummary, services, names []string)
 		sum.ServiceName, sum.RootName, jsonStrings(sum.AgentNames), jsonStrings(sum.Models), jsonStrings(services), nb.String(),
 		sum.Start.UnixNano(), sum.End.UnixNano(), int64(sum.Duration), sum.SpanCount, sum.ErrorCount, sum.ModelCalls, sum.ToolCalls,
 		sum.InputTokens, sum.OutputTokens, sum.CacheReadTokens, sum.CacheCreationTokens, sum.ReasoningTokens, sum.InputTokens + sum.OutputTokens,
-		int64(sum.AfterRoot), sum.Fragments, sum.FailedModelCalls, jsonStrings(sum.ModelLabels), calls,
-	}, nil
+		int64(sum.AfterRoot), sum.Fragments, sum.FailedModelCalls, jsonStrings(sum.ModelLabels),
+	}
 }
 
 // updateSummaries recomputes the summary of every trace that got new spans,
@@ -730,20 +795,18 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 			continue
 		}
 		sm := g.sm
-		spans := slices.Grow(sm.stored, len(g.inserted))
+		light := make([]store.Span, 0, len(g.inserted))
 		for _, r := range g.inserted {
 			sm.add(r.span)
-			spans = append(spans, lightSpan(r))
+			light = append(light, lightSpan(r))
 		}
-		sum := store.Summarize(spans)
-		sum.ModelLabels = sortedKeys(sm.labels)
-		if len(sum.ModelLabels) == 0 {
-			sum.ModelLabels = nil
+		added, removed := g.b.Add(light)
+		if err := s.updateCalls(ctx, tx, sm.seq, added, removed); err != nil {
+			return fmt.Errorf("write billed calls of trace %x: %w", g.traceID, err)
 		}
-		vals, err := s.summaryValues(&sum, sortedKeys(sm.services), sortedKeys(sm.names))
-		if err != nil {
-			return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
-		}
+		sum := g.b.Figures()
+		vals := summaryValues(&sum, sortedKeys(sm.services), sortedKeys(sm.names))
+		var err error
 		if sm.exists {
 			if upd == nil {
 				upd, err = tx.PrepareContext(ctx, updateSummarySQL)
@@ -834,7 +897,7 @@ func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID m
 		sm := newSummary()
 		var traceID []byte
 		var labels, services, names, agents, models string
-		if err := rs.Scan(&traceID, &sm.seq, &labels, &services, &names, &agents, &models); err != nil {
+		if err := rs.Scan(&traceID, &sm.seq, &sm.spanCount, &labels, &services, &names, &agents, &models); err != nil {
 			return err
 		}
 		g, ok := byID[string(traceID)]

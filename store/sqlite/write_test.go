@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/loomwork/loomwork/store"
@@ -60,6 +61,49 @@ func TestBatchWithRepeatsAndStoredSpansStoresEachSpanOnce(t *testing.T) {
 	for _, sm := range page.Traces {
 		if sm.SpanCount != want[sm.TraceID] {
 			t.Errorf("summary of trace %s: span_count %d, want %d", sm.TraceID, sm.SpanCount, want[sm.TraceID])
+		}
+	}
+}
+
+// Two stores (as two processes) writing one trace in turns: each one's
+// cached summary builder goes stale when the other writes, and the summary
+// must still be Summarize of every stored span.
+func TestSummaryStaysRightWithTwoWritersOnOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "traces.db")
+	a, err := Open(context.Background(), Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(context.Background())
+	b, err := Open(context.Background(), Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(context.Background())
+	spans := storetest.GenerateTraces(1, 60, 3)
+	// Children first: the summary changes shape as parents arrive.
+	slices.Reverse(spans)
+	for i, at := 0, 0; at < len(spans); i++ {
+		w := a
+		if i%2 == 1 {
+			w = b
+		}
+		n := min(7, len(spans)-at)
+		if err := w.WriteSpans(context.Background(), spans[at:at+n]); err != nil {
+			t.Fatal(err)
+		}
+		at += n
+		want := store.Summarize(spans[:at])
+		for _, r := range []*Store{a, b} {
+			page, err := r.ListTraces(context.Background(), store.TraceQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := page.Traces[0]
+			if got.ModelCalls != want.ModelCalls || got.InputTokens != want.InputTokens || got.SpanCount != want.SpanCount ||
+				got.Fragments != want.Fragments || len(got.Calls) != len(want.Calls) || got.RootName != want.RootName {
+				t.Fatalf("after %d spans: summary %+v, want %+v", at, got, want)
+			}
 		}
 	}
 }

@@ -1,0 +1,73 @@
+package sqlite
+
+import (
+	"container/list"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// builderCacheSpans bounds the spans the builder cache holds (about 250
+// bytes each): enough for a 100,000-span trace being exported in batches
+// and the recent small ones.
+const builderCacheSpans = 250_000
+
+// builderCache keeps the summary builders of recently written traces, so a
+// trace that arrives in many batches costs each batch its own size: neither
+// its stored spans nor its summary are read again. Least recently written
+// traces go first. Guarded by the store's writeMu.
+//
+// A cached builder is trusted only while it holds as many spans as the
+// trace's stored row counts (another process writing the same file, or a
+// rolled-back batch, would break that; writeRows then rebuilds it from the
+// stored spans), and writeRows takes builders out while it uses them and
+// puts them back only after its transaction commits.
+type builderCache struct {
+	byTrace map[int64]*list.Element
+	lru     list.List // of *cachedBuilder, most recent at the front
+	spans   int
+}
+
+type cachedBuilder struct {
+	seq int64
+	b   *store.SummaryBuilder
+}
+
+func newBuilderCache() *builderCache {
+	return &builderCache{byTrace: map[int64]*list.Element{}}
+}
+
+// take removes and returns trace seq's builder, nil when none is cached.
+func (c *builderCache) take(seq int64) *store.SummaryBuilder {
+	e, ok := c.byTrace[seq]
+	if !ok {
+		return nil
+	}
+	cb := e.Value.(*cachedBuilder)
+	c.lru.Remove(e)
+	delete(c.byTrace, seq)
+	c.spans -= cb.b.Len()
+	return cb.b
+}
+
+// put caches a builder, evicting the least recently written ones beyond the
+// bound. A builder larger than the bound is not kept.
+func (c *builderCache) put(seq int64, b *store.SummaryBuilder) {
+	if b.Len() > builderCacheSpans {
+		return
+	}
+	c.byTrace[seq] = c.lru.PushFront(&cachedBuilder{seq: seq, b: b})
+	c.spans += b.Len()
+	for c.spans > builderCacheSpans {
+		last := c.lru.Back()
+		cb := last.Value.(*cachedBuilder)
+		c.lru.Remove(last)
+		delete(c.byTrace, cb.seq)
+		c.spans -= cb.b.Len()
+	}
+}
+
+func (c *builderCache) clear() {
+	clear(c.byTrace)
+	c.lru.Init()
+	c.spans = 0
+}
