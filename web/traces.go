@@ -335,7 +335,7 @@ func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Query().Get("fragment") == "1" {
-		render(w, r, SpanPanel(id, &c.spans[i], c.index.critSelf[c.spans[i].SpanID]))
+		render(w, r, SpanPanel(id, &c.spans[i], c.index.critSelf[i]))
 		return
 	}
 	u := "/traces/" + id + "?span=" + url.QueryEscape(c.spans[i].SpanID)

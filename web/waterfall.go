@@ -27,7 +27,7 @@ type traceIndex struct {
 	depth    []int
 	start    time.Time
 	end      time.Time
-	critSelf map[string]float64
+	critSelf []float64 // each span's own time on the critical path, ms
 	// services are the trace's service names in order of first appearance;
 	// svc maps one to its index, which picks its colour (svcClass).
 	services []string
@@ -35,8 +35,16 @@ type traceIndex struct {
 }
 
 func newTraceIndex(spans []store.Span, r *rollup.Rollup) *traceIndex {
+	ix := buildTraceIndex(spans)
+	ix.setCritical(r)
+	return ix
+}
+
+// buildTraceIndex builds the index without the critical path, so it can
+// run while the rollup is computed (setCritical adds it).
+func buildTraceIndex(spans []store.Span) *traceIndex {
 	ix := &traceIndex{spans: spans, byID: make(map[string]int, len(spans)), children: make([][]int, len(spans)),
-		desc: make([]int, len(spans)), depth: make([]int, len(spans)), critSelf: map[string]float64{}, svc: map[string]int{}}
+		desc: make([]int, len(spans)), depth: make([]int, len(spans)), critSelf: make([]float64, len(spans)), svc: map[string]int{}}
 	for i := range spans {
 		ix.byID[spans[i].SpanID] = i
 		if sv := spans[i].ServiceName; sv != "" {
@@ -71,12 +79,19 @@ func newTraceIndex(spans []store.Span, r *rollup.Rollup) *traceIndex {
 			ix.desc[n] += 1 + ix.desc[c]
 		}
 	}
-	if r != nil {
-		for _, e := range r.CriticalPath {
-			ix.critSelf[e.SpanID] += e.SelfMS
+	return ix
+}
+
+// setCritical records each span's self time on r's critical path.
+func (ix *traceIndex) setCritical(r *rollup.Rollup) {
+	if r == nil {
+		return
+	}
+	for _, e := range r.CriticalPath {
+		if i, ok := ix.byID[e.SpanID]; ok {
+			ix.critSelf[i] += e.SelfMS
 		}
 	}
-	return ix
 }
 
 // Row is one line of the waterfall.
@@ -176,7 +191,7 @@ func (ix *traceIndex) rows(roots []int, q waterfallQuery) []Row {
 			OffsetPct:  100 * float64(s.StartTime.Sub(ix.start)) / float64(total),
 			WidthPct:   100 * float64(s.EndTime.Sub(s.StartTime)) / float64(total),
 			DurationMS: float64(s.EndTime.Sub(s.StartTime)) / 1e6,
-			CritSelfMS: ix.critSelf[s.SpanID],
+			CritSelfMS: ix.critSelf[i],
 			Error:      s.StatusCode == store.StatusError,
 			Children:   len(ix.children[i]), Descendants: ix.desc[i], Collapsed: coll,
 			Match:  term != "" && ix.matches(i, term),
