@@ -39,7 +39,7 @@ run store-sqlite      go test ./store/sqlite/ -run '^$' -bench 'WriteSpans|ListT
 run store-clickhouse  go test ./store/clickhouse -run '^$' -bench 'BenchmarkWriteSpans' -benchtime 10x
 run store-clickhouse-reads go test ./store/clickhouse -run '^$' -bench 'BenchmarkGetTrace|BenchmarkListTraces' -benchtime 3s
 run scorer            go test ./scorer/rollup ./scorer -run '^$' -bench . -benchtime 5x
-run web               go test ./web -run '^$' -bench TracePage50k -benchtime 5x -benchmem
+run web               go test ./web -run '^$' -bench 'TracePage(50k|100k)' -benchtime 5x -benchmem
 run sandbox           go test ./agents/sandbox/ -run '^$' -bench . -benchtime 200x
 run retrieval         go test ./retrieval/ -run '^$' -bench 'Index|LSA|Search' -benchtime 5x
 run gateway           go test ./agents/gateway/... -run '^$' -bench . -benchtime 2000x

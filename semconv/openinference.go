@@ -89,3 +89,79 @@ const (
 	// OpenLLMetryUsageReasoningTokens counts the reasoning output tokens.
 	OpenLLMetryUsageReasoningTokens = "llm.usage.reasoning_tokens"
 )
+
+// OpenInference content names: a span's input and output as one value, and
+// the messages of an LLM span flattened into indexed keys
+// (llm.input_messages.<i>.message.role, ...; the tool calls of message i
+// under llm.input_messages.<i>.message.tool_calls.<j>.tool_call.*).
+const (
+	// OpenInferenceInputValue is the span's input as one value (text or
+	// JSON, see OpenInferenceInputMimeType).
+	OpenInferenceInputValue = "input.value"
+	// OpenInferenceOutputValue is the span's output as one value.
+	OpenInferenceOutputValue = "output.value"
+	// OpenInferenceInputMessagesPrefix + "<i>." + a message field is one
+	// input message's field.
+	OpenInferenceInputMessagesPrefix = "llm.input_messages."
+	// OpenInferenceOutputMessagesPrefix + "<i>." + a message field is one
+	// output message's field.
+	OpenInferenceOutputMessagesPrefix = "llm.output_messages."
+	// OpenInferenceMessageRole is a message's role.
+	OpenInferenceMessageRole = "message.role"
+	// OpenInferenceMessageContent is a message's text.
+	OpenInferenceMessageContent = "message.content"
+	// OpenInferenceMessageName names a message's author (a tool's name).
+	OpenInferenceMessageName = "message.name"
+	// OpenInferenceMessageToolCallID is the id of the call a tool message
+	// answers.
+	OpenInferenceMessageToolCallID = "message.tool_call_id"
+	// OpenInferenceMessageContentsPrefix + "<j>." + a content field is one
+	// part of a multi-part message.
+	OpenInferenceMessageContentsPrefix = "message.contents."
+	// OpenInferenceMessageContentType is a part's type ("text", "image").
+	OpenInferenceMessageContentType = "message_content.type"
+	// OpenInferenceMessageContentText is a text part's text.
+	OpenInferenceMessageContentText = "message_content.text"
+	// OpenInferenceMessageContentImageURL is an image part's URL.
+	OpenInferenceMessageContentImageURL = "message_content.image.image.url"
+	// OpenInferenceMessageToolCallsPrefix + "<j>." + a tool-call field is
+	// one tool call an assistant message makes.
+	OpenInferenceMessageToolCallsPrefix = "message.tool_calls."
+	// OpenInferenceToolCallFunctionName is a tool call's function.
+	OpenInferenceToolCallFunctionName = "tool_call.function.name"
+	// OpenInferenceToolCallFunctionArguments is a tool call's arguments
+	// (JSON text).
+	OpenInferenceToolCallFunctionArguments = "tool_call.function.arguments"
+	// OpenInferenceMessageFunctionCallName is a legacy function call's name.
+	OpenInferenceMessageFunctionCallName = "message.function_call_name"
+	// OpenInferenceMessageFunctionCallArguments is a legacy function call's
+	// arguments (JSON text).
+	OpenInferenceMessageFunctionCallArguments = "message.function_call_arguments_json"
+)
+
+// OpenLLMetry content fields: the messages of a call flattened under
+// AttrPromptPrefix + "<i>." and AttrCompletionPrefix + "<i>." (e.g.
+// gen_ai.prompt.0.role, gen_ai.completion.0.tool_calls.0.name).
+const (
+	// OpenLLMetryRole is a message's role.
+	OpenLLMetryRole = "role"
+	// OpenLLMetryContent is a message's content: text, or for a multi-part
+	// message a JSON list of parts.
+	OpenLLMetryContent = "content"
+	// OpenLLMetryToolCallID is the id of the call a tool message answers.
+	OpenLLMetryToolCallID = "tool_call_id"
+	// OpenLLMetryFinishReason is why a completion stopped.
+	OpenLLMetryFinishReason = "finish_reason"
+	// OpenLLMetryToolCallsPrefix + "<j>." + OpenLLMetryToolCallName (or
+	// ...ID, ...Arguments) is one tool call a message makes.
+	OpenLLMetryToolCallsPrefix = "tool_calls."
+	// OpenLLMetryFunctionCallPrefix + OpenLLMetryToolCallName (or
+	// ...Arguments) is a legacy function call.
+	OpenLLMetryFunctionCallPrefix = "function_call."
+	// OpenLLMetryToolCallIDField is a tool call's id.
+	OpenLLMetryToolCallIDField = "id"
+	// OpenLLMetryToolCallName is a tool call's function name.
+	OpenLLMetryToolCallName = "name"
+	// OpenLLMetryToolCallArguments is a tool call's arguments (JSON text).
+	OpenLLMetryToolCallArguments = "arguments"
+)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomwork/loomwork/retrieval/ablation/result"
 	"github.com/loomwork/loomwork/scorer"
+	"github.com/loomwork/loomwork/scorer/conversation"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/scorer/stats"
 	"github.com/loomwork/loomwork/semconv"
@@ -80,11 +81,81 @@ func barStyle(r Row) string {
 	return fmt.Sprintf("left:%.3f%%;width:%.3f%%", r.OffsetPct, w)
 }
 
+// indentStyle indents a row's name by its depth, 12px a level up to 16
+// levels (deeper rows keep the name readable; data-depth still says it).
 func indentStyle(depth int) string {
-	return fmt.Sprintf("padding-left:%dpx", 6+min(depth, 40)*14)
+	return fmt.Sprintf("padding-left:%dpx", 4+min(depth, 16)*12)
 }
 
-// traceURL builds a trace-page URL keeping the view state.
+// gridStyle sets the spacing of the track's grid lines (one per axis tick).
+func gridStyle(a Axis) string { return fmt.Sprintf("--tick:%.4f%%", a.StepPct) }
+
+func tickStyle(t Tick) string { return fmt.Sprintf("left:%.3f%%", t.Pct) }
+
+// eventShown reports which of an event's attributes the conversation view
+// shows: those of the inference-details event it read messages from.
+func eventShown(e store.Event, c *conversation.Conversation) func(string) bool {
+	return func(k string) bool {
+		return e.Name == semconv.EventInferenceOperationDetails && c.ShowsEventAttribute(k)
+	}
+}
+
+func countShown(a store.Attributes, shown func(string) bool) int {
+	n := 0
+	for k := range a {
+		if shown(k) {
+			n++
+		}
+	}
+	return n
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// looksJSON reports whether an attribute value is a JSON object or array
+// (shown pretty-printed).
+func looksJSON(s string) bool {
+	t := strings.TrimSpace(s)
+	return len(t) > 1 && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t))
+}
+
+// isChatCall reports whether a span is a model call that would carry
+// messages (not an embeddings call), so a view can say when it has none.
+func isChatCall(s *store.Span) bool {
+	return semconv.IsModelCallOperation(s.Operation) && s.Operation != semconv.OpEmbeddings
+}
+
+// roleClass is a message role's CSS class: the four roles the
+// conventions name, anything else "other".
+func roleClass(role string) string {
+	switch role {
+	case "system", "user", "assistant", "tool":
+		return "role-" + role
+	}
+	return "role-other"
+}
+
+func roleName(role string) string {
+	if role == "" {
+		return "(no role)"
+	}
+	return role
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// traceURL builds a trace-page URL keeping the view state; span "" keeps
+// the selected span.
 func traceURL(id string, q waterfallQuery, page int, span string, toggle string) string {
 	v := url.Values{}
 	ids := make([]string, 0, len(q.Toggled)+1)
@@ -103,7 +174,12 @@ func traceURL(id string, q waterfallQuery, page int, span string, toggle string)
 	if q.Search != "" {
 		v.Set("q", q.Search)
 	}
-	if page > 1 {
+	if span == "" {
+		span = q.Selected
+	}
+	// Page 0 leaves the page to the server (the selected span's); a
+	// selection with an explicit page 1 must say so, or it would jump.
+	if page > 1 || (page == 1 && span != "") {
 		v.Set("p", fmt.Sprint(page))
 	}
 	if span != "" {
@@ -269,13 +345,28 @@ func critSelfOf(v TraceView, span string) float64 {
 	return total
 }
 
+// topCritical returns the n critical-path entries with the most self time,
+// most first (ties in path order), in one pass without copying the path: a
+// 100k-span trace's path has tens of thousands of entries and this runs on
+// every page view.
 func topCritical(r rollup.Rollup, n int) []rollup.PathEntry {
-	entries := append([]rollup.PathEntry(nil), r.CriticalPath...)
-	sort.SliceStable(entries, func(i, j int) bool { return entries[i].SelfMS > entries[j].SelfMS })
-	if len(entries) > n {
-		entries = entries[:n]
+	top := make([]rollup.PathEntry, 0, n+1)
+	for _, e := range r.CriticalPath {
+		if len(top) == n && e.SelfMS <= top[n-1].SelfMS {
+			continue
+		}
+		k := len(top)
+		for k > 0 && top[k-1].SelfMS < e.SelfMS {
+			k--
+		}
+		top = append(top, rollup.PathEntry{})
+		copy(top[k+1:], top[k:])
+		top[k] = e
+		if len(top) > n {
+			top = top[:n]
+		}
 	}
-	return entries
+	return top
 }
 
 func metricCell(m map[string]result.Stat, key string) string {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a-h/templ"
@@ -204,8 +205,15 @@ func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) 
 	if ok && len(c.spans) == len(spans) {
 		c.loaded = now
 	} else {
-		r := rollup.Compute(spans, s.deps.Prices)
-		c = cachedTrace{spans: spans, rollup: r, index: newTraceIndex(spans, &r), labels: modelLabels(spans), loaded: now,
+		// The rollup and the waterfall index only read the spans: build
+		// them side by side (a 100k-span trace's open is CPU-bound).
+		var r rollup.Rollup
+		var wg sync.WaitGroup
+		wg.Go(func() { r = rollup.Compute(spans, s.deps.Prices) })
+		ix := buildTraceIndex(spans)
+		wg.Wait()
+		ix.setCritical(&r)
+		c = cachedTrace{spans: spans, rollup: r, index: ix, labels: modelLabels(spans), loaded: now,
 			bytes: traceBytes(spans)}
 	}
 	s.cache.put(id, c)

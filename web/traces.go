@@ -128,8 +128,9 @@ type TraceView struct {
 	Selected  *store.Span
 	Evidence  Evidence
 	SpanCount int
-	Services  []string
+	Services  []string // in order of first appearance; index i is colour svcClass(i)
 	Labels    []string // model labels on the spans, e.g. "scripted"
+	Axis      Axis
 }
 
 // Evidence compares what the trace retrieved with what it cited.
@@ -167,7 +168,7 @@ func evidenceOf(spans []store.Span) Evidence {
 }
 
 func parseWaterfallQuery(v url.Values) (waterfallQuery, error) {
-	q := waterfallQuery{Toggled: map[string]bool{}, Search: v.Get("q"), Page: 1}
+	q := waterfallQuery{Toggled: map[string]bool{}, Search: v.Get("q"), Page: 1, Selected: v.Get("span")}
 	for _, id := range strings.Split(v.Get("t"), ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			q.Toggled[id] = true
@@ -179,6 +180,7 @@ func parseWaterfallQuery(v url.Values) (waterfallQuery, error) {
 			return q, badRequest{"parameter p: " + strconv.Quote(p) + " is not a page number"}
 		}
 		q.Page = n
+		q.pageSet = true
 	}
 	return q, nil
 }
@@ -224,7 +226,24 @@ func (s *Server) traceView(r *http.Request, id string) (TraceView, error) {
 	if err != nil {
 		return TraceView{}, err
 	}
+	sel, selOK := c.index.byID[wq.Selected]
+	if !selOK {
+		wq.Selected = ""
+	}
+	// A link to a span (the critical-path list, a report) opens the page
+	// holding its row, with its collapsed ancestors opened.
+	if selOK && !wq.pageSet && wq.Search == "" {
+		c.index.reveal(sel, wq)
+	}
 	all := c.index.rows(c.index.roots, wq)
+	if selOK && !wq.pageSet {
+		for k := range all {
+			if all[k].SpanID == wq.Selected {
+				wq.Page = k/PageRows + 1
+				break
+			}
+		}
+	}
 	pages := (len(all) + PageRows - 1) / PageRows
 	if pages == 0 {
 		pages = 1
@@ -235,18 +254,10 @@ func (s *Server) traceView(r *http.Request, id string) (TraceView, error) {
 	lo := (wq.Page - 1) * PageRows
 	hi := min(lo+PageRows, len(all))
 	v := TraceView{TraceID: id, Rollup: c.rollup, Rows: all[lo:hi], Page: wq.Page, Pages: pages, TotalRows: len(all),
-		Query: wq, Big: len(c.spans) > bigTrace, Evidence: evidenceOf(c.spans), SpanCount: len(c.spans), Labels: c.labels}
-	seen := map[string]bool{}
-	for i := range c.spans {
-		if sv := c.spans[i].ServiceName; sv != "" && !seen[sv] {
-			seen[sv] = true
-			v.Services = append(v.Services, sv)
-		}
-	}
-	if sel := r.URL.Query().Get("span"); sel != "" {
-		if i, ok := c.index.byID[sel]; ok {
-			v.Selected = &c.spans[i]
-		}
+		Query: wq, Big: len(c.spans) > bigTrace, Evidence: evidenceOf(c.spans), SpanCount: len(c.spans), Labels: c.labels,
+		Services: c.index.services, Axis: axisFor(c.index.end.Sub(c.index.start))}
+	if selOK {
+		v.Selected = &c.spans[sel]
 	}
 	return v, nil
 }
@@ -324,7 +335,7 @@ func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Query().Get("fragment") == "1" {
-		render(w, r, SpanPanel(id, &c.spans[i], c.index.critSelf[c.spans[i].SpanID]))
+		render(w, r, SpanPanel(id, &c.spans[i], c.index.critSelf[i]))
 		return
 	}
 	u := "/traces/" + id + "?span=" + url.QueryEscape(c.spans[i].SpanID)

@@ -83,7 +83,9 @@ var rooms = []room{
 			"agents/llm",                // the message format journals carry
 			"retrieval/ablation/result", // the ablation result format (result.Report), not the runner
 		},
-		tests: []string{"store/sqlite"}}, // handler tests need a real store; there is no in-memory one
+		// Handler tests need a real store (there is no in-memory one); the
+		// trace-page benchmarks open a 100k-span trace on both backends.
+		tests: []string{"store/sqlite", "store/clickhouse"}},
 	// Baseline generation, the baseline regression checks and the CI
 	// recipe (baselines/ci: strict replay, a fresh scripted run, the gate).
 	// Only cmd imports baselines, so it sits above replay and the scorer

@@ -8,24 +8,21 @@ import (
 
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
+	"github.com/loomwork/loomwork/scorer/conversation"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
-// OpenInference content keys (a span's input and output as one value).
-const (
-	openInferenceInput  = "input.value"
-	openInferenceOutput = "output.value"
-)
-
 // TranscriptFromSpans reads a transcript out of a trace, for agents that
 // are not on Loomwork's runtime and send only spans:
-//   - task: the root span's first user message (gen_ai.input.messages, as
-//     an attribute or on a gen_ai.client.inference.operation.details
-//     event), else its OpenInference input.value, else the first model
-//     call's first user message;
-//   - answer: the root's last assistant message (gen_ai.output.messages),
-//     else its output.value, else the last-ending model call's;
+//   - task: the root span's first user message, else the first model
+//     call's (messages as scorer/conversation reads them: GenAI
+//     gen_ai.input.messages as an attribute or on a
+//     gen_ai.client.inference.operation.details event, OpenInference
+//     llm.input_messages.* or input.value, OpenLLMetry gen_ai.prompt.*);
+//   - answer: the root's last assistant message, else the last-ending
+//     model call's (gen_ai.output.messages, llm.output_messages.*,
+//     gen_ai.completion.*, output.value);
 //   - tool calls: every execute_tool span in start order, with
 //     gen_ai.tool.call.arguments and gen_ai.tool.call.result (or
 //     OpenInference's input.value / output.value), an error status marking
@@ -65,7 +62,7 @@ func TranscriptFromSpans(spans []store.Span) datasets.Transcript {
 				name = strings.TrimSpace(strings.TrimPrefix(s.Name, semconv.OpExecuteTool))
 			}
 			tc := datasets.ToolCall{Name: name, IsError: s.IsError()}
-			if a, ok := firstString(s.Attributes, semconv.AttrToolCallArguments, openInferenceInput); ok {
+			if a, ok := firstString(s.Attributes, semconv.AttrToolCallArguments, semconv.OpenInferenceInputValue); ok {
 				if json.Valid([]byte(a)) {
 					tc.Arguments = json.RawMessage(a)
 				} else {
@@ -73,7 +70,7 @@ func TranscriptFromSpans(spans []store.Span) datasets.Transcript {
 					tc.Arguments = b
 				}
 			}
-			tc.Result, _ = firstString(s.Attributes, semconv.AttrToolCallResult, openInferenceOutput)
+			tc.Result, _ = firstString(s.Attributes, semconv.AttrToolCallResult, semconv.OpenInferenceOutputValue)
 			tr.ToolCalls = append(tr.ToolCalls, tc)
 		}
 		for _, d := range s.CitedDocs {
@@ -97,19 +94,6 @@ func TranscriptFromSpans(spans []store.Span) datasets.Transcript {
 	return tr
 }
 
-// contentSources are where a span's message content may be: its
-// attributes, then (the GenAI convention's newer form) the attributes of
-// its gen_ai.client.inference.operation.details events.
-func contentSources(s *store.Span) []store.Attributes {
-	out := []store.Attributes{s.Attributes}
-	for _, e := range s.Events {
-		if e.Name == semconv.EventInferenceOperationDetails {
-			out = append(out, e.Attributes)
-		}
-	}
-	return out
-}
-
 func firstString(a store.Attributes, keys ...string) (string, bool) {
 	for _, k := range keys {
 		if v, ok := a.String(k); ok && v != "" {
@@ -119,84 +103,29 @@ func firstString(a store.Attributes, keys ...string) (string, bool) {
 	return "", false
 }
 
-// genAIMessage is one message of gen_ai.input.messages /
-// gen_ai.output.messages: a role and parts, of which text parts carry
-// "content". Some senders put a plain "content" string on the message
-// instead; both are read.
-type genAIMessage struct {
-	Role    string `json:"role"`
-	Content any    `json:"content"`
-	Parts   []struct {
-		Type    string `json:"type"`
-		Content any    `json:"content"`
-	} `json:"parts"`
-}
-
-func (m genAIMessage) text() string {
-	var parts []string
-	if s, ok := m.Content.(string); ok && s != "" {
-		parts = append(parts, s)
-	}
-	for _, p := range m.Parts {
-		if s, ok := p.Content.(string); ok && (p.Type == "" || p.Type == "text") && s != "" {
-			parts = append(parts, s)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
-func messages(a store.Attributes, key string) []genAIMessage {
-	v, ok := a[key]
-	if !ok {
-		return nil
-	}
-	var raw []byte
-	switch x := v.(type) {
-	case string:
-		raw = []byte(x)
-	default:
-		b, err := json.Marshal(x)
-		if err != nil {
-			return nil
-		}
-		raw = b
-	}
-	var ms []genAIMessage
-	if json.Unmarshal(raw, &ms) != nil {
-		return nil
-	}
-	return ms
-}
-
+// userText is a span's first user message (scorer/conversation reads every
+// shape senders capture content in).
 func userText(s *store.Span) string {
-	for _, a := range contentSources(s) {
-		for _, m := range messages(a, semconv.AttrInputMessages) {
-			if m.Role == "user" {
-				if t := m.text(); t != "" {
-					return t
-				}
+	c := conversation.FromSpan(s)
+	for _, m := range c.Input {
+		if m.Role == "user" {
+			if t := m.Text(); t != "" {
+				return t
 			}
 		}
-	}
-	if v, ok := s.Attributes.String(openInferenceInput); ok {
-		return v
 	}
 	return ""
 }
 
+// assistantText is a span's last assistant (or role-less) output message.
 func assistantText(s *store.Span) string {
-	for _, a := range contentSources(s) {
-		ms := messages(a, semconv.AttrOutputMessages)
-		for i := len(ms) - 1; i >= 0; i-- {
-			if ms[i].Role == "assistant" || ms[i].Role == "" {
-				if t := ms[i].text(); t != "" {
-					return t
-				}
+	c := conversation.FromSpan(s)
+	for i := len(c.Output) - 1; i >= 0; i-- {
+		if m := c.Output[i]; m.Role == "assistant" || m.Role == "" {
+			if t := m.Text(); t != "" {
+				return t
 			}
 		}
-	}
-	if v, ok := s.Attributes.String(openInferenceOutput); ok {
-		return v
 	}
 	return ""
 }

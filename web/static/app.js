@@ -19,6 +19,7 @@
             var tpl = document.createElement("template");
             tpl.innerHTML = html;
             row.after(tpl.content);
+            markSelected(wf);
             a.removeAttribute("data-rows");
             a.textContent = "▾";
             a.title = "collapse";
@@ -35,6 +36,7 @@
             var tpl = document.createElement("template");
             tpl.innerHTML = html;
             holder.replaceWith(tpl.content);
+            markSelected(wf);
           })
           .catch(function () { window.location = a.href; });
         return;
@@ -58,12 +60,23 @@
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
       .then(function (html) {
         panel.innerHTML = html;
-        document.querySelectorAll(".wf-row.selected").forEach(function (r) { r.classList.remove("selected"); });
-        var row = document.querySelector('.wf-row[data-span="' + CSS.escape(span) + '"]');
-        if (row) row.classList.add("selected");
+        var wf = document.getElementById("waterfall");
+        wf.setAttribute("data-selected", span);
+        markSelected(wf);
         history.replaceState(null, "", href);
       })
       .catch(function () { window.location = href; });
+  }
+  // markSelected highlights the selected span's row (data-selected on the
+  // waterfall), also in rows fetched after the selection was made.
+  function markSelected(wf) {
+    var span = wf.getAttribute("data-selected") || "";
+    wf.querySelectorAll(".wf-row.selected").forEach(function (r) {
+      if (r.getAttribute("data-span") !== span) r.classList.remove("selected");
+    });
+    if (!span) return;
+    var row = wf.querySelector('.wf-row[data-span="' + CSS.escape(span) + '"]');
+    if (row) row.classList.add("selected");
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", onTrace); else onTrace();
 })();
