@@ -54,6 +54,8 @@ type Store struct {
 	resourceIDs map[[16]byte]int64
 	// bulkStmts caches the writer's multi-row inserts (see bulkInsert).
 	bulkStmts map[bulkKey]*sql.Stmt
+	// searchKeys caches search key → search_keys.id (see searchKeyID).
+	searchKeys map[searchKey]int64
 
 	// life serialises Start and Shutdown (a channel so a Shutdown waiting
 	// for a Start honours its context); state is read by every method.
@@ -76,6 +78,7 @@ func New(cfg Config) (*Store, error) {
 		cfg:         cfg,
 		log:         cfg.Logger,
 		resourceIDs: make(map[[16]byte]int64),
+		searchKeys:  make(map[searchKey]int64),
 		life:        ctxlock.New(),
 		stopped:     make(chan struct{}),
 	}, nil
@@ -176,6 +179,11 @@ func (s *Store) open(ctx context.Context) error {
 	s.codec, err = newCodec()
 	if err != nil {
 		return fmt.Errorf("open trace store %s: %w", abs, err)
+	}
+	if s.writer != nil {
+		if err := s.backfillSearch(ctx); err != nil {
+			return fmt.Errorf("open trace store %s: %w", abs, err)
+		}
 	}
 	return nil
 }
