@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -46,13 +50,15 @@ type SessionSummary struct {
 	LastStart    time.Time `json:"last_start"`
 	SpanCount    int64     `json:"span_count"`
 	ErrorCount   int64     `json:"error_count"`
+	ModelCalls   int64     `json:"model_calls"`
+	ToolCalls    int64     `json:"tool_calls"`
 	InputTokens  int64     `json:"input_tokens"`
 	OutputTokens int64     `json:"output_tokens"`
 }
 
 // SumTurns is the one rule for a session's figures: its turns' count,
 // earliest and latest start, and the sums of their summaries' span, error
-// and token counts.
+// model call, tool call and token counts.
 func SumTurns(id string, turns []TraceSummary) SessionSummary {
 	s := SessionSummary{SessionID: id}
 	for i, t := range turns {
@@ -65,6 +71,8 @@ func SumTurns(id string, turns []TraceSummary) SessionSummary {
 		s.Turns++
 		s.SpanCount += t.SpanCount
 		s.ErrorCount += t.ErrorCount
+		s.ModelCalls += t.ModelCalls
+		s.ToolCalls += t.ToolCalls
 		s.InputTokens += t.InputTokens
 		s.OutputTokens += t.OutputTokens
 	}
@@ -173,4 +181,37 @@ func (p PlannedSessionQuery) NextPageToken(last SessionPosition) string {
 	b = binary.BigEndian.AppendUint64(b, uint64(last.LastStartNS))
 	b = append(b, last.SessionID...)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// SessionQueryParams are the query parameters ParseSessionQuery reads (the
+// JSON API /api/v1/sessions, the sessions page, `loom-eval sessions list`).
+var SessionQueryParams = map[string]string{
+	"limit":      fmt.Sprintf("page size, 1 to %d", MaxPageSize),
+	"page_token": "next_page_token of the previous page",
+}
+
+// ParseSessionQuery reads a SessionQuery from query parameters, with an
+// error wrapping ErrBadQuery that names the parameter.
+func ParseSessionQuery(v url.Values) (SessionQuery, error) {
+	var q SessionQuery
+	var errs []error
+	for k, vals := range v {
+		if _, ok := SessionQueryParams[k]; !ok {
+			errs = append(errs, fmt.Errorf("unknown query parameter %q (known: limit, page_token)", k))
+		} else if len(vals) > 1 {
+			errs = append(errs, fmt.Errorf("%s: given %d times, want once", k, len(vals)))
+		}
+	}
+	if s := strings.TrimSpace(v.Get("limit")); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			errs = append(errs, fmt.Errorf("limit: %q is not a number from 1 to %d", s, MaxPageSize))
+		}
+		q.Limit = n
+	}
+	q.PageToken = strings.TrimSpace(v.Get("page_token"))
+	if err := errors.Join(errs...); err != nil {
+		return SessionQuery{}, badQuery{err}
+	}
+	return q, nil
 }

@@ -354,7 +354,7 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 // (the traces table ListTraces reads), most recently active first. %s is
 // the keyset condition on the groups.
 const sessionsSQL = `SELECT st.value, count(*), min(t.start_ns), max(t.start_ns),
-	sum(t.span_count), sum(t.error_count), sum(t.input_tokens), sum(t.output_tokens)
+	sum(t.span_count), sum(t.error_count), sum(t.model_calls), sum(t.tool_calls), sum(t.input_tokens), sum(t.output_tokens)
 	FROM search_terms st JOIN traces t ON t.seq = st.seq
 	WHERE st.key_id = ` + keyIDSQL + `
 	GROUP BY st.value %s
@@ -393,7 +393,7 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 		}
 		var ss store.SessionSummary
 		var first, last int64
-		if err := rows.Scan(&ss.SessionID, &ss.Turns, &first, &last, &ss.SpanCount, &ss.ErrorCount, &ss.InputTokens, &ss.OutputTokens); err != nil {
+		if err := rows.Scan(&ss.SessionID, &ss.Turns, &first, &last, &ss.SpanCount, &ss.ErrorCount, &ss.ModelCalls, &ss.ToolCalls, &ss.InputTokens, &ss.OutputTokens); err != nil {
 			return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 		}
 		ss.FirstStart, ss.LastStart = time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
