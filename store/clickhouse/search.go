@@ -71,9 +71,18 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 	// attr selects spans with the key whose raw value satisfies test.
 	attr := func(not bool, c store.SearchClause, test string, testArgs []any) {
 		jsonKey := string(store.AppendJSONString(nil, c.Key)) + ":"
-		inner := "trace_id IN (SELECT trace_id FROM (SELECT trace_id, JSONExtractRaw(attributes, ?) AS raw FROM " + s.spansTable +
-			" WHERE position(attributes, ?) > 0"
+		// A substring test before parsing any JSON: the key as the stored
+		// JSON spells it and, for a value that can only equal a string,
+		// the key followed by that string's JSON (or by an array).
+		pre := "position(attributes, ?) > 0"
 		a := []any{c.Key, jsonKey}
+		if test != "" && c.Op != store.OpGt && c.Op != store.OpGe && c.Op != store.OpLt && c.Op != store.OpLe &&
+			!c.IsNum && c.Value != "true" && c.Value != "false" {
+			pre = "(position(attributes, ?) > 0 OR position(attributes, ?) > 0)"
+			a = []any{c.Key, jsonKey + string(store.AppendJSONString(nil, c.Value)), jsonKey + "["}
+		}
+		inner := "trace_id IN (SELECT trace_id FROM (SELECT trace_id, JSONExtractRaw(attributes, ?) AS raw FROM " + s.spansTable +
+			" WHERE " + pre
 		if from != "" {
 			inner += " AND " + from
 			a = append(a, fromArgs...)
