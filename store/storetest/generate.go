@@ -286,16 +286,24 @@ func genRetrieval(rng *rand.Rand) store.Span {
 }
 
 // GenerateConversation returns turns agent traces (GenerateTraces shapes,
-// spansPerTurn spans each) of one conversation: every span that carries a
-// conversation id carries id, and the turns start gap apart from start, as
-// a user answering an agent would.
+// spansPerTurn spans each) of one conversation with one agent: every span
+// that carries a conversation id carries id, every agent span the first
+// turn's agent, and the turns start gap apart from start, as a user
+// answering an agent would.
 func GenerateConversation(id string, turns, spansPerTurn int, seed int64, start time.Time, gap time.Duration) []store.Span {
 	spans := GenerateTraces(turns, spansPerTurn, seed)
 	turn := -1
 	last := ""
 	var shift time.Duration
+	agent := spans[0].AgentName
 	for i := range spans {
 		sp := &spans[i]
+		if sp.AgentName != "" && sp.AgentName != agent {
+			if sp.ParentSpanID == "" {
+				sp.Name = "invoke_agent " + agent
+			}
+			sp.AgentName = agent
+		}
 		if sp.TraceID != last {
 			turn++
 			last = sp.TraceID
@@ -312,6 +320,9 @@ func GenerateConversation(id string, turns, spansPerTurn int, seed int64, start 
 				attrs[k] = v
 			}
 			attrs[semconv.AttrConversationID] = id
+			if _, ok := attrs[semconv.AttrAgentName]; ok {
+				attrs[semconv.AttrAgentName] = agent
+			}
 			sp.Attributes = attrs
 		}
 	}
