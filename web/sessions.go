@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -22,6 +23,9 @@ func searchError(r *http.Request) string {
 	}
 	return ""
 }
+
+// searchPlaceholder is the search box's example expression.
+var searchPlaceholder = semconv.AttrRequestModel + "=gpt-4o " + semconv.AttrUsageInputTokens + `>1000 name:"execute_tool web_search" evidence:doc-42`
 
 // registerSessions mounts the sessions pages and API.
 func (s *Server) registerSessions() {

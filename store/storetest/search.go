@@ -45,9 +45,9 @@ func (s *suite) searchData(t *testing.T, st store.Store) *refModel {
 	for i := range extra {
 		sp := &extra[i]
 		if sp.TraceID == extra[0].TraceID {
-			sp.Attributes["loomwork.long"] = longValue
+			sp.Attributes["test.long_value"] = longValue
 			if sp.ParentSpanID != "" {
-				sp.Attributes["loomwork.long"] = "short"
+				sp.Attributes["test.long_value"] = "short"
 			}
 		}
 	}
@@ -103,18 +103,18 @@ func (s *suite) testSearch(t *testing.T) {
 	}{
 		{name: "Exists", expr: "error.type"},
 		{name: "ExistsNested", expr: "nested"},
-		{name: "StringEq", expr: "gen_ai.request.model=gpt-4o"},
-		{name: "StringEqIsCaseSensitive", expr: "gen_ai.request.model=GPT-4O", none: true},
-		{name: "StringNe", expr: "gen_ai.request.model!=gpt-4o"},
-		{name: "ArrayElementEq", expr: "gen_ai.response.finish_reasons=tool_calls"},
-		{name: "ArrayElementNe", expr: "gen_ai.response.finish_reasons!=stop"},
-		{name: "IntGt", expr: "gen_ai.usage.input_tokens>5000"},
+		{name: "StringEq", expr: semconv.AttrRequestModel + "=gpt-4o"},
+		{name: "StringEqIsCaseSensitive", expr: semconv.AttrRequestModel + "=GPT-4O", none: true},
+		{name: "StringNe", expr: semconv.AttrRequestModel + "!=gpt-4o"},
+		{name: "ArrayElementEq", expr: semconv.AttrResponseFinishReasons + "=tool_calls"},
+		{name: "ArrayElementNe", expr: semconv.AttrResponseFinishReasons + "!=stop"},
+		{name: "IntGt", expr: semconv.AttrUsageInputTokens + ">5000"},
 		{name: "IntLeBoundary", expr: "int<=42"},
 		{name: "IntLtBoundaryExcludes", expr: "int<42", none: true},
 		{name: "IntEqAsDouble", expr: "int=42.0"},
 		{name: "NegativeInt", expr: "neg_int<-6"},
-		{name: "DoubleGe", expr: "gen_ai.request.temperature>=0.5"},
-		{name: "DoubleLt", expr: "gen_ai.request.temperature<0.3"},
+		{name: "DoubleGe", expr: semconv.AttrRequestTemperature + ">=0.5"},
+		{name: "DoubleLt", expr: semconv.AttrRequestTemperature + "<0.3"},
 		{name: "DoubleWholeEqInt", expr: "double_whole=3"},
 		{name: "DoubleHuge", expr: "double_huge>1e299"},
 		{name: "NegativeZeroEqZero", expr: "double_neg_zero=0"},
@@ -123,7 +123,7 @@ func (s *suite) testSearch(t *testing.T) {
 		{name: "IntArrayGt", expr: "int_array>2"},
 		{name: "DoubleArrayEq", expr: "double_array=2.5"},
 		{name: "NumberDoesNotMatchString", expr: "str>0", none: true},
-		{name: "StringNumberEq", expr: "gen_ai.tool.call.id=call_Q1"},
+		{name: "StringNumberEq", expr: semconv.AttrToolCallID + "=call_Q1"},
 		{name: "BoolTrue", expr: "bool_true=true"},
 		{name: "BoolIsNotAString", expr: "bool_true=1", none: true},
 		{name: "BoolArray", expr: "bool_array=false"},
@@ -133,10 +133,10 @@ func (s *suite) testSearch(t *testing.T) {
 		{name: "Unicode", expr: "unicode=\"日本語 ✓ café 🚀 \x00 nul and \u2028 separator\""},
 		{name: "Quotes", expr: `quotes="she said \"hi\" \\ back"`},
 		{name: "HTML", expr: `html="<script>alert('x')</script>"`},
-		{name: "LongValueExists", expr: "loomwork.long"},
-		{name: "LongValueNeverEqual", expr: "loomwork.long=" + `"` + longValue[:store.MaxSearchValue] + `"`, none: true},
-		{name: "LongValueNe", expr: "loomwork.long!=short", none: true},
-		{name: "LongValueNeOther", expr: "loomwork.long!=other"},
+		{name: "LongValueExists", expr: "test.long_value"},
+		{name: "LongValueNeverEqual", expr: "test.long_value=" + `"` + longValue[:store.MaxSearchValue] + `"`, none: true},
+		{name: "LongValueNe", expr: "test.long_value!=short", none: true},
+		{name: "LongValueNeOther", expr: "test.long_value!=other"},
 		{name: "SpanNameExact", expr: `name:"chat gpt-4o"`},
 		{name: "SpanNameCaseSensitive", expr: `name:"CHAT gpt-4o"`, none: true},
 		{name: "SpanNameNotSubstring", expr: `name:chat`, none: true},
@@ -146,14 +146,14 @@ func (s *suite) testSearch(t *testing.T) {
 		{name: "RetrievedButNotCited", expr: "cited:doc-7", none: true},
 		{name: "EvidenceEitherWay", expr: "evidence:doc-11"},
 		{name: "ClausesOnDifferentSpans", expr: `name:"execute_tool web_search" retrieved:doc-7 gen_ai.usage.input_tokens>=1200`},
-		{name: "ClausesAllMustHold", expr: `gen_ai.request.model=gpt-4o gen_ai.request.model=claude-sonnet-4-5`, none: true},
-		{name: "WithOtherFilters", expr: "gen_ai.operation.name=execute_tool", q: store.TraceQuery{Status: store.StatusError, Text: "tool"}},
-		{name: "SortAndPage", expr: "gen_ai.usage.input_tokens>100", q: store.TraceQuery{SortBy: store.SortTokens, Limit: 3}},
-		{name: "PageAscending", expr: "gen_ai.operation.name=chat", q: store.TraceQuery{Ascending: true, Limit: 4}},
+		{name: "ClausesAllMustHold", expr: semconv.AttrRequestModel + "=gpt-4o " + semconv.AttrRequestModel + "=claude-sonnet-4-5", none: true},
+		{name: "WithOtherFilters", expr: semconv.AttrOperationName + "=execute_tool", q: store.TraceQuery{Status: store.StatusError, Text: "tool"}},
+		{name: "SortAndPage", expr: semconv.AttrUsageInputTokens + ">100", q: store.TraceQuery{SortBy: store.SortTokens, Limit: 3}},
+		{name: "PageAscending", expr: semconv.AttrOperationName + "=chat", q: store.TraceQuery{Ascending: true, Limit: 4}},
 		{name: "Session", q: store.TraceQuery{Session: "sess-a"}},
 		{name: "SessionWithSpace", q: store.TraceQuery{Session: "sess c"}},
 		{name: "SessionOfChildSpans", q: store.TraceQuery{Session: "sess-c", Limit: 1}},
-		{name: "SessionAndSearch", expr: "gen_ai.usage.input_tokens>3000", q: store.TraceQuery{Session: "sess-b"}},
+		{name: "SessionAndSearch", expr: semconv.AttrUsageInputTokens + ">3000", q: store.TraceQuery{Session: "sess-b"}},
 		{name: "SessionUnknown", q: store.TraceQuery{Session: "nobody"}, none: true},
 	}
 	for _, c := range cases {
@@ -174,7 +174,7 @@ func (s *suite) testSearch(t *testing.T) {
 		})
 	}
 	t.Run("PageTokenOfOtherSearchIsRefused", func(t *testing.T) {
-		q := store.TraceQuery{Search: mustSearch(t, "gen_ai.operation.name=chat"), Limit: 2}
+		q := store.TraceQuery{Search: mustSearch(t, semconv.AttrOperationName+"=chat"), Limit: 2}
 		var tok string
 		s.eventually(t, "a first page with a next token", func() string {
 			p, err := st.ListTraces(context.Background(), q)
@@ -188,8 +188,8 @@ func (s *suite) testSearch(t *testing.T) {
 			return ""
 		})
 		for _, other := range []store.TraceQuery{
-			{Search: mustSearch(t, "gen_ai.operation.name=execute_tool"), Limit: 2, PageToken: tok},
-			{Search: mustSearch(t, "gen_ai.operation.name=chat error.type"), Limit: 2, PageToken: tok},
+			{Search: mustSearch(t, semconv.AttrOperationName+"=execute_tool"), Limit: 2, PageToken: tok},
+			{Search: mustSearch(t, semconv.AttrOperationName+"=chat error.type"), Limit: 2, PageToken: tok},
 			{Limit: 2, PageToken: tok},
 			{Search: q.Search, Session: "sess-a", Limit: 2, PageToken: tok},
 		} {

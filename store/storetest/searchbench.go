@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -30,7 +31,7 @@ func LoadSearchBench(b *testing.B, s store.Store, traces int) SearchProbe {
 		}
 		if i <= traces/2 && traces/2 < i+chunk {
 			for _, sp := range spans[len(spans)/2:] {
-				if id, ok := sp.Attributes.String("gen_ai.tool.call.id"); ok && p.ToolCallID == "" {
+				if id, ok := sp.Attributes.String(semconv.AttrToolCallID); ok && p.ToolCallID == "" {
 					p.ToolCallID = id
 				}
 				if len(sp.RetrievedDocs) > 0 && p.Document == "" {
@@ -68,16 +69,16 @@ func SearchBenchCases(p SearchProbe) []struct {
 		Query store.TraceQuery
 	}{
 		{"no_filter", store.TraceQuery{}},
-		{"attr_eq_common", store.TraceQuery{Search: search("gen_ai.request.model=gpt-4o")}},
-		{"attr_eq_one_trace", store.TraceQuery{Search: search("gen_ai.tool.call.id=" + p.ToolCallID)}},
-		{"attr_gt", store.TraceQuery{Search: search("gen_ai.usage.input_tokens>6150")}},
+		{"attr_eq_common", store.TraceQuery{Search: search(semconv.AttrRequestModel + "=gpt-4o")}},
+		{"attr_eq_one_trace", store.TraceQuery{Search: search(semconv.AttrToolCallID + "=" + p.ToolCallID)}},
+		{"attr_gt", store.TraceQuery{Search: search(semconv.AttrUsageInputTokens + ">6150")}},
 		{"attr_exists", store.TraceQuery{Search: search("error.type")}},
-		{"attr_ne", store.TraceQuery{Search: search("gen_ai.request.model!=gpt-4o")}},
+		{"attr_ne", store.TraceQuery{Search: search(semconv.AttrRequestModel + "!=gpt-4o")}},
 		{"span_name", store.TraceQuery{Search: search(`name:"execute_tool fetch_url"`)}},
 		{"evidence", store.TraceQuery{Search: search("evidence:" + p.Document)}},
 		{"session", store.TraceQuery{Session: p.Conversation}},
-		{"two_clauses", store.TraceQuery{Search: search("gen_ai.request.model=gpt-4o gen_ai.usage.input_tokens>6000")}},
-		{"attr_eq_sorted_by_tokens", store.TraceQuery{Search: search("gen_ai.request.model=gpt-4o"), SortBy: store.SortTokens}},
+		{"two_clauses", store.TraceQuery{Search: search(semconv.AttrRequestModel + "=gpt-4o " + semconv.AttrUsageInputTokens + ">6000")}},
+		{"attr_eq_sorted_by_tokens", store.TraceQuery{Search: search(semconv.AttrRequestModel + "=gpt-4o"), SortBy: store.SortTokens}},
 	}
 }
 
