@@ -38,6 +38,8 @@ run ingest-clickhouse-10M sh -c "cd collector && /tmp/loomwork-collector.test -t
 run store-sqlite      go test ./store/sqlite/ -run '^$' -bench 'WriteSpans|ListTraces' -benchtime 100x
 run store-clickhouse  go test ./store/clickhouse -run '^$' -bench 'BenchmarkWriteSpans' -benchtime 10x
 run store-clickhouse-reads go test ./store/clickhouse -run '^$' -bench 'BenchmarkGetTrace|BenchmarkListTraces' -benchtime 3s
+run search-sqlite     go test ./store/sqlite/ -run '^$' -bench 'Search100k' -benchtime 5x -timeout 30m
+run search-clickhouse go test ./store/clickhouse -run '^$' -bench 'Search100k' -benchtime 3x -timeout 40m
 run scorer            go test ./scorer/rollup ./scorer -run '^$' -bench . -benchtime 5x
 run web               go test ./web -run '^$' -bench 'TracePage(50k|100k)' -benchtime 5x -benchmem
 run sandbox           go test ./agents/sandbox/ -run '^$' -bench . -benchtime 200x

@@ -41,6 +41,8 @@ var QueryParams = map[string]string{
 	"status":       "ok or error",
 	"min_duration": "duration: traces at least this long",
 	"text":         "substring of a span name (case-insensitive)",
+	"q":            "search: space-separated clauses that must all hold: KEY, KEY=V, KEY!=V, KEY>N (>= < <=), name:SPAN_NAME, retrieved:ID, cited:ID, evidence:ID (docs/search.md)",
+	"session":      "session id: traces of one conversation (gen_ai.conversation.id or session.id)",
 	"sort":         "start, duration, spans, errors or tokens",
 	"asc":          "true for ascending order",
 	"limit":        fmt.Sprintf("page size, 1 to %d", MaxPageSize),
@@ -109,6 +111,14 @@ func ParseTraceQuery(v url.Values, now time.Time) (TraceQuery, error) {
 		errs = append(errs, fmt.Errorf("end: %s is not after start %s", q.End.Format(time.RFC3339Nano), q.Start.Format(time.RFC3339Nano)))
 	}
 	q.Service, q.Agent, q.Model, q.Text = get("service"), get("agent"), get("model"), get("text")
+	q.Session = get("session")
+	if expr := v.Get("q"); strings.TrimSpace(expr) != "" {
+		clauses, err := ParseSearch(expr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("q: %w", err))
+		}
+		q.Search = clauses
+	}
 	switch s := strings.ToLower(get("status")); s {
 	case "", StatusOK, StatusError:
 		q.Status = s
@@ -166,6 +176,8 @@ func TraceQueryValues(q TraceQuery) url.Values {
 		v.Set("min_duration", q.MinDuration.String())
 	}
 	set("text", q.Text)
+	set("q", FormatSearch(q.Search))
+	set("session", q.Session)
 	set("sort", q.SortBy)
 	if q.Ascending {
 		v.Set("asc", "true")

@@ -89,6 +89,15 @@ func (q TraceQuery) Plan(checkTime func(time.Time) error) (PlannedQuery, error) 
 	if q.MinDuration < 0 {
 		errs = append(errs, fmt.Errorf("min_duration %v is negative", q.MinDuration))
 	}
+	// Num and IsNum follow from Value, whoever built the clause.
+	p.TraceQuery.Search = make([]SearchClause, len(q.Search))
+	for i, c := range q.Search {
+		c.setNum()
+		p.TraceQuery.Search[i] = c
+		if err := c.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("search clause %d %s: %w", i+1, quoteInput(c.String()), err))
+		}
+	}
 	if checkTime != nil {
 		if !q.Start.IsZero() {
 			if err := checkTime(q.Start); err != nil {
@@ -156,5 +165,11 @@ func filterHash(q *TraceQuery) uint64 {
 	field(q.Status)
 	field(strconv.FormatInt(int64(q.MinDuration), 10))
 	field(q.Text)
+	// Appended after the original fields, so a query without them hashes
+	// as before and outstanding tokens stay valid.
+	if len(q.Search) > 0 || q.Session != "" {
+		field(FormatSearch(q.Search))
+		field(q.Session)
+	}
 	return h.Sum64()
 }

@@ -98,6 +98,13 @@ type TraceQuery struct {
 	MinDuration time.Duration
 	// Text matches, case-insensitively, as a substring of any span name.
 	Text string
+	// Search holds the clauses of a search expression (ParseSearch; the
+	// q= parameter): attributes, exact span names, evidence ids. A trace
+	// matches when every clause holds (see TraceMatchesSearch).
+	Search []SearchClause
+	// Session matches traces with a span whose ConversationID
+	// (gen_ai.conversation.id, OpenInference session.id) is this, exactly.
+	Session string
 	// SortBy is one of SortStart (default), SortDuration, SortSpans,
 	// SortErrors, SortTokens; Ascending flips the default descending order.
 	SortBy    string

@@ -144,6 +144,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.mux.HandleFunc("GET /api/v1/traces", s.apiTraceList)
 	s.mux.HandleFunc("GET /api/v1/traces/{id}", s.apiTrace)
 	s.mux.HandleFunc("GET /api/v1/traces/{id}/rollup", s.apiRollup)
+	s.registerSessions()
 	if deps.Files != nil {
 		s.registerFiles()
 	}

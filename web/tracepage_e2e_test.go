@@ -11,12 +11,13 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// docScreenshot is screenshot, and with -update also writes the picture to
+// docScreenshot is screenshot, and with -update (or
+// LOOMWORK_DOC_SCREENSHOTS=1) also writes the picture to
 // docs/screenshots/NAME.png, where the docs show it.
 func docScreenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	screenshot(t, ctx, name)
-	if !*update {
+	if !*update && os.Getenv("LOOMWORK_DOC_SCREENSHOTS") != "1" {
 		return
 	}
 	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

@@ -43,6 +43,9 @@ type ListView struct {
 	NextPage string
 	MinCost  float64
 	Scanned  int // summaries scanned to fill a min_cost page
+	// SearchError is why the search expression (q=) could not be parsed,
+	// shown under the search box (see searchError).
+	SearchError string
 }
 
 func (s *Server) listTraces(r *http.Request) (ListView, error) {
@@ -95,6 +98,11 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 }
 
 func (s *Server) traceList(w http.ResponseWriter, r *http.Request) {
+	if msg := searchError(r); msg != "" {
+		w.WriteHeader(http.StatusBadRequest)
+		render(w, r, TraceListPage(ListView{Query: r.URL.Query(), SearchError: msg}))
+		return
+	}
 	view, err := s.listTraces(r)
 	if err != nil {
 		s.fail(w, r, err)

@@ -64,6 +64,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"serve":            {"run the OTLP collector, trace store and web UI", (*Main).runServe},
 		"traces":           {"list or show stored traces (traces list | traces get ID)", (*Main).runTraces},
+		"sessions":         {"list sessions (traces of one conversation) or show one with its turns (sessions list | sessions get ID)", (*Main).runSessions},
 		"cases":            {"stored traces become cases and trials (cases from-traces)", (*Main).runCases},
 		"demo":             {"send a realistic agent trace to a running serve over OTLP", (*Main).runDemo},
 		"rollup":           {"roll up traces from an OTLP/JSON file (critical path, cost)", (*Main).runRollup},

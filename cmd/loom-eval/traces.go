@@ -57,15 +57,16 @@ func (m *Main) tracesOpenStore(ctx context.Context, raw string) (store.Store, er
 }
 
 func (m *Main) runTracesList(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("traces list", "traces list [--since 1h] [--service S] [--agent A] [--model M] [--status ok|error] [--json]")
+	fs := m.newFlagSet("traces list", "traces list [--since 1h] [--service S] [--agent A] [--model M] [--status ok|error] [--attr K=V]... [--span-name N] [--evidence ID] [--query EXPR] [--session ID] [--json]")
 	storeURL := m.tracesStoreFlag(fs)
 	asJSON := fs.Bool("json", false, "print the page as JSON (the rows /api/v1/traces returns)")
 	pricesFile := fs.String("prices", "", "price table JSON merged over the built-in one (as serve --prices)")
 	// Each filter is a store.QueryParams parameter, so the CLI and the HTTP API
-	// accept and reject the same things.
+	// accept and reject the same things. The search (q) has its own flags.
+	search := addSearchFlags(fs)
 	vals := map[string]*string{}
 	for _, name := range store.QueryParamNames() {
-		if name == "asc" {
+		if name == "asc" || name == "q" {
 			continue
 		}
 		vals[name] = fs.String(strings.ReplaceAll(name, "_", "-"), "", "filter: "+store.QueryParams[name])
@@ -85,6 +86,13 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	}
 	if *asc {
 		v.Set("asc", "true")
+	}
+	expr, err := search.expr()
+	if err != nil {
+		return err
+	}
+	if expr != "" {
+		v.Set("q", expr)
 	}
 	q, err := store.ParseTraceQuery(v, time.Now())
 	if err != nil {

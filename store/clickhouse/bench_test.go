@@ -231,3 +231,13 @@ func processCPU(pid int) time.Duration {
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
 }
+
+// BenchmarkSearch100k measures search (TraceQuery.Search, Session) and
+// ListSessions over 100,000 10-span agent traces (1M spans): one page each,
+// see storetest.SearchBenchCases.
+func BenchmarkSearch100k(b *testing.B) {
+	srv := chtestStart(b)
+	s, _ := openFresh(b, srv)
+	p := storetest.LoadSearchBench(b, s, 100_000)
+	storetest.BenchmarkSearch(b, s, p)
+}

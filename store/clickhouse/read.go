@@ -337,7 +337,7 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	if byTokens {
 		indexSort, indexOnly = "0", true
 	}
-	if q.Service != "" || q.Agent != "" || q.Model != "" || q.Status != "" || q.Text != "" {
+	if q.Service != "" || q.Agent != "" || q.Model != "" || q.Status != "" || q.Text != "" || len(q.Search) > 0 || q.Session != "" {
 		indexOnly = false
 	}
 	if indexOnly && !bounded {
@@ -393,6 +393,15 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			}
 			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+")")
 		}
+		var sc []string
+		var sa []any
+		if q.Start.IsZero() {
+			sc, sa = s.searchConds(&p.TraceQuery, "", nil)
+		} else {
+			sc, sa = s.searchConds(&p.TraceQuery, fromStart, []any{q.Start.UnixNano()})
+		}
+		spanWhere = append(spanWhere, sc...)
+		args = append(args, sa...)
 		var where []string
 		switch q.Status {
 		case store.StatusOK:

@@ -198,3 +198,17 @@ func BenchmarkWriteOneBigTrace(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkSearch100k measures search (TraceQuery.Search, Session) and
+// ListSessions over 100,000 10-span agent traces (1M spans): one page each,
+// see storetest.SearchBenchCases.
+func BenchmarkSearch100k(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Path: filepath.Join(b.TempDir(), "traces.db"), Synchronous: SyncNormal})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	p := storetest.LoadSearchBench(b, s, 100_000)
+	storetest.BenchmarkSearch(b, s, p)
+}

@@ -479,6 +479,9 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
+	if err := s.searchReady(ctx, &q); err != nil {
+		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+	}
 	rows, err := s.reader.QueryContext(ctx, plan.sql, plan.args...)
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
@@ -651,6 +654,9 @@ func planQuery(q *store.TraceQuery) (queryPlan, error) {
 		where = append(where, "instr(names_lower, ?) > 0")
 		p.args = append(p.args, normName(q.Text))
 	}
+	sw, sargs := searchWhere(&p.TraceQuery)
+	where = append(where, sw...)
+	p.args = append(p.args, sargs...)
 	dir, cmp := "DESC", "<"
 	if q.Ascending {
 		dir, cmp = "ASC", ">"

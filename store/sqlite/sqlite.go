@@ -56,6 +56,8 @@ type Store struct {
 	builders *builderCache
 	// bulkStmts caches the writer's multi-row inserts (see bulkInsert).
 	bulkStmts map[bulkKey]*sql.Stmt
+	// searchKeys caches search key → search_keys.id (see searchKeyID).
+	searchKeys map[searchKey]int64
 
 	// life serialises Start and Shutdown (a channel so a Shutdown waiting
 	// for a Start honours its context); state is read by every method.
@@ -79,6 +81,7 @@ func New(cfg Config) (*Store, error) {
 		log:         cfg.Logger,
 		resourceIDs: make(map[[16]byte]int64),
 		builders:    newBuilderCache(),
+		searchKeys:  make(map[searchKey]int64),
 		life:        ctxlock.New(),
 		stopped:     make(chan struct{}),
 	}, nil
@@ -181,6 +184,11 @@ func (s *Store) open(ctx context.Context) error {
 		}
 	}
 
+	if s.writer != nil {
+		if err := s.backfillSearch(ctx); err != nil {
+			return fmt.Errorf("open trace store %s: %w", abs, err)
+		}
+	}
 	return nil
 }
 

@@ -113,10 +113,11 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 		return err
 	}
 	if err := s.writeRows(ctx, rows, blocks); err != nil {
-		// The transaction rolled back: resource rows it inserted are gone.
-		// (The builders it used were taken out of their cache and are
-		// not put back.)
+		// The transaction rolled back: resource rows and search keys it
+		// inserted are gone. (The builders it used were taken out of their
+		// cache and are not put back.)
 		clear(s.resourceIDs)
+		clear(s.searchKeys)
 		return fmt.Errorf("write spans: %w", err)
 	}
 	return nil
@@ -399,6 +400,9 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 	if err := s.updateSummaries(sctx, tx, order); err != nil {
 		return err
 	}
+	if err := s.indexSearch(sctx, tx, order); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("before commit: %w", err)
 	}
@@ -463,7 +467,7 @@ const (
 var bulkHeads = []struct {
 	head string
 	cols int
-}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {tagsHead, 3}, {callsHead, callColCount}}
+}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {tagsHead, 3}, {callsHead, callColCount}, {searchTermsHead, 3}}
 
 // prepareBulk prepares the multi-row inserts once per store. It must run
 // outside a transaction: the writer has a single connection, which an open

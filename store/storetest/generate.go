@@ -284,3 +284,47 @@ func genRetrieval(rng *rand.Rand) store.Span {
 		},
 	}
 }
+
+// GenerateConversation returns turns agent traces (GenerateTraces shapes,
+// spansPerTurn spans each) of one conversation with one agent: every span
+// that carries a conversation id carries id, every agent span the first
+// turn's agent, and the turns start gap apart from start, as a user
+// answering an agent would.
+func GenerateConversation(id string, turns, spansPerTurn int, seed int64, start time.Time, gap time.Duration) []store.Span {
+	spans := GenerateTraces(turns, spansPerTurn, seed)
+	turn := -1
+	last := ""
+	var shift time.Duration
+	agent := spans[0].AgentName
+	for i := range spans {
+		sp := &spans[i]
+		if sp.AgentName != "" && sp.AgentName != agent {
+			if sp.ParentSpanID == "" {
+				sp.Name = "invoke_agent " + agent
+			}
+			sp.AgentName = agent
+		}
+		if sp.TraceID != last {
+			turn++
+			last = sp.TraceID
+			shift = start.Add(time.Duration(turn) * gap).Sub(sp.StartTime)
+		}
+		sp.StartTime, sp.EndTime = sp.StartTime.Add(shift), sp.EndTime.Add(shift)
+		for e := range sp.Events {
+			sp.Events[e].Time = sp.Events[e].Time.Add(shift)
+		}
+		if sp.ConversationID != "" {
+			sp.ConversationID = id
+			attrs := make(store.Attributes, len(sp.Attributes))
+			for k, v := range sp.Attributes {
+				attrs[k] = v
+			}
+			attrs[semconv.AttrConversationID] = id
+			if _, ok := attrs[semconv.AttrAgentName]; ok {
+				attrs[semconv.AttrAgentName] = agent
+			}
+			sp.Attributes = attrs
+		}
+	}
+	return spans
+}

@@ -19,6 +19,7 @@ type refTrace struct {
 	agents   map[string]bool
 	models   map[string]bool
 	names    []string
+	spans    []store.Span // for the search and session filters (search.go)
 }
 
 // refModel holds every span the suite has written, deduplicated on
@@ -250,7 +251,10 @@ func sortedSet(m map[string]bool) []string {
 func (m *refModel) summaries() []refTrace {
 	var out []refTrace
 	for _, id := range m.traceIDs() {
-		out = append(out, summarize(id, m.trace(id)))
+		spans := m.trace(id)
+		rt := summarize(id, spans)
+		rt.spans = spans
+		out = append(out, rt)
 	}
 	return out
 }
@@ -299,7 +303,7 @@ func (rt *refTrace) matches(q store.TraceQuery) bool {
 			return false
 		}
 	}
-	return true
+	return rt.matchesSearch(q)
 }
 
 func sortValue(s *store.TraceSummary, key string) int64 {

@@ -96,6 +96,8 @@ func (s *suite) tests() []testCase {
 		{name: "ListTracesDefaultPageSize", run: s.testDefaultPageSize},
 		{name: "ListTracesMalformedPageTokenIsError", run: s.testBadPageToken},
 		{name: "ListTracesInvalidQueryIsError", run: s.testInvalidQuery},
+		{name: "ListTracesSearch", run: s.testSearch},
+		{name: "ListSessions", run: s.testSessions},
 		{name: "ConcurrentWritersEachSpanOnce", skip: s.h.Skip.ConcurrentWriters, run: s.testConcurrentWriters},
 		{name: "ReopenKeepsEverythingExactlyOnce", skip: s.h.Reopen == nil, run: s.testReopen},
 		{name: "CanceledContextIsError", skip: s.h.Skip.ContextCancellation, run: s.testCanceled},

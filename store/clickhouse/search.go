@@ -1,0 +1,213 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// Search (store.TraceQuery.Search and Session) is answered from the spans
+// table itself: each clause becomes "trace_id IN (spans satisfying it)".
+// Attributes are the stored store.Attributes JSON, so a clause extracts the
+// key's raw JSON value once per span (after a cheap substring test for the
+// key as it is spelled in that JSON) and compares it by JSON type, which
+// keeps the int/double/bool/string distinction the contract needs.
+
+// numTypes are the JSON types of numbers as JSONType names them.
+const numTypes = "('Int64', 'UInt64', 'Double')"
+
+// scalarEq is the equality of a raw JSON scalar %[1]s with the clause's
+// value, as text and, for a number, as a number (see store.SearchClause).
+func scalarEq(x string, c store.SearchClause) (string, []any) {
+	cond := fmt.Sprintf("(JSONType(%[1]s) = 'String' AND JSONExtractString(%[1]s) = ?) OR (JSONType(%[1]s) = 'Bool' AND if(JSONExtractBool(%[1]s), 'true', 'false') = ?)", x)
+	args := []any{c.Value, c.Value}
+	if c.IsNum {
+		cond += fmt.Sprintf(" OR (JSONType(%[1]s) IN %[2]s AND JSONExtractFloat(%[1]s) = ?)", x, numTypes)
+		args = append(args, c.Num)
+	}
+	return "(" + cond + ")", args
+}
+
+// scalarCmp is an order comparison of a raw JSON number with the clause's.
+func scalarCmp(x string, c store.SearchClause) (string, []any) {
+	op := map[store.SearchOp]string{store.OpGt: ">", store.OpGe: ">=", store.OpLt: "<", store.OpLe: "<="}[c.Op]
+	return fmt.Sprintf("(JSONType(%[1]s) IN %[2]s AND JSONExtractFloat(%[1]s) %[3]s ?)", x, numTypes, op), []any{c.Num}
+}
+
+// valueMatch is the clause's test of a raw attribute value: the value
+// itself, or any element of an array.
+func valueMatch(c store.SearchClause, eq bool) (string, []any) {
+	scalar := scalarCmp
+	if eq {
+		scalar = scalarEq
+	}
+	a, aArgs := scalar("raw", c)
+	b, bArgs := scalar("e", c)
+	return fmt.Sprintf("(%s OR (JSONType(raw) = 'Array' AND arrayExists(e -> %s, JSONExtractArrayRaw(raw))))", a, b), append(aArgs, bArgs...)
+}
+
+// searchConds returns conditions on spans (each "trace_id IN (...)" or
+// NOT IN) for q's search clauses and session, with their arguments. from,
+// when not empty, is a condition on spans every subquery may add (with
+// fromArgs): no span of a matching trace is outside it.
+func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([]string, []any) {
+	var conds []string
+	var args []any
+	sub := func(not bool, cond string, a ...any) {
+		op := "trace_id IN"
+		if not {
+			op = "trace_id NOT IN"
+		}
+		if from != "" {
+			cond += " AND " + from
+			a = append(a, fromArgs...)
+		}
+		conds = append(conds, op+" (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+")")
+		args = append(args, a...)
+	}
+	// attr selects spans with the key whose raw value satisfies test.
+	attr := func(not bool, c store.SearchClause, test string, testArgs []any) {
+		jsonKey := string(store.AppendJSONString(nil, c.Key)) + ":"
+		// A substring test before parsing any JSON: the key as the stored
+		// JSON spells it and, for a value that can only equal a string,
+		// the key followed by that string's JSON (or by an array).
+		pre := "position(attributes, ?) > 0"
+		a := []any{c.Key, jsonKey}
+		if test != "" && c.Op != store.OpGt && c.Op != store.OpGe && c.Op != store.OpLt && c.Op != store.OpLe &&
+			!c.IsNum && c.Value != "true" && c.Value != "false" {
+			pre = "(position(attributes, ?) > 0 OR position(attributes, ?) > 0)"
+			a = []any{c.Key, jsonKey + string(store.AppendJSONString(nil, c.Value)), jsonKey + "["}
+		}
+		inner := "trace_id IN (SELECT trace_id FROM (SELECT trace_id, JSONExtractRaw(attributes, ?) AS raw FROM " + s.spansTable +
+			" WHERE " + pre
+		if from != "" {
+			inner += " AND " + from
+			a = append(a, fromArgs...)
+		}
+		inner += ") WHERE raw != ''"
+		if test != "" {
+			inner += " AND " + test
+			a = append(a, testArgs...)
+		}
+		inner += ")"
+		if not {
+			inner = "NOT " + inner
+		}
+		conds = append(conds, inner)
+		args = append(args, a...)
+	}
+	if q.Session != "" {
+		sub(false, "conversation_id = ?", q.Session)
+	}
+	for _, c := range q.Search {
+		switch c.Field {
+		case store.FieldName:
+			sub(false, "name = ?", c.Value)
+		case store.FieldRetrieved:
+			sub(false, "has(retrieved_docs, ?)", c.Value)
+		case store.FieldCited:
+			sub(false, "has(cited_docs, ?)", c.Value)
+		case store.FieldEvidence:
+			sub(false, "(has(retrieved_docs, ?) OR has(cited_docs, ?))", c.Value, c.Value)
+		case store.FieldAttr:
+			switch c.Op {
+			case store.OpExists:
+				attr(false, c, "", nil)
+			case store.OpEq:
+				test, a := valueMatch(c, true)
+				attr(false, c, test, a)
+			case store.OpNe:
+				attr(false, c, "", nil)
+				test, a := valueMatch(c, true)
+				attr(true, c, test, a)
+			default:
+				test, a := valueMatch(c, false)
+				attr(false, c, test, a)
+			}
+		}
+	}
+	return conds, args
+}
+
+// ListSessions returns one page of sessions (see store.SessionLister). The
+// page is chosen in SQL: the distinct (conversation id, trace) pairs of the
+// spans, each trace's start from the trace index, grouped per session and
+// ordered by its latest start. Its figures are store.SumTurns over the
+// turns' summaries as ListTraces computes them (summarize), so a session
+// and its traces never disagree.
+func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.SessionPage, error) {
+	if err := s.usable(); err != nil {
+		return store.SessionPage{}, err
+	}
+	p, err := q.Plan()
+	if err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString(`SELECT session, groupArray(m.trace_id) AS ids, max(toUnixTimestamp64Nano(t.t_start)) AS last_ns
+	FROM (SELECT DISTINCT conversation_id AS session, trace_id FROM `)
+	b.WriteString(s.spansTable)
+	b.WriteString(" WHERE conversation_id != '') AS m INNER JOIN (SELECT trace_id, min(start) AS t_start FROM ")
+	b.WriteString(s.traceIndexTable)
+	b.WriteString(" GROUP BY trace_id) AS t ON t.trace_id = m.trace_id GROUP BY session")
+	var args []any
+	if p.After != nil {
+		b.WriteString(" HAVING (last_ns, session) < (?, ?)")
+		args = append(args, p.After.LastStartNS, p.After.SessionID)
+	}
+	fmt.Fprintf(&b, " ORDER BY last_ns DESC, session DESC LIMIT %d", p.Limit+1)
+	rows, err := s.conn.Query(ctx, b.String(), args...)
+	if err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	type pageSession struct {
+		id  string
+		ids []string
+	}
+	var sessions []pageSession
+	var all []string
+	for rows.Next() {
+		var ps pageSession
+		var last int64
+		if err := rows.Scan(&ps.id, &ps.ids, &last); err != nil {
+			rows.Close()
+			return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+		}
+		sessions = append(sessions, ps)
+		all = append(all, ps.ids...)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	more := len(sessions) > p.Limit
+	if more {
+		sessions = sessions[:p.Limit]
+	}
+	page := store.SessionPage{Sessions: []store.SessionSummary{}}
+	if len(sessions) == 0 {
+		return page, nil
+	}
+	sums, err := s.summarize(ctx, "trace_id IN (?)", all)
+	if err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	for _, ps := range sessions {
+		turns := make([]store.TraceSummary, 0, len(ps.ids))
+		for _, id := range ps.ids {
+			if sum, ok := sums[id]; ok {
+				turns = append(turns, *sum)
+			}
+		}
+		page.Sessions = append(page.Sessions, store.SumTurns(ps.id, turns))
+	}
+	if more {
+		last := page.Sessions[len(page.Sessions)-1]
+		page.NextPageToken = p.NextPageToken(store.SessionPosition{LastStartNS: last.LastStart.UnixNano(), SessionID: last.SessionID})
+	}
+	return page, nil
+}
+
+var _ store.SessionLister = (*Store)(nil)

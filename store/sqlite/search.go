@@ -1,0 +1,412 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// Kinds of search key (search_keys.kind, migration 0003).
+const (
+	searchAttr         = 1
+	searchName         = 2
+	searchRetrieved    = 3
+	searchCited        = 4
+	searchConversation = 5
+)
+
+// searchKey names a search key: a kind and, for attributes, the key.
+type searchKey struct {
+	kind int
+	key  string
+}
+
+// searchTermsHead is the multi-row insert of search terms (see bulkInsert).
+// OR IGNORE: a trace's later batches repeat values it already has.
+const searchTermsHead = `INSERT OR IGNORE INTO search_terms (key_id, seq, value) VALUES `
+
+// setOnly is the value of a term recording only that a key is set (to
+// something searches do not compare): the empty blob, which SQLite never
+// equates with text or a number.
+var setOnly = []byte{}
+
+// exactInt is the largest integer magnitude a double holds exactly.
+const exactInt = 1 << 53
+
+// termValues calls add with the search value(s) of attribute value v.
+func termValues(v any, add func(any)) {
+	switch t := v.(type) {
+	case string:
+		if len(t) <= store.MaxSearchValue {
+			add(t)
+			return
+		}
+	case bool:
+		add(strconv.FormatBool(t))
+		return
+	case int64:
+		add(searchInt(t))
+		return
+	case int:
+		add(searchInt(int64(t)))
+		return
+	case float64:
+		if !math.IsNaN(t) && !math.IsInf(t, 0) {
+			add(t)
+			return
+		}
+	case []any:
+		n := 0
+		for _, e := range t {
+			switch e.(type) {
+			case []any, map[string]any, nil:
+				continue
+			}
+			termValues(e, add)
+			n++
+		}
+		if n > 0 {
+			return
+		}
+	}
+	add(setOnly)
+}
+
+// searchInt stores an integer so that comparing it with a double query
+// value compares doubles, as the search contract says: exactly when the
+// double is exact, else as its double.
+func searchInt(n int64) any {
+	if n >= -exactInt && n <= exactInt {
+		return n
+	}
+	return float64(n)
+}
+
+// indexSearch writes the search terms of each group's newly inserted spans.
+// It runs in writeRows' transaction, after the spans and summaries.
+func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
+	ins := s.newBulkInsert(tx, searchTermsHead, 3)
+	type term struct {
+		key int64
+		val any
+	}
+	for _, g := range groups {
+		if len(g.inserted) == 0 {
+			continue
+		}
+		seen := map[term]struct{}{}
+		var keyErr error
+		add := func(k searchKey, v any) {
+			if keyErr != nil {
+				return
+			}
+			id, err := s.searchKeyID(ctx, tx, k)
+			if err != nil {
+				keyErr = err
+				return
+			}
+			// []byte is not comparable: the set-only blob is keyed as nil.
+			mk := term{id, v}
+			if b, ok := v.([]byte); ok && len(b) == 0 {
+				mk.val = nil
+			}
+			if _, dup := seen[mk]; dup {
+				return
+			}
+			seen[mk] = struct{}{}
+			ins.args = append(ins.args, id, g.sm.seq, v)
+			keyErr = ins.rowAdded(ctx)
+		}
+		for _, r := range g.inserted {
+			sp := r.span
+			add(searchKey{searchName, ""}, sp.Name)
+			for k, v := range sp.Attributes {
+				key := searchKey{searchAttr, k}
+				termValues(v, func(x any) { add(key, x) })
+			}
+			for _, d := range sp.RetrievedDocs {
+				add(searchKey{searchRetrieved, ""}, d)
+			}
+			for _, d := range sp.CitedDocs {
+				add(searchKey{searchCited, ""}, d)
+			}
+			if sp.ConversationID != "" {
+				add(searchKey{searchConversation, ""}, sp.ConversationID)
+			}
+		}
+		if keyErr != nil {
+			return fmt.Errorf("index trace %x for search: %w", g.traceID, keyErr)
+		}
+	}
+	if err := ins.flush(ctx); err != nil {
+		return fmt.Errorf("index spans for search: %w", err)
+	}
+	return nil
+}
+
+// searchKeyID returns the id of k, adding it to search_keys when new. Ids
+// are cached on the store; WritePrepared clears the cache when a
+// transaction fails (its new keys are gone with it).
+func (s *Store) searchKeyID(ctx context.Context, tx *sql.Tx, k searchKey) (int64, error) {
+	if id, ok := s.searchKeys[k]; ok {
+		return id, nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO search_keys (kind, key) VALUES (?, ?)`, k.kind, k.key); err != nil {
+		return 0, fmt.Errorf("add search key %q: %w", k.key, err)
+	}
+	var id int64
+	if err := tx.QueryRowContext(ctx, `SELECT id FROM search_keys WHERE kind = ? AND key = ?`, k.kind, k.key).Scan(&id); err != nil {
+		return 0, fmt.Errorf("look up search key %q: %w", k.key, err)
+	}
+	if len(s.searchKeys) > 1<<16 {
+		clear(s.searchKeys)
+	}
+	s.searchKeys[k] = id
+	return id, nil
+}
+
+// keyIDSQL is a scalar subquery for a search key's id (NULL when no span
+// ever had it, which then matches nothing).
+const keyIDSQL = `(SELECT id FROM search_keys WHERE kind = ? AND key = ?)`
+
+// searchWhere returns the WHERE conditions (on traces) and their arguments
+// for q's search clauses and session.
+func searchWhere(q *store.TraceQuery) ([]string, []any) {
+	var where []string
+	var args []any
+	in := func(not bool, cond string, a ...any) {
+		op := "seq IN"
+		if not {
+			op = "seq NOT IN"
+		}
+		where = append(where, op+" (SELECT seq FROM search_terms WHERE "+cond+")")
+		args = append(args, a...)
+	}
+	if q.Session != "" {
+		in(false, "key_id = "+keyIDSQL+" AND value = ?", searchConversation, "", q.Session)
+	}
+	for _, c := range q.Search {
+		switch c.Field {
+		case store.FieldName:
+			in(false, "key_id = "+keyIDSQL+" AND value = ?", searchName, "", c.Value)
+		case store.FieldRetrieved:
+			in(false, "key_id = "+keyIDSQL+" AND value = ?", searchRetrieved, "", c.Value)
+		case store.FieldCited:
+			in(false, "key_id = "+keyIDSQL+" AND value = ?", searchCited, "", c.Value)
+		case store.FieldEvidence:
+			in(false, "key_id IN ("+keyIDSQL+", "+keyIDSQL+") AND value = ?", searchRetrieved, "", searchCited, "", c.Value)
+		case store.FieldAttr:
+			key := "key_id = " + keyIDSQL
+			// The value is text, or a number when it reads as one (a
+			// string attribute "42" and a number 42 both equal "42").
+			eq := "value = ?"
+			eqArgs := []any{c.Value}
+			if c.IsNum {
+				eq = "(value = ? OR value = ?)"
+				eqArgs = append(eqArgs, c.Num)
+			}
+			switch c.Op {
+			case store.OpExists:
+				in(false, key, searchAttr, c.Key)
+			case store.OpEq:
+				in(false, key+" AND "+eq, append([]any{searchAttr, c.Key}, eqArgs...)...)
+			case store.OpNe:
+				in(false, key, searchAttr, c.Key)
+				in(true, key+" AND "+eq, append([]any{searchAttr, c.Key}, eqArgs...)...)
+			default:
+				op := map[store.SearchOp]string{store.OpGt: ">", store.OpGe: ">=", store.OpLt: "<", store.OpLe: "<="}[c.Op]
+				in(false, key+" AND typeof(value) IN ('integer', 'real') AND value "+op+" ?", searchAttr, c.Key, c.Num)
+			}
+		}
+	}
+	return where, args
+}
+
+// errSearchBackfill is returned for a search while traces stored before
+// the search index existed are still being indexed.
+var errSearchBackfill = errors.New("the search index is still being built for traces stored before this version (open the store read-write once, e.g. with loom-eval serve, and let it finish)")
+
+// searchReady fails while the search index misses older traces.
+func (s *Store) searchReady(ctx context.Context, q *store.TraceQuery) error {
+	if len(q.Search) == 0 && q.Session == "" {
+		return nil
+	}
+	return s.searchComplete(ctx)
+}
+
+func (s *Store) searchComplete(ctx context.Context) error {
+	var below int64
+	switch err := s.reader.QueryRowContext(ctx, `SELECT below_seq FROM search_backfill`).Scan(&below); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("check the search index: %w", err)
+	}
+	return fmt.Errorf("%w: %d traces left", errSearchBackfill, below-1)
+}
+
+// backfillChunk is how many traces one backfill transaction indexes.
+const backfillChunk = 256
+
+// backfillSearch indexes the traces stored before the search index
+// existed (migration 0003 records how many), newest first, a chunk per
+// transaction, so an interrupted backfill resumes where it stopped.
+func (s *Store) backfillSearch(ctx context.Context) error {
+	var below int64
+	switch err := s.writer.QueryRowContext(ctx, `SELECT below_seq FROM search_backfill`).Scan(&below); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read search backfill state: %w", err)
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if err := s.prepareBulk(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	total := below - 1
+	s.log.Info("trace store: indexing stored traces for search", "path", s.cfg.Path, "traces", total)
+	for below > 1 {
+		next, err := s.backfillChunk(ctx, below)
+		if err != nil {
+			clear(s.searchKeys)
+			return fmt.Errorf("index stored traces for search: %w", err)
+		}
+		below = next
+	}
+	s.log.Info("trace store: search index built", "path", s.cfg.Path, "traces", total, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// backfillChunk indexes up to backfillChunk traces below seq below and
+// returns the new bound.
+func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT seq, trace_id, span_count FROM traces WHERE seq < ? ORDER BY seq DESC LIMIT ?`, below, backfillChunk)
+	if err != nil {
+		return 0, err
+	}
+	type tr struct {
+		seq, count int64
+		id         []byte
+	}
+	var trs []tr
+	for rows.Next() {
+		var t tr
+		if err := rows.Scan(&t.seq, &t.id, &t.count); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		trs = append(trs, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	next := int64(1)
+	var groups []*traceGroup
+	for _, t := range trs {
+		id := hex.EncodeToString(t.id)
+		spans, meta, err := readSpanRows(ctx, tx, t.seq, id, t.count)
+		if err != nil {
+			return 0, fmt.Errorf("trace %s: %w", id, err)
+		}
+		if err := s.readPayloads(ctx, tx, spans, meta); err != nil {
+			return 0, fmt.Errorf("trace %s: %w", id, err)
+		}
+		g := &traceGroup{traceID: t.id, sm: &summary{seq: t.seq}}
+		for i := range spans {
+			g.inserted = append(g.inserted, &spanRow{span: &spans[i]})
+		}
+		groups = append(groups, g)
+		next = t.seq
+	}
+	if err := s.indexSearch(ctx, tx, groups); err != nil {
+		return 0, err
+	}
+	if next <= 1 {
+		_, err = tx.ExecContext(ctx, `DELETE FROM search_backfill`)
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE search_backfill SET below_seq = ?`, next)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	return next, nil
+}
+
+// sessionsSQL lists sessions with the sums of their traces' summaries
+// (the traces table ListTraces reads), most recently active first. %s is
+// the keyset condition on the groups.
+const sessionsSQL = `SELECT st.value, count(*), min(t.start_ns), max(t.start_ns),
+	sum(t.span_count), sum(t.error_count), sum(t.model_calls), sum(t.tool_calls), sum(t.input_tokens), sum(t.output_tokens)
+	FROM search_terms st JOIN traces t ON t.seq = st.seq
+	WHERE st.key_id = ` + keyIDSQL + `
+	GROUP BY st.value %s
+	ORDER BY max(t.start_ns) DESC, st.value DESC LIMIT ?`
+
+// ListSessions returns one page of sessions (see store.SessionLister).
+func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.SessionPage, error) {
+	if err := s.usable(); err != nil {
+		return store.SessionPage{}, err
+	}
+	p, err := q.Plan()
+	if err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	if err := s.searchComplete(ctx); err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	having := ""
+	args := []any{searchConversation, ""}
+	if p.After != nil {
+		having = "HAVING (max(t.start_ns), st.value) < (?, ?)"
+		args = append(args, p.After.LastStartNS, p.After.SessionID)
+	}
+	args = append(args, p.Limit+1)
+	rows, err := s.reader.QueryContext(ctx, fmt.Sprintf(sessionsSQL, having), args...)
+	if err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	page := store.SessionPage{Sessions: []store.SessionSummary{}}
+	more := false
+	for rows.Next() {
+		if len(page.Sessions) == p.Limit {
+			more = true
+			break
+		}
+		var ss store.SessionSummary
+		var first, last int64
+		if err := rows.Scan(&ss.SessionID, &ss.Turns, &first, &last, &ss.SpanCount, &ss.ErrorCount, &ss.ModelCalls, &ss.ToolCalls, &ss.InputTokens, &ss.OutputTokens); err != nil {
+			return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+		}
+		ss.FirstStart, ss.LastStart = time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
+		page.Sessions = append(page.Sessions, ss)
+	}
+	if err := rows.Err(); err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	if more {
+		last := page.Sessions[len(page.Sessions)-1]
+		page.NextPageToken = p.NextPageToken(store.SessionPosition{LastStartNS: last.LastStart.UnixNano(), SessionID: last.SessionID})
+	}
+	return page, nil
+}
+
+var _ store.SessionLister = (*Store)(nil)
