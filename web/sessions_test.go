@@ -101,7 +101,6 @@ func TestSessionsAPITotalsAreSumsOfTheTraceList(t *testing.T) {
 	}
 }
 
-
 func TestBrowserSearchBoxWritesTheQueryIntoTheURLAndShowsErrorsInline(t *testing.T) {
 	st, spans := conversationStore(t)
 	srv, err := New(Config{}, Deps{Traces: st})
