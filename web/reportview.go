@@ -252,4 +252,3 @@ func (s *Server) runIndex(rep *report.Report) func(t *scorer.TrialScore) (link, 
 		return "", ""
 	}
 }
-
