@@ -420,7 +420,11 @@ func describeDiffs(row CompareRow) string {
 	for _, d := range row.Diffs {
 		fs = append(fs, fieldLabel(d.Field))
 	}
-	return stepWhat(row.A.Step) + ": " + strings.Join(fs, ", ") + " differ" + map[bool]string{true: "s", false: ""}[len(fs) == 1]
+	verb := " differ"
+	if len(fs) == 1 && !strings.HasSuffix(fs[0], "s") {
+		verb = " differs" // "result differs"; "arguments differ", "tool calls differ"
+	}
+	return stepWhat(row.A.Step) + ": " + strings.Join(fs, ", ") + verb
 }
 
 func stepWhat(st stepdiff.Step) string {
@@ -543,4 +547,22 @@ func pickerWhat(runs bool) string {
 		return "Runs"
 	}
 	return "Traces"
+}
+
+// diffPieces cuts a differing field for one side: the shared start (its
+// end), the part that differs, the shared end (its start).
+func diffPieces(d stepdiff.FieldDiff, side string) (pre, mid, suf string) {
+	p, a, b, s := d.Split()
+	mid = a
+	if side == "b" {
+		mid = b
+	}
+	return clipStart(p, cellContext), clipRunes(mid, cellMax), clipRunes(s, cellContext)
+}
+
+func markClass(side string) string {
+	if side == "a" {
+		return "del"
+	}
+	return "ins"
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
+	"github.com/loomwork/loomwork/scorer/grade"
 	"github.com/loomwork/loomwork/scorer/tracecases"
 	"github.com/loomwork/loomwork/store"
 )
@@ -199,9 +200,12 @@ type LabelForm struct {
 	GraderFree bool
 	Suggest    []string
 	Labeler    string
-	Existing   []datasets.Label // labels of this trial already in the file
-	Back       string
-	NoAuth     bool // the server runs without an auth token
+	// Task and Answer are what the labeler judges: the trace's (as graders
+	// read it), else the report's task.
+	Task, Answer string
+	Existing     []datasets.Label // labels of this trial already in the file
+	Back         string
+	NoAuth       bool // the server runs without an auth token
 }
 
 func (s *Server) labelForm(w http.ResponseWriter, r *http.Request) {
@@ -261,10 +265,21 @@ func (s *Server) buildLabelForm(ctx context.Context, q url.Values) (LabelForm, e
 		}
 		f.TraceID = t.TraceID
 		f.Back = "/reports/" + f.Report + "#case-" + f.CaseID
+		for _, c := range rep.Suite.Cases {
+			if c.CaseID == f.CaseID {
+				f.Task = c.Task
+			}
+		}
 	default:
 		return f, badRequest{"parameters: give trace=ID, or report=FILE with case=ID and trial=N"}
 	}
 	s.graderOptions(&f)
+	if f.TraceID != "" {
+		if c, err := s.loadTrace(ctx, f.TraceID); err == nil {
+			tr := grade.TranscriptFromSpans(c.spans)
+			f.Task, f.Answer = tr.Task, tr.Answer
+		}
+	}
 	if f.File != "" {
 		ls, err := s.readLabels()
 		if err == nil {
@@ -322,7 +337,13 @@ func (s *Server) graderOptions(f *LabelForm) {
 		if f.Trial >= 0 {
 			trial = f.Trial
 		}
-		if t := findTrial(rep.Suite, f.CaseID, trial, f.TraceID); t != nil && len(t.Grades) > 0 {
+		// The form's own report names the trial exactly; another report is
+		// searched by trace id first (a trace's trial number may be unknown).
+		byTrace := f.TraceID
+		if name == f.Report {
+			byTrace = ""
+		}
+		if t := findTrial(rep.Suite, f.CaseID, trial, byTrace); t != nil && len(t.Grades) > 0 {
 			if f.Trial < 0 {
 				f.Trial, f.TrialNote = t.Trial, fmt.Sprintf("trial %d: report %s has this trace as that trial", t.Trial, name)
 			}
@@ -456,4 +477,12 @@ func (s *Server) labelRefused(w http.ResponseWriter, r *http.Request, status int
 	}
 	w.WriteHeader(status)
 	render(w, r, ErrorPage(status, err.Error()))
+}
+
+// graderKind is a grader's type, and "optional" when it is.
+func graderKind(g GraderOption) string {
+	if g.Required {
+		return g.Type
+	}
+	return g.Type + ", optional"
 }

@@ -192,11 +192,11 @@ func TestLabelsFromAReportTrialPairWithItsGrades(t *testing.T) {
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	c := cookieClient(t)
-	token, page := openForm(t, ts, c, "report=graded.json&case=refund&trial=1")
+	token, page := openForm(t, ts, c, "report=graded.json&case=refund&trial=2")
 	if !strings.Contains(page, `<option value="answer_correct">answer_correct — grader says pass</option>`) {
 		t.Fatalf("the form does not offer the trial's grades with their verdicts:\n%s", page)
 	}
-	vals := url.Values{csrfField: {token}, "report": {"graded.json"}, "case_id": {"refund"}, "trial": {"1"}, "grader": {"no_such_grader"}, "verdict": {"fail"}}
+	vals := url.Values{csrfField: {token}, "report": {"graded.json"}, "case_id": {"refund"}, "trial": {"2"}, "grader": {"no_such_grader"}, "verdict": {"fail"}}
 	if code, body := postLabel(t, ts, c, vals); code != http.StatusBadRequest || !strings.Contains(body, "has no grade") {
 		t.Fatalf("a grader the trial lacks: %d %s", code, body)
 	}

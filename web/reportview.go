@@ -84,8 +84,8 @@ func trialVerdict(t *scorer.TrialScore) TrialVerdict {
 	evidence := func(aside bool) {
 		if t.CitedOK != nil {
 			d := fmt.Sprintf("%s of the required evidence cited", fracPtr(t.EvidenceCited))
-			if aside && !*t.CitedOK {
-				d += " — not part of this case's outcome: its graders decide"
+			if aside && !*t.CitedOK && t.Outcome == scorer.OutcomeGraders {
+				d += " (the graders decide this case)"
 			}
 			add(VerdictCheck{Name: "evidence cited", State: state(*t.CitedOK), Detail: d, Aside: aside})
 		}
@@ -106,7 +106,7 @@ func trialVerdict(t *scorer.TrialScore) TrialVerdict {
 	case scorer.OutcomeEvidenceCited:
 		evidence(false)
 	default:
-		add(VerdictCheck{Name: "outcome", State: "info", Detail: "the run's own account: the case requires no evidence and has no graders", Aside: true})
+		add(VerdictCheck{Name: "outcome", State: "info", Detail: "the run's own account: the case requires no evidence and has no graders"})
 		evidence(true)
 	}
 	for _, b := range t.Budgets {

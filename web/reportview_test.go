@@ -15,9 +15,10 @@ import (
 
 // writeGradedReport writes graded.json: case "refund" is graded by a
 // model grader and requires evidence it does not grade itself — trial 0
-// passes and cites the page, trial 1 passes its grader without citing it,
-// trial 2 fails the grader; "lookup" requires evidence and no trial cites
-// it; "greet" passes every trial. It returns the graded trials.
+// (trace A) passes and cites the page, trial 1 (trace B) fails the grader,
+// trial 2 (no trace) passes its grader without citing the page; "lookup"
+// requires evidence and no trial cites it; "greet" passes every trial. It
+// returns the graded trials.
 func writeGradedReport(t testing.TB, dir string) []datasets.Trial {
 	t.Helper()
 	yes := true
@@ -34,12 +35,16 @@ func writeGradedReport(t testing.TB, dir string) []datasets.Trial {
 			datasets.Trial{CaseID: "greet", Trial: k, ModelLabel: "scripted", Success: &yes},
 			datasets.Trial{CaseID: "lookup", Trial: k, ModelLabel: "scripted", Success: &yes, EvidenceRetrieved: []string{"docs/faq.md"}},
 		)
-		tr := datasets.Trial{CaseID: "refund", Trial: k, ModelLabel: "scripted", Success: &yes, TraceID: []string{supportTraceA, supportTraceB, supportTraceB}[k],
-			EvidenceRetrieved: []string{ev},
-			Grades: []datasets.Grade{{Name: "answer_correct", Type: datasets.GraderModel, Required: true, Passed: k < 2, Score: map[bool]float64{true: 1}[k < 2],
-				Reason: []string{"says a full refund is possible within 30 days", "says a refund is possible", "says no refund after 14 days"}[k]}}}
-		if k == 0 {
+		pass := k != 1
+		tr := datasets.Trial{CaseID: "refund", Trial: k, ModelLabel: "scripted", Success: &yes, TraceID: []string{supportTraceA, supportTraceB, ""}[k],
+			EvidenceRetrieved: [][]string{{ev}, {"blog/2023-refund-changes.md"}, {ev}}[k],
+			Grades: []datasets.Grade{{Name: "answer_correct", Type: datasets.GraderModel, Required: true, Passed: pass, Score: map[bool]float64{true: 1}[pass],
+				Reason: []string{"says a full refund is possible within 30 days", "says no refund after 14 days", "says a full refund is possible"}[k]}}}
+		switch k {
+		case 0:
 			tr.EvidenceCited = []string{ev}
+		case 1:
+			tr.EvidenceCited = []string{"blog/2023-refund-changes.md"}
 		}
 		trials = append(trials, tr)
 	}
@@ -81,20 +86,20 @@ func TestReportPageShowsFailingCasesFirstAndVerdictsThatAgreeWithTheEvidence(t *
 		k := strings.Index(page[i+j:], "</tr>")
 		return page[i+j : i+j+k]
 	}
-	// No green pass beside evidence that was not cited: refund trial 1
+	// No green pass beside evidence that was not cited: refund trial 2
 	// passed its grader, which decides, and did not cite the page.
-	t1 := trial("refund", "1")
+	t1 := trial("refund", "2")
 	if !strings.Contains(t1, `class="warn verdict-word">pass`) || !strings.Contains(t1, "but evidence cited failed (not part of the outcome)") ||
 		!strings.Contains(t1, `class="check-fail aside"`) || strings.Contains(t1, `class="pass verdict-word"`) {
-		t.Fatalf("refund trial 1:\n%s", t1)
+		t.Fatalf("refund trial 2:\n%s", t1)
 	}
 	if t0 := trial("refund", "0"); !strings.Contains(t0, `class="pass verdict-word">pass`) || !strings.Contains(t0, "grader answer_correct") {
 		t.Fatalf("refund trial 0:\n%s", t0)
 	}
-	t2 := trial("refund", "2")
+	t2 := trial("refund", "1")
 	if !strings.Contains(t2, `class="fail verdict-word">fail`) || !strings.Contains(t2, "grader answer_correct failed") ||
 		!strings.Contains(t2, "/compare?a="+supportTraceB+"&amp;b="+supportTraceA) || !strings.Contains(t2, "/traces/"+supportTraceB) {
-		t.Fatalf("refund trial 2:\n%s", t2)
+		t.Fatalf("refund trial 1:\n%s", t2)
 	}
 	// The evidence rule's own failure: red, with the reason beside it.
 	l0 := trial("lookup", "0")
