@@ -84,7 +84,7 @@ var rooms = []room{
 			"retrieval/ablation/result", // the ablation result format (result.Report), not the runner
 			"internal/stepdiff",         // the step comparison scorer/tracediff and agents/journal produce
 		},
-		tests: []string{"store/sqlite"}}, // handler tests need a real store; there is no in-memory one
+		tests: []string{"store/sqlite", "store/clickhouse"}}, // handler tests need a real store (both backends); there is no in-memory one
 	// Baseline generation, the baseline regression checks and the CI
 	// recipe (baselines/ci: strict replay, a fresh scripted run, the gate).
 	// Only cmd imports baselines, so it sits above replay and the scorer
