@@ -139,6 +139,9 @@ type TrialScore struct {
 	Model      string `json:"model,omitempty"`
 	Agent      string `json:"agent,omitempty"`
 	TraceID    string `json:"trace_id,omitempty"`
+	// Journal is the run the trial was read from, when it came from a
+	// journal: reports link a trial to its trace or its run.
+	Journal *datasets.JournalRef `json:"journal,omitempty"`
 
 	// Finished is the run's own account (the trial's success field or its
 	// trace): it ended with an answer. Success is the outcome: finished,

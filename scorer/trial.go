@@ -43,7 +43,7 @@ import (
 // Passed = success and every budget verdict pass.
 func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, error) {
 	ts := TrialScore{CaseID: t.CaseID, Trial: t.Trial, ModelLabel: t.ModelLabel, Model: t.Model, Agent: t.Agent, TraceID: t.TraceID,
-		Divergence: t.Divergence, Budgets: []BudgetVerdict{}, Reasons: []string{}}
+		Journal: t.Journal, Divergence: t.Divergence, Budgets: []BudgetVerdict{}, Reasons: []string{}}
 	f, err := TrialFacts(t, cfg.Prices)
 	if err != nil {
 		return ts, err

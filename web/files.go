@@ -572,7 +572,7 @@ func (s *Server) reportPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	render(w, r, ReportPage(r.PathValue("file"), rep))
+	render(w, r, ReportPage(s.reportView(r.PathValue("file"), rep)))
 }
 
 func (s *Server) apiReport(w http.ResponseWriter, r *http.Request) {

@@ -74,6 +74,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Files serves runs, reports and ablations; nil hides those pages.
 	Files *FileSources
+	// Labels is the human labels file (datasets labels JSONL) the labels
+	// form appends to; "" leaves the form without a file to write.
+	Labels string
 }
 
 // Server is the UI's http.Handler.
@@ -83,6 +86,7 @@ type Server struct {
 	mux   *http.ServeMux
 	log   *slog.Logger
 	cache *traceCache
+	csrf  *csrfGuard
 }
 
 type cachedTrace struct {
@@ -131,7 +135,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: newTraceCache(cfg.TraceCacheBytes)}
+	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: newTraceCache(cfg.TraceCacheBytes),
+		csrf: newCSRFGuard()}
 	static, _ := fs.Sub(staticFS, "static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
@@ -148,6 +153,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Files != nil {
 		s.registerFiles()
 	}
+	s.registerCompare()
+	s.registerLabels()
 	return s, nil
 }
 

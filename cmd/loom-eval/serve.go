@@ -18,6 +18,7 @@ import (
 
 	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
 	"github.com/loomwork/loomwork/web"
@@ -139,7 +140,7 @@ func writeReadyFile(path string, r ServeReady) error {
 // bind is an operational error (exit 3) naming the address and the flag
 // and environment variable that move it.
 func (m *Main) runServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("serve", "serve [--store URL] [--grpc-addr ADDR] [--http-addr ADDR] [--ui-addr ADDR] [--ready-file PATH]")
+	fs := m.newFlagSet("serve", "serve [--store URL] [--grpc-addr ADDR] [--http-addr ADDR] [--ui-addr ADDR] [--labels FILE] [--ready-file PATH]")
 	envOr := func(k, def string) string {
 		if v := strings.TrimSpace(m.getenv(k)); v != "" {
 			return v
@@ -163,6 +164,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	authToken := fs.String("auth-token", "", "require this bearer token on OTLP ingest, the UI and the API (default $LOOMWORK_AUTH_TOKEN; empty: no authentication)")
 	runsDir := fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
 	reportsDir := fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
+	labelsFile := fs.String("labels", "", "human labels file (labels JSONL, created if missing) that the UI's label form appends to and /labels exports; loom-eval labels agreement --labels reads it")
 	ablationsDir := fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")
 	pricesFile := fs.String("prices", "", "price table JSON merged over the built-in one, for the cost the UI and the JSON API show (the same file score, rollup and traces take)")
 	usage := fs.Usage
@@ -204,6 +206,15 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		// A ready file left by a serve that died must not say this one is ready.
 		if err := os.Remove(*readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --ready-file: remove the old %s: %w", *readyFile, err)}
+		}
+	}
+	if *labelsFile != "" {
+		// A file that does not decode is found now, not at the first label.
+		if _, err := datasets.LoadLabels(*labelsFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return inputError("serve: --labels", err)
+		}
+		if fi, err := os.Stat(filepath.Dir(*labelsFile)); err != nil || !fi.IsDir() {
+			return usageError("serve: --labels %s: its directory does not exist", *labelsFile)
 		}
 	}
 	tuneGC(m.Getenv, *gcPercent, *memMiB, log)
@@ -274,7 +285,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	uiURL := ""
 	if uiLn != nil {
 		files := &web.FileSources{RunsDir: *runsDir, ReportsDir: *reportsDir, AblationsDir: *ablationsDir}
-		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files})
+		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile})
 		if err != nil {
 			closeUI()
 			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))

@@ -55,7 +55,7 @@ var rooms = []room{
 	// Rollups, pricing, scoring, stats, gate, report: reads formats and the
 	// store contract, never a backend.
 	{path: "scorer/", rule: "the scorer reads formats, not backends",
-		imports: []string{"scorer/", "datasets", "store", "semconv/"},
+		imports: []string{"scorer/", "datasets", "store", "semconv/", "internal/stepdiff"},
 		tests:   []string{"store/sqlite"}}, // scorer/tracecases reads stored traces; there is no in-memory store
 	// Search, the judged-set miner, ablation.
 	{path: "retrieval/", rule: "retrieval knows no agent and no store",
@@ -63,7 +63,7 @@ var rooms = []room{
 	// Models, runtime, gateway, context layer, sandbox, the reference
 	// agents and the journal. Agents reach the trace path only through OTLP.
 	{path: "agents/", rule: "agents reach the trace path only through OTLP",
-		imports: []string{"agents/", "retrieval/", "datasets", "semconv/"}},
+		imports: []string{"agents/", "retrieval/", "datasets", "semconv/", "internal/stepdiff"}},
 	// Grader backends: the sandbox and the gateway behind scorer/grade's
 	// CodeRunner and Judge interfaces. The scorer stays free of I/O and of
 	// agents; this row is the one place agents meet it.
@@ -82,6 +82,7 @@ var rooms = []room{
 			"agents/journal",            // the journal format (not journaldb)
 			"agents/llm",                // the message format journals carry
 			"retrieval/ablation/result", // the ablation result format (result.Report), not the runner
+			"internal/stepdiff",         // the step comparison scorer/tracediff and agents/journal produce
 		},
 		// Handler tests need a real store (there is no in-memory one); the
 		// trace-page benchmarks open a 100k-span trace on both backends.
@@ -95,6 +96,11 @@ var rooms = []room{
 		imports: []string{"baselines/", "agents/", "datasets", "replay/", "retrieval/", "scorer/", "semconv/"}},
 	{path: "internal/chlocal/", rule: "chlocal is a leaf",
 		imports: []string{"internal/chlocal/"}},
+	// Step alignment and diff, shared by the two rooms that read steps and
+	// may not import each other (scorer/tracediff from spans, agents/journal
+	// from journals): a leaf on the standard library.
+	{path: "internal/stepdiff/", rule: "stepdiff is a leaf",
+		imports: []string{"internal/stepdiff/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
 	{path: "internal/archtest/", rule: "archtest is tests only"},
 	{path: "scripts/", rule: "scripts are leaves",

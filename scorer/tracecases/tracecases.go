@@ -515,3 +515,39 @@ func WriteJSONL[T any](w io.Writer, items []T) error {
 	}
 	return nil
 }
+
+// TrialRef is what a trace's root span says it is a trial of, read as
+// Build reads it.
+type TrialRef struct {
+	TraceID  string `json:"trace_id"`
+	RootName string `json:"root_name"`
+	// CaseID is the root's loomwork.case.id; "" when Marked is false.
+	CaseID string `json:"case_id,omitempty"`
+	Marked bool   `json:"marked"`
+	// CaseWhy says what the root had instead of a case id, when unmarked.
+	CaseWhy string `json:"case_why,omitempty"`
+	// Trial is the root's loomwork.trial, -1 when it has none usable
+	// (Build then numbers the case's traces in start order).
+	Trial    int    `json:"trial"`
+	TrialWhy string `json:"trial_why,omitempty"`
+}
+
+// TrialOf reads which case and trial a trace is from its root span
+// (scorer.RootSpan): loomwork.case.id and loomwork.trial, with what is
+// wrong when they are missing or unusable.
+func TrialOf(spans []store.Span) TrialRef {
+	root := scorer.RootSpan(spans)
+	if root < 0 {
+		return TrialRef{Trial: -1, CaseWhy: "the trace has no spans"}
+	}
+	rs := &spans[root]
+	ref := TrialRef{TraceID: rs.TraceID, RootName: rs.Name, Trial: -1}
+	ref.CaseID, ref.Marked, ref.CaseWhy = caseIDOf(rs)
+	if ref.Marked {
+		ref.Trial, ref.TrialWhy = trialOf(rs)
+		if ref.Trial < 0 && ref.TrialWhy == "" {
+			ref.TrialWhy = fmt.Sprintf("the root span %q has no %s", rs.Name, semconv.AttrTrial)
+		}
+	}
+	return ref
+}
