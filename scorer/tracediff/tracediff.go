@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/loomwork/loomwork/internal/stepdiff"
+	"github.com/loomwork/loomwork/scorer/conversation"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
@@ -42,15 +43,6 @@ const (
 	FieldDataSource = "data_source"
 	FieldQuery      = "query"
 	FieldDocuments  = "documents"
-)
-
-// OpenInference and OpenLLMetry names of a span's content (OpenInference's
-// input.value / output.value, its flattened output messages; OpenLLMetry's
-// indexed gen_ai.completion.<i>.* attributes).
-const (
-	oiInput          = "input.value"
-	oiOutput         = "output.value"
-	oiOutputMessages = "llm.output_messages."
 )
 
 // Result is a comparison of two traces.
@@ -98,15 +90,18 @@ func hasContent(steps []stepdiff.Step) bool {
 // Steps reads a trace's steps from its spans, in start order.
 func Steps(spans []store.Span) []stepdiff.Step {
 	order := treeOrder(spans)
-	aggregate := modelAggregates(spans)
+	// A model step is a billed call (store.Roles, the rule every view
+	// counts calls by): a span whose descendant reports the usage is not
+	// a second step.
+	roles := store.Roles(spans, store.BuildTree(spans))
 	var out []stepdiff.Step
 	for _, i := range order {
 		s := &spans[i]
 		switch {
+		case roles[i] == store.RoleCall:
+			out = append(out, modelStep(s))
 		case semconv.IsModelCallOperation(s.Operation):
-			if !aggregate[i] {
-				out = append(out, modelStep(s))
-			}
+			// An aggregate, or a wrapper of the call below it.
 		case s.Operation == semconv.OpExecuteTool:
 			out = append(out, toolStep(s))
 		case s.Operation == semconv.OpRetrieval:
@@ -147,28 +142,6 @@ func treeOrder(spans []store.Span) []int {
 		return a.SpanID < b.SpanID
 	})
 	return order
-}
-
-// modelAggregates marks the model-call spans with a model-call descendant.
-func modelAggregates(spans []store.Span) map[int]bool {
-	byID := make(map[string]int, len(spans))
-	for i := range spans {
-		byID[spans[i].SpanID] = i
-	}
-	out := map[int]bool{}
-	for i := range spans {
-		if !semconv.IsModelCallOperation(spans[i].Operation) {
-			continue
-		}
-		seen := 0
-		for p, ok := byID[spans[i].ParentSpanID]; ok && seen < len(spans); p, ok = byID[spans[p].ParentSpanID] {
-			if semconv.IsModelCallOperation(spans[p].Operation) {
-				out[p] = true
-			}
-			seen++
-		}
-	}
-	return out
 }
 
 // add appends a field when it has a value: a field a trace does not carry
@@ -226,8 +199,8 @@ func toolStep(s *store.Span) stepdiff.Step {
 	}
 	st := stepdiff.Step{Kind: stepdiff.KindTool, Name: name, Ref: s.SpanID, Title: s.Name, Info: info(s)}
 	st.Fields = add(st.Fields, FieldTool, name)
-	st.Fields = add(st.Fields, FieldArguments, canonical(firstString(s.Attributes, semconv.AttrToolCallArguments, oiInput)))
-	st.Fields = add(st.Fields, FieldResult, canonical(firstString(s.Attributes, semconv.AttrToolCallResult, oiOutput)))
+	st.Fields = add(st.Fields, FieldArguments, canonical(firstString(s.Attributes, semconv.AttrToolCallArguments, semconv.OpenInferenceInputValue)))
+	st.Fields = add(st.Fields, FieldResult, canonical(firstString(s.Attributes, semconv.AttrToolCallResult, semconv.OpenInferenceOutputValue)))
 	st.Fields = add(st.Fields, FieldStatus, status(s))
 	st.Fields = add(st.Fields, FieldDocuments, strings.Join(s.RetrievedDocs, "\n"))
 	return st
@@ -241,7 +214,7 @@ func retrievalStep(s *store.Span) stepdiff.Step {
 	}
 	st := stepdiff.Step{Kind: stepdiff.KindRetrieval, Name: name, Ref: s.SpanID, Title: s.Name, Info: info(s)}
 	st.Fields = add(st.Fields, FieldDataSource, src)
-	st.Fields = add(st.Fields, FieldQuery, firstString(s.Attributes, semconv.AttrRetrievalQueryText, oiInput))
+	st.Fields = add(st.Fields, FieldQuery, firstString(s.Attributes, semconv.AttrRetrievalQueryText, semconv.OpenInferenceInputValue))
 	st.Fields = add(st.Fields, FieldDocuments, strings.Join(s.RetrievedDocs, "\n"))
 	st.Fields = add(st.Fields, FieldStatus, status(s))
 	return st
@@ -278,131 +251,24 @@ func canonical(s string) string {
 }
 
 // output reads a model call's answer (its assistant text) and the tool
-// calls it asked for ("name(arguments)"): the GenAI convention's
-// gen_ai.output.messages (an attribute, or on a
-// gen_ai.client.inference.operation.details event), else OpenInference's
-// flattened llm.output_messages, else OpenLLMetry's gen_ai.completion.<i>,
-// else OpenInference's output.value as the answer.
+// calls it asked for ("name(arguments)") from its messages, as
+// scorer/conversation reads them in every shape the UI shows (GenAI,
+// OpenInference, OpenLLMetry).
 func output(s *store.Span) (answer string, calls []string) {
-	sources := []store.Attributes{s.Attributes}
-	for _, e := range s.Events {
-		if e.Name == semconv.EventInferenceOperationDetails {
-			sources = append(sources, e.Attributes)
-		}
-	}
-	for _, a := range sources {
-		if answer, calls, ok := genAIOutput(a); ok {
-			return answer, calls
-		}
-	}
-	if answer, calls, ok := flattenedOutput(s.Attributes, oiOutputMessages, ".message.content", ".message.tool_calls.", ".tool_call.function.name", ".tool_call.function.arguments"); ok {
-		return answer, calls
-	}
-	if answer, calls, ok := flattenedOutput(s.Attributes, semconv.AttrCompletionPrefix, ".content", ".tool_calls.", ".name", ".arguments"); ok {
-		return answer, calls
-	}
-	return firstString(s.Attributes, oiOutput), nil
-}
-
-type genAIPart struct {
-	Type      string `json:"type"`
-	Content   any    `json:"content"`
-	Name      string `json:"name"`
-	Arguments any    `json:"arguments"`
-}
-
-type genAIMessage struct {
-	Role    string      `json:"role"`
-	Content any         `json:"content"`
-	Parts   []genAIPart `json:"parts"`
-}
-
-func genAIOutput(a store.Attributes) (string, []string, bool) {
-	v, ok := a[semconv.AttrOutputMessages]
-	if !ok {
-		return "", nil, false
-	}
-	var raw []byte
-	if s, isStr := v.(string); isStr {
-		raw = []byte(s)
-	} else {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return "", nil, false
-		}
-		raw = b
-	}
-	var ms []genAIMessage
-	if json.Unmarshal(raw, &ms) != nil {
-		return "", nil, false
-	}
-	var text, calls []string
-	for _, m := range ms {
+	c := conversation.FromSpan(s)
+	var text []string
+	for _, m := range c.Output {
 		if m.Role != "" && m.Role != "assistant" {
 			continue
 		}
-		if s, ok := m.Content.(string); ok && s != "" {
-			text = append(text, s)
+		if t := m.Text(); t != "" {
+			text = append(text, t)
 		}
 		for _, p := range m.Parts {
-			switch p.Type {
-			case "", "text":
-				if s, ok := p.Content.(string); ok && s != "" {
-					text = append(text, s)
-				}
-			case "tool_call":
-				calls = append(calls, call(p.Name, p.Arguments))
+			if p.Kind == conversation.ToolCall {
+				calls = append(calls, p.Name+"("+canonical(p.Arguments)+")")
 			}
 		}
 	}
-	return strings.Join(text, "\n"), calls, true
-}
-
-func call(name string, args any) string {
-	var s string
-	switch x := args.(type) {
-	case nil:
-	case string:
-		s = canonical(x)
-	default:
-		b, _ := json.Marshal(x)
-		s = string(b)
-	}
-	return name + "(" + s + ")"
-}
-
-// flattenedOutput reads output messages flattened into indexed attributes:
-// prefix<i>contentKey and prefix<i>callsKey<j>nameKey / argsKey.
-func flattenedOutput(a store.Attributes, prefix, contentKey, callsKey, nameKey, argsKey string) (string, []string, bool) {
-	found := false
-	var text, calls []string
-	for i := 0; i < 1000; i++ {
-		p := prefix + strconv.Itoa(i)
-		if !anyKeyWithPrefix(a, p+".") {
-			break
-		}
-		found = true
-		if c, _ := a.String(p + contentKey); c != "" {
-			text = append(text, c)
-		}
-		for j := 0; ; j++ {
-			q := p + callsKey + strconv.Itoa(j)
-			name, ok := a.String(q + nameKey)
-			if !ok {
-				break
-			}
-			args, _ := a.String(q + argsKey)
-			calls = append(calls, call(name, args))
-		}
-	}
-	return strings.Join(text, "\n"), calls, found
-}
-
-func anyKeyWithPrefix(a store.Attributes, p string) bool {
-	for k := range a {
-		if strings.HasPrefix(k, p) {
-			return true
-		}
-	}
-	return false
+	return strings.Join(text, "\n"), calls
 }
