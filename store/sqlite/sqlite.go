@@ -52,6 +52,8 @@ type Store struct {
 	writeMu sync.Mutex
 	// resourceIDs caches resource hash → row id for rows known committed.
 	resourceIDs map[[16]byte]int64
+	// scopeIDs caches scopes hash → row id likewise.
+	scopeIDs map[[16]byte]int64
 	// bulkStmts caches the writer's multi-row inserts (see bulkInsert).
 	bulkStmts map[bulkKey]*sql.Stmt
 
@@ -76,6 +78,7 @@ func New(cfg Config) (*Store, error) {
 		cfg:         cfg,
 		log:         cfg.Logger,
 		resourceIDs: make(map[[16]byte]int64),
+		scopeIDs:    make(map[[16]byte]int64),
 		life:        ctxlock.New(),
 		stopped:     make(chan struct{}),
 	}, nil
