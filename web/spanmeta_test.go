@@ -38,7 +38,7 @@ func envelopeTrace() ([]store.Span, string, string) {
 	root.ScopeDroppedAttributesCount = 1
 	root.Links = []store.Link{{
 		TraceID: prev[0].TraceID, SpanID: prev[0].SpanID,
-		Attributes:             store.Attributes{"loomwork.link.reason": "retry of a timed-out run"},
+		Attributes:             store.Attributes{"link.reason": "retry of a timed-out run"},
 		Flags:                  store.FlagSampled | store.FlagHasIsRemote | store.FlagIsRemote,
 		DroppedAttributesCount: 1,
 	}, {

@@ -29,7 +29,7 @@ func envelopeStore(t *testing.T) (string, string, string) {
 	root.Flags = store.FlagSampled | store.FlagHasIsRemote | store.FlagIsRemote
 	root.DroppedAttributesCount, root.DroppedEventsCount = 3, 1
 	root.Links = []store.Link{{TraceID: prev[0].TraceID, SpanID: prev[0].SpanID,
-		Attributes: store.Attributes{"loomwork.link.reason": "retry"}, DroppedAttributesCount: 2,
+		Attributes: store.Attributes{"link.reason": "retry"}, DroppedAttributesCount: 2,
 		Flags: store.FlagSampled | store.FlagHasIsRemote | store.FlagIsRemote}}
 	tr[1].Flags = store.FlagHasIsRemote // not sampled
 	path := filepath.Join(t.TempDir(), "traces.db")
@@ -58,7 +58,7 @@ func TestTracesGetShowsFlagsDroppedCountsScopesAndLinks(t *testing.T) {
 		"Instrumentation scopes", "github.com/acme/research-agent  1.8.2", "https://opentelemetry.io/schemas/1.37.0",
 		"replica=3 team=search-platform",
 		"Resource schema URLs", "https://opentelemetry.io/schemas/1.26.0",
-		"Links", "/" + linked, "loomwork.link.reason=retry (2 attributes dropped)",
+		"Links", "/" + linked, "link.reason=retry (2 attributes dropped)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("traces get lacks %q:\n%s", want, out)

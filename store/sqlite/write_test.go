@@ -89,7 +89,7 @@ func TestScopeDataIsStoredOncePerDistinctScope(t *testing.T) {
 	copied := storetest.GenerateTraces(30, 5, 10)
 	for i := range copied {
 		if copied[i].ScopeAttributes != nil {
-			copied[i].ScopeAttributes = store.Attributes{"loomwork.capture_content": false, "loomwork.instrumentation": "genai"}
+			copied[i].ScopeAttributes = store.Attributes{"capture_content": false, "team": "agents"}
 		}
 	}
 	for _, batch := range [][]store.Span{spans[:70], spans[70:], bare, copied} {

@@ -56,7 +56,7 @@ func GenerateTraces(n, spansPerTrace int, seed int64) []store.Span {
 	}
 	// The first service's instrumentation sets scope attributes (shared by
 	// all its spans, as an SDK shares one scope), the others none.
-	scopeAttrs := store.Attributes{"loomwork.instrumentation": "genai", "loomwork.capture_content": false}
+	scopeAttrs := store.Attributes{"team": "agents", "capture_content": false}
 	spans := make([]store.Span, 0, n*spansPerTrace)
 	start := generateEpoch
 	prevRoot := -1
@@ -81,7 +81,7 @@ func GenerateTraces(n, spansPerTrace int, seed int64) []store.Span {
 		if i%4 == 3 && prevRoot >= 0 {
 			spans[at].Links = []store.Link{{
 				TraceID: spans[prevRoot].TraceID, SpanID: spans[prevRoot].SpanID,
-				Attributes: store.Attributes{"loomwork.link.reason": "retry"},
+				Attributes: store.Attributes{"link.reason": "retry"},
 				Flags:      store.FlagSampled | store.FlagHasIsRemote | store.FlagIsRemote,
 			}}
 		}
