@@ -127,27 +127,29 @@ type sdkSender struct {
 	rec *tracetest.SpanRecorder
 }
 
-func newGRPCSender(t *testing.T, addr string) *sdkSender {
+func newGRPCSender(t *testing.T, addr string, opts ...sdktrace.TracerProviderOption) *sdkSender {
 	t.Helper()
 	exp, err := otlptracegrpc.New(context.Background(), otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(),
 		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: false}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newSender(t, exp)
+	return newSender(t, exp, opts...)
 }
 
-func newHTTPSender(t *testing.T, addr string) *sdkSender {
+func newHTTPSender(t *testing.T, addr string, opts ...sdktrace.TracerProviderOption) *sdkSender {
 	t.Helper()
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpoint(addr), otlptracehttp.WithInsecure(),
 		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newSender(t, exp)
+	return newSender(t, exp, opts...)
 }
 
-func newSender(t *testing.T, exp sdktrace.SpanExporter) *sdkSender {
+// newSender builds the SDK pipeline; opts come after the defaults (a
+// schemaless research-agent resource), so they can replace them.
+func newSender(t *testing.T, exp sdktrace.SpanExporter, opts ...sdktrace.TracerProviderOption) *sdkSender {
 	t.Helper()
 	res := resource.NewSchemaless(
 		attribute.String("service.name", "research-agent"),
@@ -155,12 +157,12 @@ func newSender(t *testing.T, exp sdktrace.SpanExporter) *sdkSender {
 		attribute.String("deployment.environment.name", "test"),
 	)
 	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(
+	tp := sdktrace.NewTracerProvider(append([]sdktrace.TracerProviderOption{
 		sdktrace.WithResource(res),
 		sdktrace.WithSpanProcessor(rec),
 		// One batch per flush: the exporter sends it as one request.
 		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Hour), sdktrace.WithMaxExportBatchSize(4096)),
-	)
+	}, opts...)...)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -212,26 +214,50 @@ func (s *sdkSender) expectedSpans(t *testing.T, traceID trace.TraceID, want map[
 		default:
 			sp.StatusCode = store.StatusUnset
 		}
-		sp.ScopeName = ro.InstrumentationScope().Name
-		sp.ScopeVersion = ro.InstrumentationScope().Version
+		// OTLP's span flags: the W3C trace flags, and whether the parent is
+		// remote, which the SDK always states (HAS_IS_REMOTE).
+		sp.Flags = otlpFlags(sc.TraceFlags(), ro.Parent().IsRemote())
+		sp.DroppedAttributesCount = uint32(ro.DroppedAttributes())
+		sp.DroppedEventsCount = uint32(ro.DroppedEvents())
+		sp.DroppedLinksCount = uint32(ro.DroppedLinks())
+		scope := ro.InstrumentationScope()
+		sp.ScopeName = scope.Name
+		sp.ScopeVersion = scope.Version
+		sp.ScopeAttributes = kvAttrs(scope.Attributes.ToSlice())
+		sp.ScopeSchemaURL = scope.SchemaURL
+		sp.ResourceSchemaURL = ro.Resource().SchemaURL()
 		sp.ResourceAttributes = kvAttrs(ro.Resource().Attributes())
 		if v, ok := sp.ResourceAttributes["service.name"].(string); ok {
 			sp.ServiceName = v
 		}
 		sp.Attributes = kvAttrs(ro.Attributes())
 		for _, e := range ro.Events() {
-			sp.Events = append(sp.Events, store.Event{Time: e.Time.UTC(), Name: e.Name, Attributes: kvAttrs(e.Attributes)})
+			sp.Events = append(sp.Events, store.Event{Time: e.Time.UTC(), Name: e.Name, Attributes: kvAttrs(e.Attributes),
+				DroppedAttributesCount: uint32(e.DroppedAttributeCount)})
 		}
 		for _, l := range ro.Links() {
 			sp.Links = append(sp.Links, store.Link{
 				TraceID: l.SpanContext.TraceID().String(), SpanID: l.SpanContext.SpanID().String(),
 				TraceState: l.SpanContext.TraceState().String(), Attributes: kvAttrs(l.Attributes),
+				Flags:                  otlpFlags(l.SpanContext.TraceFlags(), l.SpanContext.IsRemote()),
+				DroppedAttributesCount: uint32(l.DroppedAttributeCount),
 			})
 		}
 		out = append(out, sp)
 	}
 	sortSpans(out)
 	return out
+}
+
+// otlpFlags is OTLP's SpanFlags for W3C trace flags tf and a known remote
+// bit (trace.proto: bits 0-7 the trace flags, 0x100 "is_remote is known",
+// 0x200 "is remote").
+func otlpFlags(tf trace.TraceFlags, remote bool) uint32 {
+	f := uint32(tf) | 0x100
+	if remote {
+		f |= 0x200
+	}
+	return f
 }
 
 func sortSpans(spans []store.Span) {

@@ -127,7 +127,9 @@ func traceBytes(spans []store.Span) int64 {
 			n += 8
 		}
 		n += stringsBytes(s.RetrievedDocs) + stringsBytes(s.CitedDocs)
-		n += attrsBytes(s.Attributes) + attrsBytes(s.ResourceAttributes)
+		// Scope attributes are a copy per span, as resource attributes are;
+		// the schema URL strings are shared by the spans of a scope.
+		n += attrsBytes(s.Attributes) + attrsBytes(s.ResourceAttributes) + attrsBytes(s.ScopeAttributes)
 		for j := range s.Events {
 			n += eventFixed + int64(len(s.Events[j].Name)) + attrsBytes(s.Events[j].Attributes)
 		}

@@ -227,6 +227,7 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 		return tracesWriteJSON(m.Stdout, web.TraceResponse{TraceID: id, Rollup: ru, Spans: spans})
 	}
 	tracesPrintTree(m.Stdout, id, spans)
+	tracesPrintEnvelope(m.Stdout, spans)
 	fmt.Fprintln(m.Stdout)
 	return writeRollupText(m.Stdout, []rollup.Rollup{ru}, prices)
 }
@@ -295,6 +296,7 @@ func tracesSpanDetails(s store.Span) string {
 	if l, ok := s.Attributes.String(semconv.AttrModelLabel); ok {
 		add("label", l)
 	}
+	parts = append(parts, tracesEnvelopeDetails(s)...)
 	return strings.Join(parts, " ")
 }
 

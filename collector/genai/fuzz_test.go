@@ -26,6 +26,8 @@ func fuzzSeeds(f *testing.F) (jsonDocs, protos [][]byte) {
 		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"","spanId":""}]}]}]}`),
 		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"00000000000000000000000000000000","spanId":"0000000000000001","attributes":[{"key":"gen_ai.retrieval.documents","value":{"stringValue":"[{\"id\":1},{\"id\":\"x\"}]"}}]}]}]}]}`),
 		[]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"0000000000000001","attributes":[{"key":"m","value":{"kvlistValue":{"values":[{"key":"k","value":{"doubleValue":"NaN"}}]}}},{"key":"b","value":{"bytesValue":"AAEC"}}]}]}]}]}`),
+		// The OTLP envelope: flags, dropped counts, scope attributes, schema URLs.
+		[]byte(`{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"svc"}}],"droppedAttributesCount":2},"schemaUrl":"https://opentelemetry.io/schemas/1.26.0","scopeSpans":[{"scope":{"name":"s","attributes":[{"key":"team","value":{"stringValue":"search"}}],"droppedAttributesCount":1},"schemaUrl":"https://opentelemetry.io/schemas/1.37.0","spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"0000000000000001","parentSpanId":"0000000000000002","flags":769,"droppedAttributesCount":3,"droppedEventsCount":4,"droppedLinksCount":5,"events":[{"name":"e","droppedAttributesCount":6}],"links":[{"traceId":"5b8efff798038103d269b633813fc60d","spanId":"0000000000000003","flags":256,"droppedAttributesCount":7}]}]}]}]}`),
 	)
 	req := ptraceotlp.NewExportRequest()
 	if err := req.UnmarshalJSON(doc); err != nil {
@@ -98,7 +100,7 @@ func checkMapping(t *testing.T, td ptrace.Traces) {
 		if s.InputTokens < 0 || s.OutputTokens < 0 || s.CacheReadTokens < 0 || s.CacheCreationTokens < 0 || s.ReasoningTokens < 0 {
 			t.Fatalf("negative token count in %+v", s)
 		}
-		maps := []store.Attributes{s.Attributes, s.ResourceAttributes}
+		maps := []store.Attributes{s.Attributes, s.ResourceAttributes, s.ScopeAttributes}
 		for _, e := range s.Events {
 			maps = append(maps, e.Attributes)
 		}
@@ -113,6 +115,68 @@ func checkMapping(t *testing.T, td ptrace.Traces) {
 				}
 			}
 		}
+	}
+	checkEnvelope(t, td, spans)
+}
+
+// checkEnvelope asserts that every mapped span carries its OTLP flags,
+// dropped counts and schema URLs as sent. Mapped spans are the request's
+// spans in order, less the rejected ones.
+func checkEnvelope(t *testing.T, td ptrace.Traces, spans []store.Span) {
+	t.Helper()
+	c := Options{MaxAttrBytes: fuzzLimit}.converter()
+	n := 0
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len(); i++ {
+		rs := rss.At(i)
+		for j := 0; j < rs.ScopeSpans().Len(); j++ {
+			ss := rs.ScopeSpans().At(j)
+			for k := 0; k < ss.Spans().Len(); k++ {
+				in := ss.Spans().At(k)
+				if _, bad := validate(in); bad {
+					continue
+				}
+				var tmp store.Span
+				if mapSpan(c, in, &tmp) != "" {
+					continue
+				}
+				if n >= len(spans) {
+					t.Fatalf("span %d of the request was accepted but not mapped", n)
+				}
+				out := spans[n]
+				n++
+				type envelope struct {
+					Flags, DA, DE, DL, ScopeDA, ResDA uint32
+					ScopeURL, ResURL                  string
+				}
+				want := envelope{in.Flags(), in.DroppedAttributesCount(), in.DroppedEventsCount(), in.DroppedLinksCount(),
+					ss.Scope().DroppedAttributesCount(), rs.Resource().DroppedAttributesCount(),
+					validUTF8(ss.SchemaUrl()), validUTF8(rs.SchemaUrl())}
+				got := envelope{out.Flags, out.DroppedAttributesCount, out.DroppedEventsCount, out.DroppedLinksCount,
+					out.ScopeDroppedAttributesCount, out.ResourceDroppedAttributesCount, out.ScopeSchemaURL, out.ResourceSchemaURL}
+				if got != want {
+					t.Fatalf("span %s: envelope %+v, sent %+v", out.SpanID, got, want)
+				}
+				if (ss.Scope().Attributes().Len() == 0) != (out.ScopeAttributes == nil) {
+					t.Fatalf("span %s: %d scope attributes sent, mapped %v", out.SpanID, ss.Scope().Attributes().Len(), out.ScopeAttributes)
+				}
+				for e := range out.Events {
+					if got, want := out.Events[e].DroppedAttributesCount, in.Events().At(e).DroppedAttributesCount(); got != want {
+						t.Fatalf("span %s event %d: dropped %d, sent %d", out.SpanID, e, got, want)
+					}
+				}
+				for l := range out.Links {
+					sent := in.Links().At(l)
+					if out.Links[l].Flags != sent.Flags() || out.Links[l].DroppedAttributesCount != sent.DroppedAttributesCount() {
+						t.Fatalf("span %s link %d: flags %#x dropped %d, sent %#x and %d", out.SpanID, l,
+							out.Links[l].Flags, out.Links[l].DroppedAttributesCount, sent.Flags(), sent.DroppedAttributesCount())
+					}
+				}
+			}
+		}
+	}
+	if n != len(spans) {
+		t.Fatalf("%d spans mapped, %d accepted in the request", len(spans), n)
 	}
 }
 

@@ -80,8 +80,9 @@ func RejectionSummary(rs []Rejection) string {
 // negative token count are not mapped but returned as rejections; len(spans)+len(rejected) always equals
 // td.SpanCount(). MapTraces does not modify td.
 //
-// Spans of one resource share its ResourceAttributes map (and spans of one
-// scope nothing else): callers must treat the returned maps as read-only.
+// Spans of one resource share its ResourceAttributes map and spans of one
+// scope its ScopeAttributes map: callers must treat the returned maps as
+// read-only.
 func MapTraces(td ptrace.Traces, opts Options) (spans []store.Span, rejected []Rejection) {
 	c := opts.converter()
 	spans = make([]store.Span, 0, td.SpanCount())
@@ -94,11 +95,17 @@ func MapTraces(td ptrace.Traces, opts Options) (spans []store.Span, rejected []R
 				service = validUTF8(v.Str())
 			}
 		})
+		resSchema := validUTF8(rs.SchemaUrl())
+		resDropped := rs.Resource().DroppedAttributesCount()
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
-			scopeName := validUTF8(ss.Scope().Name())
-			scopeVersion := validUTF8(ss.Scope().Version())
+			scope := ss.Scope()
+			scopeName := validUTF8(scope.Name())
+			scopeVersion := validUTF8(scope.Version())
+			// Shared by the scope's spans, like resAttrs.
+			scopeAttrs := c.convertMap(scope.Attributes(), nil)
+			scopeSchema := validUTF8(ss.SchemaUrl())
 			sp := ss.Spans()
 			for k := 0; k < sp.Len(); k++ {
 				s := sp.At(k)
@@ -107,10 +114,15 @@ func MapTraces(td ptrace.Traces, opts Options) (spans []store.Span, rejected []R
 					continue
 				}
 				out := store.Span{
-					ServiceName:        service,
-					ScopeName:          scopeName,
-					ScopeVersion:       scopeVersion,
-					ResourceAttributes: resAttrs,
+					ServiceName:                    service,
+					ScopeName:                      scopeName,
+					ScopeVersion:                   scopeVersion,
+					ScopeAttributes:                scopeAttrs,
+					ScopeDroppedAttributesCount:    scope.DroppedAttributesCount(),
+					ScopeSchemaURL:                 scopeSchema,
+					ResourceAttributes:             resAttrs,
+					ResourceSchemaURL:              resSchema,
+					ResourceDroppedAttributesCount: resDropped,
 				}
 				if reason := mapSpan(c, s, &out); reason != "" {
 					rejected = append(rejected, rejection(s, reason))
@@ -167,6 +179,10 @@ func mapSpan(c converter, s ptrace.Span, out *store.Span) string {
 	out.EndTime = timestamp(s.EndTimestamp())
 	out.StatusCode = statusCode(s.Status().Code())
 	out.StatusMessage = validUTF8(s.Status().Message())
+	out.Flags = s.Flags()
+	out.DroppedAttributesCount = s.DroppedAttributesCount()
+	out.DroppedEventsCount = s.DroppedEventsCount()
+	out.DroppedLinksCount = s.DroppedLinksCount()
 
 	x := extractor{max: c.max}
 	out.Attributes = c.convertMap(s.Attributes(), x.visit)
@@ -183,6 +199,8 @@ func mapSpan(c converter, s ptrace.Span, out *store.Span) string {
 				Time:       timestamp(e.Timestamp()),
 				Name:       validUTF8(e.Name()),
 				Attributes: c.convertMap(e.Attributes(), nil),
+
+				DroppedAttributesCount: e.DroppedAttributesCount(),
 			}
 		}
 	}
@@ -191,8 +209,10 @@ func mapSpan(c converter, s ptrace.Span, out *store.Span) string {
 		for i := range out.Links {
 			l := ls.At(i)
 			link := store.Link{
-				TraceState: validUTF8(l.TraceState().AsRaw()),
-				Attributes: c.convertMap(l.Attributes(), nil),
+				TraceState:             validUTF8(l.TraceState().AsRaw()),
+				Attributes:             c.convertMap(l.Attributes(), nil),
+				Flags:                  l.Flags(),
+				DroppedAttributesCount: l.DroppedAttributesCount(),
 			}
 			if t := l.TraceID(); !t.IsEmpty() {
 				link.TraceID = hex.EncodeToString(t[:])

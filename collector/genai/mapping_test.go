@@ -665,3 +665,68 @@ func TestReadJSONReadsDocumentsAndJSONLinesAndNamesTheBadLine(t *testing.T) {
 		t.Fatalf("error = %v, want empty-file error", err)
 	}
 }
+
+func TestMapTracesKeepsFlagsDroppedCountsScopeAttributesAndSchemaURLs(t *testing.T) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.SetSchemaUrl("https://opentelemetry.io/schemas/1.26.0")
+	rs.Resource().Attributes().PutStr("service.name", "agent-svc")
+	rs.Resource().SetDroppedAttributesCount(2)
+	// Two scopes under one resource: each keeps its own data.
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.SetSchemaUrl("https://opentelemetry.io/schemas/1.37.0")
+	ss.Scope().SetName("loomwork.agents")
+	ss.Scope().Attributes().PutStr("team", "search")
+	ss.Scope().Attributes().PutInt("replica", 2)
+	ss.Scope().Attributes().PutEmptySlice("regions").AppendEmpty().SetStr("eu-west-1")
+	ss.Scope().SetDroppedAttributesCount(1)
+	other := rs.ScopeSpans().AppendEmpty()
+	other.Scope().SetName("bare")
+
+	s := ss.Spans().AppendEmpty()
+	s.SetTraceID(testTraceID)
+	s.SetSpanID(spanID(1))
+	s.SetParentSpanID(spanID(9))
+	s.SetFlags(0x301) // sampled, parent known to be remote
+	s.SetDroppedAttributesCount(3)
+	s.SetDroppedEventsCount(4)
+	s.SetDroppedLinksCount(5)
+	e := s.Events().AppendEmpty()
+	e.SetName("exception")
+	e.SetDroppedAttributesCount(6)
+	l := s.Links().AppendEmpty()
+	l.SetTraceID(pcommon.TraceID{1: 1})
+	l.SetSpanID(spanID(7))
+	l.SetFlags(0x100) // not sampled, linked span known local
+	l.SetDroppedAttributesCount(7)
+	s2 := ss.Spans().AppendEmpty()
+	s2.SetTraceID(testTraceID)
+	s2.SetSpanID(spanID(2))
+	b := other.Spans().AppendEmpty()
+	b.SetTraceID(testTraceID)
+	b.SetSpanID(spanID(3))
+	b.SetFlags(math.MaxUint32)
+
+	spans, rej := MapTraces(td, Options{})
+	if len(rej) != 0 || len(spans) != 3 {
+		t.Fatalf("MapTraces: %d spans, rejections %v", len(spans), rej)
+	}
+	got := spans[0]
+	expect(t, "flags", got.Flags, uint32(0x301))
+	remote, known := got.RemoteParent()
+	expect(t, "remote parent", [2]bool{remote, known}, [2]bool{true, true})
+	expect(t, "dropped", [3]uint32{got.DroppedAttributesCount, got.DroppedEventsCount, got.DroppedLinksCount}, [3]uint32{3, 4, 5})
+	expect(t, "event dropped", got.Events[0].DroppedAttributesCount, uint32(6))
+	expect(t, "link", got.Links[0], store.Link{TraceID: "00010000000000000000000000000000", SpanID: "0000000000000107", Flags: 0x100, DroppedAttributesCount: 7})
+	expect(t, "scope attributes", got.ScopeAttributes, store.Attributes{"team": "search", "replica": int64(2), "regions": []any{"eu-west-1"}})
+	expect(t, "scope dropped", got.ScopeDroppedAttributesCount, uint32(1))
+	expect(t, "scope schema", got.ScopeSchemaURL, "https://opentelemetry.io/schemas/1.37.0")
+	expect(t, "resource schema", got.ResourceSchemaURL, "https://opentelemetry.io/schemas/1.26.0")
+	expect(t, "resource dropped", got.ResourceDroppedAttributesCount, uint32(2))
+
+	expect(t, "second span of the scope", [2]any{spans[1].Flags, spans[1].ScopeSchemaURL}, [2]any{uint32(0), "https://opentelemetry.io/schemas/1.37.0"})
+	expect(t, "second span scope attributes", spans[1].ScopeAttributes, got.ScopeAttributes)
+	bare := spans[2]
+	expect(t, "other scope", [3]any{bare.ScopeAttributes == nil, bare.ScopeSchemaURL, bare.ResourceSchemaURL}, [3]any{true, "", "https://opentelemetry.io/schemas/1.26.0"})
+	expect(t, "all flag bits", bare.Flags, uint32(math.MaxUint32))
+}

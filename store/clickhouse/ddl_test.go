@@ -64,7 +64,7 @@ func checkGolden(t *testing.T, dir string, files map[string]string) {
 func TestClusterDDLUsesOnClusterReplicatedTablesAndDistributedTables(t *testing.T) {
 	files := renderAll(t, newDDL("loomwork", "loomwork_cluster", 30*24*time.Hour))
 	checkGolden(t, "ddl_cluster", files)
-	all := strings.Join([]string{files["0001_spans.sql"], files["0002_trace_summaries.sql"], files["0003_trace_index.sql"]}, "")
+	all := strings.Join([]string{files["0001_spans.sql"], files["0002_trace_summaries.sql"], files["0003_trace_index.sql"], files["0004_otlp_envelope.sql"]}, "")
 	for _, want := range []string{
 		"CREATE TABLE IF NOT EXISTS `loomwork`.spans_local ON CLUSTER 'loomwork_cluster'",
 		"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/spans_local', '{replica}')",
@@ -80,6 +80,9 @@ func TestClusterDDLUsesOnClusterReplicatedTablesAndDistributedTables(t *testing.
 		"DROP TABLE IF EXISTS `loomwork`.trace_summaries_local ON CLUSTER 'loomwork_cluster' SYNC",
 		"ALTER TABLE `loomwork`.spans_local ON CLUSTER 'loomwork_cluster' MODIFY SETTING min_bytes_for_wide_part",
 		"TTL toDate(day) + INTERVAL 30 DAY",
+		// Columns are added to the local tables and to the Distributed one.
+		"ALTER TABLE `loomwork`.spans_local ON CLUSTER 'loomwork_cluster'\n    ADD COLUMN IF NOT EXISTS flags UInt32",
+		"ALTER TABLE `loomwork`.spans ON CLUSTER 'loomwork_cluster'\n    ADD COLUMN IF NOT EXISTS flags UInt32,",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("cluster DDL lacks %q", want)

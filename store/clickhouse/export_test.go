@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"strings"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
@@ -17,7 +18,8 @@ func OpenAtVersion(ctx context.Context, cfg Config, version int) (*Store, error)
 }
 
 // InsertSpansOnly writes spans the way schema versions 1 and 2 did: one
-// insert into spans (version 2's view then fills trace_summaries).
+// insert into spans (version 2's view then fills trace_summaries), without
+// the columns version 4 added.
 func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 	p, err := s.PrepareSpans(spans)
 	if err != nil {
@@ -25,5 +27,7 @@ func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 	}
 	b := new(spanBatch)
 	b.fill([]*PreparedSpans{p}, len(spans))
-	return s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, len(spans))
+	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, envelopeColumns)), ",")
+	cols := b.columns()
+	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(envelopeColumns, ",")-1], b.filler, len(spans))
 }

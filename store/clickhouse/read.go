@@ -17,7 +17,7 @@ const selectSpanColumns = `span_id, parent_span_id, trace_state, name, kind, sta
 	operation, provider, request_model, response_model, agent_name, conversation_id,
 	tool_name, tool_call_id, has_usage, input_tokens, output_tokens,
 	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd,
-	retrieved_docs, cited_docs, attributes, resource_attributes, events, links`
+	retrieved_docs, cited_docs, attributes, resource_attributes, events, links, ` + envelopeColumns
 
 // GetTrace returns every span of traceID ordered by start time then span
 // id, each span once, or store.ErrNotFound.
@@ -40,13 +40,16 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	var spans []store.Span
 	for rows.Next() {
 		sp := store.Span{TraceID: traceID}
-		var attrs, resource, events, links string
+		var attrs, resource, events, links, scopeAttrs string
 		if err := rows.Scan(&sp.SpanID, &sp.ParentSpanID, &sp.TraceState, &sp.Name, &sp.Kind, &sp.StartTime, &sp.EndTime,
 			&sp.StatusCode, &sp.StatusMessage, &sp.ServiceName, &sp.ScopeName, &sp.ScopeVersion,
 			&sp.Operation, &sp.Provider, &sp.RequestModel, &sp.ResponseModel, &sp.AgentName, &sp.ConversationID,
 			&sp.ToolName, &sp.ToolCallID, &sp.HasUsage, &sp.InputTokens, &sp.OutputTokens,
 			&sp.CacheReadTokens, &sp.CacheCreationTokens, &sp.ReasoningTokens, &sp.CostUSD,
-			&sp.RetrievedDocs, &sp.CitedDocs, &attrs, &resource, &events, &links); err != nil {
+			&sp.RetrievedDocs, &sp.CitedDocs, &attrs, &resource, &events, &links,
+			&sp.Flags, &sp.DroppedAttributesCount, &sp.DroppedEventsCount, &sp.DroppedLinksCount,
+			&scopeAttrs, &sp.ScopeDroppedAttributesCount, &sp.ScopeSchemaURL,
+			&sp.ResourceSchemaURL, &sp.ResourceDroppedAttributesCount); err != nil {
 			return nil, fmt.Errorf("get trace %s: %w", traceID, err)
 		}
 		sp.StartTime, sp.EndTime = sp.StartTime.UTC(), sp.EndTime.UTC()
@@ -55,6 +58,11 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 		}
 		if len(sp.CitedDocs) == 0 {
 			sp.CitedDocs = nil
+		}
+		if scopeAttrs != "" {
+			if err := json.Unmarshal([]byte(scopeAttrs), &sp.ScopeAttributes); err != nil {
+				return nil, fmt.Errorf("get trace %s: span %s: scope attributes: %w", traceID, sp.SpanID, err)
+			}
 		}
 		if err := decodeJSONColumns(&sp, attrs, resource, events, links); err != nil {
 			return nil, fmt.Errorf("get trace %s: span %s: %w", traceID, sp.SpanID, err)

@@ -24,7 +24,14 @@ const spanColumns = `trace_id, span_id, parent_span_id, trace_state, name, kind,
 	operation, provider, request_model, response_model, agent_name, conversation_id,
 	tool_name, tool_call_id, model_call, has_usage, input_tokens, output_tokens,
 	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd,
-	retrieved_docs, cited_docs, attributes, resource_attributes, events, links`
+	retrieved_docs, cited_docs, attributes, resource_attributes, events, links, ` + envelopeColumns
+
+// envelopeColumns are the columns migration 0004 added, last in spanColumns
+// and in spanBatch.columns (so that tests can still write the older schema
+// with the columns before them).
+const envelopeColumns = `flags, dropped_attributes_count, dropped_events_count, dropped_links_count,
+	scope_attributes, scope_dropped_attributes_count, scope_schema_url,
+	resource_schema_url, resource_dropped_attributes_count`
 
 // Storable time range: DateTime64(9) holds 1900-01-01 to 2262-04-11.
 var (
@@ -45,6 +52,9 @@ type spanBatch struct {
 	cost                                                    []*float64
 	retrieved, cited                                        [][]string
 	attrs, resource, events, links                          []string
+	flags, droppedAttrs, droppedEvents, droppedLinks        []uint32
+	scopeAttrs, scopeSchema, resSchema                      []string
+	scopeDropped, resDropped                                []uint32
 
 	// traces is the insert's trace_index rows.
 	traces traceRows
@@ -62,11 +72,11 @@ type PreparedSpans struct {
 	spans []store.Span
 	// arena holds the attribute and resource JSON of every span; attrAt
 	// and resAt locate each span's documents in it.
-	arena         []byte
-	attrAt, resAt []jsonSpan
-	events, links []string
-	resources     map[uintptr]jsonSpan
-	traces        traceRows
+	arena                  []byte
+	attrAt, resAt, scopeAt []jsonSpan
+	events, links          []string
+	resources, scopes      map[uintptr]jsonSpan
+	traces                 traceRows
 }
 
 // jsonSpan locates one JSON document in PreparedSpans.arena.
@@ -112,6 +122,9 @@ func (b *spanBatch) columns() []any {
 		b.toolName, b.toolCallID, b.modelCall, b.hasUsage, b.input, b.output,
 		b.cacheRead, b.cacheCreation, b.reasoning, b.cost,
 		b.retrieved, b.cited, b.attrs, b.resource, b.events, b.links,
+		b.flags, b.droppedAttrs, b.droppedEvents, b.droppedLinks,
+		b.scopeAttrs, b.scopeDropped, b.scopeSchema,
+		b.resSchema, b.resDropped,
 	}
 }
 
@@ -263,11 +276,12 @@ func (p *PreparedSpans) encode(spans []store.Span) error {
 		p.arena = make([]byte, 0, 1024*n)
 	}
 	arena := p.arena[:0]
-	p.attrAt, p.resAt = resize(p.attrAt, n), resize(p.resAt, n)
+	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, n), resize(p.resAt, n), resize(p.scopeAt, n)
 	if p.resources == nil {
-		p.resources = map[uintptr]jsonSpan{}
+		p.resources, p.scopes = map[uintptr]jsonSpan{}, map[uintptr]jsonSpan{}
 	}
 	clear(p.resources)
+	clear(p.scopes)
 	defer func() { p.arena = arena }()
 	for i := range spans {
 		sp := &spans[i]
@@ -294,6 +308,20 @@ func (p *PreparedSpans) encode(spans []store.Span) error {
 				p.resources[key] = at
 			}
 			p.resAt[i] = at
+		}
+		if sp.ScopeAttributes != nil {
+			// Shared by the spans of one OTLP scope, like resource maps.
+			key := reflect.ValueOf(sp.ScopeAttributes).Pointer()
+			at, ok := p.scopes[key]
+			if !ok {
+				from := len(arena)
+				if arena, err = sp.ScopeAttributes.AppendJSON(arena); err != nil {
+					return fmt.Errorf("span %d (%s/%s): scope attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				}
+				at = jsonSpan{from, len(arena)}
+				p.scopes[key] = at
+			}
+			p.scopeAt[i] = at
 		}
 		if len(sp.Events) > 0 {
 			j, err := json.Marshal(sp.Events)
@@ -331,6 +359,10 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	b.cost = resize(b.cost, n)
 	b.retrieved, b.cited = resize(b.retrieved, n), resize(b.cited, n)
 	b.attrs, b.resource, b.events, b.links = resize(b.attrs, n), resize(b.resource, n), resize(b.events, n), resize(b.links, n)
+	b.flags, b.droppedAttrs = resize(b.flags, n), resize(b.droppedAttrs, n)
+	b.droppedEvents, b.droppedLinks = resize(b.droppedEvents, n), resize(b.droppedLinks, n)
+	b.scopeAttrs, b.scopeDropped, b.scopeSchema = resize(b.scopeAttrs, n), resize(b.scopeDropped, n), resize(b.scopeSchema, n)
+	b.resSchema, b.resDropped = resize(b.resSchema, n), resize(b.resDropped, n)
 	b.traces.reset()
 	i := 0
 	attrTotal, resTotal := 0, 0
@@ -361,6 +393,11 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 			b.attrs[i] = all[p.attrAt[k].from:p.attrAt[k].to]
 			b.resource[i] = all[p.resAt[k].from:p.resAt[k].to]
 			b.events[i], b.links[i] = p.events[k], p.links[k]
+			b.flags[i], b.droppedAttrs[i] = sp.Flags, sp.DroppedAttributesCount
+			b.droppedEvents[i], b.droppedLinks[i] = sp.DroppedEventsCount, sp.DroppedLinksCount
+			b.scopeAttrs[i] = all[p.scopeAt[k].from:p.scopeAt[k].to]
+			b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
+			b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
 			attrTotal += p.attrAt[k].to - p.attrAt[k].from
 			resTotal += p.resAt[k].to - p.resAt[k].from
 			i++

@@ -134,6 +134,7 @@ func BenchmarkGetTrace(b *testing.B) {
 	for i := range bare {
 		sp := &bare[i]
 		sp.Attributes, sp.ResourceAttributes, sp.Events, sp.Links, sp.RetrievedDocs, sp.CitedDocs = nil, nil, nil, nil, nil, nil
+		sp.ScopeAttributes, sp.ScopeSchemaURL, sp.ResourceSchemaURL, sp.Flags = nil, "", "", 0
 	}
 	if err := s.WriteSpans(ctx, bare); err != nil {
 		b.Fatal(err)

@@ -37,12 +37,18 @@ type payload struct {
 	// CostNaN marks a CostUSD that was NaN: SQLite stores NaN as NULL, which
 	// would otherwise read back as "no cost".
 	CostNaN bool `json:"cn,omitempty"`
+	// OTLP's span flags and dropped counts; absent when 0 (most spans).
+	Flags         uint32 `json:"f,omitempty"`
+	DroppedAttrs  uint32 `json:"da,omitempty"`
+	DroppedEvents uint32 `json:"de,omitempty"`
+	DroppedLinks  uint32 `json:"dl,omitempty"`
 }
 
 type eventRec struct {
 	TimeNS     int64            `json:"t"`
 	Name       string           `json:"n"`
 	Attributes store.Attributes `json:"a"`
+	Dropped    uint32           `json:"d,omitempty"`
 }
 
 type linkRec struct {
@@ -50,6 +56,63 @@ type linkRec struct {
 	SpanID     string           `json:"s"`
 	TraceState string           `json:"ts,omitempty"`
 	Attributes store.Attributes `json:"a"`
+	Flags      uint32           `json:"f,omitempty"`
+	Dropped    uint32           `json:"d,omitempty"`
+}
+
+// scopeRec is the JSON of a scopes row (migration 0002): what a span's
+// OTLP ScopeSpans and ResourceSpans carry besides the scope's name and
+// version and the resource attributes, which have their own places.
+type scopeRec struct {
+	Attributes        store.Attributes `json:"a"`
+	Dropped           uint32           `json:"d,omitempty"`
+	SchemaURL         string           `json:"u,omitempty"`
+	ResourceSchemaURL string           `json:"ru,omitempty"`
+	ResourceDropped   uint32           `json:"rd,omitempty"`
+}
+
+// hasScope reports whether sp has anything a scopes row holds.
+func hasScope(sp *store.Span) bool {
+	return sp.ScopeAttributes != nil || sp.ScopeDroppedAttributesCount != 0 || sp.ScopeSchemaURL != "" ||
+		sp.ResourceSchemaURL != "" || sp.ResourceDroppedAttributesCount != 0
+}
+
+// appendScope appends the scopeRec JSON of sp to dst.
+func appendScope(dst []byte, sp *store.Span) ([]byte, error) {
+	var err error
+	dst = append(dst, `{"a":`...)
+	if dst, err = sp.ScopeAttributes.AppendJSON(dst); err != nil {
+		return nil, fmt.Errorf("scope attributes: %w", err)
+	}
+	dst = appendUint(dst, `,"d":`, sp.ScopeDroppedAttributesCount)
+	if sp.ScopeSchemaURL != "" {
+		dst = append(dst, `,"u":`...)
+		dst = store.AppendJSONString(dst, sp.ScopeSchemaURL)
+	}
+	if sp.ResourceSchemaURL != "" {
+		dst = append(dst, `,"ru":`...)
+		dst = store.AppendJSONString(dst, sp.ResourceSchemaURL)
+	}
+	dst = appendUint(dst, `,"rd":`, sp.ResourceDroppedAttributesCount)
+	return append(dst, '}'), nil
+}
+
+// appendUint appends key (`,"k":`) and n, or nothing when n is 0.
+func appendUint(dst []byte, key string, n uint32) []byte {
+	if n == 0 {
+		return dst
+	}
+	dst = append(dst, key...)
+	return strconv.AppendUint(dst, uint64(n), 10)
+}
+
+// applyTo copies a decoded scopes row into sp.
+func (r *scopeRec) applyTo(sp *store.Span) {
+	sp.ScopeAttributes = r.Attributes
+	sp.ScopeDroppedAttributesCount = r.Dropped
+	sp.ScopeSchemaURL = r.SchemaURL
+	sp.ResourceSchemaURL = r.ResourceSchemaURL
+	sp.ResourceDroppedAttributesCount = r.ResourceDropped
 }
 
 // codec compresses payloads. Safe for concurrent use.
@@ -162,6 +225,7 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 			if dst, err = e.Attributes.AppendJSON(dst); err != nil {
 				return nil, fmt.Errorf("event %d (%q) attributes: %w", i, e.Name, err)
 			}
+			dst = appendUint(dst, `,"d":`, e.DroppedAttributesCount)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -185,6 +249,8 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 			if dst, err = l.Attributes.AppendJSON(dst); err != nil {
 				return nil, fmt.Errorf("link %d attributes: %w", i, err)
 			}
+			dst = appendUint(dst, `,"f":`, l.Flags)
+			dst = appendUint(dst, `,"d":`, l.DroppedAttributesCount)
 			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
@@ -196,6 +262,10 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 	if sp.CostUSD != nil && math.IsNaN(*sp.CostUSD) {
 		dst = append(dst, `,"cn":true`...)
 	}
+	dst = appendUint(dst, `,"f":`, sp.Flags)
+	dst = appendUint(dst, `,"da":`, sp.DroppedAttributesCount)
+	dst = appendUint(dst, `,"de":`, sp.DroppedEventsCount)
+	dst = appendUint(dst, `,"dl":`, sp.DroppedLinksCount)
 	return append(dst, '}'), nil
 }
 
@@ -309,6 +379,14 @@ func (d *payloadDecoder) decode(sp *store.Span) error {
 			return d.stringList(&p.Cited)
 		case fieldIs(key, "cn"):
 			return d.boolean(&p.CostNaN)
+		case fieldIs(key, "f"):
+			return d.uintField(&p.Flags)
+		case fieldIs(key, "da"):
+			return d.uintField(&p.DroppedAttrs)
+		case fieldIs(key, "de"):
+			return d.uintField(&p.DroppedEvents)
+		case fieldIs(key, "dl"):
+			return d.uintField(&p.DroppedLinks)
 		default:
 			return d.skipValue()
 		}
@@ -328,6 +406,10 @@ func (p *payload) applyTo(sp *store.Span) {
 	sp.Attributes = p.Attributes
 	sp.RetrievedDocs = p.Retrieved
 	sp.CitedDocs = p.Cited
+	sp.Flags = p.Flags
+	sp.DroppedAttributesCount = p.DroppedAttrs
+	sp.DroppedEventsCount = p.DroppedEvents
+	sp.DroppedLinksCount = p.DroppedLinks
 	if p.CostNaN {
 		nan := math.NaN()
 		sp.CostUSD = &nan
@@ -335,13 +417,14 @@ func (p *payload) applyTo(sp *store.Span) {
 	if p.Events != nil {
 		sp.Events = make([]store.Event, len(p.Events))
 		for i, e := range p.Events {
-			sp.Events[i] = store.Event{Time: time.Unix(0, e.TimeNS).UTC(), Name: e.Name, Attributes: e.Attributes}
+			sp.Events[i] = store.Event{Time: time.Unix(0, e.TimeNS).UTC(), Name: e.Name, Attributes: e.Attributes, DroppedAttributesCount: e.Dropped}
 		}
 	}
 	if p.Links != nil {
 		sp.Links = make([]store.Link, len(p.Links))
 		for i, l := range p.Links {
-			sp.Links[i] = store.Link{TraceID: l.TraceID, SpanID: l.SpanID, TraceState: l.TraceState, Attributes: l.Attributes}
+			sp.Links[i] = store.Link{TraceID: l.TraceID, SpanID: l.SpanID, TraceState: l.TraceState, Attributes: l.Attributes,
+				Flags: l.Flags, DroppedAttributesCount: l.Dropped}
 		}
 	}
 }
@@ -351,6 +434,35 @@ func (p *payload) applyTo(sp *store.Span) {
 func (d *payloadDecoder) decodeAttributes(a *store.Attributes) error {
 	d.skipSpace()
 	if err := d.attributes(a); err != nil {
+		return err
+	}
+	return d.end()
+}
+
+// decodeScope parses a whole of d.src that is one scopes row's JSON (or
+// null), as encoding/json does into a scopeRec.
+func (d *payloadDecoder) decodeScope(r *scopeRec) error {
+	d.skipSpace()
+	if d.literal("null") {
+		return d.end()
+	}
+	err := d.object(func(key string) error {
+		switch {
+		case fieldIs(key, "a"):
+			return d.attributes(&r.Attributes)
+		case fieldIs(key, "d"):
+			return d.uintField(&r.Dropped)
+		case fieldIs(key, "u"):
+			return d.stringField(&r.SchemaURL)
+		case fieldIs(key, "ru"):
+			return d.stringField(&r.ResourceSchemaURL)
+		case fieldIs(key, "rd"):
+			return d.uintField(&r.ResourceDropped)
+		default:
+			return d.skipValue()
+		}
+	})
+	if err != nil {
 		return err
 	}
 	return d.end()
@@ -514,6 +626,8 @@ func (d *payloadDecoder) event(e *eventRec) error {
 			return d.stringField(&e.Name)
 		case fieldIs(key, "a"):
 			return d.attributes(&e.Attributes)
+		case fieldIs(key, "d"):
+			return d.uintField(&e.Dropped)
 		default:
 			return d.skipValue()
 		}
@@ -536,6 +650,10 @@ func (d *payloadDecoder) link(l *linkRec) error {
 			return d.stringField(&l.TraceState)
 		case fieldIs(key, "a"):
 			return d.attributes(&l.Attributes)
+		case fieldIs(key, "f"):
+			return d.uintField(&l.Flags)
+		case fieldIs(key, "d"):
+			return d.uintField(&l.Dropped)
 		default:
 			return d.skipValue()
 		}
@@ -618,6 +736,24 @@ func (d *payloadDecoder) intField(dst *int64) error {
 		return d.errorf("number %s is not an int64", lit)
 	}
 	*dst = n
+	return nil
+}
+
+// uintField parses a number into dst as encoding/json does for a uint32
+// field: a whole, non-negative number that fits; null leaves dst as it is.
+func (d *payloadDecoder) uintField(dst *uint32) error {
+	if d.literal("null") {
+		return nil
+	}
+	lit, err := d.number()
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseUint(lit, 10, 32)
+	if err != nil {
+		return d.errorf("number %s is not a uint32", lit)
+	}
+	*dst = uint32(n)
 	return nil
 }
 

@@ -16,7 +16,9 @@
 // date in the write transaction from newly inserted spans only, which
 // ListTraces reads; typed columns for every store.Span field; attributes,
 // events, links and document ids as JSON, zstd-compressed in blocks of many
-// spans; resource attributes deduplicated by hash; per-span keys built on a
+// spans; resource attributes, and the rest of a span's OTLP scope and
+// resource envelope (scope attributes and schema URLs, migrations/
+// 0002_scopes.sql), deduplicated by hash; per-span keys built on a
 // per-trace sequence number so inserts append instead of touching random
 // index pages. Schema migrations are versioned and recorded in PRAGMA
 // user_version and the schema_migrations table; a file from a newer binary

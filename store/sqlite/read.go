@@ -22,7 +22,7 @@ import (
 // sorted, so each table page is read once, where walking the index in span
 // id (random) order jumped between pages, about 20% slower on a
 // 50,000-span trace. GetTrace sorts by start time itself: an ORDER BY
-// start_ns made SQLite copy every row, all 31 columns, through its sorter
+// start_ns made SQLite copy every row, all 33 columns, through its sorter
 // before returning the first one, where sorting row numbers in Go costs a
 // few milliseconds.
 const selectSpansSQL = `SELECT
@@ -31,7 +31,7 @@ const selectSpansSQL = `SELECT
 	s.operation, s.provider, s.request_model, s.response_model, s.agent_name, s.conversation_id,
 	s.tool_name, s.tool_call_id, s.has_usage, s.input_tokens, s.output_tokens,
 	s.cache_read_tokens, s.cache_creation_tokens, s.reasoning_tokens, s.cost_usd,
-	s.resource_id, s.payload_block, s.payload_off, s.payload_len
+	s.resource_id, s.payload_block, s.payload_off, s.payload_len, s.scope_id
 	FROM spans s WHERE s.rowid IN (SELECT rowid FROM spans WHERE trace_seq = ?)`
 
 // blocksPerQuery bounds the ids in one payload_blocks IN (...) query.
@@ -42,6 +42,7 @@ type readRow struct {
 	startNS            int64
 	block, off, length int64
 	resID              int64 // 0: none (resource ids start at 1)
+	scopeID            int64 // 0: none (scope ids start at 1)
 }
 
 // GetTrace returns every span of traceID ordered by start time then span
@@ -78,6 +79,9 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
 	}
 	if err := s.readResources(ctx, tx, spans, meta); err != nil {
+		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
+	}
+	if err := s.readScopes(ctx, tx, spans, meta); err != nil {
 		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
 	}
 	// Start time, then span id: lower-case hex of equal-length ids orders
@@ -177,7 +181,7 @@ func readSpanRows(ctx context.Context, tx *sql.Tx, seq int64, traceID string, co
 	var spanID, parentID sql.RawBytes
 	var endNS int64
 	var cost sql.NullFloat64
-	var resID sql.NullInt64
+	var resID, scopeID sql.NullInt64
 	for rows.Next() {
 		spans = append(spans, store.Span{TraceID: traceID})
 		meta = append(meta, readRow{})
@@ -187,7 +191,7 @@ func readSpanRows(ctx context.Context, tx *sql.Tx, seq int64, traceID string, co
 			&sp.Operation, &sp.Provider, &sp.RequestModel, &sp.ResponseModel, &sp.AgentName, &sp.ConversationID,
 			&sp.ToolName, &sp.ToolCallID, &sp.HasUsage, &sp.InputTokens, &sp.OutputTokens,
 			&sp.CacheReadTokens, &sp.CacheCreationTokens, &sp.ReasoningTokens, &cost,
-			&resID, &m.block, &m.off, &m.length); err != nil {
+			&resID, &m.block, &m.off, &m.length, &scopeID); err != nil {
 			return nil, nil, err
 		}
 		sp.SpanID = hex.EncodeToString(spanID)
@@ -205,6 +209,12 @@ func readSpanRows(ctx context.Context, tx *sql.Tx, seq int64, traceID string, co
 				return nil, nil, fmt.Errorf("span %s: resource id 0", sp.SpanID)
 			}
 			m.resID = resID.Int64
+		}
+		if scopeID.Valid {
+			if scopeID.Int64 == 0 {
+				return nil, nil, fmt.Errorf("span %s: scope id 0", sp.SpanID)
+			}
+			m.scopeID = scopeID.Int64
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -424,6 +434,57 @@ func (s *Store) readResources(ctx context.Context, tx *sql.Tx, spans []store.Spa
 	for i, m := range meta {
 		if m.resID != 0 {
 			spans[i].ResourceAttributes = cloneAttributes(decoded[m.resID])
+		}
+	}
+	return nil
+}
+
+// readScopes sets every span's scope data (see migration 0002), reading
+// and decoding each distinct scopes row once; every span gets its own copy
+// of the attribute map, as with resources.
+func (s *Store) readScopes(ctx context.Context, tx *sql.Tx, spans []store.Span, meta []readRow) error {
+	decoded := map[int64]*scopeRec{}
+	var ids []int64
+	for _, m := range meta {
+		if _, ok := decoded[m.scopeID]; m.scopeID != 0 && !ok {
+			decoded[m.scopeID] = nil
+			ids = append(ids, m.scopeID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var d payloadDecoder
+	for len(ids) > 0 {
+		n := min(len(ids), blocksPerQuery)
+		err := s.queryBlobs(ctx, tx, "SELECT id, data FROM scopes WHERE id IN ", ids[:n], func(id int64, packed []byte) error {
+			b, err := s.codec.unpack(packed)
+			if err != nil {
+				return fmt.Errorf("scope %d: %w", id, err)
+			}
+			r := new(scopeRec)
+			d.reset(string(b), false)
+			if err := d.decodeScope(r); err != nil {
+				return fmt.Errorf("scope %d: %w", id, err)
+			}
+			decoded[id] = r
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	for id, r := range decoded {
+		if r == nil {
+			return fmt.Errorf("scope %d: %w", id, sql.ErrNoRows)
+		}
+	}
+	for i, m := range meta {
+		if m.scopeID != 0 {
+			r := *decoded[m.scopeID]
+			r.Attributes = cloneAttributes(r.Attributes)
+			r.applyTo(&spans[i])
 		}
 	}
 	return nil

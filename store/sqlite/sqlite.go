@@ -54,6 +54,8 @@ type Store struct {
 	resourceIDs map[[16]byte]int64
 	// builders caches the summary builders of recently written traces.
 	builders *builderCache
+	// scopeIDs caches scopes hash → row id likewise.
+	scopeIDs map[[16]byte]int64
 	// bulkStmts caches the writer's multi-row inserts (see bulkInsert).
 	bulkStmts map[bulkKey]*sql.Stmt
 	// searchKeys caches search key → search_keys.id (see searchKeyID).
@@ -82,6 +84,7 @@ func New(cfg Config) (*Store, error) {
 		resourceIDs: make(map[[16]byte]int64),
 		builders:    newBuilderCache(),
 		searchKeys:  make(map[searchKey]int64),
+		scopeIDs:    make(map[[16]byte]int64),
 		life:        ctxlock.New(),
 		stopped:     make(chan struct{}),
 	}, nil

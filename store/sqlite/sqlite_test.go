@@ -150,12 +150,8 @@ func TestMigrationIsRecorded(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*), max(name) FROM schema_migrations`).Scan(&n, &name); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := ms[len(ms)-1].name; uv != schemaVersion() || n != schemaVersion() || name != last {
-		t.Fatalf("user_version %d, %d recorded migrations (last %q); want %d and %s", uv, n, name, schemaVersion(), last)
+	if uv != schemaVersion() || n != schemaVersion() || name != lastMigration(t) {
+		t.Fatalf("user_version %d, %d recorded migrations (last %q); want %d and %s", uv, n, name, schemaVersion(), lastMigration(t))
 	}
 	// Reopening applies nothing twice.
 	s2, err := Open(context.Background(), Config{Path: path})
@@ -572,4 +568,14 @@ func TestKilledWriterLosesNoAcknowledgedSpan(t *testing.T) {
 		}
 	}
 	check()
+}
+
+// lastMigration is the name of the newest embedded migration.
+func lastMigration(t *testing.T) string {
+	t.Helper()
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms[len(ms)-1].name
 }

@@ -32,6 +32,8 @@ type spanRow struct {
 	off, n   int // the span's payload within the decompressed block
 	resHash  [16]byte
 	resAttrs []byte // packed resource attributes; nil when the span has none
+	scHash   [16]byte
+	scData   []byte // packed scopes row (scopeRec); nil when the span has none
 }
 
 // WriteSpans stores spans in one transaction. It returns nil only after the
@@ -113,10 +115,11 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 		return err
 	}
 	if err := s.writeRows(ctx, rows, blocks); err != nil {
-		// The transaction rolled back: resource rows and search keys it
-		// inserted are gone. (The builders it used were taken out of their
-		// cache and are not put back.)
+		// The transaction rolled back: resource and scope rows and search
+		// keys it inserted are gone. (The builders it used were taken out
+		// of their cache and are not put back.)
 		clear(s.resourceIDs)
+		clear(s.scopeIDs)
 		clear(s.searchKeys)
 		return fmt.Errorf("write spans: %w", err)
 	}
@@ -153,6 +156,14 @@ func (s *Store) prepareRows(spans []store.Span) ([]spanRow, [][]byte, error) {
 		attrs []byte
 	}
 	seen := map[uintptr]resEnc{}
+	// Likewise the scope data: spans of one OTLP ScopeSpans share its
+	// attribute map and the same strings and counts.
+	type scopeKey struct {
+		attrs             uintptr
+		dropped, resDrop  uint32
+		schemaURL, resURL string
+	}
+	seenScopes := map[scopeKey]resEnc{}
 	for i := range spans {
 		sp := &spans[i]
 		r := &rows[i]
@@ -196,6 +207,22 @@ func (s *Store) prepareRows(spans []store.Span) ([]spanRow, [][]byte, error) {
 				seen[key] = enc
 			}
 			r.resHash, r.resAttrs = enc.hash, enc.attrs
+		}
+		if hasScope(sp) {
+			key := scopeKey{reflect.ValueOf(sp.ScopeAttributes).Pointer(), sp.ScopeDroppedAttributesCount,
+				sp.ResourceDroppedAttributesCount, sp.ScopeSchemaURL, sp.ResourceSchemaURL}
+			enc, ok := seenScopes[key]
+			if !ok {
+				b, err := appendScope(nil, sp)
+				if err != nil {
+					return nil, nil, fmt.Errorf("span %d (%s/%s): %w", i, sp.TraceID, sp.SpanID, err)
+				}
+				sum := sha256.Sum256(b)
+				copy(enc.hash[:], sum[:16])
+				enc.attrs = s.codec.pack(b)
+				seenScopes[key] = enc
+			}
+			r.scHash, r.scData = enc.hash, enc.attrs
 		}
 	}
 
@@ -262,9 +289,9 @@ const spanCols = `trace_seq, span_id, parent_span_id, trace_state, name, kind, s
 	operation, provider, request_model, response_model, agent_name, conversation_id,
 	tool_name, tool_call_id, has_usage, input_tokens, output_tokens,
 	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd,
-	resource_id, payload_block, payload_off, payload_len`
+	resource_id, payload_block, payload_off, payload_len, scope_id`
 
-const spanColCount = 32
+const spanColCount = 33
 
 // traceGroup is the part of a batch that belongs to one trace.
 type traceGroup struct {
@@ -300,7 +327,11 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 	}
 	blockUsed := make([]bool, len(blocks))
 
-	resIDs, err := s.resolveResources(sctx, tx, rows)
+	resIDs, err := s.resolveShared(sctx, tx, sharedResources, rows)
+	if err != nil {
+		return err
+	}
+	scopeIDs, err := s.resolveShared(sctx, tx, sharedScopes, rows)
 	if err != nil {
 		return err
 	}
@@ -370,6 +401,10 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 			if r.resAttrs != nil {
 				resID = resIDs[r.resHash]
 			}
+			var scopeID any
+			if r.scData != nil {
+				scopeID = scopeIDs[r.scHash]
+			}
 			var parent any
 			if r.parentID != nil {
 				parent = r.parentID
@@ -380,7 +415,7 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 				sp.Operation, sp.Provider, sp.RequestModel, sp.ResponseModel, sp.AgentName, sp.ConversationID,
 				sp.ToolName, sp.ToolCallID, sp.HasUsage, sp.InputTokens, sp.OutputTokens,
 				sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens, r.cost,
-				resID, firstBlock+int64(r.block), r.off, r.n)
+				resID, firstBlock+int64(r.block), r.off, r.n, scopeID)
 			if err := ins.rowAdded(sctx); err != nil {
 				return fmt.Errorf("insert spans: %w", err)
 			}
@@ -550,39 +585,69 @@ func (b *bulkInsert) flush(ctx context.Context) error {
 	return nil
 }
 
-// resolveResources returns the row id of every distinct resource map in
+// sharedTable describes a table of values many spans share, stored once
+// each and referred to by id: resource attributes and scope data.
+type sharedTable struct {
+	what   string // for errors
+	insert string // INSERT OR IGNORE of (hash, data)
+	lookup string // id by hash
+	// row returns a span row's hash and packed data; data is nil when the
+	// span has none.
+	row   func(r *spanRow) ([16]byte, []byte)
+	cache func(s *Store) map[[16]byte]int64
+}
+
+var (
+	sharedResources = &sharedTable{
+		what:   "resource attributes",
+		insert: `INSERT OR IGNORE INTO resources (hash, attrs) VALUES (?, ?)`,
+		lookup: `SELECT id FROM resources WHERE hash = ?`,
+		row:    func(r *spanRow) ([16]byte, []byte) { return r.resHash, r.resAttrs },
+		cache:  func(s *Store) map[[16]byte]int64 { return s.resourceIDs },
+	}
+	sharedScopes = &sharedTable{
+		what:   "scope data",
+		insert: `INSERT OR IGNORE INTO scopes (hash, data) VALUES (?, ?)`,
+		lookup: `SELECT id FROM scopes WHERE hash = ?`,
+		row:    func(r *spanRow) ([16]byte, []byte) { return r.scHash, r.scData },
+		cache:  func(s *Store) map[[16]byte]int64 { return s.scopeIDs },
+	}
+)
+
+// resolveShared returns the row id of every distinct value of table t in
 // rows, inserting the ones not stored yet.
-func (s *Store) resolveResources(ctx context.Context, tx *sql.Tx, rows []spanRow) (map[[16]byte]int64, error) {
+func (s *Store) resolveShared(ctx context.Context, tx *sql.Tx, t *sharedTable, rows []spanRow) (map[[16]byte]int64, error) {
 	ids := map[[16]byte]int64{}
+	cache := t.cache(s)
 	for i := range rows {
-		r := &rows[i]
-		if r.resAttrs == nil {
+		hash, data := t.row(&rows[i])
+		if data == nil {
 			continue
 		}
-		if _, ok := ids[r.resHash]; ok {
+		if _, ok := ids[hash]; ok {
 			continue
 		}
-		if id, ok := s.resourceIDs[r.resHash]; ok {
-			ids[r.resHash] = id
+		if id, ok := cache[hash]; ok {
+			ids[hash] = id
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO resources (hash, attrs) VALUES (?, ?)`, r.resHash[:], r.resAttrs); err != nil {
-			return nil, fmt.Errorf("insert resource attributes: %w", err)
+		if _, err := tx.ExecContext(ctx, t.insert, hash[:], data); err != nil {
+			return nil, fmt.Errorf("insert %s: %w", t.what, err)
 		}
 		var id int64
-		if err := tx.QueryRowContext(ctx, `SELECT id FROM resources WHERE hash = ?`, r.resHash[:]).Scan(&id); err != nil {
-			return nil, fmt.Errorf("look up resource attributes: %w", err)
+		if err := tx.QueryRowContext(ctx, t.lookup, hash[:]).Scan(&id); err != nil {
+			return nil, fmt.Errorf("look up %s: %w", t.what, err)
 		}
-		ids[r.resHash] = id
+		ids[hash] = id
 	}
 	// Remember them only once the transaction commits; on failure
-	// WriteSpans clears the cache. Bound the cache: resources are few in
-	// practice, but a sender could vary them per batch.
-	if len(s.resourceIDs) > 4096 {
-		clear(s.resourceIDs)
+	// WriteSpans clears the cache. Bound the cache: resources and scopes
+	// are few in practice, but a sender could vary them per batch.
+	if len(cache) > 4096 {
+		clear(cache)
 	}
 	for h, id := range ids {
-		s.resourceIDs[h] = id
+		cache[h] = id
 	}
 	return ids, nil
 }

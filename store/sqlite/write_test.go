@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"reflect"
 	"testing"
 
 	"github.com/loomwork/loomwork/store"
@@ -105,5 +106,83 @@ func TestSummaryStaysRightWithTwoWritersOnOneFile(t *testing.T) {
 				t.Fatalf("after %d spans: summary %+v, want %+v", at, got, want)
 			}
 		}
+	}
+}
+
+// TestScopeDataIsStoredOncePerDistinctScope writes spans whose OTLP scope
+// data repeats across batches (one shared map per scope, as the collector
+// maps them, and an equal map that is another value), and spans without
+// any: each distinct scope is one scopes row, spans without scope data
+// refer to none, and every span reads back its own scope data.
+func TestScopeDataIsStoredOncePerDistinctScope(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "traces.db")
+	s, err := Open(ctx, Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	// Generated spans: the first service's have scope attributes and both
+	// schema URLs, the others the URLs only: two distinct scopes.
+	spans := storetest.GenerateTraces(30, 5, 8)
+	bare := storetest.GenerateTraces(2, 3, 9)
+	for i := range bare {
+		bare[i].ScopeAttributes, bare[i].ScopeSchemaURL, bare[i].ResourceSchemaURL = nil, "", ""
+	}
+	// An equal map that is another value, in a later batch.
+	copied := storetest.GenerateTraces(30, 5, 10)
+	for i := range copied {
+		if copied[i].ScopeAttributes != nil {
+			copied[i].ScopeAttributes = store.Attributes{"capture_content": false, "team": "agents"}
+		}
+	}
+	for _, batch := range [][]store.Span{spans[:70], spans[70:], bare, copied} {
+		if err := s.WriteSpans(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows, withScope, without int
+	if err := s.reader.QueryRow(`SELECT (SELECT count(*) FROM scopes), (SELECT count(*) FROM spans WHERE scope_id IS NOT NULL), (SELECT count(*) FROM spans WHERE scope_id IS NULL)`).Scan(&rows, &withScope, &without); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 || withScope != len(spans)+len(copied) || without != len(bare) {
+		t.Errorf("scopes rows %d (want 2), spans with scope data %d (want %d), without %d (want %d)", rows, withScope, len(spans)+len(copied), without, len(bare))
+	}
+	scoped := 0
+	for _, want := range append(append(spans, bare...), copied...) {
+		got, err := s.GetTrace(ctx, want.TraceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range got {
+			if g.SpanID != want.SpanID {
+				continue
+			}
+			if !reflect.DeepEqual(g.ScopeAttributes, want.ScopeAttributes) || g.ScopeSchemaURL != want.ScopeSchemaURL || g.ResourceSchemaURL != want.ResourceSchemaURL {
+				t.Errorf("span %s: scope %v %q %q, want %v %q %q", want.SpanID, g.ScopeAttributes, g.ScopeSchemaURL, g.ResourceSchemaURL, want.ScopeAttributes, want.ScopeSchemaURL, want.ResourceSchemaURL)
+			}
+			if g.ScopeAttributes != nil {
+				scoped++
+			}
+		}
+	}
+	if scoped == 0 {
+		t.Fatal("no span had scope attributes; the test proves nothing")
+	}
+	// Each span's map is its own: changing one changes no other.
+	var scopedTrace string
+	for _, sp := range spans {
+		if sp.ScopeAttributes != nil {
+			scopedTrace = sp.TraceID
+			break
+		}
+	}
+	tr, err := s.GetTrace(ctx, scopedTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr[0].ScopeAttributes["changed"] = true
+	if _, ok := tr[1].ScopeAttributes["changed"]; ok {
+		t.Error("spans of one trace share a scope attribute map")
 	}
 }

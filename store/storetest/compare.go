@@ -28,6 +28,9 @@ func normSpan(sp store.Span) store.Span {
 	if len(sp.ResourceAttributes) == 0 {
 		sp.ResourceAttributes = nil
 	}
+	if len(sp.ScopeAttributes) == 0 {
+		sp.ScopeAttributes = nil
+	}
 	if len(sp.Events) == 0 {
 		sp.Events = nil
 	} else {

@@ -33,8 +33,10 @@ var (
 // finish reasons, tool call ids and arguments, retrieved documents, server
 // address...), the typed store.Span fields derived from them as the
 // collector would, occasional tool errors with an exception event, and a
-// handful of resource attribute sets shared across traces. Spans are in
-// trace order; the same seed always gives the same spans.
+// handful of resource attribute sets shared across traces, and the OTLP
+// envelope SDKs send (flags, schema URLs, scope attributes on one service,
+// links between some traces, dropped counts on failed tool calls). Spans
+// are in trace order; the same seed always gives the same spans.
 func GenerateTraces(n, spansPerTrace int, seed int64) []store.Span {
 	if n <= 0 || spansPerTrace <= 0 {
 		return nil
@@ -52,11 +54,38 @@ func GenerateTraces(n, spansPerTrace int, seed int64) []store.Span {
 			"telemetry.sdk.version":  "1.38.0",
 		}
 	}
+	// The first service's instrumentation sets scope attributes (shared by
+	// all its spans, as an SDK shares one scope), the others none.
+	scopeAttrs := store.Attributes{"team": "agents", "capture_content": false}
 	spans := make([]store.Span, 0, n*spansPerTrace)
 	start := generateEpoch
+	prevRoot := -1
 	for i := 0; i < n; i++ {
 		start = start.Add(time.Duration(20+rng.IntN(80)) * time.Millisecond)
+		at := len(spans)
 		spans = appendTrace(spans, rng, start, spansPerTrace, resources)
+		// The OTLP envelope, derived without drawing from rng so the rest
+		// of the data stays what it was for a seed: what the OTel SDKs send
+		// (sampled, parent known local; schema URLs) and, every fourth
+		// trace, a link to the previous trace's root (a retried run), in
+		// another process.
+		for k := at; k < len(spans); k++ {
+			sp := &spans[k]
+			sp.Flags = store.FlagSampled | store.FlagHasIsRemote
+			sp.ScopeSchemaURL = "https://opentelemetry.io/schemas/1.37.0"
+			sp.ResourceSchemaURL = "https://opentelemetry.io/schemas/1.26.0"
+			if sp.ServiceName == genServices[0] {
+				sp.ScopeAttributes = scopeAttrs
+			}
+		}
+		if i%4 == 3 && prevRoot >= 0 {
+			spans[at].Links = []store.Link{{
+				TraceID: spans[prevRoot].TraceID, SpanID: spans[prevRoot].SpanID,
+				Attributes: store.Attributes{"link.reason": "retry"},
+				Flags:      store.FlagSampled | store.FlagHasIsRemote | store.FlagIsRemote,
+			}}
+		}
+		prevRoot = at
 	}
 	return spans
 }
@@ -248,7 +277,10 @@ func genTool(rng *rand.Rand) store.Span {
 				"exception.message": "503 Service Unavailable",
 				"exception.escaped": false,
 			},
+			// The SDK's attribute limit cut the stack trace.
+			DroppedAttributesCount: 1,
 		}}
+		sp.DroppedAttributesCount = 2
 	}
 	return sp
 }
