@@ -160,4 +160,3 @@ func mustServer(t *testing.T, st store.Store) *Server {
 	}
 	return srv
 }
-

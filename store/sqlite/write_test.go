@@ -3,8 +3,8 @@ package sqlite
 import (
 	"context"
 	"path/filepath"
-	"slices"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/loomwork/loomwork/store"
