@@ -122,17 +122,19 @@ func agreementShapes() []shape {
 				{n: 2, parent: 1, name: "chat agree-chat", kind: "client", from: 50, to: 700, attrs: withAttrs(genaiChat("agree-chat", 3000, 250),
 					"gen_ai.usage.cache_read.input_tokens", 1200, "gen_ai.usage.cache_creation.input_tokens", 300)},
 				{n: 3, parent: 1, name: "execute_tool search", from: 700, to: 1200, attrs: map[string]any{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}},
-				{n: 4, parent: 1, name: "chat agree-chat", kind: "client", from: 1200, to: 1600, attrs: withAttrs(genaiChat("agree-chat", 1800, 90),
+				{n: 4, parent: 1, name: "chat agree-chat", kind: "client", from: 1200, to: 1600, attrs: withAttrs(genaiChat("agree-chat", 1800, 93),
 					"gen_ai.usage.cache_read.input_tokens", 1500)},
-				{n: 5, parent: 1, name: "chat agree-chat", kind: "client", from: 1600, to: 1950, attrs: genaiChat("agree-chat", 400, 30)},
+				{n: 5, parent: 1, name: "chat agree-chat", kind: "client", from: 1600, to: 1950, attrs: genaiChat("agree-chat", 402, 31)},
 			},
 			// Span 2: uncached 3000−1200−300 = 1500×2.5 = 3750, cache read
 			// 1200×0.25 = 300, cache write 300×3.75 = 1125, out 250×10 = 2500:
-			// 7675 µ$. Span 4: 300×2.5 + 1500×0.25 + 90×10 = 750+375+900 =
-			// 2025. Span 5: 400×2.5 + 30×10 = 1300. Sum 11000 µ$.
+			// 7675 µ$. Span 4: 300×2.5 + 1500×0.25 + 93×10 = 750+375+930 =
+			// 2055. Span 5: 402×2.5 + 31×10 = 1315. Sum 11045 µ$ — and in
+			// float64 dollars 0.007675+0.002055+0.001315 and the reverse sum differ in the
+			// last bit, so a view summing in arrival order shows.
 			want: shapeWant{root: "invoke_agent planner", spans: 5, calls: 3, tools: 1, fragments: 1,
-				in: 5200, out: 370, cacheRead: 2700, cacheWrite: 300, dur: 2 * time.Second, cost: usd(0.011), callSpans: []int{2, 4, 5},
-				uiDur: "2.00 s", uiCost: "$0.0110", cliDur: "2s", cliCost: "$0.011000", rollupDur: "2000.000 ms"},
+				in: 5202, out: 374, cacheRead: 2700, cacheWrite: 300, dur: 2 * time.Second, cost: usd(0.011045), callSpans: []int{2, 4, 5},
+				uiDur: "2.00 s", uiCost: "$0.0110", cliDur: "2s", cliCost: "$0.011045", rollupDur: "2000.000 ms"},
 		},
 		{
 			key: "e", what: "a model call with no usage: cost unknown, named with its reason",
