@@ -315,6 +315,9 @@ func citeTitle(ev Evidence, d string) string {
 	return "retrieved and cited"
 }
 
+// msDur turns a rollup's milliseconds back into a duration.
+func msDur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
 // durationTitle is the one sentence that says what a trace's duration
 // covers (the list, the trace page).
 func durationTitle(d, afterRoot time.Duration, fragments int64) string {

@@ -618,7 +618,7 @@ func (a *agreement) checkTracePage(s agreementSender, sh shape) {
 		}
 	}
 	for _, c := range []struct{ label, want string }{
-		{"wall time", w.uiDur},
+		{"duration", w.uiDur},
 		{"cost (leaf calls only)", w.uiCost},
 		{"tokens in / out", fmt.Sprintf("%d / %d", w.in, w.out)},
 		{"cache-read tokens", fmt.Sprint(w.cacheRead)},
@@ -647,6 +647,11 @@ func (a *agreement) checkTracePage(s agreementSender, sh shape) {
 	if w.fragments > 1 {
 		if !regexp.MustCompile(fmt.Sprintf(`(?i)\b%d fragments\b`, w.fragments)).MatchString(head) {
 			t.Errorf("%s: the head does not say the trace has %d fragments (the list shows %q, traces get %q):\n%s", where, w.fragments, w.uiFragments, w.cliDur, head)
+		}
+		// And names their tops, saying which is a root and which lost its
+		// parent.
+		if !strings.Contains(head, "(a root)") || !strings.Contains(head, "(its parent never arrived)") {
+			t.Errorf("%s: the head does not name the fragments' tops:\n%s", where, head)
 		}
 	}
 	if w.unknown != 0 && !strings.Contains(head, "reported no token usage") {
