@@ -10,6 +10,7 @@ import (
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
+	"github.com/loomwork/loomwork/store/storetest"
 )
 
 // benchTracePage measures the server time to open a big trace stored in
@@ -116,5 +117,60 @@ func BenchmarkTracePage100kSpans(b *testing.B) {
 			}
 		}
 		benchTracePage(b, st, spans)
+	})
+}
+
+// BenchmarkTraceList100kTraces measures the server time of the trace list
+// page (GET /traces: one page of 50 summaries from the store, each priced
+// from its billed calls, rendered) over a store of 100,000 10-span agent
+// traces (1M spans), on both stores: the default newest-first page, a
+// later page (by its token), the page sorted by tokens, and the JSON API.
+func BenchmarkTraceList100kTraces(b *testing.B) {
+	const traces = 100_000
+	run := func(b *testing.B, st store.Store) {
+		storetest.LoadSearchBench(b, st, traces)
+		srv, err := New(Config{}, Deps{Traces: st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		get := func(b *testing.B, path string) string {
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+			if rec.Code != 200 {
+				b.Fatalf("%s: status %d: %s", path, rec.Code, rec.Body.String())
+			}
+			return rec.Body.String()
+		}
+		first, err := st.ListTraces(context.Background(), store.TraceQuery{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct{ name, path string }{
+			{"page", "/traces"},
+			{"next_page", "/traces?page_token=" + first.NextPageToken},
+			{"sort_tokens", "/traces?sort=tokens"},
+			{"api", "/api/v1/traces"},
+		} {
+			b.Run(c.name, func(b *testing.B) {
+				get(b, c.path)
+				cpu := cpuTime()
+				for b.Loop() {
+					get(b, c.path)
+				}
+				reportCPU(b, cpu)
+			})
+		}
+	}
+	b.Run("sqlite", func(b *testing.B) { run(b, openStore(b)) })
+	b.Run("clickhouse", func(b *testing.B) {
+		srv := chtest.Start(b)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		st, err := clickhouse.Open(ctx, clickhouse.Config{DSN: srv.DSN(srv.NewDatabase(b))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Shutdown(context.Background()) })
+		run(b, st)
 	})
 }

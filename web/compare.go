@@ -158,7 +158,7 @@ func (s *Server) traceSide(ctx context.Context, name, ref string) (CompareSide, 
 	side.Answer = grade.TranscriptFromSpans(c.spans).Answer
 	ru := c.rollup
 	side.Stats = []CompareStat{
-		{"wall time", fmtMS(ru.DurationMS)},
+		{"duration", fmtMS(ru.DurationMS) + asyncSuffix(ru.AfterRootMS)},
 		{"cost", fmtCost(ru.CostUSD)},
 		{"tokens in / out", fmtInt(ru.TokensIn) + " / " + fmtInt(ru.TokensOut)},
 		{"model calls", fmtInt(int64(ru.ModelCalls))},
@@ -166,6 +166,15 @@ func (s *Server) traceSide(ctx context.Context, name, ref string) (CompareSide, 
 		{"errors", fmtInt(int64(ru.ErrorCount))},
 	}
 	return side, c.spans, nil
+}
+
+// asyncSuffix is the part of a duration after the root ended, as the list
+// shows it ("+200 ms async"); "" when there is none.
+func asyncSuffix(afterRootMS float64) string {
+	if afterRootMS <= 0 {
+		return ""
+	}
+	return " (+" + fmtMS(afterRootMS) + " async)"
 }
 
 func (s *Server) compareTraces(r *http.Request) (CompareView, error) {

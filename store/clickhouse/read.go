@@ -317,7 +317,55 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	var ctes []string
 
 	bounded := !q.Start.IsZero() || !q.End.IsZero()
-	if bounded {
+	// No span of a trace starting at or after Start is earlier, so every
+	// scan of spans may start there.
+	const fromStart = "start >= fromUnixTimestamp64Nano(?)"
+
+	// The filters that only ask whether a trace has a span of some kind
+	// (service, agent, model, search clauses, session) are conditions
+	// "trace_id IN (spans …)". Without a filter or sort that needs the
+	// per-trace aggregate (status, text, spans, errors), they are applied to
+	// the trace index, and the page is ordered from it: the spans of the
+	// matching traces are never aggregated to choose the page.
+	var member []string
+	var memberArgs []any
+	for _, f := range []struct{ cond, val string }{
+		{"service_name = ?", q.Service},
+		{"agent_name = ?", q.Agent},
+		{"(request_model = ? OR response_model = ?)", q.Model},
+	} {
+		if f.val == "" {
+			continue
+		}
+		cond := f.cond
+		for range strings.Count(f.cond, "?") {
+			memberArgs = append(memberArgs, f.val)
+		}
+		if !q.Start.IsZero() {
+			cond += " AND " + fromStart
+			memberArgs = append(memberArgs, q.Start.UnixNano())
+		}
+		member = append(member, "trace_id IN (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+")")
+	}
+	var sc []string
+	var sa []any
+	if q.Start.IsZero() {
+		sc, sa = s.searchConds(&p.TraceQuery, "", nil)
+	} else {
+		sc, sa = s.searchConds(&p.TraceQuery, fromStart, []any{q.Start.UnixNano()})
+	}
+	member = append(member, sc...)
+	memberArgs = append(memberArgs, sa...)
+
+	indexSort, indexOnly := indexSortExprs[p.SortBy]
+	if byTokens {
+		indexSort, indexOnly = "0", true
+	}
+	if q.Status != "" || q.Text != "" {
+		indexOnly = false
+	}
+
+	if bounded || indexOnly {
 		var where, having []string
 		if !q.Start.IsZero() {
 			// A trace starting at or after Start has every index row on
@@ -326,6 +374,12 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			where = append(where, "trace_id IN (SELECT trace_id FROM "+s.traceIndexTable+
 				" WHERE day >= toDate(fromUnixTimestamp64Nano(?), 'UTC') AND start >= fromUnixTimestamp64Nano(?))")
 			args = append(args, q.Start.UnixNano(), q.Start.UnixNano())
+		}
+		if indexOnly {
+			where = append(where, member...)
+			args = append(args, memberArgs...)
+		}
+		if !q.Start.IsZero() {
 			having = append(having, "c_start >= fromUnixTimestamp64Nano(?)")
 			args = append(args, q.Start.UnixNano())
 		}
@@ -333,23 +387,15 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			having = append(having, "c_start < fromUnixTimestamp64Nano(?)")
 			args = append(args, q.End.UnixNano())
 		}
-		whereSQL := ""
+		whereSQL, havingSQL := "", ""
 		if len(where) > 0 {
 			whereSQL = "WHERE " + strings.Join(where, " AND ")
 		}
-		ctes = append(ctes, fmt.Sprintf("cand AS (SELECT trace_id, min(start) AS c_start, max(end) AS c_end FROM %s %s GROUP BY trace_id HAVING %s)",
-			s.traceIndexTable, whereSQL, strings.Join(having, " AND ")))
-	}
-
-	indexSort, indexOnly := indexSortExprs[p.SortBy]
-	if byTokens {
-		indexSort, indexOnly = "0", true
-	}
-	if q.Service != "" || q.Agent != "" || q.Model != "" || q.Status != "" || q.Text != "" || len(q.Search) > 0 || q.Session != "" {
-		indexOnly = false
-	}
-	if indexOnly && !bounded {
-		ctes = append(ctes, fmt.Sprintf("cand AS (SELECT trace_id, min(start) AS c_start, max(end) AS c_end FROM %s GROUP BY trace_id)", s.traceIndexTable))
+		if len(having) > 0 {
+			havingSQL = "HAVING " + strings.Join(having, " AND ")
+		}
+		ctes = append(ctes, fmt.Sprintf("cand AS (SELECT trace_id, min(start) AS c_start, max(end) AS c_end FROM %s %s GROUP BY trace_id %s)",
+			s.traceIndexTable, whereSQL, havingSQL))
 	}
 	var pageSQL string
 	if indexOnly {
@@ -372,9 +418,6 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			pageSQL += fmt.Sprintf(" ORDER BY %s LIMIT %d", order, p.Limit+1)
 		}
 	} else {
-		// No span of a trace starting at or after Start is earlier, so
-		// every scan of spans may start there.
-		const fromStart = "start >= fromUnixTimestamp64Nano(?)"
 		var spanWhere []string
 		if bounded {
 			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM cand)")
@@ -383,33 +426,8 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			spanWhere = append(spanWhere, fromStart)
 			args = append(args, q.Start.UnixNano())
 		}
-		for _, f := range []struct{ cond, val string }{
-			{"service_name = ?", q.Service},
-			{"agent_name = ?", q.Agent},
-			{"(request_model = ? OR response_model = ?)", q.Model},
-		} {
-			if f.val == "" {
-				continue
-			}
-			cond := f.cond
-			for range strings.Count(f.cond, "?") {
-				args = append(args, f.val)
-			}
-			if !q.Start.IsZero() {
-				cond += " AND " + fromStart
-				args = append(args, q.Start.UnixNano())
-			}
-			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+")")
-		}
-		var sc []string
-		var sa []any
-		if q.Start.IsZero() {
-			sc, sa = s.searchConds(&p.TraceQuery, "", nil)
-		} else {
-			sc, sa = s.searchConds(&p.TraceQuery, fromStart, []any{q.Start.UnixNano()})
-		}
-		spanWhere = append(spanWhere, sc...)
-		args = append(args, sa...)
+		spanWhere = append(spanWhere, member...)
+		args = append(args, memberArgs...)
 		var where []string
 		switch q.Status {
 		case store.StatusOK:

@@ -28,14 +28,23 @@ const lightColumns = `trace_id, span_id, parent_span_id, toString(name), start, 
 
 // summarize reads the light columns of the spans selected by where (over
 // the spans table, FINAL) and returns each trace's summary, by trace id.
+// Rows come ordered by trace, so only one trace's spans are held at a time.
 func (s *Store) summarize(ctx context.Context, where string, args ...any) (map[string]*store.TraceSummary, error) {
-	q := "SELECT " + lightColumns + " FROM " + s.spansTable + " FINAL WHERE " + where
+	q := "SELECT " + lightColumns + " FROM " + s.spansTable + " FINAL WHERE " + where + " ORDER BY trace_id"
 	rows, err := s.conn.Query(ctx, q, append([]any{semconv.AttrModelLabel}, args...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	byTrace := map[string][]store.Span{}
+	out := map[string]*store.TraceSummary{}
+	var spans []store.Span
+	flush := func() {
+		if len(spans) > 0 {
+			sum := store.Summarize(spans)
+			out[spans[0].TraceID] = &sum
+			spans = spans[:0]
+		}
+	}
 	for rows.Next() {
 		var sp store.Span
 		var label string
@@ -49,16 +58,15 @@ func (s *Store) summarize(ctx context.Context, where string, args ...any) (map[s
 		if label != "" {
 			sp.Attributes = store.Attributes{semconv.AttrModelLabel: label}
 		}
-		byTrace[sp.TraceID] = append(byTrace[sp.TraceID], sp)
+		if len(spans) > 0 && spans[0].TraceID != sp.TraceID {
+			flush()
+		}
+		spans = append(spans, sp)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	out := make(map[string]*store.TraceSummary, len(byTrace))
-	for id, spans := range byTrace {
-		sum := store.Summarize(spans)
-		out[id] = &sum
-	}
+	flush()
 	return out, nil
 }
 

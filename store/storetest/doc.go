@@ -19,9 +19,12 @@
 //     RootName is the name of the earliest-starting span without a parent.
 //   - AgentNames and Models are sorted and distinct (Models holds request and
 //     response models of every span).
-//   - ModelCalls counts spans whose operation semconv.IsModelCallOperation
-//     accepts, ToolCalls spans whose operation is "execute_tool"; token sums
-//     cover model-call spans only.
+//   - ModelCalls, FailedModelCalls, the token sums and Calls follow the
+//     billing rule (store.Roles): a span reporting usage, or making a model
+//     call, is billed unless a descendant reports usage; the model applies
+//     it independently (an ancestor walk). ToolCalls counts spans whose
+//     operation is "execute_tool". Duration spans every span; AfterRoot is
+//     the part after the root ended for a trace of one fragment.
 //   - SortTokens orders by InputTokens+OutputTokens of the summary.
 //   - Ties on any sort key are broken by TraceID, in the same direction as
 //     the sort, so the order (and so pagination) is total.
