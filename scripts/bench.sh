@@ -36,12 +36,14 @@ for senders in 4 16 64 128; do
 done
 run ingest-clickhouse-10M sh -c "cd collector && /tmp/loomwork-collector.test -test.run '^\$' -test.bench BenchmarkIngest/clickhouse -test.benchtime 20000x -ingest.senders 64"
 run store-sqlite      go test ./store/sqlite/ -run '^$' -bench 'WriteSpans|ListTraces' -benchtime 100x
+run store-sqlite-bigtrace go test ./store/sqlite/ -run '^$' -bench 'WriteOneBigTrace' -benchtime 1x -timeout 30m
 run store-clickhouse  go test ./store/clickhouse -run '^$' -bench 'BenchmarkWriteSpans' -benchtime 10x
 run store-clickhouse-reads go test ./store/clickhouse -run '^$' -bench 'BenchmarkGetTrace|BenchmarkListTraces' -benchtime 3s
 run search-sqlite     go test ./store/sqlite/ -run '^$' -bench 'Search100k' -benchtime 5x -timeout 30m
 run search-clickhouse go test ./store/clickhouse -run '^$' -bench 'Search100k' -benchtime 3x -timeout 40m
 run scorer            go test ./scorer/rollup ./scorer -run '^$' -bench . -benchtime 5x
 run web               go test ./web -run '^$' -bench 'TracePage(50k|100k)' -benchtime 5x -benchmem
+run web-list          go test ./web -run '^$' -bench 'TraceList100kTraces' -benchtime 20x -timeout 40m
 run sandbox           go test ./agents/sandbox/ -run '^$' -bench . -benchtime 200x
 run retrieval         go test ./retrieval/ -run '^$' -bench 'Index|LSA|Search' -benchtime 5x
 run gateway           go test ./agents/gateway/... -run '^$' -bench . -benchtime 2000x
