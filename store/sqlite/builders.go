@@ -6,10 +6,11 @@ import (
 	"github.com/loomwork/loomwork/store"
 )
 
-// builderCacheSpans bounds the spans the builder cache holds (about 250
-// bytes each): enough for a 100,000-span trace being exported in batches
-// and the recent small ones.
-const builderCacheSpans = 250_000
+// builderCacheSpans bounds the spans the builder cache holds (each about
+// 700 bytes: the span's typed fields and its index entries, so ~90 MB at
+// most): enough for a 100,000-span trace being exported in batches and
+// the recent small ones; a bigger trace is kept alone.
+const builderCacheSpans = 128_000
 
 // builderCache keeps the summary builders of recently written traces, so a
 // trace that arrives in many batches costs each batch its own size: neither
@@ -50,14 +51,12 @@ func (c *builderCache) take(seq int64) *store.SummaryBuilder {
 }
 
 // put caches a builder, evicting the least recently written ones beyond the
-// bound. A builder larger than the bound is not kept.
+// bound. A builder larger than the bound is kept alone (a huge trace still
+// being exported is the one that most needs it).
 func (c *builderCache) put(seq int64, b *store.SummaryBuilder) {
-	if b.Len() > builderCacheSpans {
-		return
-	}
 	c.byTrace[seq] = c.lru.PushFront(&cachedBuilder{seq: seq, b: b})
 	c.spans += b.Len()
-	for c.spans > builderCacheSpans {
+	for c.spans > builderCacheSpans && c.lru.Len() > 1 {
 		last := c.lru.Back()
 		cb := last.Value.(*cachedBuilder)
 		c.lru.Remove(last)

@@ -186,3 +186,25 @@ func TestScopeDataIsStoredOncePerDistinctScope(t *testing.T) {
 		t.Error("spans of one trace share a scope attribute map")
 	}
 }
+
+// The builder cache keeps the most recently written traces within its
+// bound, and a trace bigger than the bound alone.
+func TestBuilderCacheBound(t *testing.T) {
+	c := newBuilderCache()
+	mk := func(n int) *store.SummaryBuilder {
+		b := store.NewSummaryBuilder()
+		b.Add(storetest.GenerateTraces(1, n, int64(n)))
+		return b
+	}
+	c.put(1, mk(100))
+	c.put(2, mk(builderCacheSpans-150))
+	c.put(3, mk(100)) // evicts 1, the least recently written
+	if c.take(1) != nil || c.spans != builderCacheSpans-50 {
+		t.Fatalf("after filling: trace 1 still cached or %d spans held", c.spans)
+	}
+	big := mk(builderCacheSpans + 10)
+	c.put(4, big)
+	if c.take(4) != big || c.lru.Len() != 0 || c.spans != 0 {
+		t.Fatalf("a trace bigger than the bound: cached %v, %d others, %d spans", c.byTrace, c.lru.Len(), c.spans)
+	}
+}
