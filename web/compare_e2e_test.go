@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,27 +12,6 @@ import (
 	"github.com/loomwork/loomwork/datasets"
 )
 
-// compareDocShot saves a screenshot as a test artifact and, with
-// LOOMWORK_DOC_SCREENSHOTS=1, as docs/screenshots/NAME.png (how the
-// committed ones are made).
-func compareDocShot(t *testing.T, ctx context.Context, name string) {
-	t.Helper()
-	screenshot(t, ctx, name)
-	if os.Getenv("LOOMWORK_DOC_SCREENSHOTS") != "1" {
-		return
-	}
-	b, err := os.ReadFile(filepath.Join(artifactDir(t), name+".png"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join("..", "docs", "screenshots")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".png"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // visibleRows counts the comparison's rows the browser displays.
 func visibleRows(t *testing.T, ctx context.Context) int {
@@ -75,7 +53,7 @@ func TestBrowserCompareTwoTracesOfTheSameCaseFromTheTracePage(t *testing.T) {
 	if rows := visibleRows(t, ctx); rows != 9 {
 		t.Fatalf("%d rows shown, want 9 (6 paired steps, 3 inserted)", rows)
 	}
-	compareDocShot(t, ctx, "compare")
+	docScreenshot(t, ctx, "compare")
 	// Hiding the identical steps leaves the differences.
 	do(t, ctx, chromedp.Click("#hide-same"))
 	if rows := visibleRows(t, ctx); rows != 8 {
@@ -135,7 +113,7 @@ func TestBrowserLabelATrialFromTheReportAndFromATrace(t *testing.T) {
 		chromedp.SetValue(`input[name="labeler"]`, "ana"),
 		chromedp.SetValue(`textarea[name="note"]`, "Quotes a 2023 blog post about monthly plans; the annual plan policy allows 30 days."),
 	)
-	compareDocShot(t, ctx, "labels")
+	docScreenshot(t, ctx, "labels")
 	do(t, ctx, chromedp.Click("#label-submit"), chromedp.WaitVisible("#label-added"))
 	if row := text(t, ctx, "#labels-table tbody tr.added"); !strings.Contains(row, "refund") || !strings.Contains(row, "answer_correct") || !strings.Contains(row, "fail") {
 		t.Fatalf("added row %q", row)
@@ -182,5 +160,5 @@ func TestBrowserReportShowsFailingCasesFirst(t *testing.T) {
 	if err != nil || color == "rgb(43, 138, 62)" {
 		t.Fatalf("trial 2 of refund, which did not cite the required evidence, shows a green verdict (%s, %v)", color, err)
 	}
-	compareDocShot(t, ctx, "report")
+	docScreenshot(t, ctx, "report")
 }
