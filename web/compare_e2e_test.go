@@ -12,7 +12,6 @@ import (
 	"github.com/loomwork/loomwork/datasets"
 )
 
-
 // visibleRows counts the comparison's rows the browser displays.
 func visibleRows(t *testing.T, ctx context.Context) int {
 	t.Helper()
