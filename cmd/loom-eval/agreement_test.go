@@ -648,9 +648,11 @@ func (a *agreement) checkTracePage(s agreementSender, sh shape) {
 		if !regexp.MustCompile(fmt.Sprintf(`(?i)\b%d fragments\b`, w.fragments)).MatchString(head) {
 			t.Errorf("%s: the head does not say the trace has %d fragments (the list shows %q, traces get %q):\n%s", where, w.fragments, w.uiFragments, w.cliDur, head)
 		}
-		// And names their tops, saying which is a root and which lost its
-		// parent.
-		if !strings.Contains(head, "(a root)") || !strings.Contains(head, "(its parent never arrived)") {
+		// And names their tops, saying which is a root and why the other
+		// has no parent here: the SDKs can only give a span a parent they
+		// do not export through a remote span context, so they flag it
+		// remote (OTLP IS_REMOTE) and the page says so.
+		if !strings.Contains(head, "(a root)") || !strings.Contains(head, "(continues a remote parent)") {
 			t.Errorf("%s: the head does not name the fragments' tops:\n%s", where, head)
 		}
 	}

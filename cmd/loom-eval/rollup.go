@@ -113,7 +113,10 @@ func writeRollupText(w io.Writer, rs []rollup.Rollup, prices *pricing.Table) err
 					p(",")
 				}
 				why := "root"
-				if t.Orphan {
+				switch {
+				case t.RemoteParent:
+					why = "continues a remote parent"
+				case t.Orphan:
 					why = "parent not received"
 				}
 				p(" %q (%s, span %s)", t.Name, why, t.SpanID)

@@ -245,7 +245,11 @@ func tracesPrintTree(w io.Writer, id string, spans []store.Span) {
 		s := spans[i]
 		name := strings.Repeat("  ", depth) + s.Name
 		if tree.Orphaned(i) {
-			name += " (parent " + s.ParentSpanID + " not received)"
+			if remote, known := s.RemoteParent(); remote && known {
+				name += " (continues remote parent " + s.ParentSpanID + ")"
+			} else {
+				name += " (parent " + s.ParentSpanID + " not received)"
+			}
 		}
 		status := s.StatusCode
 		if s.IsError() && s.StatusMessage != "" {

@@ -74,8 +74,11 @@ type Rollup struct {
 type Top struct {
 	SpanID string `json:"span_id"`
 	Name   string `json:"name"`
-	// Orphan is true when the span names a parent that never arrived.
-	Orphan bool `json:"orphan,omitempty"`
+	// Orphan is true when the span names a parent that is not in the
+	// trace; RemoteParent when the sender flagged that parent as another
+	// process's (OTLP IS_REMOTE), so it was never expected here.
+	Orphan       bool `json:"orphan,omitempty"`
+	RemoteParent bool `json:"remote_parent,omitempty"`
 }
 
 // ModelUsage is the per-model part of a rollup.
@@ -165,20 +168,35 @@ func Compute(spans []store.Span, prices *pricing.Table) Rollup {
 
 	t := buildTree(spans)
 	r.Roots = t.roots
+	remote := 0
 	for _, i := range t.tops {
-		r.Tops = append(r.Tops, Top{SpanID: spans[i].SpanID, Name: spans[i].Name, Orphan: spans[i].ParentSpanID != ""})
+		top := Top{SpanID: spans[i].SpanID, Name: spans[i].Name, Orphan: spans[i].ParentSpanID != ""}
+		if rp, known := spans[i].RemoteParent(); top.Orphan && rp && known {
+			top.RemoteParent = true
+			remote++
+		}
+		r.Tops = append(r.Tops, top)
 	}
 	r.Orphans = t.orphans
 	if t.dupIDs > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d duplicate span ids ignored (kept the first copy)", t.dupIDs))
 	}
-	if t.roots == 0 {
+	// A span whose parent is in another process (OTLP's IS_REMOTE flag)
+	// continues a trace begun elsewhere: its parent is not expected here,
+	// and the trace is not incomplete for lacking it.
+	switch {
+	case t.roots == 0 && remote > 0 && remote == len(t.orphans):
+		r.Notes = append(r.Notes, "no root span here: the trace continues a remote parent (another process's span, flagged remote by the sender)")
+	case t.roots == 0:
 		r.Notes = append(r.Notes, "no root span (every span names a parent): the trace is incomplete")
-	} else if t.roots > 1 {
+	case t.roots > 1:
 		r.Notes = append(r.Notes, fmt.Sprintf("%d root spans: critical path spans all fragments", t.roots))
 	}
-	if len(t.orphans) > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d spans whose parent is missing are treated as roots of separate fragments", len(t.orphans)))
+	if missing := len(t.orphans) - remote; missing > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d spans whose parent is missing are treated as roots of separate fragments", missing))
+	}
+	if remote > 0 && (t.roots > 0 || remote < len(t.orphans)) {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d spans continue a remote parent (flagged remote by the sender): roots of separate fragments", remote))
 	}
 	if t.cycles > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d parent cycles broken", t.cycles))

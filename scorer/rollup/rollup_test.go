@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -403,5 +404,27 @@ func TestComputeAllGroupsByTrace(t *testing.T) {
 	rs := ComputeAll([]store.Span{b, a}, nil)
 	if len(rs) != 2 || rs[0].TraceID != a.TraceID || rs[1].DurationMS != 2 {
 		t.Fatalf("ComputeAll = %+v", rs)
+	}
+}
+
+// A trace that continues another process's span (the sender flagged the
+// parent remote) is not called incomplete, and its top says why it has no
+// parent here; an orphan without the flag still is.
+func TestRemoteParentIsNotAMissingParent(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	mk := func(flags uint32) []store.Span {
+		return []store.Span{
+			{TraceID: "t", SpanID: "a", ParentSpanID: "upstream", Name: "handle", StartTime: t0, EndTime: t0.Add(time.Second), Flags: flags},
+			{TraceID: "t", SpanID: "b", ParentSpanID: "a", Name: "chat", StartTime: t0.Add(time.Millisecond), EndTime: t0.Add(900 * time.Millisecond)},
+		}
+	}
+	remote := Compute(mk(store.FlagHasIsRemote|store.FlagIsRemote), nil)
+	if len(remote.Tops) != 1 || !remote.Tops[0].RemoteParent || strings.Contains(strings.Join(remote.Notes, "; "), "incomplete") ||
+		!strings.Contains(strings.Join(remote.Notes, "; "), "continues a remote parent") {
+		t.Errorf("remote parent: tops %+v notes %q", remote.Tops, remote.Notes)
+	}
+	missing := Compute(mk(store.FlagHasIsRemote), nil) // known local: the parent should be here
+	if missing.Tops[0].RemoteParent || !strings.Contains(strings.Join(missing.Notes, "; "), "incomplete") {
+		t.Errorf("missing local parent: tops %+v notes %q", missing.Tops, missing.Notes)
 	}
 }
