@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -88,13 +89,42 @@ func (s *Server) readSession(r *http.Request) (store.Session, error) {
 	return store.ReadSession(r.Context(), s.deps.Traces, r.PathValue("id"))
 }
 
+// SessionView is a session with its turns priced as the trace list prices
+// them (ListRowOf) and the session's cost their sum, in turn order.
+type SessionView struct {
+	store.Session
+	Rows         []ListRow
+	CostUSD      *float64 // nil when any turn's cost is unknown
+	KnownCostUSD float64
+}
+
+func (s *Server) sessionView(sess store.Session) SessionView {
+	v := SessionView{Session: sess}
+	known, all := 0.0, true
+	for _, t := range sess.Traces {
+		row := ListRowOf(t, s.deps.Prices)
+		v.Rows = append(v.Rows, row)
+		if row.CostUSD != nil {
+			known += *row.CostUSD
+		} else {
+			known += row.KnownCostUSD
+			all = false
+		}
+	}
+	v.KnownCostUSD = known
+	if all {
+		v.CostUSD = &known
+	}
+	return v
+}
+
 func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.readSession(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	render(w, r, SessionPage(sess))
+	render(w, r, SessionPage(s.sessionView(sess)))
 }
 
 func (s *Server) apiSession(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +155,26 @@ func sessionURL(id string) string { return "/sessions/" + url.PathEscape(id) }
 
 // sessionTracesURL lists a session's traces on the trace list.
 func sessionTracesURL(id string) string { return "/traces?session=" + url.QueryEscape(id) }
+
+// sessionCostUnknown names the turns whose cost is unknown.
+func sessionCostUnknown(v SessionView) string {
+	var out []string
+	for i, r := range v.Rows {
+		if r.CostUSD == nil {
+			out = append(out, fmt.Sprintf("turn %d: %s", i+1, r.CostUnknown))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// sessionCostTitle says what the session's cost is, and why it is unknown
+// when it is.
+func sessionCostTitle(v SessionView) string {
+	if v.CostUSD != nil {
+		return "the sum of the turns' costs, each priced as the trace list prices it"
+	}
+	return "cost unknown: " + sessionCostUnknown(v) + "; priced part " + fmtCost(&v.KnownCostUSD)
+}
 
 // turnGap is the time since the previous turn started, "" for the first.
 func turnGap(turns []store.TraceSummary, i int) string {

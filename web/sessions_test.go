@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -217,6 +218,22 @@ func TestBrowserSessionsListAndSessionPage(t *testing.T) {
 	total := text(t, ctx, "#turn-total")
 	if !strings.Contains(total, fmtInt(want.InputTokens)+" / "+fmtInt(want.OutputTokens)) {
 		t.Errorf("total row %q lacks the summed tokens %d/%d", total, want.InputTokens, want.OutputTokens)
+	}
+	// The session's cost is the sum of its turns' costs as the trace list
+	// prices each (in turn order), and every turn shows its own.
+	cost := 0.0
+	for i, tr := range want.Traces {
+		row := ListRowOf(tr, srv.deps.Prices)
+		if row.CostUSD == nil {
+			t.Fatalf("fixture problem: turn %d has no known cost", i+1)
+		}
+		cost += *row.CostUSD
+		if cell := text(t, ctx, fmt.Sprintf(`#turn-table tbody tr[data-trace="%s"]`, tr.TraceID)); !strings.Contains(cell, fmtCost(row.CostUSD)) {
+			t.Errorf("turn %d row %q lacks its cost %s", i+1, cell, fmtCost(row.CostUSD))
+		}
+	}
+	if !strings.Contains(total, fmtCost(&cost)) {
+		t.Errorf("total row %q lacks the summed cost %s", total, fmtCost(&cost))
 	}
 	docScreenshot(t, ctx, "session")
 
