@@ -216,6 +216,11 @@ func (p *searchParser) clause() (SearchClause, error) {
 		}
 		return c, errors.New("empty attribute key")
 	}
+	if !utf8.ValidString(key) {
+		// OTLP keys are UTF-8; a key that is not could match nothing and
+		// would not survive being printed back into a URL.
+		return c, errors.New("attribute key is not valid UTF-8")
+	}
 	if !quoted && isJoiner(key) && p.atEnd() {
 		return c, fmt.Errorf("clauses are separated by spaces and must all hold; %s is not supported (to search for an attribute named %s, quote it)", strings.ToUpper(key), key)
 	}

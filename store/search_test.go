@@ -85,3 +85,47 @@ func TestTraceMatchesSearchByHand(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseSearch: any input either parses to clauses that print back to a
+// query parsing to the very same clauses (so a URL built from a search
+// means what was searched), or fails with an error naming a clause by
+// number; it never panics, and a query value longer than MaxSearchValue is
+// never accepted.
+func FuzzParseSearch(f *testing.F) {
+	for _, s := range []string{
+		`gen_ai.request.model=gpt-4o`,
+		`error.type gen_ai.usage.input_tokens>=1000 x<=-2.5 y<3 z>1e3 k!=v`,
+		`name:"execute_tool web_search" retrieved:doc-1 cited:doc-2 evidence:"doc 3"`,
+		`quotes="she said \"hi\" \\ back" empty="" "weird key=x"=1 "and"`,
+		`a=1 b>lots`, `name:"open`, `=x`, "k=\x00\xff", `a>NaN`, `a>1e400`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		c, err := ParseSearch(expr)
+		if err != nil {
+			if !strings.Contains(err.Error(), "clause ") && strings.TrimSpace(expr) != "" {
+				t.Fatalf("ParseSearch(%q): error %q names no clause", expr, err)
+			}
+			return
+		}
+		for i, cl := range c {
+			if len(cl.Value) > MaxSearchValue {
+				t.Fatalf("ParseSearch(%q): clause %d accepted a %d-byte value", expr, i+1, len(cl.Value))
+			}
+		}
+		printed := FormatSearch(c)
+		again, err := ParseSearch(printed)
+		if err != nil {
+			t.Fatalf("ParseSearch(%q) printed as %q, which does not parse: %v", expr, printed, err)
+		}
+		if len(again) != len(c) {
+			t.Fatalf("ParseSearch(%q): %d clauses, %d after printing as %q", expr, len(c), len(again), printed)
+		}
+		for i := range c {
+			if c[i] != again[i] && !(c[i].IsNum && c[i].Num != c[i].Num) {
+				t.Fatalf("ParseSearch(%q) clause %d: %+v, after printing as %q: %+v", expr, i+1, c[i], printed, again[i])
+			}
+		}
+	})
+}
