@@ -212,9 +212,9 @@ func (s *Span) ExplicitCost() *float64 {
 	return s.CostUSD
 }
 
-// Billing says, for each span of a tree, whether it is a billed call
-// (RoleCall), an aggregate whose usage repeats its descendants'
-// (RoleAggregate), or neither.
+// Role is what the billing rule makes of a span: a billed call (RoleCall),
+// an aggregate whose usage repeats its descendants' (RoleAggregate), or
+// neither (RoleNone).
 type Role uint8
 
 // Roles of a span in the billing rule.
