@@ -10,12 +10,24 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
-// bearerOK compares a presented "Bearer TOKEN" value in constant time.
+// bearerOK compares a presented "Bearer TOKEN" value in constant time. The
+// scheme is case-insensitive (RFC 9110 §11.1): "bearer TOKEN" is accepted.
 func bearerOK(header, token string) bool {
-	got, ok := strings.CutPrefix(header, "Bearer ")
+	got, ok := bearerToken(header)
 	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// bearerToken returns the token of an "Authorization: Bearer TOKEN" value,
+// the scheme matched case-insensitively (RFC 9110 §11.1).
+func bearerToken(header string) (string, bool) {
+	const scheme = "bearer "
+	if len(header) < len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return "", false
+	}
+	return header[len(scheme):], true
 }
 
 // bearerHTTP refuses OTLP/HTTP requests without the token with 401 and an
@@ -30,6 +42,19 @@ func bearerHTTP(token string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearerTap refuses an OTLP/gRPC call without the token when its stream
+// opens, from the headers alone: the request message (up to the receive
+// limit) is never read, so an unauthenticated flood costs no memory.
+// bearerUnary stays behind it.
+func bearerTap(token string) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if vals := info.Header.Get("authorization"); len(vals) == 0 || !bearerOK(vals[0], token) {
+			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token: send metadata authorization: Bearer TOKEN")
+		}
+		return ctx, nil
+	}
 }
 
 // bearerUnary refuses OTLP/gRPC calls without the token with UNAUTHENTICATED

@@ -3,6 +3,7 @@ package collector_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -64,5 +65,41 @@ func TestAuthTokenNeedsTheLoomworkReceiverAndALongToken(t *testing.T) {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		}
+	}
+}
+
+// The bearer scheme is case-insensitive (RFC 9110 §11.1), on both
+// transports.
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	const token = "ingest-token-0123456789"
+	st := openSQLite(t)
+	srv := startServer(t, st, func(c *collector.ServerConfig) { c.AuthToken = token })
+	td, _ := mixedBatch()
+	req := ptraceotlp.NewExportRequestFromTraces(td)
+	pb, _ := req.MarshalProto()
+	for _, scheme := range []string{"bearer ", "BEARER ", "Bearer "} {
+		if hr, _ := postOTLP(t, srv, "application/x-protobuf", pb, map[string]string{"Authorization": scheme + token}); hr.StatusCode != http.StatusOK {
+			t.Errorf("HTTP with %q: status %d, want 200", scheme, hr.StatusCode)
+		}
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", scheme+token)
+		if _, err := ptraceotlp.NewGRPCClient(dialGRPC(t, srv.GRPCAddr())).Export(ctx, req); err != nil {
+			t.Errorf("gRPC with %q: %v", scheme, err)
+		}
+	}
+}
+
+// An unauthenticated gRPC call is refused from its headers, before its
+// message is read: a message over the receive limit still gets
+// UNAUTHENTICATED, not the RESOURCE_EXHAUSTED that reading it would give.
+func TestGRPCAuthIsCheckedBeforeTheMessageIsRead(t *testing.T) {
+	const token = "ingest-token-0123456789"
+	srv := startServer(t, openSQLite(t), func(c *collector.ServerConfig) { c.AuthToken = token })
+	td, _ := mixedBatch()
+	// One attribute of 80 MiB: the request is over the server's 64 MiB
+	// receive limit.
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().PutStr("padding", strings.Repeat("x", 80<<20))
+	_, err := ptraceotlp.NewGRPCClient(dialGRPC(t, srv.GRPCAddr())).Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(td))
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("an over-limit message without a token: %v, want UNAUTHENTICATED (refused before reading)", err)
 	}
 }

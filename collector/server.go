@@ -242,7 +242,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if grpcOn {
 		opts := []configgrpc.ToServerOption{configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec()))}
 		if s.cfg.AuthToken != "" {
-			opts = append(opts, configgrpc.WithGrpcServerOption(grpc.UnaryInterceptor(bearerUnary(s.cfg.AuthToken))))
+			opts = append(opts, configgrpc.WithGrpcServerOption(grpc.InTapHandle(bearerTap(s.cfg.AuthToken))),
+				configgrpc.WithGrpcServerOption(grpc.UnaryInterceptor(bearerUnary(s.cfg.AuthToken))))
 		}
 		s.grpcSrv, err = grpcCfg.ToServer(ctx, nil, tel, opts...)
 		if err != nil {

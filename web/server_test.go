@@ -372,3 +372,28 @@ func TestScriptedTracesAreLabelledScriptedOnListAndTracePages(t *testing.T) {
 		t.Error("the JSON list does not carry model_labels")
 	}
 }
+
+// The bearer scheme is case-insensitive (RFC 9110 §11.1), and /static/
+// serves files without listing its directory.
+func TestBearerSchemeIsCaseInsensitiveAndStaticListsNothing(t *testing.T) {
+	st, _ := seeded(t)
+	const token = "ui-token-0123456789abc"
+	ts := newServer(t, st, Config{AuthToken: token})
+	for _, scheme := range []string{"bearer ", "BEARER ", "Bearer "} {
+		if code, _ := get(t, ts, "/api/v1/traces", "Authorization", scheme+token); code != 200 {
+			t.Errorf("%q: status %d, want 200", scheme, code)
+		}
+	}
+	if code, _ := get(t, ts, "/api/v1/traces", "Authorization", "Basic "+token); code != 401 {
+		t.Errorf("another scheme: status %d, want 401", code)
+	}
+	open := newServer(t, st, Config{})
+	for _, dir := range []string{"/static/"} {
+		if code, body := get(t, open, dir); code != 404 || strings.Contains(body, "app.css") {
+			t.Errorf("GET %s: status %d, body lists files: %v", dir, code, strings.Contains(body, "app.css"))
+		}
+	}
+	if code, _ := get(t, open, "/static/app.css"); code != 200 {
+		t.Errorf("GET /static/app.css: status %d, want 200", code)
+	}
+}
