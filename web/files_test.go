@@ -362,3 +362,36 @@ func TestTheDemoDirectoriesShowRealContent(t *testing.T) {
 		}
 	}
 }
+
+// An ablation result is a file the UI did not write: a mode named with
+// markup is shown as text in the chart and the page, and a result with no
+// modes is a 400 naming the file and the problem, not a crash.
+func TestAblationChartEscapesModesAndDrawsAnEmptyResult(t *testing.T) {
+	ts, files := fileServer(t)
+	hostile := `<script>alert("x")</script>`
+	rep := result.Report{Dataset: `set <b>x</b>`, Seed: 7, Modes: []string{hostile}}
+	rep.Queries.Gold, rep.Queries.Total = 1, 1
+	rep.Rows = []result.Row{{Variant: result.Excluded, Mode: hostile, Kind: "gold", N: 1,
+		Metrics: map[string]result.Stat{"ndcg@10": {Mean: 0.5, Lo: 0.4, Hi: 0.6}}}}
+	for name, r := range map[string]result.Report{"hostile.json": rep, "empty.json": {Dataset: "nothing", Seed: 1}} {
+		b, _ := json.Marshal(r)
+		if err := os.WriteFile(filepath.Join(files.AblationsDir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{"/ablations/" + name + "/chart.svg", "/ablations/" + name} {
+			code, body := get(t, ts, path)
+			if name == "empty.json" {
+				if code != 400 || !strings.Contains(body, "ablation empty.json: no result rows") {
+					t.Errorf("GET %s: %d, want 400 naming the file and the problem: %.300s", path, code, body)
+				}
+				continue
+			}
+			if code != 200 {
+				t.Fatalf("GET %s: %d %.200s", path, code, body)
+			}
+			if strings.Contains(body, "<script>alert") || strings.Contains(body, "<b>x</b>") {
+				t.Errorf("GET %s writes the result's markup unescaped", path)
+			}
+		}
+	}
+}

@@ -47,7 +47,7 @@ func (m *Main) runRollup(ctx context.Context, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rs)
 	}
-	return writeRollupText(m.Stdout, rs, prices)
+	return writeRollupText(termSafe(m.Stdout), rs, prices)
 }
 
 // scorerLoadPrices is the built-in price table, with the file at path (if

@@ -127,7 +127,7 @@ func (m *Main) runSessionsList(ctx context.Context, args []string) error {
 	if *asJSON {
 		return tracesWriteJSON(m.Stdout, page)
 	}
-	printSessions(m.Stdout, page)
+	printSessions(termSafe(m.Stdout), page)
 	return nil
 }
 
@@ -184,10 +184,11 @@ func (m *Main) runSessionsGet(ctx context.Context, args []string) error {
 	if *asJSON {
 		return tracesWriteJSON(m.Stdout, sess)
 	}
-	fmt.Fprintf(m.Stdout, "Session %s  %d turns  %s → %s  tokens %d/%d  %d spans  %d errors\n\n", sess.SessionID, sess.Turns,
+	out := termSafe(m.Stdout)
+	fmt.Fprintf(out, "Session %s  %d turns  %s → %s  tokens %d/%d  %d spans  %d errors\n\n", sess.SessionID, sess.Turns,
 		sess.FirstStart.UTC().Format("2006-01-02 15:04:05"), sess.LastStart.UTC().Format("2006-01-02 15:04:05"),
 		sess.InputTokens, sess.OutputTokens, sess.SpanCount, sess.ErrorCount)
-	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TURN\tTRACE ID\tSTART (UTC)\tDURATION\tROOT\tMODEL CALLS\tTOOL CALLS\tTOKENS IN/OUT\tSPANS\tERRORS")
 	for i, t := range sess.Traces {
 		root := t.RootName
@@ -200,7 +201,7 @@ func (m *Main) runSessionsGet(ctx context.Context, args []string) error {
 	fmt.Fprintf(tw, "TOTAL\t\t\t\t\t%d\t%d\t%d/%d\t%d\t%d\n", sess.ModelCalls, sess.ToolCalls, sess.InputTokens, sess.OutputTokens, sess.SpanCount, sess.ErrorCount)
 	tw.Flush()
 	if sess.Truncated {
-		fmt.Fprintf(m.Stdout, "\nOnly the first %d turns are listed and summed.\n", len(sess.Traces))
+		fmt.Fprintf(out, "\nOnly the first %d turns are listed and summed.\n", len(sess.Traces))
 	}
 	return nil
 }

@@ -118,7 +118,7 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	if *asJSON {
 		return tracesWriteJSON(m.Stdout, map[string]any{"traces": rows, "next_page_token": page.NextPageToken})
 	}
-	tracesPrintSummaries(m.Stdout, rows, page.NextPageToken)
+	tracesPrintSummaries(termSafe(m.Stdout), rows, page.NextPageToken)
 	return nil
 }
 
@@ -226,10 +226,11 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	if *asJSON {
 		return tracesWriteJSON(m.Stdout, web.TraceResponse{TraceID: id, Rollup: ru, Spans: spans})
 	}
-	tracesPrintTree(m.Stdout, id, spans)
-	tracesPrintEnvelope(m.Stdout, spans)
-	fmt.Fprintln(m.Stdout)
-	return writeRollupText(m.Stdout, []rollup.Rollup{ru}, prices)
+	out := termSafe(m.Stdout)
+	tracesPrintTree(out, id, spans)
+	tracesPrintEnvelope(out, spans)
+	fmt.Fprintln(out)
+	return writeRollupText(out, []rollup.Rollup{ru}, prices)
 }
 
 // printTree prints spans as an indented tree: offset from the trace start,

@@ -103,3 +103,46 @@ func TestTracesGetUnknownPrefixIsNotFound(t *testing.T) {
 		}
 	}
 }
+
+// Span and service names come from any sender: the human output of traces
+// list and get writes their control characters as visible escapes, so a
+// name cannot move the reader's cursor or retitle their terminal; the JSON
+// output keeps them exactly (JSON escapes them itself).
+func TestTracesTextOutputEscapesTerminalControls(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "traces.db")
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	// \x9b alone is not UTF-8 (a terminal may read it as CSI); \u009b is
+	// the C1 CSI encoded.
+	hostile := "agent\x1b]0;pwned\x07\x1b[2J\r\x9b31m\u009b1m\bdone"
+	id := "e5c0000000000000000000000000e5c0"
+	if err := st.WriteSpans(context.Background(), []store.Span{{TraceID: id, SpanID: "00000000000000e1", Name: hostile,
+		Kind: "internal", StartTime: at, EndTime: at.Add(time.Second), StatusCode: store.StatusError, StatusMessage: hostile,
+		ServiceName: "svc\x1b[31m"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"traces", "list", "--store", path}, {"traces", "get", id, "--store", path}} {
+		code, out, errOut := runCLI(t, args...)
+		if code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		for _, c := range []string{"\x1b", "\x07", "\r", "\b", "\x9b", "\u009b"} {
+			if strings.Contains(out, c) {
+				t.Errorf("%v prints a raw %q:\n%q", args, c, out)
+			}
+		}
+		if !strings.Contains(out, `agent\x1b]0;pwned\x07\x1b[2J\x0d\x9b31m\u009b1m\x08done`) {
+			t.Errorf("%v does not show the name with its controls escaped:\n%s", args, out)
+		}
+	}
+	_, out, _ := runCLI(t, "traces", "get", id, "--store", path, "--json")
+	if !strings.Contains(out, `agent\u001b]0;pwned\u0007`) {
+		t.Errorf("traces get --json changed the name: %.300s", out)
+	}
+}
