@@ -1,7 +1,9 @@
 package genai
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"math"
 	"strconv"
 	"strings"
@@ -25,6 +27,25 @@ func TruncationMarker(originalBytes int) string {
 	return "…[truncated by loomwork: " + strconv.Itoa(originalBytes) + " bytes]"
 }
 
+// MaxAttrKeyBytes bounds an attribute key, whenever values are bounded: a
+// longer key keeps its first MaxAttrKeyBytes bytes (on a UTF-8 boundary)
+// and gains a marker with its size and a hash of the whole key, so two long
+// keys that share a beginning stay two keys.
+const MaxAttrKeyBytes = 1 << 10
+
+// boundKey applies MaxAttrKeyBytes.
+func boundKey(k string) string {
+	if len(k) <= MaxAttrKeyBytes {
+		return k
+	}
+	cut := MaxAttrKeyBytes
+	for cut > 0 && !utf8.RuneStart(k[cut]) {
+		cut--
+	}
+	sum := sha256.Sum256([]byte(k))
+	return k[:cut] + "…[key truncated by loomwork: " + strconv.Itoa(len(k)) + " bytes, sha256 " + hex.EncodeToString(sum[:6]) + "]"
+}
+
 // converter turns pdata values into store.Attributes values.
 type converter struct {
 	max int // size limit of one attribute value in bytes; <= 0 means none
@@ -43,6 +64,9 @@ func (c converter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Valu
 	var truncated map[string]int
 	m.Range(func(k string, v pcommon.Value) bool {
 		k = validUTF8(k)
+		if c.max > 0 {
+			k = boundKey(k)
+		}
 		if _, dup := out[k]; dup {
 			return true
 		}

@@ -730,3 +730,37 @@ func TestMapTracesKeepsFlagsDroppedCountsScopeAttributesAndSchemaURLs(t *testing
 	expect(t, "other scope", [3]any{bare.ScopeAttributes == nil, bare.ScopeSchemaURL, bare.ResourceSchemaURL}, [3]any{true, "", "https://opentelemetry.io/schemas/1.26.0"})
 	expect(t, "all flag bits", bare.Flags, uint32(math.MaxUint32))
 }
+
+// Attribute keys are bounded too: a 1 MiB key is stored as its first
+// MaxAttrKeyBytes bytes with a marker (its size and a hash of it), two long
+// keys sharing their first KiB stay two attributes, and short keys are
+// untouched; with truncation off, keys are kept whole.
+func TestMapTracesBoundsAttributeKeys(t *testing.T) {
+	td, add := newTraces()
+	long1 := strings.Repeat("k", 1<<20)
+	long2 := strings.Repeat("k", 1<<20-1) + "z"
+	add("s", 1, map[string]any{long1: "one", long2: "two", "short": "kept"})
+	spans, _ := MapTraces(td, Options{})
+	a := spans[0].Attributes
+	if len(a) != 3 || a["short"] != "kept" {
+		t.Fatalf("attributes: %d keys, short=%v", len(a), a["short"])
+	}
+	values := map[any]bool{}
+	for k, v := range a {
+		if k == "short" {
+			continue
+		}
+		if len(k) > MaxAttrKeyBytes+80 || !strings.HasPrefix(k, strings.Repeat("k", MaxAttrKeyBytes)) ||
+			!strings.Contains(k, "[key truncated by loomwork: 1048576 bytes, sha256 ") {
+			t.Errorf("bounded key is %d bytes: %.80q…%q", len(k), k, k[max(0, len(k)-60):])
+		}
+		values[v] = true
+	}
+	if !values["one"] || !values["two"] {
+		t.Errorf("two long keys sharing a beginning did not stay two attributes: %v", values)
+	}
+	spans, _ = MapTraces(td, Options{MaxAttrBytes: -1})
+	if _, ok := spans[0].Attributes[long1]; !ok {
+		t.Error("with truncation off a long key was changed")
+	}
+}
