@@ -29,9 +29,8 @@ type SummaryBuilder struct {
 	end                          time.Time
 	agents, models, labels       map[string]struct{}
 
-	calls                                         int64
-	failed, in, out, cacheRead, cacheCreate, reas int64
-	cyclic                                        bool
+	sums   TraceSummary // the billed calls' counts and tokens (countCall)
+	cyclic bool
 }
 
 // bnode is what the builder keeps of a span.
@@ -246,19 +245,7 @@ func (b *SummaryBuilder) add(spans []Span, order []int) (added, removed []Call) 
 }
 
 // callOf is node n as a billed call.
-func (b *SummaryBuilder) callOf(n int32) Call {
-	sp := &b.nodes[n].span
-	c := Call{
-		SpanID: sp.SpanID, Name: sp.Name, Start: sp.StartTime,
-		RequestModel: sp.RequestModel, ResponseModel: sp.ResponseModel, Failed: sp.IsError(),
-		HasUsage: sp.HasUsage, CostUSD: sp.CostUSD,
-	}
-	if sp.HasUsage {
-		c.InputTokens, c.OutputTokens = sp.InputTokens, sp.OutputTokens
-		c.CacheReadTokens, c.CacheCreationTokens, c.ReasoningTokens = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
-	}
-	return c
-}
+func (b *SummaryBuilder) callOf(n int32) Call { return callOf(&b.nodes[n].span) }
 
 func (b *SummaryBuilder) bill(n int32) Call   { return b.count(n, 1) }
 func (b *SummaryBuilder) unbill(n int32) Call { return b.count(n, -1) }
@@ -266,16 +253,7 @@ func (b *SummaryBuilder) unbill(n int32) Call { return b.count(n, -1) }
 // count adds (sign 1) or removes (-1) node n's call from the sums.
 func (b *SummaryBuilder) count(n int32, sign int64) Call {
 	c := b.callOf(n)
-	b.calls += sign
-	if c.Failed {
-		b.failed += sign
-	}
-	u, _ := c.Usage()
-	b.in += sign * u.Input()
-	b.out += sign * u.Output
-	b.cacheRead += sign * u.CacheRead
-	b.cacheCreate += sign * u.CacheCreation
-	b.reas += sign * max(c.ReasoningTokens, 0)
+	b.sums.countCall(c, sign)
 	return c
 }
 
@@ -304,9 +282,9 @@ func (b *SummaryBuilder) summary(withCalls bool) TraceSummary {
 		s.Start, s.End = first.StartTime, b.end
 		s.SpanCount = int64(len(b.nodes))
 		s.ErrorCount, s.ToolCalls, s.Fragments = b.errors, b.toolCalls, b.fragments
-		s.ModelCalls, s.FailedModelCalls = b.calls, b.failed
-		s.InputTokens, s.OutputTokens, s.ReasoningTokens = b.in, b.out, b.reas
-		s.CacheReadTokens, s.CacheCreationTokens = b.cacheRead, b.cacheCreate
+		s.ModelCalls, s.FailedModelCalls = b.sums.ModelCalls, b.sums.FailedModelCalls
+		s.InputTokens, s.OutputTokens, s.ReasoningTokens = b.sums.InputTokens, b.sums.OutputTokens, b.sums.ReasoningTokens
+		s.CacheReadTokens, s.CacheCreationTokens = b.sums.CacheReadTokens, b.sums.CacheCreationTokens
 		if b.root >= 0 {
 			root := &b.nodes[b.root].span
 			s.RootName, s.ServiceName = root.Name, root.ServiceName

@@ -301,7 +301,7 @@ func summarizeTree(spans []Span) TraceSummary {
 	roles := Roles(sorted, t)
 	s.TraceID = sorted[0].TraceID
 	s.Fragments = int64(len(t.Tops))
-	agents, models, labels := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	agents, models, labels := map[string]struct{}{}, map[string]struct{}{}, map[string]struct{}{}
 	root := -1
 	for i := range sorted {
 		if t.Dup[i] {
@@ -325,29 +325,22 @@ func summarizeTree(spans []Span) TraceSummary {
 			s.ToolCalls++
 		}
 		if sp.AgentName != "" {
-			agents[sp.AgentName] = true
+			agents[sp.AgentName] = struct{}{}
 		}
 		for _, m := range [2]string{sp.RequestModel, sp.ResponseModel} {
 			if m != "" {
-				models[m] = true
+				models[m] = struct{}{}
 			}
 		}
 		if l, ok := sp.Attributes.String(semconv.AttrModelLabel); ok && l != "" {
-			labels[l] = true
+			labels[l] = struct{}{}
 		}
 		if roles[i] != RoleCall {
 			continue
 		}
-		c := Call{
-			SpanID: sp.SpanID, Name: sp.Name, Start: sp.StartTime,
-			RequestModel: sp.RequestModel, ResponseModel: sp.ResponseModel, Failed: sp.IsError(),
-			HasUsage: sp.HasUsage, CostUSD: sp.ExplicitCost(),
-		}
-		if sp.HasUsage {
-			c.InputTokens, c.OutputTokens = sp.InputTokens, sp.OutputTokens
-			c.CacheReadTokens, c.CacheCreationTokens, c.ReasoningTokens = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
-		}
-		s.addCall(c)
+		c := callOf(sp)
+		s.Calls = append(s.Calls, c)
+		s.countCall(c, 1)
 	}
 	if root >= 0 {
 		s.RootName, s.ServiceName = sorted[root].Name, sorted[root].ServiceName
@@ -357,23 +350,39 @@ func summarizeTree(spans []Span) TraceSummary {
 	}
 	s.Start, s.End = s.Start.UTC(), s.End.UTC()
 	s.Duration = s.End.Sub(s.Start)
-	s.AgentNames, s.Models, s.ModelLabels = sortedTrue(agents), sortedTrue(models), sortedTrue(labels)
+	s.AgentNames, s.Models, s.ModelLabels = sortedSet(agents), sortedSet(models), sortedSet(labels)
 	return s
 }
 
-// addCall appends a billed call and adds it to the sums.
-func (s *TraceSummary) addCall(c Call) {
-	s.Calls = append(s.Calls, c)
-	s.ModelCalls++
+// callOf is a billed span as a Call: its usage only when it reported some,
+// its explicit cost only when it is a cost (ExplicitCost).
+func callOf(sp *Span) Call {
+	c := Call{
+		SpanID: sp.SpanID, Name: sp.Name, Start: sp.StartTime,
+		RequestModel: sp.RequestModel, ResponseModel: sp.ResponseModel, Failed: sp.IsError(),
+		HasUsage: sp.HasUsage, CostUSD: sp.ExplicitCost(),
+	}
+	if sp.HasUsage {
+		c.InputTokens, c.OutputTokens = sp.InputTokens, sp.OutputTokens
+		c.CacheReadTokens, c.CacheCreationTokens, c.ReasoningTokens = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
+	}
+	return c
+}
+
+// countCall adds (sign 1) or removes (-1) a billed call's count and tokens
+// from the sums: the one place a call's usage enters a summary, for the
+// whole-tree rule and the incremental builder alike.
+func (s *TraceSummary) countCall(c Call, sign int64) {
+	s.ModelCalls += sign
 	if c.Failed {
-		s.FailedModelCalls++
+		s.FailedModelCalls += sign
 	}
 	u, _ := c.Usage()
-	s.InputTokens += u.Input()
-	s.OutputTokens += u.Output
-	s.CacheReadTokens += u.CacheRead
-	s.CacheCreationTokens += u.CacheCreation
-	s.ReasoningTokens += max(c.ReasoningTokens, 0)
+	s.InputTokens += sign * u.Input()
+	s.OutputTokens += sign * u.Output
+	s.CacheReadTokens += sign * u.CacheRead
+	s.CacheCreationTokens += sign * u.CacheCreation
+	s.ReasoningTokens += sign * max(c.ReasoningTokens, 0)
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -381,17 +390,4 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// sortedTrue lists the keys of m in order, nil when there are none.
-func sortedTrue(m map[string]bool) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
