@@ -365,28 +365,17 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 	return p
 }
 
-// Unknown lists the calls whose cost is unknown, each with why: what a
-// "cost unknown" message names.
-func (p *Priced) Unknown() []Call { return unknownCalls(p.Calls) }
-
-// UnknownCalls lists the rollup's calls whose cost is unknown.
-func (r *Rollup) UnknownCalls() []Call { return unknownCalls(r.Calls) }
-
-func unknownCalls(calls []Call) []Call {
-	var out []Call
-	for _, c := range calls {
-		if c.CostUSD == nil {
-			out = append(out, c)
-		}
-	}
-	return out
-}
 
 // UnknownCostText says why a cost is unknown, naming each call (up to
 // three, then how many more) and its reason, e.g. `"chat gpt-x" (span
 // 1a2b3c4d) reported no token usage`. It is "" when every call was priced.
 func UnknownCostText(calls []Call) string {
-	unknown := unknownCalls(calls)
+	var unknown []Call
+	for _, c := range calls {
+		if c.CostUSD == nil {
+			unknown = append(unknown, c)
+		}
+	}
 	if len(unknown) == 0 {
 		return ""
 	}
