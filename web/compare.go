@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/internal/stepdiff"
@@ -158,7 +159,7 @@ func (s *Server) traceSide(ctx context.Context, name, ref string) (CompareSide, 
 	side.Answer = grade.TranscriptFromSpans(c.spans).Answer
 	ru := c.rollup
 	side.Stats = []CompareStat{
-		{"duration", fmtMS(ru.DurationMS) + asyncSuffix(ru.AfterRootMS)},
+		{"duration", fmtMS(ru.DurationMS) + asyncSuffix(msDur(ru.AfterRootMS))},
 		{"cost", fmtCost(ru.CostUSD)},
 		{"tokens in / out", fmtInt(ru.TokensIn) + " / " + fmtInt(ru.TokensOut)},
 		{"model calls", fmtInt(int64(ru.ModelCalls))},
@@ -168,13 +169,13 @@ func (s *Server) traceSide(ctx context.Context, name, ref string) (CompareSide, 
 	return side, c.spans, nil
 }
 
-// asyncSuffix is the part of a duration after the root ended, as the list
-// shows it ("+200 ms async"); "" when there is none.
-func asyncSuffix(afterRootMS float64) string {
-	if afterRootMS <= 0 {
+// asyncSuffix is the part of a duration after the root ended, in the
+// list's words (asyncText), for a figure written as text.
+func asyncSuffix(afterRoot time.Duration) string {
+	if afterRoot <= 0 {
 		return ""
 	}
-	return " (+" + fmtMS(afterRootMS) + " async)"
+	return " (" + asyncText(afterRoot) + ")"
 }
 
 func (s *Server) compareTraces(r *http.Request) (CompareView, error) {

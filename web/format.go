@@ -315,6 +315,10 @@ func citeTitle(ev Evidence, d string) string {
 	return "retrieved and cited"
 }
 
+// asyncText is how every view words the part of a trace's duration after
+// its root ended: "+200 ms async".
+func asyncText(afterRoot time.Duration) string { return "+" + fmtDur(afterRoot) + " async" }
+
 // msDur turns a rollup's milliseconds back into a duration.
 func msDur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
