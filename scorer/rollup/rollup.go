@@ -365,7 +365,6 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 	return p
 }
 
-
 // UnknownCostText says why a cost is unknown, naming each call (up to
 // three, then how many more) and its reason, e.g. `"chat gpt-x" (span
 // 1a2b3c4d) reported no token usage`. It is "" when every call was priced.
