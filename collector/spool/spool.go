@@ -285,9 +285,11 @@ func (w *WAL) load(ctx context.Context) error {
 		w.active, w.activeFD = f, int(f.Fd())
 	}
 	if len(w.segs) == 0 {
+		// A new spool, or every segment of an old one is gone.
 		if err := w.createSegment(ckpt.Segment); err != nil {
 			return err
 		}
+		ckpt.Offset = headerLen
 	} else if w.segs[len(w.segs)-1].size >= w.opts.SegmentBytes {
 		if err := w.createSegment(w.segs[len(w.segs)-1].index + 1); err != nil {
 			return err
