@@ -67,7 +67,7 @@ type SpanChecker interface {
 // the store large batches later, without encoding the spans twice.
 //
 // AppendBatch appends a self-describing encoding of b (which this store
-// prepared) to dst; DecodeBatch turns such an encoding back into a batch
+// prepared) to dst and consumes b, as WriteBatches would; DecodeBatch turns such an encoding back into a batch
 // WriteBatches stores exactly as it would have stored b. DecodeBatch copies
 // what it keeps, so src may be reused once it returns; its error wraps
 // ErrBadSpoolRecord and names the offset for input it did not write.
@@ -80,3 +80,9 @@ type SpoolingWriter interface {
 // ErrBadSpoolRecord is wrapped by DecodeBatch for input that is not an
 // encoding AppendBatch wrote (truncated, another format, a newer version).
 var ErrBadSpoolRecord = errors.New("not a spooled batch this store can read")
+
+// Pinger is an optional capability of a store that can tell whether it is
+// reachable now (a health check asks; it does not change anything).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}

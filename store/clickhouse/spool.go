@@ -18,10 +18,7 @@ var (
 // CheckSpan reports why ClickHouse can never store sp (an id that is not
 // hex, a time outside DateTime64(9)'s range), or nil.
 func (s *Store) CheckSpan(sp *store.Span) error {
-	if err := validateSpan(sp); err != nil {
-		return fmt.Errorf("span %s/%s: %w", sp.TraceID, sp.SpanID, err)
-	}
-	return nil
+	return validateSpan(sp)
 }
 
 // spoolMagic starts every spooled batch: the format and its version. A
@@ -30,12 +27,17 @@ const spoolMagic = "LWC1"
 
 // AppendBatch appends the spool encoding of a batch PrepareSpans made: the
 // span fields the insert reads and the attribute JSON it already encoded,
-// so a batch read back is inserted without mapping or encoding again.
+// so a batch read back is inserted without mapping or encoding again. It
+// consumes the batch (its memory is reused).
 func (s *Store) AppendBatch(dst []byte, b store.PreparedBatch) ([]byte, error) {
 	p, ok := b.(*PreparedSpans)
 	if !ok {
 		return dst, fmt.Errorf("spool batch (%T): %w", b, store.ErrForeignBatch)
 	}
+	defer func() {
+		p.spans = nil
+		s.prepared.Put(p)
+	}()
 	dst = append(dst, spoolMagic...)
 	dst = binary.AppendUvarint(dst, uint64(len(p.spans)))
 	dst = appendBytes(dst, p.arena)

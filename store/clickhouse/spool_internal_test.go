@@ -35,7 +35,8 @@ func TestSpooledBatchInsertsTheSameRows(t *testing.T) {
 	spans[4].RetrievedDocs = []string{}
 	spans[5].ScopeAttributes = store.Attributes{}
 	p := prepareForTest(t, spans)
-	enc, err := (*Store)(nil).AppendBatch([]byte("prefix"), p)
+	want := columnsOf(p)
+	enc, err := new(Store).AppendBatch([]byte("prefix"), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,6 @@ func TestSpooledBatchInsertsTheSameRows(t *testing.T) {
 	if got.Len() != len(spans) {
 		t.Fatalf("decoded %d spans, want %d", got.Len(), len(spans))
 	}
-	want := columnsOf(p)
 	have := columnsOf(got)
 	for i := range want {
 		if !reflect.DeepEqual(want[i], have[i]) {
@@ -64,7 +64,7 @@ func TestSpooledBatchInsertsTheSameRows(t *testing.T) {
 
 func TestDecodeBatchRejectsWhatItDidNotWriteNamingTheOffset(t *testing.T) {
 	p := prepareForTest(t, storetest.GenerateTraces(3, 4, 1))
-	enc, _ := (*Store)(nil).AppendBatch(nil, p)
+	enc, _ := new(Store).AppendBatch(nil, p)
 	cases := map[string][]byte{
 		"empty":       nil,
 		"other magic": append([]byte("XXXX"), enc[4:]...),
@@ -72,7 +72,7 @@ func TestDecodeBatchRejectsWhatItDidNotWriteNamingTheOffset(t *testing.T) {
 		"trailing":    append(append([]byte(nil), enc...), 0),
 	}
 	for name, in := range cases {
-		_, err := (*Store)(nil).DecodeBatch(in)
+		_, err := new(Store).DecodeBatch(in)
 		if !errors.Is(err, store.ErrBadSpoolRecord) {
 			t.Errorf("%s: err = %v, want ErrBadSpoolRecord", name, err)
 		}
@@ -84,7 +84,7 @@ func TestDecodeBatchRejectsWhatItDidNotWriteNamingTheOffset(t *testing.T) {
 func FuzzDecodeBatch(f *testing.F) {
 	for seed := range int64(3) {
 		p := prepareForTest(f, storetest.GenerateTraces(2, 3, seed))
-		enc, _ := (*Store)(nil).AppendBatch(nil, p)
+		enc, _ := new(Store).AppendBatch(nil, p)
 		f.Add(enc)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -95,7 +95,8 @@ func FuzzDecodeBatch(f *testing.F) {
 			}
 			return
 		}
-		enc, err := (*Store)(nil).AppendBatch(nil, p)
+		cols := columnsOf(p)
+		enc, err := new(Store).AppendBatch(nil, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +104,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoding of an accepted record does not decode: %v", err)
 		}
-		if !reflect.DeepEqual(columnsOf(p), columnsOf(q)) {
+		if !reflect.DeepEqual(cols, columnsOf(q)) {
 			t.Fatal("re-encoded batch inserts different rows")
 		}
 	})
