@@ -81,6 +81,7 @@ func commands() map[string]command {
 		"datasets":         {"build judged query sets from a project's docs and issues", (*Main).runDatasets},
 		"context":          {"measure context-layer strategies under token budgets", (*Main).runContext},
 		"labels":           {"add human pass/fail labels and report graders' agreement with them (Cohen's κ)", (*Main).runLabels},
+		"spool":            {"repair a corrupt ingest spool (spool repair DIR)", (*Main).runSpool},
 		"clickhouse-local": {"run a local ClickHouse 26.7 from libchdb (for tests and the local mode)", (*Main).runClickHouseLocal},
 	}
 }

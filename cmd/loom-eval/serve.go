@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/collector"
+	"github.com/loomwork/loomwork/collector/spool"
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/store"
@@ -158,6 +159,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	maxAttr := fs.Int("max-attr-bytes", genai.DefaultMaxAttrBytes, "truncate attribute values larger than this many bytes (-1: never)")
 	receiver := fs.String("receiver", collector.ReceiverLoomwork, "OTLP receiver: loomwork (partial_success, precise errors) or otlp (the Collector's core otlpreceiver)")
 	memMiB := fs.Uint("memory-limit-mib", 0, fmt.Sprintf("refuse data (retryably) above this heap size; 0: an eighth of the machine's (or cgroup's) memory, between 512 and 2048 (here %d)", collector.DefaultMemoryLimitMiB()))
+	maxReqMiB := fs.Int("max-request-mib", 64, "largest request accepted (gRPC message; HTTP body after decompression); larger ones are refused without being decoded")
 	inFlightMiB := fs.Int("max-in-flight-mib", 0, "request bytes admitted at once (read, decoded and handed on); more are refused retryably before being read; 0: an eighth of the memory limit")
 	spoolDir := fs.String("spool-dir", "", "durable spool for the ClickHouse store: acknowledge once fsynced here, feed ClickHouse in large inserts, ride out its outages; off: write directly; default "+defaultSpoolDir+" (the embedded store always writes directly)")
 	spoolMaxMiB := fs.Int("spool-max-mib", collector.DefaultSpoolMaxMiB, "bound on the spool's unconsumed data; a full spool refuses retryably (429 / RESOURCE_EXHAUSTED)")
@@ -249,6 +251,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		},
 		MemoryLimitMiB: uint32(*memMiB),
 		MaxInFlightMiB: *inFlightMiB,
+		MaxRequestMiB:  *maxReqMiB,
 		AuthToken:      *authToken,
 		Logger:         log,
 	}
@@ -286,6 +289,9 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		st.Shutdown(context.WithoutCancel(ctx))
 		if l, ok := failedListener(err, grpcL, httpL); ok {
 			err = l.listenError(err)
+		}
+		if ce, ok := errors.AsType[*spool.CorruptionError](err); ok {
+			err = fmt.Errorf("%w (loom-eval spool repair %s cuts the spool at the bad record and says how much is lost)", err, ce.Dir)
 		}
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
@@ -403,9 +409,10 @@ func serveAddr(actual, configured string) string {
 
 // tuneGC sets the process's GC target and soft memory limit: an explicit
 // --gc-percent wins, then $GOGC (the runtime read it already), then
-// collector.DefaultGCPercent. With --memory-limit-mib, the runtime's soft
-// limit goes to the memory limiter's soft limit (80%), so the GC works
-// harder before the limiter starts refusing data; $GOMEMLIMIT wins over it.
+// collector.DefaultGCPercent. The runtime's soft limit goes below the
+// memory limiter's refusal threshold (collector.GCMemoryLimit), so the GC
+// works harder before the limiter starts refusing data; $GOMEMLIMIT wins
+// over it.
 func tuneGC(getenv func(string) string, percent int, memMiB uint, log *slog.Logger) {
 	env := func(k string) string {
 		if getenv == nil {
@@ -423,7 +430,7 @@ func tuneGC(getenv func(string) string, percent int, memMiB uint, log *slog.Logg
 		gogc = strconv.Itoa(collector.DefaultGCPercent)
 	}
 	if memMiB > 0 && env("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(memMiB) << 20 / 5 * 4)
+		debug.SetMemoryLimit(collector.GCMemoryLimit(uint32(memMiB)))
 	}
 	log.Debug("garbage collector", "gc_percent", gogc, "soft_memory_limit_bytes", debug.SetMemoryLimit(-1))
 }
