@@ -238,6 +238,9 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError("serve: --store: %v", err)
 	}
+	if f := strings.TrimSpace(*spoolDir); loc.Backend != storeurl.ClickHouse && f != "" && f != "off" {
+		log.Info("--spool-dir ignored: the embedded store writes directly (its commit is as durable as the spool's)", "spool_dir", f)
+	}
 	cfg := collector.ServerConfig{
 		GRPCAddr: grpcL.addr,
 		HTTPAddr: httpL.addr,

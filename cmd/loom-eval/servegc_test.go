@@ -10,7 +10,7 @@ import (
 // serve runs with a higher GC target than Go's default (the ingest
 // benchmark's CPU per span fell ~25%), but an operator's GOGC or
 // --gc-percent wins, and --memory-limit-mib puts the runtime's soft limit
-// at the memory limiter's soft limit unless GOMEMLIMIT is set.
+// below the memory limiter's refusal point unless GOMEMLIMIT is set.
 func TestServeGCTargetPrefersFlagThenGOGCThenDefault(t *testing.T) {
 	prevPercent := debug.SetGCPercent(100)
 	prevLimit := debug.SetMemoryLimit(-1)
@@ -46,12 +46,28 @@ func TestServeGCTargetPrefersFlagThenGOGCThenDefault(t *testing.T) {
 
 	debug.SetMemoryLimit(prevLimit)
 	tuneGC(env(nil), 0, 1000, log)
-	if got, want := debug.SetMemoryLimit(-1), int64(800)<<20; got != want {
-		t.Errorf("--memory-limit-mib 1000: soft memory limit %d, want %d (80%%)", got, want)
+	if got, want := debug.SetMemoryLimit(-1), int64(1000)<<20*7/10; got != want {
+		t.Errorf("--memory-limit-mib 1000: soft memory limit %d, want %d (70%%, below the limiter's 80%% refusal point)", got, want)
 	}
 	debug.SetMemoryLimit(prevLimit)
 	tuneGC(env(map[string]string{"GOMEMLIMIT": "2GiB"}), 0, 1000, log)
 	if got := debug.SetMemoryLimit(-1); got != prevLimit {
 		t.Errorf("with GOMEMLIMIT set, serve changed the soft memory limit to %d", got)
+	}
+}
+
+// The spool is for ClickHouse only, on by default there, and "off" turns
+// it off; the embedded store always writes directly.
+func TestServeSpoolsOnlyForClickHouse(t *testing.T) {
+	for _, tc := range []struct{ backend, flag, want string }{
+		{"sqlite", "", ""},
+		{"sqlite", "/var/spool/x", ""},
+		{"clickhouse", "", defaultSpoolDir},
+		{"clickhouse", " off ", ""},
+		{"clickhouse", "/var/spool/x", "/var/spool/x"},
+	} {
+		if got := spoolFor(tc.backend, tc.flag); got != tc.want {
+			t.Errorf("spoolFor(%q, %q) = %q, want %q", tc.backend, tc.flag, got, tc.want)
+		}
 	}
 }
