@@ -3,7 +3,9 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loomwork/loomwork/store"
@@ -11,6 +13,12 @@ import (
 
 // errShutDown is returned to writes that arrive after Shutdown began.
 var errShutDown = errors.New("exporter is shutting down")
+
+// errBacklog is returned to a write that would wait longer than maxWait
+// behind the writes already queued: refused at once, retryably, instead of
+// queueing until the sender's deadline (where the sender gives up with
+// nothing but a timeout, and the server may still spend the work).
+var errBacklog = errors.New("the store is behind")
 
 // committer coalesces concurrent writes (group commit). Each caller hands
 // its spans over and waits; a writer goroutine takes every request waiting
@@ -26,6 +34,11 @@ type committer struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 	onBatch  func(requests, spans int, d time.Duration, err error)
+	// maxWait bounds how long a write may expect to queue behind others,
+	// judged from the spans queued and the store's recent rate; 0: no bound.
+	maxWait time.Duration
+	queued  atomic.Int64 // spans handed over or waiting to be, not yet written
+	rate    atomic.Int64 // recent store rate, spans per second (0: unknown)
 	// prep, when set (the store.PreparingWriter capability), lets each
 	// caller do the store's encoding work concurrently before handing
 	// over, so the serialised write does only the database part.
@@ -58,6 +71,18 @@ func (c *committer) start(writers int) {
 // when the write that carried them finished, or when ctx ends (the write may
 // then still complete; a retry is harmless because stores are idempotent).
 func (c *committer) write(ctx context.Context, spans []store.Span) error {
+	n := int64(len(spans))
+	queued := c.queued.Add(n)
+	defer c.queued.Add(-n)
+	// A full batch's worth is always let in: the rate is measured on the
+	// writes so far, which may have been small ones that understate what
+	// the store does with a full batch.
+	if rate := c.rate.Load(); c.maxWait > 0 && rate > 0 && queued-n >= int64(c.maxSpans) {
+		if wait := time.Duration(float64(queued) / float64(rate) * float64(time.Second)); wait > c.maxWait {
+			return fmt.Errorf("%w: behind %d queued spans at ~%d spans/s this request would wait ~%s (more than %s)",
+				errBacklog, queued-n, rate, wait.Round(time.Millisecond), c.maxWait)
+		}
+	}
 	p := &pending{spans: spans, done: make(chan error, 1)}
 	if c.prep != nil {
 		// In the caller's goroutine: concurrent requests encode in
@@ -133,8 +158,17 @@ collect:
 		}
 		err = c.w.WriteSpans(ctx, spans)
 	}
+	took := time.Since(began)
+	if err == nil && took > 0 {
+		// An average over recent writes, weighting the newest by 1/4.
+		r := int64(float64(n) / took.Seconds())
+		if old := c.rate.Load(); old > 0 {
+			r = old + (r-old)/4
+		}
+		c.rate.Store(max(r, 1))
+	}
 	if c.onBatch != nil {
-		c.onBatch(len(batch), n, time.Since(began), err)
+		c.onBatch(len(batch), n, took, err)
 	}
 	for _, p := range batch {
 		p.done <- err

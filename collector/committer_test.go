@@ -184,3 +184,71 @@ func TestCommitterWithPreparedWritesStoresEachAckedRequestAndFailsABadOneAlone(t
 	}
 	t.Logf("most requests in one store write: %d", maxRequests)
 }
+
+// slowWriter is the real store, slowed down: every write takes at least d.
+type slowWriter struct {
+	store.Writer
+	d time.Duration
+}
+
+func (s slowWriter) WriteSpans(ctx context.Context, spans []store.Span) error {
+	time.Sleep(s.d)
+	return s.Writer.WriteSpans(ctx, spans)
+}
+
+// When the store is behind, a request that would queue longer than
+// maxWait is refused at once (errBacklog), instead of waiting until its
+// sender's deadline; the requests that were queued are all written.
+func TestCommitterRefusesWhatWouldWaitTooLongAndWritesTheRest(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "t.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Shutdown(context.Background())
+	// 50 spans per write of 100 ms at most: ~500 spans/s, and a batch cap
+	// of 50 spans keeps it there however many callers queue.
+	c := newCommitter(slowWriter{Writer: st, d: 100 * time.Millisecond}, 50, time.Minute)
+	c.maxWait = 300 * time.Millisecond
+	c.start(1)
+	defer c.shutdown(context.Background())
+	gen := agenttrace.NewGenerator(10, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	first, _ := genai.MapTraces(gen.Batch(5, 10), genai.Options{})
+	if err := c.write(context.Background(), first); err != nil { // the rate is known from here on
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var stored, refused int
+	var storedIDs []string
+	for range 20 {
+		spans, _ := genai.MapTraces(gen.Batch(5, 10), genai.Options{})
+		wg.Go(func() {
+			began := time.Now()
+			err := c.write(context.Background(), spans)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				stored++
+				storedIDs = append(storedIDs, spans[0].TraceID)
+			case errors.Is(err, errBacklog):
+				refused++
+				if d := time.Since(began); d > 50*time.Millisecond {
+					t.Errorf("a refusal took %s; it must be immediate", d)
+				}
+			default:
+				t.Errorf("write: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d written, %d refused", stored, refused)
+	if refused == 0 || stored == 0 {
+		t.Fatalf("%d written, %d refused: 20 concurrent writes of 50 spans at ~500 spans/s with a 300 ms bound must do both", stored, refused)
+	}
+	for _, id := range storedIDs {
+		if spans, err := st.GetTrace(context.Background(), id); err != nil || len(spans) != 10 {
+			t.Errorf("acknowledged trace %s: %d spans, %v", id, len(spans), err)
+		}
+	}
+}

@@ -33,6 +33,13 @@ type Config struct {
 	MaxBatchSpans int `mapstructure:"max_batch_spans"`
 	// Writers is how many store writes may run at once. Default 1.
 	Writers int `mapstructure:"writers"`
+	// MaxQueueWait bounds how long a request may expect to wait for the
+	// store behind the requests already queued (judged from their spans and
+	// the store's recent rate); one that would wait longer is refused at
+	// once with RESOURCE_EXHAUSTED / 429, so it is retried later instead of
+	// running into its sender's deadline. Default 2s (SDKs time out at 10s);
+	// -1 turns the bound off. Not used with a spool (the spool is the queue).
+	MaxQueueWait time.Duration `mapstructure:"max_queue_wait"`
 	// SpoolDir, when set, puts a durable spool between the exporter and
 	// the store: a request is acknowledged once its spans are fsynced in
 	// the spool, and the store is fed from it in large inserts, riding out
@@ -57,6 +64,7 @@ const (
 	DefaultRetryAfter    = time.Second
 	DefaultTimeout       = 30 * time.Second
 	DefaultSpoolMaxMiB   = 1024
+	DefaultMaxQueueWait  = 2 * time.Second
 	maxWriters           = 64
 )
 
@@ -85,6 +93,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Writers < 0 || c.Writers > maxWriters {
 		errs = append(errs, fmt.Errorf("writers: must be between 0 (default %d) and %d (got %d)", DefaultWriters, maxWriters, c.Writers))
+	}
+	if c.MaxQueueWait < -1 {
+		errs = append(errs, fmt.Errorf("max_queue_wait: must be -1 (no bound), 0 (default %s) or positive (got %s)", DefaultMaxQueueWait, c.MaxQueueWait))
 	}
 	if c.SpoolMaxMiB < 0 {
 		errs = append(errs, fmt.Errorf("spool_max_mib: must not be negative (got %d)", c.SpoolMaxMiB))
@@ -116,6 +127,16 @@ func (c *Config) retryAfter() time.Duration {
 		return DefaultRetryAfter
 	}
 	return c.RetryAfter
+}
+
+func (c *Config) maxQueueWait() time.Duration {
+	switch c.MaxQueueWait {
+	case 0:
+		return DefaultMaxQueueWait
+	case -1:
+		return 0
+	}
+	return c.MaxQueueWait
 }
 
 func (c *Config) spoolMaxBytes() int64 {

@@ -161,6 +161,7 @@ func (e *traceExporter) start(ctx context.Context, _ component.Host) error {
 		return nil
 	}
 	c := newCommitter(w, e.cfg.maxBatchSpans(), writeTimeout)
+	c.maxWait = e.cfg.maxQueueWait()
 	// A store that can split its writes encodes each request in the
 	// request's goroutine (store.PreparingWriter, an optional capability).
 	if pw, ok := w.(store.PreparingWriter); ok {
@@ -241,7 +242,11 @@ func (e *traceExporter) push(ctx context.Context, td ptrace.Traces) error {
 		return newRetryable(codes.Unavailable, errors.New("loomwork exporter is not started"), e.cfg.retryAfter())
 	}
 	if err := c.write(ctx, spans); err != nil {
-		return newRetryable(codes.Unavailable, fmt.Errorf("store %d spans: %w", len(spans), err), e.cfg.retryAfter())
+		code := codes.Unavailable
+		if errors.Is(err, errBacklog) {
+			code = codes.ResourceExhausted
+		}
+		return newRetryable(code, fmt.Errorf("store %d spans: %w", len(spans), err), e.cfg.retryAfter())
 	}
 	return nil
 }
