@@ -114,7 +114,9 @@ func (s *spooler) write(ctx context.Context, spans []store.Span) error {
 // after shutdown asked it to drain, until the spool is empty.
 func (s *spooler) feed(ctx context.Context) {
 	defer close(s.done)
-	var buf []byte // owned copies of the records of one insert
+	// Owned copies of the records of one insert, sized once: a read brings
+	// at most batchBytes plus one record.
+	buf := make([]byte, 0, s.batchBytes+s.batchBytes/4)
 	var ends []int // where each record ends in buf
 	for {
 		recs, err := s.wal.TryRead(s.batchBytes)
