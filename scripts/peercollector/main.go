@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/processor/batchprocessor"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
+	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 )
 
 func main() {
@@ -60,5 +61,8 @@ func factories() (otelcol.Factories, error) {
 	if f.Exporters, err = otelcol.MakeFactoryMap(clickhouseexporter.NewFactory()); err != nil {
 		return f, fmt.Errorf("exporters: %w", err)
 	}
+	// The service's own telemetry (logs; metrics are turned off in the
+	// harness's configuration so no :8888 listener competes for a port).
+	f.Telemetry = otelconftelemetry.NewFactory()
 	return f, nil
 }

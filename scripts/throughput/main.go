@@ -54,6 +54,7 @@ type options struct {
 	LoomEval      string
 	Peer          string
 	Keep          bool
+	Lock          string
 }
 
 func main() {
@@ -92,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.LoomEval, "loom-eval", "", "use this loom-eval binary instead of building ./cmd/loom-eval")
 	fs.StringVar(&o.Peer, "peer", "", "use this peercollector binary instead of building scripts/peercollector")
 	fs.BoolVar(&o.Keep, "keep", false, "keep each run's ClickHouse data directory")
+	fs.StringVar(&o.Lock, "lock", "", "hold an exclusive flock(2) on this file during each run (not during the builds), e.g. /work/bench.lock on a shared machine")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -176,7 +178,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			for _, t := range o.Targets {
 				n++
 				log.Info("run", "n", n, "target", t, "senders", s, "round", round, "duration", o.Duration)
+				unlock, err := lock(o.Lock, log)
+				if err != nil {
+					return err
+				}
 				r, err := oneRun(ctx, o, n, t, s, round, templates, log)
+				unlock()
 				if err != nil {
 					return fmt.Errorf("run %d (%s, %d senders, round %d): %w", n, t, s, round, err)
 				}
@@ -330,6 +337,27 @@ func oneRun(ctx context.Context, o options, n int, tname string, senders, round 
 		}
 	}
 	return res, nil
+}
+
+// lock takes an exclusive flock on path (nothing when path is empty) and
+// returns its release.
+func lock(path string, log *slog.Logger) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	began := time.Now()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if w := time.Since(began); w > time.Second {
+		log.Info("waited for the lock", "path", path, "waited", w.Round(time.Second))
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
 }
 
 func goBuild(ctx context.Context, dir, out, pkg string, stderr io.Writer) error {

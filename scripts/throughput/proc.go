@@ -73,3 +73,5 @@ func selfCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+func selfPID() int { return os.Getpid() }
