@@ -93,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.LoomEval, "loom-eval", "", "use this loom-eval binary instead of building ./cmd/loom-eval")
 	fs.StringVar(&o.Peer, "peer", "", "use this peercollector binary instead of building scripts/peercollector")
 	fs.BoolVar(&o.Keep, "keep", false, "keep each run's ClickHouse data directory")
-	fs.StringVar(&o.Lock, "lock", "", "hold an exclusive flock(2) on this file during each run (not during the builds), e.g. /work/bench.lock on a shared machine")
+	fs.StringVar(&o.Lock, "lock", "", "hold an exclusive flock(2) on this file during the runs of each sender count (not during the builds), e.g. /work/bench.lock on a shared machine")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -174,17 +174,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	n := 0
 	for _, s := range o.Senders {
+		// One lock per sender count: the runs compared with each other
+		// (peer, serve, peer, serve) run back to back, and others get the
+		// machine between blocks of a few minutes.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("stopped before the %d-sender runs: %w", s, err)
+		}
+		unlock, err := lock(o.Lock, log)
+		if err != nil {
+			return err
+		}
 		for round := 1; round <= o.Rounds; round++ {
 			for _, t := range o.Targets {
 				n++
-				log.Info("run", "n", n, "target", t, "senders", s, "round", round, "duration", o.Duration)
-				unlock, err := lock(o.Lock, log)
-				if err != nil {
-					return err
+				if err := ctx.Err(); err != nil {
+					unlock()
+					return fmt.Errorf("stopped before run %d: %w", n, err)
 				}
+				log.Info("run", "n", n, "target", t, "senders", s, "round", round, "duration", o.Duration)
 				r, err := oneRun(ctx, o, n, t, s, round, templates, log)
-				unlock()
 				if err != nil {
+					unlock()
 					return fmt.Errorf("run %d (%s, %d senders, round %d): %w", n, t, s, round, err)
 				}
 				rep.Runs = append(rep.Runs, r)
@@ -192,10 +202,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					"acked", r.Acked, "distinct", r.Distinct, "dup", r.Duplicates, "lost", r.Lost,
 					"target_cpu_per_M", round1(r.TargetCPUPerM), "ch_cpu_per_M", round1(r.CHCPUPerM))
 				if err := rep.write(o.Out); err != nil { // after every run: a partial result survives a crash
+					unlock()
 					return err
 				}
 			}
 		}
+		unlock()
 	}
 	rep.Finished = time.Now().UTC()
 	if err := rep.write(o.Out); err != nil {
@@ -266,26 +278,35 @@ func oneRun(ctx context.Context, o options, n int, tname string, senders, round 
 	res.SendSeconds = load.Stopped.Sub(load.Began).Seconds()
 	res.AckedPerSec = float64(load.Acked) / res.SendSeconds
 
-	// Drain: poll count() until it reaches the acknowledged spans.
+	// Drain: poll count() until it reaches the acknowledged spans, then
+	// confirm with the distinct (trace id, span id) count, because count()
+	// also counts duplicates (the peer's exporter re-sends an insert that
+	// timed out on its side but succeeded in ClickHouse), which would end
+	// the wait before every acknowledged span is in.
 	countQ := fmt.Sprintf("SELECT count() FROM `%s`.`%s`", db, tg.Table)
+	distinctQ := fmt.Sprintf("SELECT uniqExact(`%s`, `%s`) FROM `%s`.`%s`", tg.TraceCol, tg.SpanCol, db, tg.Table)
 	drainEnd := time.Now().Add(o.DrainTimeout)
 	var stored int64
 	storedAt := time.Now()
-	for {
-		v, err := ch.queryInts(ctx, countQ)
+	for q, pause := countQ, 100*time.Millisecond; ; {
+		v, err := ch.queryInts(ctx, q)
 		storedAt = time.Now()
 		if err == nil && len(v) == 1 {
 			stored = v[0]
 		}
 		if stored >= load.Acked {
-			res.Complete = true
-			break
+			if q == distinctQ {
+				res.Complete = true
+				break
+			}
+			q, pause = distinctQ, 500*time.Millisecond
+			continue
 		}
 		if storedAt.After(drainEnd) || ctx.Err() != nil {
 			log.Warn("drain timed out", "acked", load.Acked, "stored", stored, "query_error", err)
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(pause)
 	}
 	tcpu1, err1 := procCPU(p.PID)
 	ccpu1, err2 := procCPU(ch.PID)

@@ -104,7 +104,9 @@ func freePort() (string, error) {
 // gRPC receiver, the batch processor at send_batch_size 5000 (issue 17's
 // setting; timeout stays at its 200 ms default) and the contrib ClickHouse
 // exporter with its defaults (sending queue: 1,000 requests, 10 consumers,
-// not blocking; retry on; async_insert as set), writing into db.
+// not blocking; retry on; async_insert as set), writing into db. Logs at
+// info, so the exporter's retries ("Exporting failed. Will retry …") are in
+// the run's peer.log.
 func peerConfig(grpcAddr, chAddr, db string, asyncInsert bool) string {
 	return fmt.Sprintf(`receivers:
   otlp:
@@ -123,7 +125,7 @@ exporters:
 service:
   telemetry:
     logs:
-      level: warn
+      level: info
     metrics:
       level: none
   pipelines:
