@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/loom-eval
 
-.PHONY: demo stop test build install vet fmt-check templ-check fuzz bench clickhouse-fetch
+.PHONY: demo stop test build install vet fmt-check templ-check fuzz bench throughput clickhouse-fetch
 
 build:
 	$(GO) build -o $(BIN) ./cmd/loom-eval
@@ -33,6 +33,12 @@ fuzz:
 
 bench:
 	./scripts/bench.sh
+
+# Side by side: the OTel Collector + contrib clickhouseexporter (the peer)
+# against `loom-eval serve --store clickhouse://…`, fresh ClickHouse per run
+# (docs/throughput.md). E.g. THROUGHPUT_FLAGS="-duration 5s -senders 4 -rounds 1".
+throughput:
+	cd scripts/throughput && $(GO) run . $(THROUGHPUT_FLAGS)
 
 clickhouse-fetch:
 	./scripts/clickhouse.sh fetch

@@ -1,0 +1,464 @@
+// Command throughput measures stored spans per second, CPU per span, peak
+// RSS and bytes on disk per span for two OTLP → ClickHouse ingest paths on
+// the same load (issue 17's side-by-side table):
+//
+//   - peer: the OpenTelemetry Collector v0.165 with the core otlpreceiver,
+//     the batch processor (send_batch_size 5000) and the contrib
+//     clickhouseexporter v0.165.1 (scripts/peercollector);
+//   - serve: loom-eval serve --store clickhouse://… (cmd/loom-eval).
+//
+// Every run gets a fresh ClickHouse 26.7 (scripts/clickhouse.sh start) and
+// a fresh target process, both on 127.0.0.1. N senders, each on its own
+// gRPC connection, send pre-marshaled OTLP/gRPC requests of agent-shaped
+// spans (collector/agenttrace) back to back for a fixed time; then the
+// harness waits until every acknowledged span is in ClickHouse. Runs are
+// interleaved: for each sender count, round 1 of every target, then round
+// 2, and so on. See docs/throughput.md for the definitions.
+//
+//	cd scripts/throughput && go run . -duration 40s -senders 4,16 -rounds 2
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	Duration      time.Duration
+	Senders       []int
+	Rounds        int
+	Targets       []string
+	RequestSpans  int
+	DrainTimeout  time.Duration
+	Optimize      bool
+	ServeArgs     string
+	PeerAsync     bool
+	ServeTable    string
+	ServeTraceCol string
+	ServeSpanCol  string
+	Repo          string
+	Out           string
+	LoomEval      string
+	Peer          string
+	Keep          bool
+	Lock          string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "throughput: %v\n", err)
+		if errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, "Try: go run . -h")
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("throughput", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&o.Duration, "duration", 40*time.Second, "how long the senders send in each run (issue 17: 40s; e.g. 5s for a quick check)")
+	senders := fs.String("senders", "4,16", "comma-separated sender counts; each sender is one gRPC connection with one request in flight")
+	fs.IntVar(&o.Rounds, "rounds", 2, "runs per (target, senders), interleaved across targets")
+	targets := fs.String("targets", "peer,serve", "comma-separated targets in run order: peer, serve")
+	fs.IntVar(&o.RequestSpans, "request-spans", 1000, "spans per OTLP request (a multiple of 10: whole traces)")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 3*time.Minute, "after the senders stop, how long to wait for every acknowledged span to be stored")
+	fs.BoolVar(&o.Optimize, "optimize", true, "after measuring, OPTIMIZE TABLE … FINAL every table of the run's database and measure bytes on disk again")
+	fs.StringVar(&o.ServeArgs, "serve-args", "", "extra arguments for loom-eval serve, split on spaces; {dir} is the run's directory (e.g. \"--spool-dir {dir}/spool\")")
+	fs.BoolVar(&o.PeerAsync, "peer-async-insert", true, "the peer exporter's async_insert (its default is true)")
+	fs.StringVar(&o.ServeTable, "serve-table", "spans", "table serve stores spans in")
+	fs.StringVar(&o.ServeTraceCol, "serve-trace-col", "trace_id", "trace id column of -serve-table")
+	fs.StringVar(&o.ServeSpanCol, "serve-span-col", "span_id", "span id column of -serve-table")
+	fs.StringVar(&o.Repo, "repo", "", "repository root (default: found upward from the working directory)")
+	fs.StringVar(&o.Out, "out", "", "directory for binaries, run logs, results.json and results.md (default: a new directory under $TMPDIR)")
+	fs.StringVar(&o.LoomEval, "loom-eval", "", "use this loom-eval binary instead of building ./cmd/loom-eval")
+	fs.StringVar(&o.Peer, "peer", "", "use this peercollector binary instead of building scripts/peercollector")
+	fs.BoolVar(&o.Keep, "keep", false, "keep each run's ClickHouse data directory")
+	fs.StringVar(&o.Lock, "lock", "", "hold an exclusive flock(2) on this file during the runs of each sender count (not during the builds), e.g. /work/bench.lock on a shared machine")
+	if err := fs.Parse(args); err != nil {
+		return o, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	for s := range strings.SplitSeq(*senders, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("%w: -senders %q: want positive integers", errUsage, *senders)
+		}
+		o.Senders = append(o.Senders, n)
+	}
+	for t := range strings.SplitSeq(*targets, ",") {
+		t = strings.TrimSpace(t)
+		if t != "peer" && t != "serve" {
+			return o, fmt.Errorf("%w: -targets: unknown target %q (peer, serve)", errUsage, t)
+		}
+		o.Targets = append(o.Targets, t)
+	}
+	switch {
+	case o.Duration <= 0:
+		return o, fmt.Errorf("%w: -duration %s: want > 0", errUsage, o.Duration)
+	case o.Rounds < 1:
+		return o, fmt.Errorf("%w: -rounds %d: want ≥ 1", errUsage, o.Rounds)
+	case o.RequestSpans < spansPerTrace || o.RequestSpans%spansPerTrace != 0:
+		return o, fmt.Errorf("%w: -request-spans %d: want a positive multiple of %d", errUsage, o.RequestSpans, spansPerTrace)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if o.Repo == "" {
+		if o.Repo, err = findRepo(); err != nil {
+			return err
+		}
+	}
+	if o.Out == "" {
+		if o.Out, err = os.MkdirTemp("", "loomwork-throughput-"); err != nil {
+			return fmt.Errorf("output directory: %w", err)
+		}
+	}
+	if o.Out, err = filepath.Abs(o.Out); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(o.Out, "bin"), 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	if o.LoomEval == "" {
+		o.LoomEval = filepath.Join(o.Out, "bin", "loom-eval")
+		log.Info("building loom-eval", "out", o.LoomEval)
+		if err := goBuild(ctx, o.Repo, o.LoomEval, "./cmd/loom-eval", stderr); err != nil {
+			return err
+		}
+	}
+	if o.Peer == "" && contains(o.Targets, "peer") {
+		o.Peer = filepath.Join(o.Out, "bin", "peercollector")
+		log.Info("building scripts/peercollector", "out", o.Peer)
+		if err := goBuild(ctx, filepath.Join(o.Repo, "scripts", "peercollector"), o.Peer, ".", stderr); err != nil {
+			return err
+		}
+	}
+	templates, err := makeTemplates(16, o.RequestSpans, 42, time.Now().Add(-time.Hour))
+	if err != nil {
+		return err
+	}
+	rep := report{
+		Started: time.Now().UTC(), Options: o, Cores: runtime.NumCPU(),
+		RequestBytes: len(templates[0].body), GoVersion: runtime.Version(),
+	}
+	if b, err := exec.CommandContext(ctx, "git", "-C", o.Repo, "rev-parse", "--short", "HEAD").Output(); err == nil {
+		rep.Commit = strings.TrimSpace(string(b))
+	}
+	n := 0
+	for _, s := range o.Senders {
+		// One lock per sender count: the runs compared with each other
+		// (peer, serve, peer, serve) run back to back, and others get the
+		// machine between blocks of a few minutes.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("stopped before the %d-sender runs: %w", s, err)
+		}
+		unlock, err := lock(o.Lock, log)
+		if err != nil {
+			return err
+		}
+		for round := 1; round <= o.Rounds; round++ {
+			for _, t := range o.Targets {
+				n++
+				if err := ctx.Err(); err != nil {
+					unlock()
+					return fmt.Errorf("stopped before run %d: %w", n, err)
+				}
+				log.Info("run", "n", n, "target", t, "senders", s, "round", round, "duration", o.Duration)
+				r, err := oneRun(ctx, o, n, t, s, round, templates, log)
+				if err != nil {
+					unlock()
+					return fmt.Errorf("run %d (%s, %d senders, round %d): %w", n, t, s, round, err)
+				}
+				rep.Runs = append(rep.Runs, r)
+				log.Info("result", "target", t, "senders", s, "stored_per_s", int(r.StoredPerSec),
+					"acked", r.Acked, "distinct", r.Distinct, "dup", r.Duplicates, "lost", r.Lost,
+					"target_cpu_per_M", round1(r.TargetCPUPerM), "ch_cpu_per_M", round1(r.CHCPUPerM))
+				if err := rep.write(o.Out); err != nil { // after every run: a partial result survives a crash
+					unlock()
+					return err
+				}
+			}
+		}
+		unlock()
+	}
+	rep.Finished = time.Now().UTC()
+	if err := rep.write(o.Out); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, rep.markdown())
+	fmt.Fprintf(stdout, "\nresults: %s, %s\n", filepath.Join(o.Out, "results.json"), filepath.Join(o.Out, "results.md"))
+	return nil
+}
+
+func oneRun(ctx context.Context, o options, n int, tname string, senders, round int, templates []template, log *slog.Logger) (res result, err error) {
+	dir := filepath.Join(o.Out, fmt.Sprintf("run%02d-%s-s%d-r%d", n, tname, senders, round))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, fmt.Errorf("run directory: %w", err)
+	}
+	chLog, err := os.Create(filepath.Join(dir, "clickhouse-sh.log"))
+	if err != nil {
+		return res, fmt.Errorf("run directory: %w", err)
+	}
+	defer chLog.Close()
+	chDir := filepath.Join(dir, "clickhouse")
+	ch, err := startClickHouse(ctx, o.Repo, o.LoomEval, chDir, chLog)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		err = errors.Join(err, ch.stop(chLog))
+		if !o.Keep {
+			err = errors.Join(err, os.RemoveAll(filepath.Join(chDir, "data")))
+		}
+	}()
+	db := fmt.Sprintf("tp_%s_%d", tname, n)
+	var (
+		tg target
+		p  *process
+	)
+	switch tname {
+	case "peer":
+		tg = target{Name: "peer", Table: "otel_traces", TraceCol: "TraceId", SpanCol: "SpanId"}
+		p, err = startPeer(ctx, o.Peer, dir, ch.TCPAddr, db, o.PeerAsync)
+	case "serve":
+		tg = target{Name: "serve", Table: o.ServeTable, TraceCol: o.ServeTraceCol, SpanCol: o.ServeSpanCol}
+		p, err = startServe(ctx, o.LoomEval, dir, ch.TCPAddr, db, o.ServeArgs)
+	}
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, p.stop(60*time.Second)) }()
+	res = result{Target: tname, Senders: senders, Round: round, Order: n, Database: db, Dir: dir}
+	res.LoadAvg = loadAvg()
+
+	// CPU from just before the first send to the moment every acknowledged
+	// span is stored (the drain included: the peer's exporter does its work
+	// after the ack).
+	tcpu0, err1 := procCPU(p.PID)
+	ccpu0, err2 := procCPU(ch.PID)
+	busy0, err3 := machineBusy()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return res, err
+	}
+	self0 := selfCPU()
+	load, err := drive(ctx, p.GRPCAddr, templates, senders, o.Duration)
+	if err != nil {
+		return res, err
+	}
+	res.Requests, res.Failed, res.FirstError = load.Requests, load.Failed, load.FirstError
+	res.Acked, res.Rejected = load.Acked, load.Rejected
+	res.SendSeconds = load.Stopped.Sub(load.Began).Seconds()
+	res.AckedPerSec = float64(load.Acked) / res.SendSeconds
+
+	// Drain: poll count() until it reaches the acknowledged spans, then
+	// confirm with the distinct (trace id, span id) count, because count()
+	// also counts duplicates (the peer's exporter re-sends an insert that
+	// timed out on its side but succeeded in ClickHouse), which would end
+	// the wait before every acknowledged span is in.
+	countQ := fmt.Sprintf("SELECT count() FROM `%s`.`%s`", db, tg.Table)
+	distinctQ := fmt.Sprintf("SELECT uniqExact(`%s`, `%s`) FROM `%s`.`%s`", tg.TraceCol, tg.SpanCol, db, tg.Table)
+	drainEnd := time.Now().Add(o.DrainTimeout)
+	var stored int64
+	storedAt := time.Now()
+	for q, pause := countQ, 100*time.Millisecond; ; {
+		// The query sees the parts that exist when it starts: stamp the
+		// start, so the query's own run time (~0.5 s for uniqExact over
+		// millions of rows on a busy machine) is not counted as drain.
+		asked := time.Now()
+		v, err := ch.queryInts(ctx, q)
+		storedAt = asked
+		if err == nil && len(v) == 1 {
+			stored = v[0]
+		}
+		if stored >= load.Acked {
+			if q == distinctQ {
+				res.Complete = true
+				break
+			}
+			q, pause = distinctQ, 500*time.Millisecond
+			continue
+		}
+		if storedAt.After(drainEnd) || ctx.Err() != nil {
+			log.Warn("drain timed out", "acked", load.Acked, "stored", stored, "query_error", err)
+			break
+		}
+		time.Sleep(pause)
+	}
+	tcpu1, err1 := procCPU(p.PID)
+	ccpu1, err2 := procCPU(ch.PID)
+	busy1, err3 := machineBusy()
+	self1 := selfCPU()
+	trss, err4 := peakRSS(p.PID)
+	crss, err5 := peakRSS(ch.PID)
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return res, err
+	}
+	wall := storedAt.Sub(load.Began).Seconds()
+	res.DrainSeconds = storedAt.Sub(load.Stopped).Seconds()
+	res.TargetCPUSeconds = (tcpu1 - tcpu0).Seconds()
+	res.CHCPUSeconds = (ccpu1 - ccpu0).Seconds()
+	res.ClientCPUSeconds = (self1 - self0).Seconds()
+	res.OtherCores = ((busy1 - busy0).Seconds() - res.TargetCPUSeconds - res.CHCPUSeconds - res.ClientCPUSeconds) / wall
+	res.TargetPeakRSS, res.CHPeakRSS = trss, crss
+
+	// Loss and duplication, span by span.
+	v, err := ch.queryInts(ctx, fmt.Sprintf("SELECT count(), uniqExact(`%s`, `%s`) FROM `%s`.`%s`", tg.TraceCol, tg.SpanCol, db, tg.Table))
+	if err != nil || len(v) != 2 {
+		return res, fmt.Errorf("count stored spans: %w (got %v)", err, v)
+	}
+	res.Stored, res.Distinct = v[0], v[1]
+	res.Duplicates = res.Stored - res.Distinct
+	res.Lost = max(0, res.Acked-res.Distinct)
+	res.StoredPerSec = float64(res.Distinct) / wall
+	if res.Distinct > 0 {
+		m := float64(res.Distinct) / 1e6
+		res.TargetCPUPerM = res.TargetCPUSeconds / m
+		res.CHCPUPerM = res.CHCPUSeconds / m
+		res.ClientCPUPerM = res.ClientCPUSeconds / m
+	}
+	if res.DiskBytes, err = ch.diskBytes(ctx, db); err != nil {
+		return res, err
+	}
+	if res.Distinct > 0 {
+		res.BytesPerSpan = float64(res.DiskBytes) / float64(res.Distinct)
+	}
+	if o.Optimize {
+		if err := ch.optimizeAll(ctx, db); err != nil {
+			return res, err
+		}
+		if res.DiskBytesOptimized, err = ch.diskBytes(ctx, db); err != nil {
+			return res, err
+		}
+		if res.Distinct > 0 {
+			res.BytesPerSpanOptimized = float64(res.DiskBytesOptimized) / float64(res.Distinct)
+		}
+	}
+	return res, nil
+}
+
+// lock takes an exclusive flock on path (nothing when path is empty) and
+// returns its release.
+func lock(path string, log *slog.Logger) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	began := time.Now()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if w := time.Since(began); w > time.Second {
+		log.Info("waited for the lock", "path", path, "waited", w.Round(time.Second))
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
+}
+
+func goBuild(ctx context.Context, dir, out, pkg string, stderr io.Writer) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s in %s: %w", pkg, dir, err)
+	}
+	return nil
+}
+
+// findRepo walks up from the working directory to the Loomwork checkout.
+func findRepo() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find repository: %w", err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(filepath.Join(d, "cmd", "loom-eval")); err == nil && fi.IsDir() {
+			if _, err := os.Stat(filepath.Join(d, "scripts", "clickhouse.sh")); err == nil {
+				return d, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("find repository: no directory above %s has cmd/loom-eval and scripts/clickhouse.sh; pass -repo", dir)
+		}
+	}
+}
+
+// machineBusy is the CPU time all cores spent not idle (first line of
+// /proc/stat, minus idle and iowait).
+func machineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, fmt.Errorf("machine cpu: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("machine cpu: unexpected /proc/stat line %q", line)
+	}
+	var busy int64
+	for i, s := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is already in user
+			continue
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("machine cpu: %q: %w", line, err)
+		}
+		busy += v
+	}
+	return time.Duration(busy) * time.Second / userHZ, nil
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func round1(x float64) float64 { return float64(int(x*10+0.5)) / 10 }

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/loomwork/loomwork/collector"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/sqlite"
+)
+
+// Every request the senders make carries spans no other request carries:
+// otherwise a store that deduplicates would report fewer stored spans than
+// acknowledged and the harness would call it loss.
+func TestFilledRequestsNeverRepeatASpanAndKeepTheTemplatesShape(t *testing.T) {
+	templates, err := makeTemplates(4, 100, 7, time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[[24]byte]bool{}
+	var buf []byte
+	for k := range 64 {
+		tpl := templates[k%len(templates)]
+		buf = tpl.fill(buf, uint64(k))
+		if len(buf) != len(tpl.body) {
+			t.Fatalf("request %d is %d bytes, template %d", k, len(buf), len(tpl.body))
+		}
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(buf); err != nil {
+			t.Fatalf("request %d does not decode: %v", k, err)
+		}
+		td := req.Traces()
+		if td.SpanCount() != 100 {
+			t.Fatalf("request %d has %d spans, want 100", k, td.SpanCount())
+		}
+		spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+		traces := map[[16]byte]int{}
+		for i := range spans.Len() {
+			sp := spans.At(i)
+			var key [24]byte
+			tid, sid := sp.TraceID(), sp.SpanID()
+			copy(key[:16], tid[:])
+			copy(key[16:], sid[:])
+			if seen[key] {
+				t.Fatalf("request %d repeats span %x/%x", k, tid, sid)
+			}
+			seen[key] = true
+			traces[tid]++
+		}
+		for tid, n := range traces {
+			if n != spansPerTrace {
+				t.Fatalf("request %d: trace %x has %d spans, want whole traces of %d", k, tid, n, spansPerTrace)
+			}
+		}
+	}
+	// The template itself is untouched by fill.
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(templates[0].body); err != nil || req.Traces().SpanCount() != 100 {
+		t.Fatalf("template 0 changed: %v", err)
+	}
+}
+
+func TestMakeTemplatesRefusesRequestsThatCutATrace(t *testing.T) {
+	if _, err := makeTemplates(2, 105, 1, time.Now()); err == nil || !strings.Contains(err.Error(), "multiple of 10") {
+		t.Fatalf("err = %v, want the multiple-of-10 rule", err)
+	}
+}
+
+// drive against the real serve pipeline (embedded store): every span it
+// counts as acknowledged is in the store, and nothing else is.
+func TestDriveCountsWhatTheServerAcknowledged(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "traces.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Shutdown(context.Background())
+	srv, err := collector.NewServer(collector.ServerConfig{GRPCAddr: "127.0.0.1:0", HTTPAddr: collector.AddrOff}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	templates, err := makeTemplates(4, 100, 3, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := drive(context.Background(), srv.GRPCAddr(), templates, 3, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 0 || res.Requests == 0 || res.Acked != res.Requests*100 {
+		t.Fatalf("result %+v: want some requests, none failed, 100 acked spans each", res)
+	}
+	var stored int64
+	q := store.TraceQuery{Limit: 1000}
+	for {
+		page, err := st.ListTraces(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range page.Traces {
+			stored += s.SpanCount
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		q.PageToken = page.NextPageToken
+	}
+	if stored != res.Acked {
+		t.Fatalf("store holds %d spans, drive counted %d acknowledged", stored, res.Acked)
+	}
+}
+
+func TestProcParsersReadTheFieldsAfterTheCommandName(t *testing.T) {
+	// A command name with spaces and a ')' must not shift the fields.
+	stat := "1234 (a b) c) S 1 1 1 0 -1 4194560 100 0 0 0 250 130 0 0 20 0 8 0 100 0 0\n"
+	got, err := parseStatCPU(stat)
+	if err != nil || got != 3800*time.Millisecond {
+		t.Fatalf("parseStatCPU = %v, %v; want 3.8s (250+130 ticks)", got, err)
+	}
+	if _, err := parseStatCPU("garbage"); err == nil {
+		t.Fatal("parseStatCPU accepted a line without a command name")
+	}
+	hwm, err := parseVmHWM("Name:\tx\nVmPeak:\t  9 kB\nVmHWM:\t  2048 kB\nVmRSS:\t 1 kB\n")
+	if err != nil || hwm != 2048<<10 {
+		t.Fatalf("parseVmHWM = %d, %v; want 2 MiB", hwm, err)
+	}
+	if _, err := parseVmHWM("Name:\tx\n"); err == nil {
+		t.Fatal("parseVmHWM accepted a status without VmHWM")
+	}
+	// This process's own files parse.
+	if _, err := peakRSS(selfPID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := procCPU(selfPID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := machineBusy(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFlagsRefuseWhatWouldMeasureSomethingElse(t *testing.T) {
+	for _, args := range [][]string{
+		{"-senders", "4,x"},
+		{"-senders", "0"},
+		{"-targets", "peer,jaeger"},
+		{"-request-spans", "1005"},
+		{"-duration", "0s"},
+		{"-rounds", "0"},
+		{"extra"},
+	} {
+		if _, err := parseFlags(args, &strings.Builder{}); err == nil {
+			t.Errorf("parseFlags(%q) accepted", args)
+		}
+	}
+	o, err := parseFlags([]string{"-duration", "5s", "-senders", "4, 16", "-targets", "serve,peer"}, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Duration != 5*time.Second || len(o.Senders) != 2 || o.Senders[1] != 16 || o.Targets[0] != "serve" || o.RequestSpans != 1000 || o.Rounds != 2 {
+		t.Fatalf("options %+v", o)
+	}
+}
+
+func TestMarkdownJoinsRunsInOrderAndReportsLossAndDuplicates(t *testing.T) {
+	r := report{Options: options{Duration: 40 * time.Second, RequestSpans: 1000}, Runs: []result{
+		{Order: 1, Target: "peer", Senders: 4, StoredPerSec: 55416.4, TargetCPUPerM: 13, CHCPUPerM: 17, TargetPeakRSS: 422e6, BytesPerSpan: 24, Complete: true},
+		{Order: 2, Target: "serve", Senders: 4, StoredPerSec: 45651, TargetCPUPerM: 13, CHCPUPerM: 25, TargetPeakRSS: 243e6, BytesPerSpan: 90, Lost: 3, Complete: true},
+		{Order: 3, Target: "peer", Senders: 4, StoredPerSec: 47617, TargetCPUPerM: 14, CHCPUPerM: 17, TargetPeakRSS: 601e6, BytesPerSpan: 25, Duplicates: 2, Complete: false},
+	}}
+	md := r.markdown()
+	for _, want := range []string{
+		"| peer | 4 | 55,416 · 47,617 | 13.0–14.0 | 17.0 | ",
+		"| 422–601 MB | 24–25 |",
+		"| 0 · 2 |",
+		"| serve | 4 | 45,651 |",
+		"| 3 · 0 |",
+		"(drain timed out)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestPeerConfigHasTheIssuesSettings(t *testing.T) {
+	c := peerConfig("127.0.0.1:4317", "127.0.0.1:9000", "tp_peer_1", true)
+	for _, want := range []string{"endpoint: 127.0.0.1:4317", "send_batch_size: 5000", "endpoint: tcp://127.0.0.1:9000", "database: tp_peer_1", "create_schema: true", "async_insert: true", "exporters: [clickhouse]"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("config lacks %q:\n%s", want, c)
+		}
+	}
+	if strings.Contains(c, "sending_queue") {
+		t.Error("config overrides the exporter's default sending queue")
+	}
+}
