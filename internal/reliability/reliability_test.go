@@ -168,10 +168,10 @@ func unauthRow(t *testing.T, bin string) {
 	for range 8 {
 		go func() {
 			c, n, err := junkFlood(s.GRPCAddr, "", 8, 16<<20, 6*time.Second)
+			all.mu.Lock()
 			if err != nil {
 				errs = append(errs, err)
 			} else {
-				all.mu.Lock()
 				for k, v := range c.m {
 					if all.m == nil {
 						all.m = map[string]int{}
@@ -179,8 +179,8 @@ func unauthRow(t *testing.T, bin string) {
 					all.m[k] += v
 				}
 				total += n
-				all.mu.Unlock()
 			}
+			all.mu.Unlock()
 			done <- struct{}{}
 		}()
 	}

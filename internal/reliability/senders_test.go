@@ -22,6 +22,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -121,6 +122,9 @@ type exporterSetup struct {
 	// Options beyond the endpoint; nil keeps the SDK's defaults (10 s
 	// export timeout covering the retries, retries 5 s … 30 s apart).
 	Options []otlptracegrpc.Option
+	// DialOptions go into the one WithDialOption the suite sets (a second
+	// WithDialOption would replace the first, the suite's interceptor).
+	DialOptions []grpc.DialOption
 }
 
 var (
@@ -132,10 +136,9 @@ var (
 	exporterPatient = exporterSetup{Name: "patient (timeout 60 s; retry 0.5–2 s, 60 s; reconnect ≤ 1 s)", Options: []otlptracegrpc.Option{
 		otlptracegrpc.WithTimeout(60 * time.Second),
 		otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 500 * time.Millisecond, MaxInterval: 2 * time.Second, MaxElapsedTime: 60 * time.Second}),
-		otlptracegrpc.WithDialOption(grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: 2 * time.Second,
-		})),
-	}}
+	}, DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}, MinConnectTimeout: 2 * time.Second,
+	})}}
 )
 
 // loadConfig is one run of SDK senders.
@@ -260,6 +263,9 @@ func finalName(err error) string {
 	}
 	var se interface{ GRPCStatus() *status.Status }
 	if errors.As(err, &se) {
+		if se.GRPCStatus().Code() == codes.DeadlineExceeded {
+			return "deadline exceeded"
+		}
 		return se.GRPCStatus().Code().String()
 	}
 	return "other"
@@ -277,7 +283,7 @@ func startLoad(addr string, cfg loadConfig) (*load, error) {
 	for i := range exps {
 		opts := append([]otlptracegrpc.Option{
 			otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(),
-			otlptracegrpc.WithDialOption(grpc.WithChainUnaryInterceptor(interceptor)),
+			otlptracegrpc.WithDialOption(append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(interceptor)}, cfg.Exporter.DialOptions...)...),
 		}, cfg.Exporter.Options...)
 		exp, err := otlptracegrpc.New(context.Background(), opts...)
 		if err != nil {
