@@ -172,6 +172,12 @@ func writeReport(path string, features serveFeatures) error {
 	resultsMu.Lock()
 	defer resultsMu.Unlock()
 	for _, r := range results {
+		if r.Tries == "" {
+			r.Tries = "—"
+		}
+		if r.Finals == "" {
+			r.Finals = "—"
+		}
 		num := func(n int64) string {
 			if !r.HasSpans {
 				return "—"
