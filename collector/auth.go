@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/tap"
 )
 
 // bearerOK compares a presented "Bearer TOKEN" value in constant time. The
@@ -42,19 +41,6 @@ func bearerHTTP(token string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// bearerTap refuses an OTLP/gRPC call without the token when its stream
-// opens, from the headers alone: the request message (up to the receive
-// limit) is never read, so an unauthenticated flood costs no memory.
-// bearerUnary stays behind it.
-func bearerTap(token string) tap.ServerInHandle {
-	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		if vals := info.Header.Get("authorization"); len(vals) == 0 || !bearerOK(vals[0], token) {
-			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token: send metadata authorization: Bearer TOKEN")
-		}
-		return ctx, nil
-	}
 }
 
 // bearerUnary refuses OTLP/gRPC calls without the token with UNAUTHENTICATED

@@ -33,6 +33,16 @@ type Config struct {
 	MaxBatchSpans int `mapstructure:"max_batch_spans"`
 	// Writers is how many store writes may run at once. Default 1.
 	Writers int `mapstructure:"writers"`
+	// SpoolDir, when set, puts a durable spool between the exporter and
+	// the store: a request is acknowledged once its spans are fsynced in
+	// the spool, and the store is fed from it in large inserts, riding out
+	// store outages until the spool is full. It needs a store that can
+	// spool (store.SpoolingWriter: ClickHouse); the embedded store writes
+	// directly, its own commit being as durable as the spool's.
+	SpoolDir string `mapstructure:"spool_dir"`
+	// SpoolMaxMiB bounds the spool's unconsumed bytes; a full spool answers
+	// RESOURCE_EXHAUSTED / 429. Default 1024.
+	SpoolMaxMiB int `mapstructure:"spool_max_mib"`
 	// RetryAfter is the delay suggested to senders (gRPC RetryInfo, HTTP
 	// Retry-After) when the store fails. Default 1s.
 	RetryAfter time.Duration `mapstructure:"retry_after"`
@@ -46,6 +56,7 @@ const (
 	DefaultWriters       = 1
 	DefaultRetryAfter    = time.Second
 	DefaultTimeout       = 30 * time.Second
+	DefaultSpoolMaxMiB   = 1024
 	maxWriters           = 64
 )
 
@@ -75,6 +86,11 @@ func (c *Config) Validate() error {
 	if c.Writers < 0 || c.Writers > maxWriters {
 		errs = append(errs, fmt.Errorf("writers: must be between 0 (default %d) and %d (got %d)", DefaultWriters, maxWriters, c.Writers))
 	}
+	if c.SpoolMaxMiB < 0 {
+		errs = append(errs, fmt.Errorf("spool_max_mib: must not be negative (got %d)", c.SpoolMaxMiB))
+	} else if c.SpoolMaxMiB > 0 && c.SpoolMaxMiB < 64 {
+		errs = append(errs, fmt.Errorf("spool_max_mib: %d is less than one segment; use at least 64", c.SpoolMaxMiB))
+	}
 	if c.RetryAfter < 0 {
 		errs = append(errs, fmt.Errorf("retry_after: must not be negative (got %s)", c.RetryAfter))
 	}
@@ -100,6 +116,13 @@ func (c *Config) retryAfter() time.Duration {
 		return DefaultRetryAfter
 	}
 	return c.RetryAfter
+}
+
+func (c *Config) spoolMaxBytes() int64 {
+	if c.SpoolMaxMiB == 0 {
+		return DefaultSpoolMaxMiB << 20
+	}
+	return int64(c.SpoolMaxMiB) << 20
 }
 
 func (c *Config) mapOptions() genai.Options {

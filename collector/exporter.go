@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/collector/spool"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
@@ -37,8 +39,21 @@ func WithStore(w store.Writer) FactoryOption {
 	return func(f *factory) { f.store = w }
 }
 
+// WithLogger gives the exporter's spool a logger (default slog.Default()).
+func WithLogger(l *slog.Logger) FactoryOption {
+	return func(f *factory) { f.slog = l }
+}
+
+// withCreated tells the in-process server which exporter the factory
+// made, for its health report.
+func withCreated(f func(*traceExporter)) FactoryOption {
+	return func(fa *factory) { fa.created = f }
+}
+
 type factory struct {
-	store store.Writer
+	store   store.Writer
+	slog    *slog.Logger
+	created func(*traceExporter)
 }
 
 // NewFactory returns the Loomwork exporter factory, for the in-process
@@ -64,7 +79,10 @@ func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg c
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("loomwork exporter config: %w", err)
 	}
-	e := &traceExporter{cfg: *c, log: set.Logger, injected: f.store}
+	e := &traceExporter{cfg: *c, log: set.Logger, slog: f.slog, injected: f.store}
+	if f.created != nil {
+		f.created(e)
+	}
 	return exporterhelper.NewTraces(ctx, set, cfg, e.push,
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
@@ -81,11 +99,31 @@ func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg c
 type traceExporter struct {
 	cfg      Config
 	log      *zap.Logger
+	slog     *slog.Logger
 	injected store.Writer
 
 	mu        sync.Mutex
 	owned     store.Store // opened in start, shut down in shutdown
 	committer *committer
+	spooler   *spooler          // instead of the committer when Config.SpoolDir is set
+	checker   store.SpanChecker // the store's, when it has spans it can never store
+}
+
+// unstorable moves the spans the store can never accept (store.SpanChecker)
+// from spans to rejected, so each is refused alone through partial_success
+// instead of failing its whole request with a status the sender retries
+// for ever.
+func unstorable(c store.SpanChecker, spans []store.Span, rejected []genai.Rejection) ([]store.Span, []genai.Rejection) {
+	kept := spans[:0]
+	for i := range spans {
+		sp := &spans[i]
+		if err := c.CheckSpan(sp); err != nil {
+			rejected = append(rejected, genai.Rejection{TraceID: sp.TraceID, SpanID: sp.SpanID, SpanName: sp.Name, Reason: err.Error()})
+			continue
+		}
+		kept = append(kept, *sp)
+	}
+	return kept, rejected
 }
 
 func (e *traceExporter) start(ctx context.Context, _ component.Host) error {
@@ -102,6 +140,25 @@ func (e *traceExporter) start(ctx context.Context, _ component.Host) error {
 	writeTimeout := e.cfg.Timeout
 	if writeTimeout == 0 {
 		writeTimeout = DefaultTimeout
+	}
+	checker, _ := w.(store.SpanChecker)
+	if e.cfg.SpoolDir != "" {
+		sw, ok := w.(store.SpoolingWriter)
+		if !ok {
+			e.closeOwned(ctx)
+			return fmt.Errorf("loomwork exporter: spool_dir is set but the store (%T) cannot spool; the embedded store writes directly", w)
+		}
+		wal, err := spool.Open(ctx, spool.Options{Dir: e.cfg.SpoolDir, MaxBytes: e.cfg.spoolMaxBytes(), Logger: e.slog})
+		if err != nil {
+			e.closeOwned(ctx)
+			return fmt.Errorf("loomwork exporter: open spool: %w", err)
+		}
+		sp := newSpooler(sw, wal, e.log, e.cfg.retryAfter(), writeTimeout)
+		sp.start()
+		e.mu.Lock()
+		e.spooler, e.checker = sp, checker
+		e.mu.Unlock()
+		return nil
 	}
 	c := newCommitter(w, e.cfg.maxBatchSpans(), writeTimeout)
 	// A store that can split its writes encodes each request in the
@@ -121,20 +178,33 @@ func (e *traceExporter) start(ctx context.Context, _ component.Host) error {
 	}
 	c.start(e.cfg.writers())
 	e.mu.Lock()
-	e.committer = c
+	e.committer, e.checker = c, checker
 	e.mu.Unlock()
 	return nil
 }
 
+// closeOwned shuts down a store start opened, when start fails after.
+func (e *traceExporter) closeOwned(ctx context.Context) {
+	if e.owned != nil {
+		_ = e.owned.Shutdown(ctx)
+		e.owned = nil
+	}
+}
+
 func (e *traceExporter) shutdown(ctx context.Context) error {
 	e.mu.Lock()
-	c, owned := e.committer, e.owned
-	e.committer, e.owned = nil, nil
+	c, sp, owned := e.committer, e.spooler, e.owned
+	e.committer, e.spooler, e.owned = nil, nil, nil
 	e.mu.Unlock()
 	var errs []error
 	if c != nil {
 		if err := c.shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("drain store writes: %w", err))
+		}
+	}
+	if sp != nil {
+		if err := sp.shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop spool: %w", err))
 		}
 	}
 	if owned != nil {
@@ -147,20 +217,26 @@ func (e *traceExporter) shutdown(ctx context.Context) error {
 
 func (e *traceExporter) push(ctx context.Context, td ptrace.Traces) error {
 	spans, rejected := genai.MapTraces(td, e.cfg.mapOptions())
+	e.mu.Lock()
+	c, sp, checker := e.committer, e.spooler, e.checker
+	e.mu.Unlock()
+	if checker != nil {
+		spans, rejected = unstorable(checker, spans, rejected)
+	}
 	if len(rejected) > 0 {
 		if !reportRejections(ctx, rejected) {
 			// No front to tell the sender (e.g. the core otlpreceiver):
 			// the spans can never be stored, so say so in the log.
-			e.log.Warn("rejected spans with invalid ids", zap.Int("rejected", len(rejected)),
+			e.log.Warn("rejected spans that can never be stored", zap.Int("rejected", len(rejected)),
 				zap.String("detail", genai.RejectionSummary(rejected)))
 		}
 	}
 	if len(spans) == 0 {
 		return nil
 	}
-	e.mu.Lock()
-	c := e.committer
-	e.mu.Unlock()
+	if sp != nil {
+		return sp.write(ctx, spans)
+	}
 	if c == nil {
 		return newRetryable(codes.Unavailable, errors.New("loomwork exporter is not started"), e.cfg.retryAfter())
 	}
@@ -201,4 +277,15 @@ func (r *rejectionReport) get() []genai.Rejection {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.rejected
+}
+
+// spoolHealth reports the spool's state; false when there is no spool.
+func (e *traceExporter) spoolHealth() (SpoolHealth, bool) {
+	e.mu.Lock()
+	sp := e.spooler
+	e.mu.Unlock()
+	if sp == nil {
+		return SpoolHealth{}, false
+	}
+	return sp.health(e.cfg.SpoolDir), true
 }

@@ -40,6 +40,7 @@ type front struct {
 	next       consumer.Traces
 	retryAfter time.Duration
 	log        *slog.Logger
+	admit      *admission
 }
 
 // export passes td down the chain. On success the response carries
@@ -131,6 +132,14 @@ var traceServiceDesc = grpc.ServiceDesc{
 }
 
 func (f *front) exportRaw(ctx context.Context, in *rawMessage) (*rawMessage, error) {
+	// The tap reserved an estimate before the message was read; correct it
+	// to the real size before decoding multiplies it.
+	if t := ticketFrom(ctx); t != nil {
+		defer t.release()
+		if !t.resize(int64(len(in.b))) {
+			return nil, f.admit.refusal(fmt.Sprintf("a %d-byte request", len(in.b))).Err()
+		}
+	}
 	req := ptraceotlp.NewExportRequest()
 	if err := req.UnmarshalProto(in.b); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "decode OTLP protobuf ExportTraceServiceRequest (%d bytes): %v", len(in.b), err)
@@ -162,6 +171,18 @@ func (f *front) handleHTTP(w http.ResponseWriter, r *http.Request) {
 				r.Header.Get("Content-Type"), contentTypeProto, contentTypeJSON))
 		return
 	}
+	// Admission before the body is read: the declared length when there is
+	// one, else the recent average, corrected once the body is in.
+	est := r.ContentLength
+	if est <= 0 {
+		est = f.admit.estimate()
+	}
+	t := f.admit.reserve(est)
+	if t == nil {
+		writeHTTPStatus(w, mt, http.StatusTooManyRequests, f.admit.refusal("the request was not read"))
+		return
+	}
+	defer t.release()
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		code := http.StatusBadRequest
@@ -169,6 +190,10 @@ func (f *front) handleHTTP(w http.ResponseWriter, r *http.Request) {
 			code = http.StatusRequestEntityTooLarge
 		}
 		writeHTTPStatus(w, mt, code, status.Newf(codes.InvalidArgument, "read request body: %v", err))
+		return
+	}
+	if !t.resize(int64(len(body))) {
+		writeHTTPStatus(w, mt, http.StatusTooManyRequests, f.admit.refusal(fmt.Sprintf("a %d-byte request", len(body))))
 		return
 	}
 	req := ptraceotlp.NewExportRequest()

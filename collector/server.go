@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -67,10 +68,17 @@ type ServerConfig struct {
 	// server writes to the store it is given).
 	Exporter Config
 	// MemoryLimitMiB is the memory limiter's hard limit; 0 means
-	// MemoryLimitPercent of the machine's (or cgroup's) memory.
+	// MemoryLimitPercent of the machine's (or cgroup's) memory when that is
+	// set, else DefaultMemoryLimitMiB().
 	MemoryLimitMiB uint32
-	// MemoryLimitPercent applies when MemoryLimitMiB is 0. Default 80.
+	// MemoryLimitPercent applies when MemoryLimitMiB is 0 and it is set.
 	MemoryLimitPercent uint32
+	// MaxInFlightMiB bounds the request bytes being read, decoded and
+	// handed on at once (admission control); requests beyond it are refused
+	// retryably before they are read or decoded. 0 means an eighth of the
+	// memory limit (an admitted request takes several times its wire size
+	// once decoded and mapped).
+	MaxInFlightMiB int
 	// MemoryCheckInterval is how often the limiter measures. Default 1s.
 	MemoryCheckInterval time.Duration
 	// MaxRequestMiB caps one request's size (gRPC message, HTTP body after
@@ -118,6 +126,9 @@ func (c *ServerConfig) Validate() error {
 	if c.MemoryCheckInterval < 0 {
 		errs = append(errs, fmt.Errorf("memory_check_interval: must not be negative (got %s)", c.MemoryCheckInterval))
 	}
+	if c.MaxInFlightMiB < 0 {
+		errs = append(errs, fmt.Errorf("max_in_flight_mib: must not be negative (got %d)", c.MaxInFlightMiB))
+	}
 	if c.MaxRequestMiB < 0 {
 		errs = append(errs, fmt.Errorf("max_request_mib: must not be negative (got %d)", c.MaxRequestMiB))
 	}
@@ -142,16 +153,21 @@ type Server struct {
 	w   store.Writer
 	log *slog.Logger
 
-	mu       sync.Mutex
-	started  bool
-	exp      exporter.Traces
-	proc     processor.Traces
-	core     receiver.Traces // ReceiverOTLP
-	grpcSrv  *grpc.Server
-	httpSrv  *http.Server
-	grpcAddr net.Addr
-	httpAddr net.Addr
-	serveWG  sync.WaitGroup
+	mu      sync.Mutex
+	started bool
+	exp     exporter.Traces
+	proc    processor.Traces
+	// For Health, which must answer while Shutdown holds mu.
+	admit     atomic.Pointer[admission]
+	texp      atomic.Pointer[traceExporter] // s.exp's implementation
+	listening atomic.Bool
+	draining  atomic.Bool
+	core      receiver.Traces // ReceiverOTLP
+	grpcSrv   *grpc.Server
+	httpSrv   *http.Server
+	grpcAddr  net.Addr
+	httpAddr  net.Addr
+	serveWG   sync.WaitGroup
 }
 
 // NewServer validates cfg; it does no I/O. The server writes to w and never
@@ -195,7 +211,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 	expCfg := s.cfg.Exporter
 	expSet := exporter.Settings{ID: component.NewID(componentType), TelemetrySettings: tel, BuildInfo: build}
-	if s.exp, err = NewFactory(WithStore(s.w)).CreateTraces(ctx, expSet, &expCfg); err != nil {
+	if s.exp, err = NewFactory(WithStore(s.w), WithLogger(s.log), withCreated(func(e *traceExporter) { s.texp.Store(e) })).CreateTraces(ctx, expSet, &expCfg); err != nil {
 		return fmt.Errorf("create loomwork exporter: %w", err)
 	}
 	if err = s.exp.Start(ctx, host); err != nil {
@@ -205,12 +221,17 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	mlFactory := memorylimiterprocessor.NewFactory()
 	mlCfg := mlFactory.CreateDefaultConfig().(*memorylimiterprocessor.Config)
 	mlCfg.CheckInterval = orDefault(s.cfg.MemoryCheckInterval, time.Second)
-	if s.cfg.MemoryLimitMiB > 0 {
-		mlCfg.MemoryLimitMiB = s.cfg.MemoryLimitMiB
-		mlCfg.MemorySpikeLimitMiB = s.cfg.MemoryLimitMiB / 5
-	} else {
-		mlCfg.MemoryLimitPercentage = orDefault(s.cfg.MemoryLimitPercent, 80)
+	limitMiB := s.cfg.MemoryLimitMiB
+	if limitMiB == 0 && s.cfg.MemoryLimitPercent > 0 {
+		mlCfg.MemoryLimitPercentage = s.cfg.MemoryLimitPercent
 		mlCfg.MemorySpikePercentage = mlCfg.MemoryLimitPercentage / 4
+		limitMiB = uint32(availableMemory() >> 20 * uint64(s.cfg.MemoryLimitPercent) / 100)
+	} else {
+		if limitMiB == 0 {
+			limitMiB = DefaultMemoryLimitMiB()
+		}
+		mlCfg.MemoryLimitMiB = limitMiB
+		mlCfg.MemorySpikeLimitMiB = limitMiB / 5
 	}
 	if err = mlCfg.Validate(); err != nil {
 		return fmt.Errorf("memory limiter config: %w", err)
@@ -238,12 +259,22 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return s.startCoreReceiver(ctx, tel, build, grpcCfg, httpCfg, grpcOn, httpOn)
 	}
 
-	f := &front{next: s.proc, retryAfter: s.cfg.Exporter.retryAfter(), log: s.log}
+	inFlight := int64(s.cfg.MaxInFlightMiB) << 20
+	if inFlight == 0 {
+		inFlight = int64(limitMiB) << 20 / 8
+	}
+	admit := newAdmission(inFlight, s.cfg.Exporter.retryAfter())
+	s.admit.Store(admit)
+	f := &front{next: s.proc, retryAfter: s.cfg.Exporter.retryAfter(), log: s.log, admit: admit}
 	if grpcOn {
-		opts := []configgrpc.ToServerOption{configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec()))}
+		opts := []configgrpc.ToServerOption{
+			configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec())),
+			// Authentication and admission before a request message is read.
+			configgrpc.WithGrpcServerOption(grpc.InTapHandle(admit.tap(s.cfg.AuthToken))),
+			configgrpc.WithGrpcServerOption(grpc.StatsHandler(releaser{})),
+		}
 		if s.cfg.AuthToken != "" {
-			opts = append(opts, configgrpc.WithGrpcServerOption(grpc.InTapHandle(bearerTap(s.cfg.AuthToken))),
-				configgrpc.WithGrpcServerOption(grpc.UnaryInterceptor(bearerUnary(s.cfg.AuthToken))))
+			opts = append(opts, configgrpc.WithGrpcServerOption(grpc.UnaryInterceptor(bearerUnary(s.cfg.AuthToken))))
 		}
 		s.grpcSrv, err = grpcCfg.ToServer(ctx, nil, tel, opts...)
 		if err != nil {
@@ -286,6 +317,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		})
 	}
 	s.log.Info("OTLP collector listening", "grpc", addrString(s.grpcAddr), "http", addrString(s.httpAddr), "receiver", ReceiverLoomwork)
+	s.listening.Store(true)
 	return nil
 }
 
@@ -319,6 +351,7 @@ func (s *Server) startCoreReceiver(ctx context.Context, tel component.TelemetryS
 		return fmt.Errorf("start otlp receiver: %w", err)
 	}
 	s.log.Info("OTLP collector listening", "grpc", grpcCfg.NetAddr.Endpoint, "http", httpCfg.NetAddr.Endpoint, "receiver", ReceiverOTLP)
+	s.listening.Store(true)
 	return nil
 }
 
@@ -355,6 +388,7 @@ func (s *Server) HTTPAddr() string {
 // limiter and the exporter. It is safe to call without Start and more than
 // once. The store stays open: its owner closes it afterwards.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.shutdownLocked(ctx)
@@ -401,4 +435,71 @@ func (s *Server) shutdownLocked(ctx context.Context) error {
 		s.exp = nil
 	}
 	return errors.Join(errs...)
+}
+
+// Health is what the server reports to /healthz and /readyz.
+type Health struct {
+	// Status is "ok"; "degraded" when the store is unreachable or failing
+	// but the spool absorbs what arrives; "unavailable" when data would be
+	// refused (store down without a spool, spool full); "draining" once
+	// shutdown began.
+	Status string `json:"status"`
+	// Ready says whether a load balancer should send data here now.
+	Ready     bool            `json:"ready"`
+	Store     StoreHealth     `json:"store"`
+	Spool     *SpoolHealth    `json:"spool,omitempty"`
+	Admission AdmissionHealth `json:"admission"`
+}
+
+// StoreHealth says whether the store answered a ping just now.
+type StoreHealth struct {
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+}
+
+// AdmissionHealth is the admission control's state.
+type AdmissionHealth struct {
+	InFlightBytes    int64 `json:"in_flight_bytes"`
+	MaxInFlightBytes int64 `json:"max_in_flight_bytes"`
+	Refused          int64 `json:"refused_requests"`
+}
+
+// spoolFullAt is the fill from which the server stops saying it is ready:
+// a load balancer should move senders elsewhere before refusals begin.
+const spoolFullAt = 0.9
+
+// Health pings the store (bounded by ctx) and reads the spool's state.
+func (s *Server) Health(ctx context.Context) Health {
+	texp, admit := s.texp.Load(), s.admit.Load()
+	h := Health{Status: "ok", Ready: true}
+	if p, ok := s.w.(store.Pinger); ok {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := p.Ping(pctx)
+		cancel()
+		h.Store.Reachable = err == nil
+		if err != nil {
+			h.Store.Error = err.Error()
+		}
+	} else {
+		h.Store.Reachable = true
+	}
+	if admit != nil {
+		h.Admission = AdmissionHealth{InFlightBytes: admit.used.Load(), MaxInFlightBytes: admit.budget, Refused: admit.refused.Load()}
+	}
+	if texp != nil {
+		if sh, ok := texp.spoolHealth(); ok {
+			h.Spool = &sh
+		}
+	}
+	switch {
+	case s.draining.Load() || !s.listening.Load():
+		h.Status, h.Ready = "draining", false
+	case h.Spool != nil && h.Spool.Fill >= spoolFullAt:
+		h.Status, h.Ready = "unavailable", false
+	case h.Spool != nil && (!h.Store.Reachable || h.Spool.LastError != ""):
+		h.Status = "degraded"
+	case !h.Store.Reachable:
+		h.Status, h.Ready = "unavailable", false
+	}
+	return h
 }

@@ -50,3 +50,39 @@ func WriteTyped[P PreparedBatch](ctx context.Context, batches []PreparedBatch, w
 	}
 	return write(ctx, ps...)
 }
+
+// SpanChecker is an optional capability of a Writer that can never store
+// some spans a sender may send (a timestamp outside the range its columns
+// hold, say). CheckSpan says why such a span can never be stored, so a
+// caller rejects that span alone instead of failing the batch it came in —
+// a failure the sender would retry for ever. A span CheckSpan accepts is
+// one WriteSpans and Prepare accept.
+type SpanChecker interface {
+	CheckSpan(sp *Span) error
+}
+
+// SpoolingWriter is an optional capability of a PreparingWriter whose
+// prepared batches can be written to a durable spool and read back after a
+// restart: a writer can then acknowledge data once the spool has it and feed
+// the store large batches later, without encoding the spans twice.
+//
+// AppendBatch appends a self-describing encoding of b (which this store
+// prepared) to dst and consumes b, as WriteBatches would; DecodeBatch turns such an encoding back into a batch
+// WriteBatches stores exactly as it would have stored b. DecodeBatch copies
+// what it keeps, so src may be reused once it returns; its error wraps
+// ErrBadSpoolRecord and names the offset for input it did not write.
+type SpoolingWriter interface {
+	PreparingWriter
+	AppendBatch(dst []byte, b PreparedBatch) ([]byte, error)
+	DecodeBatch(src []byte) (PreparedBatch, error)
+}
+
+// ErrBadSpoolRecord is wrapped by DecodeBatch for input that is not an
+// encoding AppendBatch wrote (truncated, another format, a newer version).
+var ErrBadSpoolRecord = errors.New("not a spooled batch this store can read")
+
+// Pinger is an optional capability of a store that can tell whether it is
+// reachable now (a health check asks; it does not change anything).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}

@@ -77,6 +77,22 @@ type Deps struct {
 	// Labels is the human labels file (datasets labels JSONL) the labels
 	// form appends to; "" leaves the form without a file to write.
 	Labels string
+	// Health backs /healthz and /readyz with the ingest pipeline's state;
+	// nil: /healthz says only that the UI is up.
+	Health func(ctx context.Context) HealthReport
+}
+
+// HealthReport is what /healthz and /readyz answer.
+type HealthReport struct {
+	// Healthy: /healthz answers 200, else 503.
+	Healthy bool
+	// Ready: /readyz answers 200, else 503 (a load balancer drains on it).
+	Ready bool
+	// Status is one word ("ok", "degraded", "unavailable", "draining").
+	Status string
+	// Detail is the full report as JSON; shown only to authorized callers
+	// when a token is set (it names the store and its errors).
+	Detail any
 }
 
 // Server is the UI's http.Handler.
@@ -139,7 +155,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		csrf: newCSRFGuard()}
 	static, _ := fs.Sub(staticFS, "static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", noListing(http.FileServerFS(static))))
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /login", s.login)
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/traces", http.StatusFound) })
 	s.mux.HandleFunc("GET /traces", s.traceList)
@@ -162,7 +179,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'")
-	if s.cfg.AuthToken != "" && r.URL.Path != "/healthz" && r.URL.Path != "/login" && !s.authorized(r) {
+	if s.cfg.AuthToken != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && r.URL.Path != "/login" && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="loomwork"`)
 		http.Error(w, "unauthorized: send Authorization: Bearer TOKEN (browsers: open /login?token=TOKEN once)", http.StatusUnauthorized)
 		return

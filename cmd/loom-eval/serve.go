@@ -157,7 +157,10 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	readyFile := fs.String("ready-file", "", "once every listener is bound and the store is open, write the addresses in use here as JSON (pid, store, grpc_addr, http_addr, ui_addr, ui_url); removed on exit")
 	maxAttr := fs.Int("max-attr-bytes", genai.DefaultMaxAttrBytes, "truncate attribute values larger than this many bytes (-1: never)")
 	receiver := fs.String("receiver", collector.ReceiverLoomwork, "OTLP receiver: loomwork (partial_success, precise errors) or otlp (the Collector's core otlpreceiver)")
-	memMiB := fs.Uint("memory-limit-mib", 0, "refuse data (retryably) above this heap size; 0: 80% of the machine's memory")
+	memMiB := fs.Uint("memory-limit-mib", 0, fmt.Sprintf("refuse data (retryably) above this heap size; 0: an eighth of the machine's (or cgroup's) memory, between 512 and 2048 (here %d)", collector.DefaultMemoryLimitMiB()))
+	inFlightMiB := fs.Int("max-in-flight-mib", 0, "request bytes admitted at once (read, decoded and handed on); more are refused retryably before being read; 0: an eighth of the memory limit")
+	spoolDir := fs.String("spool-dir", "", "durable spool for the ClickHouse store: acknowledge once fsynced here, feed ClickHouse in large inserts, ride out its outages; off: write directly; default "+defaultSpoolDir+" (the embedded store always writes directly)")
+	spoolMaxMiB := fs.Int("spool-max-mib", collector.DefaultSpoolMaxMiB, "bound on the spool's unconsumed data; a full spool refuses retryably (429 / RESOURCE_EXHAUSTED)")
 	gcPercent := fs.Int("gc-percent", 0, fmt.Sprintf("Go GC target percentage (GOGC); 0: $GOGC when set, else %d (trades heap for CPU; the memory limit still applies)", collector.DefaultGCPercent))
 	writers := fs.Int("writers", 1, "concurrent store writes; 1 coalesces the most requests per write, which ClickHouse needs most")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -217,6 +220,9 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 			return usageError("serve: --labels %s: its directory does not exist", *labelsFile)
 		}
 	}
+	if *memMiB == 0 {
+		*memMiB = uint(collector.DefaultMemoryLimitMiB())
+	}
 	tuneGC(m.Getenv, *gcPercent, *memMiB, log)
 
 	if *authToken == "" && m.Getenv != nil {
@@ -238,8 +244,11 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 			MaxAttributeBytes: *maxAttr,
 			Writers:           *writers,
 			Timeout:           collector.DefaultTimeout,
+			SpoolDir:          spoolFor(loc.Backend, *spoolDir),
+			SpoolMaxMiB:       *spoolMaxMiB,
 		},
 		MemoryLimitMiB: uint32(*memMiB),
+		MaxInFlightMiB: *inFlightMiB,
 		AuthToken:      *authToken,
 		Logger:         log,
 	}
@@ -285,7 +294,11 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	uiURL := ""
 	if uiLn != nil {
 		files := &web.FileSources{RunsDir: *runsDir, ReportsDir: *reportsDir, AblationsDir: *ablationsDir}
-		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile})
+		health := func(ctx context.Context) web.HealthReport {
+			h := srv.Health(ctx)
+			return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Detail: h}
+		}
+		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile, Health: health})
 		if err != nil {
 			closeUI()
 			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))
@@ -359,6 +372,23 @@ func shutdownServe(srv *collector.Server, ui *http.Server, st store.Store, log *
 		log.Info("stopped cleanly")
 	}
 	return errors.Join(errs...)
+}
+
+// defaultSpoolDir is where serve spools for ClickHouse unless told.
+const defaultSpoolDir = ".loomwork/spool"
+
+// spoolFor is the exporter's spool directory: none for the embedded store
+// (its commit is as durable as the spool's, which would only add a copy)
+// or when turned off.
+func spoolFor(backend, flag string) string {
+	flag = strings.TrimSpace(flag)
+	switch {
+	case backend != storeurl.ClickHouse, flag == "off":
+		return ""
+	case flag == "":
+		return defaultSpoolDir
+	}
+	return flag
 }
 
 func serveAddr(actual, configured string) string {

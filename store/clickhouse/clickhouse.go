@@ -182,3 +182,16 @@ func (s *Store) usable() error {
 
 // Database is the database holding the tables.
 func (s *Store) Database() string { return s.ddl.database }
+
+var _ store.Pinger = (*Store)(nil)
+
+// Ping asks the server for a round trip: nil when it answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := s.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("ping clickhouse: %w", err)
+	}
+	return nil
+}

@@ -291,3 +291,16 @@ func (s *Store) usable() error {
 		return errClosed
 	}
 }
+
+var _ store.Pinger = (*Store)(nil)
+
+// Ping checks that the file can still be read.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := s.reader.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping sqlite store %s: %w", s.cfg.Path, err)
+	}
+	return nil
+}

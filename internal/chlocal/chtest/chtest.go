@@ -213,3 +213,25 @@ func launcherCommand() ([]string, error) {
 	}
 	return []string{buildPath}, nil
 }
+
+// QueryUint runs a query returning one unsigned integer (a count), failing
+// t on error.
+func (s *Server) QueryUint(t testing.TB, q string) uint64 {
+	t.Helper()
+	opts, err := clickhouse.ParseDSN(s.DSN("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatalf("connect to clickhouse: %v", err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var n uint64
+	if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}

@@ -1,0 +1,165 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// admission bounds the request bytes the front holds at once, and refuses
+// work it cannot take before spending memory on it: a request costs its
+// wire bytes when read and several times that once decoded and mapped, so
+// refusing after the decode (as the memory limiter does, measuring the heap
+// once a second) comes too late under a flood. Refusals are retryable
+// (RESOURCE_EXHAUSTED with RetryInfo, HTTP 429 with Retry-After), so the
+// requests already admitted finish and goodput holds.
+//
+// gRPC reads a whole request message before any handler or interceptor
+// runs; only the transport's tap sees a call before its message is read,
+// and it does not know the size yet. So the tap reserves an estimate (the
+// recent average request size) and the handler corrects it to the real
+// size before decoding, refusing if that no longer fits.
+type admission struct {
+	budget     int64 // bytes of requests admitted at once
+	retryAfter time.Duration
+
+	used    atomic.Int64
+	avg     atomic.Int64 // running average request size, the tap's estimate
+	refused atomic.Int64 // refusals since start, for /healthz and tests
+}
+
+// minEstimate is the smallest reservation the tap makes: small requests
+// are cheap, and a flood of them is bounded by their count times this.
+const minEstimate = 64 << 10
+
+func newAdmission(budget int64, retryAfter time.Duration) *admission {
+	a := &admission{budget: budget, retryAfter: retryAfter}
+	a.avg.Store(256 << 10)
+	return a
+}
+
+// ticket is one admitted request's reservation.
+type ticket struct {
+	a    *admission
+	n    atomic.Int64
+	once sync.Once
+}
+
+// reserve admits a request of n bytes (an estimate or its real size), or
+// returns nil when the budget cannot take it. One request is always
+// admitted when nothing else is in flight, however large, so a request
+// under the size limit can always be stored eventually.
+func (a *admission) reserve(n int64) *ticket {
+	for {
+		used := a.used.Load()
+		if used > 0 && used+n > a.budget {
+			a.refused.Add(1)
+			return nil
+		}
+		if a.used.CompareAndSwap(used, used+n) {
+			t := &ticket{a: a}
+			t.n.Store(n)
+			return t
+		}
+	}
+}
+
+// resize corrects a reservation to the request's real size; false (and
+// the reservation released) when the larger size does not fit.
+func (t *ticket) resize(n int64) bool {
+	a := t.a
+	old := t.n.Load()
+	// Fold the size into the estimate (weight 1/8) for later calls.
+	for {
+		avg := a.avg.Load()
+		next := max(avg+(n-avg)/8, minEstimate)
+		if a.avg.CompareAndSwap(avg, next) {
+			break
+		}
+	}
+	if n <= old {
+		a.used.Add(n - old)
+		t.n.Store(n)
+		return true
+	}
+	for {
+		used := a.used.Load()
+		// Alone in flight: admitted whatever its size, as in reserve.
+		if used-old > 0 && used-old+n > a.budget {
+			a.refused.Add(1)
+			t.release()
+			return false
+		}
+		if a.used.CompareAndSwap(used, used-old+n) {
+			t.n.Store(n)
+			return true
+		}
+	}
+}
+
+// release returns the reservation; safe to call more than once.
+func (t *ticket) release() {
+	if t == nil {
+		return
+	}
+	t.once.Do(func() { t.a.used.Add(-t.n.Load()) })
+}
+
+func (a *admission) estimate() int64 { return max(a.avg.Load(), minEstimate) }
+
+func (a *admission) refusal(what string) *status.Status {
+	err := fmt.Errorf("too much data in flight (%s; %d of %d bytes admitted): retry later", what, a.used.Load(), a.budget)
+	return newRetryable(codes.ResourceExhausted, err, a.retryAfter).(*statusError).st
+}
+
+type ticketKey struct{}
+
+func ticketFrom(ctx context.Context) *ticket {
+	t, _ := ctx.Value(ticketKey{}).(*ticket)
+	return t
+}
+
+// tap is the gRPC transport's in-tap handle: authentication (when token is
+// set) and admission, both before the request message is read. gRPC takes
+// one tap per server, so both live here.
+func (a *admission) tap(token string) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if token != "" {
+			if vals := info.Header.Get("authorization"); len(vals) == 0 || !bearerOK(vals[0], token) {
+				return nil, errUnauthenticatedGRPC
+			}
+		}
+		if info.FullMethodName != exportMethod {
+			return ctx, nil
+		}
+		t := a.reserve(a.estimate())
+		if t == nil {
+			return nil, a.refusal("the request was not read").Err()
+		}
+		return context.WithValue(ctx, ticketKey{}, t), nil
+	}
+}
+
+var errUnauthenticatedGRPC = status.Error(codes.Unauthenticated, "missing or wrong bearer token: send metadata authorization: Bearer TOKEN")
+
+// releaser returns a call's reservation when the call ends, whatever ended
+// it: a call the tap admitted may still fail before the handler runs (a
+// message over the size limit, a cancelled stream), and the handler's own
+// release would then never happen.
+type releaser struct{}
+
+func (releaser) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (releaser) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.End); ok {
+		ticketFrom(ctx).release()
+	}
+}
+func (releaser) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (releaser) HandleConn(context.Context, stats.ConnStats)                       {}

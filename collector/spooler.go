@@ -1,0 +1,308 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/loomwork/loomwork/collector/spool"
+	"github.com/loomwork/loomwork/store"
+)
+
+// spooler stands between the exporter and a store that can spool
+// (store.SpoolingWriter, ClickHouse): a request is acknowledged once its
+// spans, prepared for the store, are fsynced in the spool, and a feeder
+// goroutine writes what the spool holds to the store in large inserts,
+// committing its position in the spool after each one. ClickHouse wants
+// tens of thousands of rows per insert; without the spool an insert carried
+// only what the senders had in flight, and every acknowledgement waited for
+// ClickHouse.
+//
+// A store outage fills the spool instead of failing requests; a full spool
+// answers RESOURCE_EXHAUSTED (429) so senders back off and retry. After a
+// crash the feeder replays the records after the committed position; some
+// may already be stored, which the store's idempotence absorbs.
+type spooler struct {
+	w          store.SpoolingWriter
+	wal        *spool.WAL
+	log        *zap.Logger
+	retryAfter time.Duration
+	timeout    time.Duration // per store write
+
+	// batchBytes is what the feeder reads for one insert; linger is how
+	// long it waits for more when a read brings less than minBytes.
+	batchBytes, minBytes int
+	linger               time.Duration
+
+	bufs sync.Pool // *[]byte record buffers
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	drain  chan struct{} // closed by shutdown: stop once the spool is empty
+
+	mu         sync.Mutex
+	lastErr    error
+	lastErrAt  time.Time
+	lastOK     time.Time
+	storedRecs int64
+	failures   int64
+}
+
+// Feeder defaults.
+const (
+	spoolBatchBytes = 32 << 20
+	spoolMinBytes   = 4 << 20
+	spoolLinger     = 100 * time.Millisecond
+	spoolBackoffMax = 5 * time.Second
+)
+
+func newSpooler(w store.SpoolingWriter, wal *spool.WAL, log *zap.Logger, retryAfter, timeout time.Duration) *spooler {
+	return &spooler{
+		w: w, wal: wal, log: log, retryAfter: retryAfter, timeout: timeout,
+		batchBytes: spoolBatchBytes, minBytes: spoolMinBytes, linger: spoolLinger,
+		done: make(chan struct{}), drain: make(chan struct{}),
+	}
+}
+
+func (s *spooler) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.feed(ctx)
+}
+
+// write prepares spans for the store, appends them to the spool and
+// returns once they are fsynced there.
+func (s *spooler) write(ctx context.Context, spans []store.Span) error {
+	b, err := s.w.Prepare(spans)
+	if err != nil {
+		return newRetryable(codes.Unavailable, fmt.Errorf("prepare %d spans: %w", len(spans), err), s.retryAfter)
+	}
+	bp, _ := s.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	rec, err := s.w.AppendBatch((*bp)[:0], b)
+	if err != nil {
+		return newRetryable(codes.Unavailable, fmt.Errorf("encode %d spans for the spool: %w", len(spans), err), s.retryAfter)
+	}
+	err = s.wal.Append(ctx, rec)
+	*bp = rec[:0]
+	s.bufs.Put(bp)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, spool.ErrTooLarge):
+		// Retrying cannot help: this request alone is larger than the
+		// spool may hold.
+		return &statusError{err: err, st: status.Newf(codes.InvalidArgument,
+			"spool %d spans: the request encodes to %d bytes, more than the spool holds (spool_max_mib); send smaller batches: %v", len(spans), len(rec), err)}
+	case errors.Is(err, spool.ErrFull):
+		st := s.wal.Stats()
+		return newRetryable(codes.ResourceExhausted,
+			fmt.Errorf("spool %d spans: the spool holds %d of %d bytes while the store catches up: %w", len(spans), st.Bytes, st.MaxBytes, err), s.retryAfter)
+	}
+	return newRetryable(codes.Unavailable, fmt.Errorf("spool %d spans: %w", len(spans), err), s.retryAfter)
+}
+
+// feed moves records from the spool to the store until cancelled, or,
+// after shutdown asked it to drain, until the spool is empty.
+func (s *spooler) feed(ctx context.Context) {
+	defer close(s.done)
+	var buf []byte // owned copies of the records of one insert
+	var ends []int // where each record ends in buf
+	for {
+		recs, err := s.wal.TryRead(s.batchBytes)
+		if err == nil && len(recs) == 0 {
+			select {
+			case <-s.drain:
+				return
+			default:
+			}
+			// Nothing new: wait for a record, but wake up to drain.
+			wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			recs, err = s.wal.Read(wctx, s.batchBytes)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil && errors.Is(err, context.DeadlineExceeded) {
+				continue
+			}
+		}
+		if err != nil {
+			s.fail(err, "read the spool")
+			if !sleepCtx(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		// Copy: a record's bytes are valid until the next read, and an
+		// insert that fails is retried from them.
+		buf, ends = buf[:0], ends[:0]
+		var end spool.Position
+		take := func(rs []spool.Record) {
+			for _, r := range rs {
+				buf = append(buf, r.Data...)
+				ends = append(ends, len(buf))
+				end = r.End
+			}
+		}
+		take(recs)
+		// A small read waits a moment for more: ClickHouse prefers few
+		// large inserts to many small ones.
+		deadline := time.Now().Add(s.linger)
+		for len(buf) < s.minBytes && time.Now().Before(deadline) {
+			if !sleepCtx(ctx, 10*time.Millisecond) {
+				return
+			}
+			if more, err := s.wal.TryRead(s.batchBytes - len(buf)); err == nil {
+				take(more)
+			}
+		}
+		if !s.store(ctx, buf, ends) {
+			return
+		}
+		if err := s.wal.Commit(end); err != nil {
+			// The records are stored; committing later (or replaying them
+			// after a restart) is harmless.
+			s.fail(err, "commit the spool position")
+		}
+	}
+}
+
+// store writes the records buf holds (each ending at an offset in ends) in
+// one insert, retrying with backoff until it succeeds; false when ctx ended
+// first (the records stay in the spool).
+func (s *spooler) store(ctx context.Context, buf []byte, ends []int) bool {
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.storeOnce(ctx, buf, ends)
+		if err == nil {
+			s.mu.Lock()
+			s.lastOK = time.Now()
+			s.storedRecs += int64(len(ends))
+			s.mu.Unlock()
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.fail(err, "store spooled spans")
+		if !sleepCtx(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, spoolBackoffMax)
+	}
+}
+
+func (s *spooler) storeOnce(ctx context.Context, buf []byte, ends []int) error {
+	// Decoded afresh for every attempt: WriteBatches consumes its batches.
+	batches := make([]store.PreparedBatch, 0, len(ends))
+	spans, from := 0, 0
+	for i, to := range ends {
+		b, err := s.w.DecodeBatch(buf[from:to])
+		if err != nil {
+			// The record passed the spool's checksum, so it is what an
+			// earlier AppendBatch wrote: a bug or a format from another
+			// version. Keeping it blocks the spool; say so loudly.
+			return fmt.Errorf("decode spooled record %d of this insert: %w", i, err)
+		}
+		batches = append(batches, b)
+		spans += b.Len()
+		from = to
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	began := time.Now()
+	if err := s.w.WriteBatches(wctx, batches); err != nil {
+		return fmt.Errorf("write %d spooled spans: %w", spans, err)
+	}
+	if ce := s.log.Check(zap.DebugLevel, "stored spooled spans"); ce != nil {
+		ce.Write(zap.Int("records", len(ends)), zap.Int("spans", spans), zap.Int("bytes", len(buf)), zap.Duration("took", time.Since(began)))
+	}
+	return nil
+}
+
+func (s *spooler) fail(err error, what string) {
+	s.mu.Lock()
+	first := s.lastErr == nil || s.lastOK.After(s.lastErrAt)
+	s.lastErr, s.lastErrAt = err, time.Now()
+	s.failures++
+	s.mu.Unlock()
+	// Once per outage at warn; every retry at debug.
+	if first {
+		s.log.Warn("spool feeder: "+what+" failed; retrying, acknowledged data stays in the spool", zap.Error(err))
+	} else if ce := s.log.Check(zap.DebugLevel, "spool feeder: retry failed"); ce != nil {
+		ce.Write(zap.String("what", what), zap.Error(err))
+	}
+}
+
+// shutdown lets the feeder empty the spool until ctx ends, then stops it
+// and closes the spool. What is not stored by then stays in the spool for
+// the next start.
+func (s *spooler) shutdown(ctx context.Context) error {
+	close(s.drain)
+	var errs []error
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.cancel()
+		<-s.done
+		st := s.wal.Stats()
+		s.log.Info("spool not drained before shutdown; the rest is stored at the next start",
+			zap.Int64("records", st.Pending), zap.Int64("bytes", st.Bytes))
+	}
+	s.cancel()
+	if err := s.wal.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close spool: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// SpoolHealth is the spool's part of a health report.
+type SpoolHealth struct {
+	Dir      string  `json:"dir"`
+	Bytes    int64   `json:"bytes"`
+	MaxBytes int64   `json:"max_bytes"`
+	Fill     float64 `json:"fill"`
+	// Pending counts records acknowledged and not yet stored.
+	Pending int64 `json:"pending_records"`
+	// Stored counts records stored since start; Failures failed store
+	// attempts (each retried).
+	Stored   int64 `json:"stored_records"`
+	Failures int64 `json:"failed_writes"`
+	// LastError is the feeder's last failure when no write succeeded since.
+	LastError string `json:"last_error,omitempty"`
+}
+
+func (s *spooler) health(dir string) SpoolHealth {
+	st := s.wal.Stats()
+	h := SpoolHealth{Dir: dir, Bytes: st.Bytes, MaxBytes: st.MaxBytes, Pending: st.Pending}
+	if st.MaxBytes > 0 {
+		h.Fill = float64(st.Bytes) / float64(st.MaxBytes)
+	}
+	s.mu.Lock()
+	h.Stored, h.Failures = s.storedRecs, s.failures
+	if s.lastErr != nil && !s.lastOK.After(s.lastErrAt) {
+		h.LastError = s.lastErr.Error()
+	}
+	s.mu.Unlock()
+	return h
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,279 @@
+package clickhouse
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+	"unsafe"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+var (
+	_ store.SpoolingWriter = (*Store)(nil)
+	_ store.SpanChecker    = (*Store)(nil)
+)
+
+// CheckSpan reports why ClickHouse can never store sp (an id that is not
+// hex, a time outside DateTime64(9)'s range), or nil.
+func (s *Store) CheckSpan(sp *store.Span) error {
+	return validateSpan(sp)
+}
+
+// spoolMagic starts every spooled batch: the format and its version. A
+// change to the encoding takes a new version; DecodeBatch refuses others.
+const spoolMagic = "LWC1"
+
+// AppendBatch appends the spool encoding of a batch PrepareSpans made: the
+// span fields the insert reads and the attribute JSON it already encoded,
+// so a batch read back is inserted without mapping or encoding again. It
+// consumes the batch (its memory is reused).
+func (s *Store) AppendBatch(dst []byte, b store.PreparedBatch) ([]byte, error) {
+	p, ok := b.(*PreparedSpans)
+	if !ok {
+		return dst, fmt.Errorf("spool batch (%T): %w", b, store.ErrForeignBatch)
+	}
+	defer func() {
+		p.spans = nil
+		s.prepared.Put(p)
+	}()
+	dst = append(dst, spoolMagic...)
+	dst = binary.AppendUvarint(dst, uint64(len(p.spans)))
+	dst = appendBytes(dst, p.arena)
+	for i := range p.spans {
+		sp := &p.spans[i]
+		for _, v := range [...]string{
+			sp.TraceID, sp.SpanID, sp.ParentSpanID, sp.TraceState, sp.Name, sp.Kind,
+			sp.StatusCode, sp.StatusMessage, sp.ServiceName, sp.ScopeName, sp.ScopeVersion,
+			sp.ScopeSchemaURL, sp.ResourceSchemaURL, sp.Operation, sp.Provider,
+			sp.RequestModel, sp.ResponseModel, sp.AgentName, sp.ConversationID,
+			sp.ToolName, sp.ToolCallID, p.events[i], p.links[i],
+		} {
+			dst = appendBytes(dst, unsafe.Slice(unsafe.StringData(v), len(v)))
+		}
+		dst = binary.AppendVarint(dst, sp.StartTime.UnixNano())
+		dst = binary.AppendVarint(dst, sp.EndTime.UnixNano())
+		for _, v := range [...]uint32{
+			sp.Flags, sp.DroppedAttributesCount, sp.DroppedEventsCount, sp.DroppedLinksCount,
+			sp.ScopeDroppedAttributesCount, sp.ResourceDroppedAttributesCount,
+		} {
+			dst = binary.AppendUvarint(dst, uint64(v))
+		}
+		var bits byte
+		if sp.HasUsage {
+			bits |= 1
+		}
+		if sp.CostUSD != nil {
+			bits |= 2
+		}
+		dst = append(dst, bits)
+		for _, v := range [...]int64{sp.InputTokens, sp.OutputTokens, sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens} {
+			dst = binary.AppendVarint(dst, v)
+		}
+		if sp.CostUSD != nil {
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(*sp.CostUSD))
+		}
+		for _, docs := range [...][]string{sp.RetrievedDocs, sp.CitedDocs} {
+			dst = binary.AppendUvarint(dst, uint64(len(docs)))
+			for _, d := range docs {
+				dst = appendBytes(dst, unsafe.Slice(unsafe.StringData(d), len(d)))
+			}
+		}
+		for _, at := range [...]jsonSpan{p.attrAt[i], p.resAt[i], p.scopeAt[i]} {
+			dst = binary.AppendUvarint(dst, uint64(at.from))
+			dst = binary.AppendUvarint(dst, uint64(at.to))
+		}
+	}
+	return dst, nil
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// DecodeBatch reads a batch AppendBatch encoded. The batch keeps one copy
+// of src, which its strings share.
+func (s *Store) DecodeBatch(src []byte) (store.PreparedBatch, error) {
+	p, err := decodeSpooled(src)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// spoolDecoder reads from one owned copy of the record; strings point into
+// it (the copy is never written again).
+type spoolDecoder struct {
+	buf []byte
+	off int
+	err error
+}
+
+func (d *spoolDecoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("spooled batch: %s at offset %d of %d: %w", what, d.off, len(d.buf), store.ErrBadSpoolRecord)
+	}
+}
+
+func (d *spoolDecoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf[d.off:])
+	if n <= 0 {
+		d.fail("bad " + what)
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *spoolDecoder) varint(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.buf[d.off:])
+	if n <= 0 {
+		d.fail("bad " + what)
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *spoolDecoder) bytes(what string) []byte {
+	n := d.uvarint(what + " length")
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.buf)-d.off) {
+		d.fail(what + " longer than the record")
+		return nil
+	}
+	b := d.buf[d.off : d.off+int(n) : d.off+int(n)]
+	d.off += int(n)
+	return b
+}
+
+func (d *spoolDecoder) str(what string) string {
+	b := d.bytes(what)
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+func (d *spoolDecoder) u32(what string) uint32 {
+	v := d.uvarint(what)
+	if v > math.MaxUint32 {
+		d.fail(what + " out of range")
+	}
+	return uint32(v)
+}
+
+func decodeSpooled(src []byte) (*PreparedSpans, error) {
+	if len(src) < len(spoolMagic) || string(src[:len(spoolMagic)]) != spoolMagic {
+		return nil, fmt.Errorf("spooled batch: no %q header (another format or version): %w", spoolMagic, store.ErrBadSpoolRecord)
+	}
+	d := &spoolDecoder{buf: append([]byte(nil), src...), off: len(spoolMagic)}
+	n := d.uvarint("span count")
+	// Every span takes well over one byte, so a count beyond the record's
+	// length is corrupt; checked before allocating.
+	if d.err == nil && n > uint64(len(d.buf)) {
+		d.fail("span count larger than the record")
+	}
+	arena := d.bytes("attribute JSON")
+	if d.err != nil {
+		return nil, d.err
+	}
+	p := &PreparedSpans{
+		spans:   make([]store.Span, n),
+		arena:   arena,
+		attrAt:  make([]jsonSpan, n),
+		resAt:   make([]jsonSpan, n),
+		scopeAt: make([]jsonSpan, n),
+		events:  make([]string, n),
+		links:   make([]string, n),
+	}
+	for i := range p.spans {
+		sp := &p.spans[i]
+		for _, f := range [...]*string{
+			&sp.TraceID, &sp.SpanID, &sp.ParentSpanID, &sp.TraceState, &sp.Name, &sp.Kind,
+			&sp.StatusCode, &sp.StatusMessage, &sp.ServiceName, &sp.ScopeName, &sp.ScopeVersion,
+			&sp.ScopeSchemaURL, &sp.ResourceSchemaURL, &sp.Operation, &sp.Provider,
+			&sp.RequestModel, &sp.ResponseModel, &sp.AgentName, &sp.ConversationID,
+			&sp.ToolName, &sp.ToolCallID, &p.events[i], &p.links[i],
+		} {
+			*f = d.str("string field")
+		}
+		sp.StartTime = time.Unix(0, d.varint("start time")).UTC()
+		sp.EndTime = time.Unix(0, d.varint("end time")).UTC()
+		for _, f := range [...]*uint32{
+			&sp.Flags, &sp.DroppedAttributesCount, &sp.DroppedEventsCount, &sp.DroppedLinksCount,
+			&sp.ScopeDroppedAttributesCount, &sp.ResourceDroppedAttributesCount,
+		} {
+			*f = d.u32("count")
+		}
+		var bits byte
+		if d.err == nil {
+			if d.off >= len(d.buf) {
+				d.fail("missing flags")
+			} else {
+				bits = d.buf[d.off]
+				d.off++
+				if bits&^3 != 0 {
+					d.fail("unknown flag bits")
+				}
+			}
+		}
+		sp.HasUsage = bits&1 != 0
+		for _, f := range [...]*int64{&sp.InputTokens, &sp.OutputTokens, &sp.CacheReadTokens, &sp.CacheCreationTokens, &sp.ReasoningTokens} {
+			*f = d.varint("token count")
+		}
+		if bits&2 != 0 && d.err == nil {
+			if len(d.buf)-d.off < 8 {
+				d.fail("truncated cost")
+			} else {
+				c := math.Float64frombits(binary.LittleEndian.Uint64(d.buf[d.off:]))
+				d.off += 8
+				sp.CostUSD = &c
+			}
+		}
+		for _, f := range [...]*[]string{&sp.RetrievedDocs, &sp.CitedDocs} {
+			k := d.uvarint("document count")
+			if d.err == nil && k > uint64(len(d.buf)-d.off) {
+				d.fail("document count larger than the record")
+			}
+			if d.err != nil || k == 0 {
+				continue
+			}
+			docs := make([]string, k)
+			for j := range docs {
+				docs[j] = d.str("document id")
+			}
+			*f = docs
+		}
+		for _, at := range [...]*jsonSpan{&p.attrAt[i], &p.resAt[i], &p.scopeAt[i]} {
+			from, to := d.uvarint("JSON offset"), d.uvarint("JSON offset")
+			if d.err == nil && (from > to || to > uint64(len(arena))) {
+				d.fail(fmt.Sprintf("JSON range %d..%d outside the %d-byte arena", from, to, len(arena)))
+			}
+			at.from, at.to = int(from), int(to)
+		}
+		if d.err != nil {
+			return nil, fmt.Errorf("span %d of %d: %w", i, n, d.err)
+		}
+		// The insert assumes what Prepare checked.
+		if err := validateSpan(sp); err != nil {
+			return nil, fmt.Errorf("spooled batch: span %d of %d: %w: %w", i, n, err, store.ErrBadSpoolRecord)
+		}
+	}
+	if d.off != len(d.buf) {
+		d.fail("trailing bytes")
+		return nil, d.err
+	}
+	p.traces.build(p.spans)
+	return p, nil
+}
