@@ -216,9 +216,9 @@ func (s *serveProc) memory() memStats {
 // health is /healthz as issue 17 specifies it (store reachability and the
 // spool's fill); OK is false while it answers something else (today: "ok").
 type health struct {
-	OK     bool
-	Status int
-	Raw    string
+	OK     bool   `json:"-"` // the answer was JSON
+	Status int    `json:"-"` // HTTP status
+	Raw    string `json:"-"`
 	Store  struct {
 		Reachable *bool `json:"reachable"`
 	} `json:"store"`
@@ -230,7 +230,8 @@ type health struct {
 
 func (s *serveProc) health() health {
 	var h health
-	c := http.Client{Timeout: 2 * time.Second}
+	// serve pings the store for up to 2 s inside /healthz.
+	c := http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + s.UIAddr + "/healthz")
 	if err != nil {
 		h.Raw = err.Error()
