@@ -239,8 +239,13 @@ func (s *serveProc) health() health {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	h.Status, h.Raw = resp.StatusCode, strings.TrimSpace(string(b))
-	h.OK = json.Unmarshal(b, &h) == nil
+	return parseHealth(resp.StatusCode, b)
+}
+
+func parseHealth(code int, body []byte) health {
+	var h health
+	h.OK = json.Unmarshal(body, &h) == nil
+	h.Status, h.Raw = code, strings.TrimSpace(string(body))
 	return h
 }
 
