@@ -103,6 +103,11 @@ var rooms = []room{
 		imports: []string{"internal/stepdiff/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
 	{path: "internal/archtest/", rule: "archtest is tests only"},
+	// Issue 17's reliability suite: it builds and runs loom-eval serve as a
+	// subprocess and reads the stores back (the ClickHouse one through its
+	// reader, to see what a user sees).
+	{path: "internal/reliability/", rule: "reliability is tests only",
+		tests: []string{"internal/chlocal", "store/clickhouse"}},
 	{path: "scripts/", rule: "scripts are leaves",
 		imports: []string{"scripts/"}},
 	// The binary wires everything together.
@@ -119,6 +124,7 @@ var neverImported = []struct{ path, rule string }{
 	{"cmd/", "nothing imports cmd"},
 	{"internal/repotest/", "nothing imports a test-only room"},
 	{"internal/archtest/", "nothing imports a test-only room"},
+	{"internal/reliability/", "nothing imports a test-only room"},
 }
 
 // The scorer does no I/O: its non-test packages import none of these.

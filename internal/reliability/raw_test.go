@@ -1,0 +1,224 @@
+package reliability
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Raw OTLP/gRPC requests, for the rows the SDK cannot express: requests of
+// a chosen size sent all at once, a timestamp the SDK's time.Time cannot
+// hold, and bytes that are not a request at all.
+
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(256<<20), grpc.MaxCallRecvMsgSize(16<<20)))
+}
+
+// rawTraces builds n spans with keys first … first+n-1 (the key scheme of
+// buildSpans); startNs overrides the start of span index bad when bad >= 0.
+func rawTraces(nonce [8]byte, first uint64, n int, bad int, badStartNs uint64) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "reliability")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().SetName("loomwork/reliability")
+	spans := ss.Spans()
+	spans.EnsureCapacity(n)
+	now := uint64(time.Now().UnixNano())
+	for i := range n {
+		k := first + uint64(i)
+		sp := spans.AppendEmpty()
+		var tid [16]byte
+		copy(tid[:8], nonce[:])
+		binary.BigEndian.PutUint64(tid[8:], k>>4)
+		var sid [8]byte
+		binary.BigEndian.PutUint64(sid[:], k)
+		sp.SetTraceID(pcommon.TraceID(tid))
+		sp.SetSpanID(pcommon.SpanID(sid))
+		sp.SetName("chat model-a")
+		sp.SetKind(ptrace.SpanKindClient)
+		start := now - uint64(n-i)*1e6
+		if i == bad {
+			start = badStartNs
+		}
+		sp.SetStartTimestamp(pcommon.Timestamp(start))
+		sp.SetEndTimestamp(pcommon.Timestamp(now - uint64(n-i)*1e6 + 5e5))
+		a := sp.Attributes()
+		a.PutStr("gen_ai.operation.name", "chat")
+		a.PutStr("gen_ai.request.model", "model-a")
+		a.PutInt("gen_ai.usage.input_tokens", int64(k%1000))
+		a.PutInt("gen_ai.usage.output_tokens", int64(k%97))
+	}
+	return td
+}
+
+// maxTimestamp is 2^64−1 ns, the largest start an OTLP span can carry.
+const maxTimestamp = math.MaxUint64
+
+// floodResult is what a raw flood saw, request by request.
+type floodResult struct {
+	recs     []exportRecord
+	outcomes codeCount
+	start    time.Time
+	took     time.Duration
+	retryOK  int // refusals (RESOURCE_EXHAUSTED/UNAVAILABLE) carrying RetryInfo
+	refusals int
+}
+
+func (f *floodResult) ackedSpans() int64 {
+	var n int64
+	for _, r := range f.recs {
+		if r.acked {
+			n += int64(r.n)
+		}
+	}
+	return n
+}
+
+// flood runs workers concurrent senders of spansPer-span requests for d,
+// each request with the SDK's 10 s deadline; a refused sender waits what
+// RetryInfo asks (at most 5 s) before its next request, as the SDK does.
+// senderBase keeps the keys of separate floods apart.
+func flood(addr string, nonce [8]byte, senderBase uint64, workers, spansPer int, d time.Duration) (*floodResult, error) {
+	conn, err := dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	client := ptraceotlp.NewGRPCClient(conn)
+	res := &floodResult{start: time.Now()}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	// Every worker builds its first request before any is sent, so the
+	// first wave really is workers concurrent requests.
+	startGate := make(chan struct{})
+	for w := range workers {
+		sender := senderBase + uint64(w) + 1
+		wg.Go(func() {
+			seq := uint64(1)
+			first := sender<<32 | seq
+			req := ptraceotlp.NewExportRequestFromTraces(rawTraces(nonce, first, spansPer, -1, 0))
+			<-startGate
+			for time.Now().Before(end) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				resp, err := client.Export(ctx, req)
+				cancel()
+				acked := err == nil && resp.PartialSuccess().RejectedSpans() == 0
+				name := attemptName(err)
+				if ctx.Err() != nil && err != nil {
+					name = "deadline exceeded"
+				}
+				res.outcomes.add(name)
+				wait := time.Duration(0)
+				if st, ok := status.FromError(err); ok && err != nil {
+					for _, dt := range st.Details() {
+						if ri, ok := dt.(*errdetails.RetryInfo); ok {
+							wait = min(ri.RetryDelay.AsDuration(), 5*time.Second)
+						}
+					}
+				}
+				mu.Lock()
+				res.recs = append(res.recs, exportRecord{first: first, n: spansPer, acked: acked})
+				if name[:min(len(name), 17)] == "ResourceExhausted" || name[:min(len(name), 11)] == "Unavailable" {
+					res.refusals++
+					if wait > 0 {
+						res.retryOK++
+					}
+				}
+				mu.Unlock()
+				if wait > 0 {
+					time.Sleep(min(wait, time.Until(end)))
+				}
+				seq += uint64(spansPer)
+				first = sender<<32 | seq
+				req = ptraceotlp.NewExportRequestFromTraces(rawTraces(nonce, first, spansPer, -1, 0))
+			}
+		})
+	}
+	close(startGate)
+	wg.Wait()
+	res.took = time.Since(res.start)
+	return res, nil
+}
+
+// rawCodec sends bytes as they are: the unauthenticated flood needs no
+// valid request, only large messages.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+// junkFlood sends workers concurrent messages of size bytes with the given
+// authorization (empty: none) for d and counts the outcomes.
+func junkFlood(addr, authorization string, workers, size int, d time.Duration) (*codeCount, int, error) {
+	conn, err := dial(addr)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close()
+	// A length-delimited field 1 (resource_spans) as long as the message:
+	// a reader that trusts it must buffer everything.
+	body := size - 1 - 4 // a 4-byte varint holds lengths of 2 MiB … 256 MiB
+	msg := binary.AppendUvarint([]byte{0x0a}, uint64(body))
+	msg = append(msg, make([]byte, body)...)
+	var out codeCount
+	var mu sync.Mutex
+	sent := 0
+	var wg sync.WaitGroup
+	end := time.Now().Add(d)
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if authorization != "" {
+					ctx = metadata.AppendToOutgoingContext(ctx, "authorization", authorization)
+				}
+				var reply []byte
+				err := conn.Invoke(ctx, exportMethod, &msg, &reply, grpc.ForceCodec(rawCodec{}))
+				cancel()
+				out.add(attemptName(err))
+				mu.Lock()
+				sent++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return &out, sent, nil
+}
+
+// exportOnce sends one request and returns the response and status.
+func exportOnce(addr string, td ptrace.Traces) (ptraceotlp.ExportResponse, error) {
+	conn, err := dial(addr)
+	if err != nil {
+		return ptraceotlp.NewExportResponse(), err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := ptraceotlp.NewGRPCClient(conn).Export(ctx, ptraceotlp.NewExportRequestFromTraces(td))
+	if err != nil {
+		return resp, fmt.Errorf("export: %w", err)
+	}
+	return resp, nil
+}
