@@ -75,9 +75,9 @@ type ServerConfig struct {
 	MemoryLimitPercent uint32
 	// MaxInFlightMiB bounds the request bytes being read, decoded and
 	// handed on at once (admission control); requests beyond it are refused
-	// retryably before they are read or decoded. 0 means an eighth of the
-	// memory limit (an admitted request takes several times its wire size
-	// once decoded and mapped).
+	// retryably before they are read or decoded. 0 means a sixteenth of the
+	// memory limit (an admitted request takes 3-4 times its wire size once
+	// decoded and mapped, and the rest of the limit is for the store path).
 	MaxInFlightMiB int
 	// MemoryCheckInterval is how often the limiter measures. Default 1s.
 	MemoryCheckInterval time.Duration
@@ -261,7 +261,10 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 	inFlight := int64(s.cfg.MaxInFlightMiB) << 20
 	if inFlight == 0 {
-		inFlight = int64(limitMiB) << 20 / 8
+		// Wire bytes: decoded and mapped, a request takes 3-4 times its
+		// size (the reliability suite's flood: 256 MiB on the wire was over
+		// 800 MiB of heap).
+		inFlight = int64(limitMiB) << 20 / 16
 	}
 	admit := newAdmission(inFlight, s.cfg.Exporter.retryAfter())
 	s.admit.Store(admit)

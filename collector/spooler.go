@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -102,10 +103,10 @@ func (s *spooler) write(ctx context.Context, spans []store.Span) error {
 		// spool may hold.
 		return &statusError{err: err, st: status.Newf(codes.InvalidArgument,
 			"spool %d spans: the request encodes to %d bytes, more than the spool holds (spool_max_mib); send smaller batches: %v", len(spans), len(rec), err)}
-	case errors.Is(err, spool.ErrFull):
+	case errors.Is(err, spool.ErrFull), errors.Is(err, syscall.ENOSPC):
 		st := s.wal.Stats()
 		return newRetryable(codes.ResourceExhausted,
-			fmt.Errorf("spool %d spans: the spool holds %d of %d bytes while the store catches up: %w", len(spans), st.Bytes, st.MaxBytes, err), s.retryAfter)
+			fmt.Errorf("spool %d spans: the spool holds %d of %d bytes (or its disk is full) while the store catches up: %w", len(spans), st.Bytes, st.MaxBytes, err), s.retryAfter)
 	}
 	return newRetryable(codes.Unavailable, fmt.Errorf("spool %d spans: %w", len(spans), err), s.retryAfter)
 }
