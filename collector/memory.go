@@ -56,10 +56,9 @@ func availableMemory() uint64 {
 }
 
 // GCMemoryLimit is the Go runtime's soft memory limit for a memory limit of
-// limitMiB: below the memory limiter's refusal threshold (the limit less
-// its 20% spike allowance), so that with a high GC target (DefaultGCPercent)
-// the collector collects garbage before the limiter mistakes it for load
-// and refuses data.
+// limitMiB: 60%, below the memory limiter's refusal threshold (70%), so
+// that with a high GC target (DefaultGCPercent) the collector collects
+// garbage before the limiter mistakes it for load and refuses data.
 func GCMemoryLimit(limitMiB uint32) int64 {
-	return int64(limitMiB) << 20 * 7 / 10
+	return int64(limitMiB) << 20 * 6 / 10
 }

@@ -230,7 +230,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		if limitMiB == 0 {
 			limitMiB = DefaultMemoryLimitMiB()
 		}
-		mlCfg.MemoryLimitMiB = limitMiB
+		// The limit is for the process's RSS, which is more than the heap
+		// the limiter measures (stacks, runtime, fragmentation): its hard
+		// limit sits at 90% and it refuses from 70% (spike 20%); Go's soft
+		// limit (GCMemoryLimit, 60%) collects before that.
+		mlCfg.MemoryLimitMiB = limitMiB * 9 / 10
 		mlCfg.MemorySpikeLimitMiB = limitMiB / 5
 	}
 	if err = mlCfg.Validate(); err != nil {

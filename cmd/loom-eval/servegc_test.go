@@ -46,8 +46,8 @@ func TestServeGCTargetPrefersFlagThenGOGCThenDefault(t *testing.T) {
 
 	debug.SetMemoryLimit(prevLimit)
 	tuneGC(env(nil), 0, 1000, log)
-	if got, want := debug.SetMemoryLimit(-1), int64(1000)<<20*7/10; got != want {
-		t.Errorf("--memory-limit-mib 1000: soft memory limit %d, want %d (70%%, below the limiter's 80%% refusal point)", got, want)
+	if got, want := debug.SetMemoryLimit(-1), int64(1000)<<20*6/10; got != want {
+		t.Errorf("--memory-limit-mib 1000: soft memory limit %d, want %d (60%%, below the limiter's 70%% refusal point)", got, want)
 	}
 	debug.SetMemoryLimit(prevLimit)
 	tuneGC(env(map[string]string{"GOMEMLIMIT": "2GiB"}), 0, 1000, log)

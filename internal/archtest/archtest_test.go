@@ -107,7 +107,8 @@ var rooms = []room{
 	// subprocess and reads the stores back (the ClickHouse one through its
 	// reader, to see what a user sees).
 	{path: "internal/reliability/", rule: "reliability is tests only",
-		tests: []string{"internal/chlocal", "store/clickhouse"}},
+		tests: []string{"internal/chlocal", "store/clickhouse",
+			"collector"}}, // the default memory limit, the bound row 1 checks
 	{path: "scripts/", rule: "scripts are leaves",
 		imports: []string{"scripts/"}},
 	// The binary wires everything together.

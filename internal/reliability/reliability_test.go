@@ -10,9 +10,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomwork/loomwork/collector"
 )
 
-var defaultRSSMiB = flag.Int64("reliability.default-rss-mib", 1024, "row 1's reading of \"RSS bounded\" with default flags on this machine, in MiB")
+var defaultRSSMiB = flag.Int64("reliability.default-rss-mib", 0, "row 1's bound on serve's RSS with default flags, in MiB; 0: serve's default memory limit on this machine (collector.DefaultMemoryLimitMiB)")
 
 var features serveFeatures
 
@@ -43,7 +45,11 @@ func TestReliability(t *testing.T) {
 		t.Run("default-flags", func(t *testing.T) {
 			r, rate := manyExporters(t, bin, "1. 96 SDK exporters, default flags", scale, nil)
 			capacityRef = rate
-			r.check(t, r.Mem.HWM <= *defaultRSSMiB<<20, "serve's VmHWM %s is over %d MiB (the memory limit must be a real bound by default)", mib(r.Mem.HWM), *defaultRSSMiB)
+			bound := *defaultRSSMiB
+			if bound == 0 {
+				bound = int64(collector.DefaultMemoryLimitMiB())
+			}
+			r.check(t, r.Mem.HWM <= bound<<20, "serve's VmHWM %s is over %d MiB (the default memory limit must be a real bound)", mib(r.Mem.HWM), bound)
 		})
 		t.Run("memory-limit-512", func(t *testing.T) {
 			r, rate := manyExporters(t, bin, "1. same, --memory-limit-mib 512", scale+" (issue: limit 1024)", []string{"--memory-limit-mib", "512"})
