@@ -279,6 +279,15 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			// Authentication and admission before a request message is read.
 			configgrpc.WithGrpcServerOption(grpc.InTapHandle(admit.tap(s.cfg.AuthToken))),
 			configgrpc.WithGrpcServerOption(grpc.StatsHandler(releaser{})),
+			// Fixed flow-control windows. By default gRPC grows them from
+			// its bandwidth estimate up to 16 MiB a stream, so on a fast link
+			// every sender pushes its whole request before the server has
+			// decided anything, and a flood of 300 × 2 MB requests sat in
+			// the server's buffers (and its RSS) while the ones it could
+			// not take timed out. With fixed windows an unread stream holds
+			// at most 1 MiB, and a refused one stops sending.
+			configgrpc.WithGrpcServerOption(grpc.InitialWindowSize(1 << 20)),
+			configgrpc.WithGrpcServerOption(grpc.InitialConnWindowSize(8 << 20)),
 		}
 		if s.cfg.AuthToken != "" {
 			opts = append(opts, configgrpc.WithGrpcServerOption(grpc.UnaryInterceptor(bearerUnary(s.cfg.AuthToken))))
