@@ -80,7 +80,24 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 			pre = "(position(attributes, ?) > 0 OR position(attributes, ?) > 0)"
 			a = []any{c.Key, jsonKey + string(store.AppendJSONString(nil, c.Value)), jsonKey + "["}
 		}
-		inner := "trace_id IN (SELECT trace_id FROM (SELECT trace_id, JSONExtractRaw(attributes, ?) AS raw FROM " + s.spansTable +
+		// An attribute a typed column holds (bit set in
+		// attributes_in_columns, typedattrs.go) is not in the JSON: its
+		// raw value is the column's value as JSON.
+		rawExpr := "JSONExtractRaw(attributes, ?)"
+		if bit, ok := typedAttrIndex[c.Key]; ok {
+			ta := &typedAttrs[bit]
+			colJSON := "toJSONString(toString(" + ta.column + "))"
+			switch ta.kind {
+			case attrInt:
+				colJSON = "toString(" + ta.column + ")"
+			case attrStrings:
+				colJSON = "toJSONString(" + ta.column + ")"
+			}
+			in := fmt.Sprintf("bitTest(attributes_in_columns, %d)", bit)
+			rawExpr = "if(" + in + ", " + colJSON + ", " + rawExpr + ")"
+			pre = "(" + in + " OR " + pre + ")"
+		}
+		inner := "trace_id IN (SELECT trace_id FROM (SELECT trace_id, " + rawExpr + " AS raw FROM " + s.spansTable +
 			" WHERE " + pre
 		if from != "" {
 			inner += " AND " + from

@@ -24,7 +24,8 @@ const spanColumns = `trace_id, span_id, parent_span_id, trace_state, name, kind,
 	operation, provider, request_model, response_model, agent_name, conversation_id,
 	tool_name, tool_call_id, model_call, has_usage, input_tokens, output_tokens,
 	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd,
-	retrieved_docs, cited_docs, attributes, resource_attributes, events, links, ` + envelopeColumns
+	retrieved_docs, cited_docs, attributes, resource_attributes, events, links, ` + envelopeColumns + `,
+	` + typedAttrsColumns
 
 // envelopeColumns are the columns migration 0004 added, last in spanColumns
 // and in spanBatch.columns (so that tests can still write the older schema
@@ -32,6 +33,10 @@ const spanColumns = `trace_id, span_id, parent_span_id, trace_state, name, kind,
 const envelopeColumns = `flags, dropped_attributes_count, dropped_events_count, dropped_links_count,
 	scope_attributes, scope_dropped_attributes_count, scope_schema_url,
 	resource_schema_url, resource_dropped_attributes_count`
+
+// typedAttrsColumns are the columns migration 0005 added, after the
+// envelope columns (typedattrs.go).
+const typedAttrsColumns = `attributes_in_columns`
 
 // Storable time range: DateTime64(9) holds 1900-01-01 to 2262-04-11.
 var (
@@ -55,6 +60,7 @@ type spanBatch struct {
 	flags, droppedAttrs, droppedEvents, droppedLinks        []uint32
 	scopeAttrs, scopeSchema, resSchema                      []string
 	scopeDropped, resDropped                                []uint32
+	attrsInColumns                                          []uint32
 
 	// traces is the insert's trace_index rows.
 	traces traceRows
@@ -74,6 +80,10 @@ type PreparedSpans struct {
 	// and resAt locate each span's documents in it.
 	arena                  []byte
 	attrAt, resAt, scopeAt []jsonSpan
+	// attrsInColumns is each span's attributes_in_columns: the
+	// attributes left out of its JSON because typed columns hold them.
+	attrsInColumns []uint32
+	scratch        []byte
 	events, links          []string
 	resources, scopes      map[uintptr]jsonSpan
 	traces                 traceRows
@@ -125,6 +135,7 @@ func (b *spanBatch) columns() []any {
 		b.flags, b.droppedAttrs, b.droppedEvents, b.droppedLinks,
 		b.scopeAttrs, b.scopeDropped, b.scopeSchema,
 		b.resSchema, b.resDropped,
+		b.attrsInColumns,
 	}
 }
 
@@ -165,7 +176,7 @@ func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
 	if p == nil {
 		p = new(PreparedSpans)
 	}
-	if err := p.encode(spans); err != nil {
+	if err := p.encode(spans, true); err != nil {
 		s.prepared.Put(p)
 		return nil, fmt.Errorf("write spans: %w", err)
 	}
@@ -262,8 +273,10 @@ func resize[T any](s []T, n int) []T {
 }
 
 // encode checks spans and encodes their JSON into p, reusing p's memory
-// from an earlier batch.
-func (p *PreparedSpans) encode(spans []store.Span) error {
+// from an earlier batch. With elide, attributes that typed columns hold
+// are left out of the attribute JSON (typedattrs.go); without, the JSON is
+// whole, as schema versions before 5 stored it.
+func (p *PreparedSpans) encode(spans []store.Span, elide bool) error {
 	n := len(spans)
 	p.spans = spans
 	p.events, p.links = resize(p.events, n), resize(p.links, n)
@@ -277,6 +290,7 @@ func (p *PreparedSpans) encode(spans []store.Span) error {
 	}
 	arena := p.arena[:0]
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, n), resize(p.resAt, n), resize(p.scopeAt, n)
+	p.attrsInColumns = resize(p.attrsInColumns, n)
 	if p.resources == nil {
 		p.resources, p.scopes = map[uintptr]jsonSpan{}, map[uintptr]jsonSpan{}
 	}
@@ -293,6 +307,11 @@ func (p *PreparedSpans) encode(spans []store.Span) error {
 			from := len(arena)
 			if arena, err = sp.Attributes.AppendJSON(arena); err != nil {
 				return fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
+			}
+			if elide {
+				var js []byte
+				js, p.attrsInColumns[i], p.scratch = elideTypedAttrs(arena[from:], sp, p.scratch)
+				arena = arena[:from+len(js)]
 			}
 			p.attrAt[i] = jsonSpan{from, len(arena)}
 		}
@@ -363,6 +382,7 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	b.droppedEvents, b.droppedLinks = resize(b.droppedEvents, n), resize(b.droppedLinks, n)
 	b.scopeAttrs, b.scopeDropped, b.scopeSchema = resize(b.scopeAttrs, n), resize(b.scopeDropped, n), resize(b.scopeSchema, n)
 	b.resSchema, b.resDropped = resize(b.resSchema, n), resize(b.resDropped, n)
+	b.attrsInColumns = resize(b.attrsInColumns, n)
 	b.traces.reset()
 	i := 0
 	attrTotal, resTotal := 0, 0
@@ -398,6 +418,7 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 			b.scopeAttrs[i] = all[p.scopeAt[k].from:p.scopeAt[k].to]
 			b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
 			b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
+			b.attrsInColumns[i] = p.attrsInColumns[k]
 			attrTotal += p.attrAt[k].to - p.attrAt[k].from
 			resTotal += p.resAt[k].to - p.resAt[k].from
 			i++

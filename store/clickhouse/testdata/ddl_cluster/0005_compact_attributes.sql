@@ -1,0 +1,12 @@
+-- step: attributes held by typed columns
+ALTER TABLE `loomwork`.spans_local ON CLUSTER 'loomwork_cluster'
+    ADD COLUMN IF NOT EXISTS attributes_in_columns UInt32 CODEC(ZSTD(1)),
+    MODIFY COLUMN attributes String CODEC(ZSTD(1)),
+    MODIFY COLUMN resource_attributes String CODEC(ZSTD(1)),
+    MODIFY COLUMN events String CODEC(ZSTD(1)),
+    MODIFY COLUMN links String CODEC(ZSTD(1));
+
+-- step: attributes held by typed columns, spans distributed table
+ALTER TABLE `loomwork`.spans ON CLUSTER 'loomwork_cluster'
+    ADD COLUMN IF NOT EXISTS attributes_in_columns UInt32;
+
