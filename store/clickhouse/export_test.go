@@ -34,7 +34,8 @@ func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 }
 
 // InsertSpansAtVersion4 writes spans the way schema version 4 did: the
-// whole attribute JSON, without the column version 5 added.
+// whole attribute JSON, without the column version 5 added, and their
+// trace_index rows.
 func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) error {
 	p := new(PreparedSpans)
 	if err := p.encode(spans, false); err != nil {
@@ -44,5 +45,8 @@ func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) e
 	b.fill([]*PreparedSpans{p}, len(spans))
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, typedAttrsColumns)), ",")
 	cols := b.columns()
-	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], b.filler, len(spans))
+	if err := s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], b.filler, len(spans)); err != nil {
+		return err
+	}
+	return s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", len(b.traces.traceID))
 }

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"bytes"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
@@ -74,11 +75,14 @@ func init() {
 }
 
 // appendValueJSON appends the JSON the column's value would have as an
-// attribute, and reports false when it cannot stand for one (an empty array).
+// attribute, and reports false when it cannot stand for one: an empty
+// array, or a string that is not valid UTF-8 (its JSON holds U+FFFD where
+// the column holds the original bytes, so the two decode differently).
 func (a *typedAttr) appendValueJSON(dst []byte, sp *store.Span) ([]byte, bool) {
 	switch a.kind {
 	case attrString:
-		return store.AppendJSONString(dst, a.str(sp)), true
+		v := a.str(sp)
+		return store.AppendJSONString(dst, v), utf8.ValidString(v)
 	case attrInt:
 		return strconv.AppendInt(dst, a.num(sp), 10), true
 	default:
@@ -88,6 +92,9 @@ func (a *typedAttr) appendValueJSON(dst []byte, sp *store.Span) ([]byte, bool) {
 		}
 		dst = append(dst, '[')
 		for i, s := range v {
+			if !utf8.ValidString(s) {
+				return dst, false
+			}
 			if i > 0 {
 				dst = append(dst, ',')
 			}

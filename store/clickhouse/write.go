@@ -82,11 +82,11 @@ type PreparedSpans struct {
 	attrAt, resAt, scopeAt []jsonSpan
 	// attrsInColumns is each span's attributes_in_columns: the
 	// attributes left out of its JSON because typed columns hold them.
-	attrsInColumns []uint32
-	scratch        []byte
-	events, links          []string
-	resources, scopes      map[uintptr]jsonSpan
-	traces                 traceRows
+	attrsInColumns    []uint32
+	scratch           []byte
+	events, links     []string
+	resources, scopes map[uintptr]jsonSpan
+	traces            traceRows
 }
 
 // jsonSpan locates one JSON document in PreparedSpans.arena.
