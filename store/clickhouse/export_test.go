@@ -22,10 +22,10 @@ func OpenAtVersion(ctx context.Context, cfg Config, version int) (*Store, error)
 // the columns version 4 added.
 func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 	p := new(PreparedSpans)
-	if err := p.encode(spans, false); err != nil {
+	if err := p.encode(spans); err != nil {
 		return err
 	}
-	b := new(spanBatch)
+	b := &spanBatch{wholeAttrs: true}
 	b.fill([]*PreparedSpans{p}, len(spans))
 	v4 := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, typedAttrsColumns)), ",")
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(v4, envelopeColumns)), ",")
@@ -38,10 +38,10 @@ func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 // trace_index rows.
 func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) error {
 	p := new(PreparedSpans)
-	if err := p.encode(spans, false); err != nil {
+	if err := p.encode(spans); err != nil {
 		return err
 	}
-	b := new(spanBatch)
+	b := &spanBatch{wholeAttrs: true}
 	b.fill([]*PreparedSpans{p}, len(spans))
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, typedAttrsColumns)), ",")
 	cols := b.columns()

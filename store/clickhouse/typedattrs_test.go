@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/storetest"
 )
 
 // roundTrip is what a write and a read do to sp's attributes: encode,
@@ -148,4 +149,54 @@ func FuzzElideTypedAttrsRoundTrip(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFillLeavesThePreparedBatchWhole: typed attributes are left out on
+// the insert's copy, so a prepared batch (what a spool keeps) still holds
+// the whole JSON, and filling an insert from it twice stores the same.
+func TestFillLeavesThePreparedBatchWhole(t *testing.T) {
+	spans := storetest.GenerateTraces(20, 6, 5)
+	p := new(PreparedSpans)
+	if err := p.encode(spans); err != nil {
+		t.Fatal(err)
+	}
+	arena := string(p.arena)
+	var first []string
+	var firstMask []uint32
+	for round := range 2 {
+		b := new(spanBatch)
+		b.fill([]*PreparedSpans{p}, len(spans))
+		if string(p.arena) != arena {
+			t.Fatalf("fill %d changed the prepared batch's JSON", round)
+		}
+		if round == 0 {
+			first, firstMask = append([]string(nil), b.attrs...), append([]uint32(nil), b.attrsInColumns...)
+			continue
+		}
+		if !reflect.DeepEqual(b.attrs, first) || !reflect.DeepEqual(b.attrsInColumns, firstMask) {
+			t.Fatal("a second fill of the same prepared batch stores different attributes")
+		}
+	}
+	elided := 0
+	for i, m := range firstMask {
+		if m != 0 {
+			elided++
+		}
+		read := spans[i]
+		read.Attributes = nil
+		if first[i] != "" {
+			if err := json.Unmarshal([]byte(first[i]), &read.Attributes); err != nil {
+				t.Fatal(err)
+			}
+		}
+		restoreTypedAttrs(&read, m)
+		whole, _ := spans[i].Attributes.MarshalJSON()
+		got, _ := read.Attributes.MarshalJSON()
+		if string(got) != string(whole) {
+			t.Errorf("span %d reads back as %s, want %s", i, got, whole)
+		}
+	}
+	if elided == 0 {
+		t.Fatal("no generated span has an attribute a typed column holds; the test proves nothing")
+	}
 }

@@ -65,6 +65,14 @@ type spanBatch struct {
 	// traces is the insert's trace_index rows.
 	traces traceRows
 
+	// attrBuf holds the insert's attribute JSON with the attributes typed
+	// columns hold left out (typedattrs.go), which attrs point into; it is
+	// sized before the first span goes in and never grows during a fill.
+	// scratch is elideTypedAttrs' memory. wholeAttrs (tests writing an
+	// older schema) keeps the JSON whole.
+	attrBuf, scratch []byte
+	wholeAttrs       bool
+
 	// zeros backs filler, a string at least as long as any String
 	// column's total bytes, for presizeStrings; never written.
 	zeros  []byte
@@ -80,13 +88,9 @@ type PreparedSpans struct {
 	// and resAt locate each span's documents in it.
 	arena                  []byte
 	attrAt, resAt, scopeAt []jsonSpan
-	// attrsInColumns is each span's attributes_in_columns: the
-	// attributes left out of its JSON because typed columns hold them.
-	attrsInColumns    []uint32
-	scratch           []byte
-	events, links     []string
-	resources, scopes map[uintptr]jsonSpan
-	traces            traceRows
+	events, links          []string
+	resources, scopes      map[uintptr]jsonSpan
+	traces                 traceRows
 }
 
 // jsonSpan locates one JSON document in PreparedSpans.arena.
@@ -176,7 +180,7 @@ func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
 	if p == nil {
 		p = new(PreparedSpans)
 	}
-	if err := p.encode(spans, true); err != nil {
+	if err := p.encode(spans); err != nil {
 		s.prepared.Put(p)
 		return nil, fmt.Errorf("write spans: %w", err)
 	}
@@ -273,10 +277,8 @@ func resize[T any](s []T, n int) []T {
 }
 
 // encode checks spans and encodes their JSON into p, reusing p's memory
-// from an earlier batch. With elide, attributes that typed columns hold
-// are left out of the attribute JSON (typedattrs.go); without, the JSON is
-// whole, as schema versions before 5 stored it.
-func (p *PreparedSpans) encode(spans []store.Span, elide bool) error {
+// from an earlier batch.
+func (p *PreparedSpans) encode(spans []store.Span) error {
 	n := len(spans)
 	p.spans = spans
 	p.events, p.links = resize(p.events, n), resize(p.links, n)
@@ -290,7 +292,6 @@ func (p *PreparedSpans) encode(spans []store.Span, elide bool) error {
 	}
 	arena := p.arena[:0]
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, n), resize(p.resAt, n), resize(p.scopeAt, n)
-	p.attrsInColumns = resize(p.attrsInColumns, n)
 	if p.resources == nil {
 		p.resources, p.scopes = map[uintptr]jsonSpan{}, map[uintptr]jsonSpan{}
 	}
@@ -307,11 +308,6 @@ func (p *PreparedSpans) encode(spans []store.Span, elide bool) error {
 			from := len(arena)
 			if arena, err = sp.Attributes.AppendJSON(arena); err != nil {
 				return fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
-			}
-			if elide {
-				var js []byte
-				js, p.attrsInColumns[i], p.scratch = elideTypedAttrs(arena[from:], sp, p.scratch)
-				arena = arena[:from+len(js)]
 			}
 			p.attrAt[i] = jsonSpan{from, len(arena)}
 		}
@@ -384,6 +380,17 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	b.resSchema, b.resDropped = resize(b.resSchema, n), resize(b.resDropped, n)
 	b.attrsInColumns = resize(b.attrsInColumns, n)
 	b.traces.reset()
+	// Leaving typed attributes out happens here, on a copy, not in
+	// PrepareSpans: a prepared batch (and its spooled form) keeps the whole
+	// JSON, so a batch filled again or read back from a spool loses nothing.
+	arenas := 0
+	for _, p := range batches {
+		arenas += len(p.arena)
+	}
+	if cap(b.attrBuf) < arenas {
+		b.attrBuf = make([]byte, 0, arenas+arenas/4)
+	}
+	b.attrBuf = b.attrBuf[:0]
 	i := 0
 	attrTotal, resTotal := 0, 0
 	for _, p := range batches {
@@ -410,7 +417,7 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 			b.cacheRead[i], b.cacheCreation[i], b.reasoning[i] = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
 			b.cost[i] = sp.CostUSD
 			b.retrieved[i], b.cited[i] = nonNil(sp.RetrievedDocs), nonNil(sp.CitedDocs)
-			b.attrs[i] = all[p.attrAt[k].from:p.attrAt[k].to]
+			b.attrs[i], b.attrsInColumns[i] = b.attributes(all[p.attrAt[k].from:p.attrAt[k].to], sp)
 			b.resource[i] = all[p.resAt[k].from:p.resAt[k].to]
 			b.events[i], b.links[i] = p.events[k], p.links[k]
 			b.flags[i], b.droppedAttrs[i] = sp.Flags, sp.DroppedAttributesCount
@@ -418,8 +425,7 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 			b.scopeAttrs[i] = all[p.scopeAt[k].from:p.scopeAt[k].to]
 			b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
 			b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
-			b.attrsInColumns[i] = p.attrsInColumns[k]
-			attrTotal += p.attrAt[k].to - p.attrAt[k].from
+			attrTotal += len(b.attrs[i])
 			resTotal += p.resAt[k].to - p.resAt[k].from
 			i++
 		}
@@ -432,6 +438,26 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 		b.zeros = make([]byte, need+need/4)
 	}
 	b.filler = unsafe.String(unsafe.SliceData(b.zeros), len(b.zeros))
+}
+
+// attributes returns the attribute JSON to store for sp, whose whole JSON
+// is js, and its attributes_in_columns. The result points into b.attrBuf,
+// which fill sized to hold every span's JSON, so appending never moves it.
+func (b *spanBatch) attributes(js string, sp *store.Span) (string, uint32) {
+	if b.wholeAttrs || js == "" {
+		return js, 0
+	}
+	from := len(b.attrBuf)
+	b.attrBuf = append(b.attrBuf, js...)
+	var short []byte
+	var mask uint32
+	short, mask, b.scratch = elideTypedAttrs(b.attrBuf[from:], sp, b.scratch)
+	if mask == 0 {
+		b.attrBuf = b.attrBuf[:from]
+		return js, 0
+	}
+	b.attrBuf = b.attrBuf[:from+len(short)]
+	return unsafe.String(unsafe.SliceData(short), len(short)), mask
 }
 
 // batchToken identifies an insert by the ordered (trace id, span id, start,
