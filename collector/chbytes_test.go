@@ -28,6 +28,7 @@ var (
 	bytesPeer   = flag.Bool("bytes.peer", true, "BenchmarkClickHouseBytesPerSpan: also store the same spans in the contrib clickhouseexporter's schema")
 	bytesWait   = flag.Duration("bytes.settle", 0, "BenchmarkClickHouseBytesPerSpan: wait this long after the last insert before measuring")
 	bytesKeep   = flag.String("bytes.keep", "", "BenchmarkClickHouseBytesPerSpan: copy the store's spans table into this table (db.table) before the database is dropped, for experiments")
+	bytesAlter  = flag.String("bytes.alter", "", "BenchmarkClickHouseBytesPerSpan: SQL statements (;-separated, {db} for the store's database) run on the fresh schema before the load, to price variants")
 	bytesWide   = flag.Bool("bytes.wide", false, "BenchmarkClickHouseBytesPerSpan: store every part in the Wide format, which keeps per-column sizes (Compact parts report none)")
 )
 
@@ -76,6 +77,13 @@ func bytesRun(b *testing.B, srv *chtest.Server, data string, insert int) {
 	if *bytesWide {
 		for _, t := range []string{"spans", "trace_index"} {
 			if err := conn.Exec(ctx, "ALTER TABLE "+db+"."+t+" MODIFY SETTING min_bytes_for_wide_part = 0, min_rows_for_wide_part = 0"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, q := range strings.Split(*bytesAlter, ";") {
+		if q = strings.TrimSpace(q); q != "" {
+			if err := conn.Exec(ctx, strings.ReplaceAll(q, "{db}", db)); err != nil {
 				b.Fatal(err)
 			}
 		}
