@@ -203,6 +203,35 @@ func TestMigrationToTypedAttributesKeepsEverySpanReadable(t *testing.T) {
 		}
 	}
 
+	// A string equality on a typed attribute compares the column for new
+	// rows and the JSON for old ones.
+	conv := after[0].ConversationID
+	for _, tc := range []struct {
+		expr      string
+		in, notIn store.Span
+	}{
+		{semconv.AttrConversationID + "=" + conv, after[0], before[0]},
+		{semconv.AttrConversationID + "!=" + conv, before[0], after[0]},
+		{semconv.AttrConversationID + "=" + before[0].ConversationID, before[0], after[0]},
+	} {
+		q := store.TraceQuery{Limit: 1000}
+		if q.Search, err = store.ParseSearch(tc.expr); err != nil {
+			t.Fatal(err)
+		}
+		page, err := s.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatalf("search %s: %v", tc.expr, err)
+		}
+		found := map[string]bool{}
+		for _, tr := range page.Traces {
+			found[tr.TraceID] = true
+		}
+		if !found[tc.in.TraceID] || found[tc.notIn.TraceID] {
+			t.Errorf("search %s: finds trace %s %v (want true), trace %s %v (want false)", tc.expr,
+				tc.in.TraceID, found[tc.in.TraceID], tc.notIn.TraceID, found[tc.notIn.TraceID])
+		}
+	}
+
 	// Every generated chat span has its operation and input tokens both as
 	// attributes and in typed columns.
 	for _, expr := range []string{semconv.AttrOperationName + "=chat", semconv.AttrUsageInputTokens + ">0"} {
