@@ -3,7 +3,8 @@
 //
 // Spans go to a spans table (typed columns for the GenAI fields; the exact
 // attribute, resource, event and link encodings as compressed JSON strings,
-// so a span read back equals the span written), and each write adds one
+// less the attributes a typed column holds byte for byte, which reads put
+// back, so a span read back equals the span written), and each write adds one
 // trace_index row per trace (id, start, end). ListTraces finds and orders
 // traces through the index and aggregates their spans into summaries when
 // it reads them. Schema changes are versioned migrations (migrations/*.sql,

@@ -21,13 +21,32 @@ func OpenAtVersion(ctx context.Context, cfg Config, version int) (*Store, error)
 // insert into spans (version 2's view then fills trace_summaries), without
 // the columns version 4 added.
 func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
-	p, err := s.PrepareSpans(spans)
-	if err != nil {
+	p := new(PreparedSpans)
+	if err := p.encode(spans); err != nil {
 		return err
 	}
-	b := new(spanBatch)
+	b := &spanBatch{wholeAttrs: true}
 	b.fill([]*PreparedSpans{p}, len(spans))
-	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, envelopeColumns)), ",")
+	v4 := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, typedAttrsColumns)), ",")
+	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(v4, envelopeColumns)), ",")
 	cols := b.columns()
-	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(envelopeColumns, ",")-1], b.filler, len(spans))
+	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1-strings.Count(envelopeColumns, ",")-1], b.filler, len(spans))
+}
+
+// InsertSpansAtVersion4 writes spans the way schema version 4 did: the
+// whole attribute JSON, without the column version 5 added, and their
+// trace_index rows.
+func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) error {
+	p := new(PreparedSpans)
+	if err := p.encode(spans); err != nil {
+		return err
+	}
+	b := &spanBatch{wholeAttrs: true}
+	b.fill([]*PreparedSpans{p}, len(spans))
+	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, typedAttrsColumns)), ",")
+	cols := b.columns()
+	if err := s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], b.filler, len(spans)); err != nil {
+		return err
+	}
+	return s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", len(b.traces.traceID))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -132,5 +133,125 @@ func TestMigrationToOTLPEnvelopeKeepsOldSpansAndStoresNewFields(t *testing.T) {
 	check(after, true)
 	if after[0].Flags == 0 || after[0].ScopeSchemaURL == "" {
 		t.Fatal("generated spans carry no envelope fields; the check proves nothing")
+	}
+}
+
+// TestMigrationToTypedAttributesKeepsEverySpanReadable writes spans under
+// schema version 4 (whole attribute JSON), migrates to the latest version
+// and writes more; every span of both reads back equal to what was written,
+// and searches on attributes that typed columns now hold find the old and
+// the new spans alike.
+func TestMigrationToTypedAttributesKeepsEverySpanReadable(t *testing.T) {
+	srv := chtestStart(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	spans := storetest.GenerateTraces(40, 6, 13)
+	before, after := spans[:120], spans[120:]
+
+	db := srv.NewDatabase(t)
+	old, err := clickhouse.OpenAtVersion(ctx, clickhouse.Config{DSN: srv.DSN(db)}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.InsertSpansAtVersion4(ctx, before); err != nil {
+		t.Fatalf("version 4 insert: %v", err)
+	}
+	old.Shutdown(context.Background())
+	s := open(t, srv.DSN(db)) // applies version 5
+	if err := s.WriteSpans(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	// Old rows keep their whole JSON; new rows leave typed attributes out.
+	if n := queryCount(t, srv, "SELECT count() FROM "+db+".spans WHERE attributes_in_columns = 0 AND attributes != ''"); n < uint64(len(before)) {
+		t.Errorf("%d rows with whole attribute JSON, want at least the %d written under version 4", n, len(before))
+	}
+	if n := queryCount(t, srv, "SELECT count() FROM "+db+".spans WHERE attributes_in_columns != 0"); n == 0 {
+		t.Error("no row written after the migration leaves an attribute to its column; the test proves nothing")
+	}
+
+	byTrace := map[string][]store.Span{}
+	for _, sp := range spans {
+		byTrace[sp.TraceID] = append(byTrace[sp.TraceID], sp)
+	}
+	for id, want := range byTrace {
+		got, err := s.GetTrace(ctx, id)
+		if err != nil {
+			t.Fatalf("GetTrace(%s): %v", id, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("trace %s: %d spans, want %d", id, len(got), len(want))
+		}
+		gotByID := map[string]store.Span{}
+		for _, sp := range got {
+			gotByID[sp.SpanID] = sp
+		}
+		for _, w := range want {
+			g := gotByID[w.SpanID]
+			wantJSON, _ := w.Attributes.MarshalJSON()
+			gotJSON, _ := g.Attributes.MarshalJSON()
+			var wantAttrs store.Attributes
+			if err := wantAttrs.UnmarshalJSON(wantJSON); err != nil {
+				t.Fatal(err)
+			}
+			if string(gotJSON) != string(wantJSON) || !reflect.DeepEqual(g.Attributes, wantAttrs) {
+				t.Errorf("span %s attributes read back as\n%s\nwant\n%s", w.SpanID, gotJSON, wantJSON)
+			}
+			if g.Operation != w.Operation || g.InputTokens != w.InputTokens || g.ToolCallID != w.ToolCallID ||
+				g.ConversationID != w.ConversationID || !reflect.DeepEqual(g.ResourceAttributes, w.ResourceAttributes) {
+				t.Errorf("span %s: typed fields read back as %+v, want %+v", w.SpanID, g, w)
+			}
+		}
+	}
+
+	// A string equality on a typed attribute compares the column for new
+	// rows and the JSON for old ones.
+	conv := after[0].ConversationID
+	for _, tc := range []struct {
+		expr      string
+		in, notIn store.Span
+	}{
+		{semconv.AttrConversationID + "=" + conv, after[0], before[0]},
+		{semconv.AttrConversationID + "!=" + conv, before[0], after[0]},
+		{semconv.AttrConversationID + "=" + before[0].ConversationID, before[0], after[0]},
+	} {
+		q := store.TraceQuery{Limit: 1000}
+		if q.Search, err = store.ParseSearch(tc.expr); err != nil {
+			t.Fatal(err)
+		}
+		page, err := s.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatalf("search %s: %v", tc.expr, err)
+		}
+		found := map[string]bool{}
+		for _, tr := range page.Traces {
+			found[tr.TraceID] = true
+		}
+		if !found[tc.in.TraceID] || found[tc.notIn.TraceID] {
+			t.Errorf("search %s: finds trace %s %v (want true), trace %s %v (want false)", tc.expr,
+				tc.in.TraceID, found[tc.in.TraceID], tc.notIn.TraceID, found[tc.notIn.TraceID])
+		}
+	}
+
+	// Every generated chat span has its operation and input tokens both as
+	// attributes and in typed columns.
+	for _, expr := range []string{semconv.AttrOperationName + "=chat", semconv.AttrUsageInputTokens + ">0"} {
+		q := store.TraceQuery{Limit: 1000}
+		if q.Search, err = store.ParseSearch(expr); err != nil {
+			t.Fatal(err)
+		}
+		page, err := s.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatalf("search %s: %v", expr, err)
+		}
+		found := map[string]bool{}
+		for _, tr := range page.Traces {
+			found[tr.TraceID] = true
+		}
+		for _, sp := range []store.Span{before[0], after[0]} {
+			if !found[sp.TraceID] {
+				t.Errorf("search %s misses trace %s (written %s the migration)", expr, sp.TraceID,
+					map[bool]string{true: "before", false: "after"}[sp.TraceID == before[0].TraceID])
+			}
+		}
 	}
 }

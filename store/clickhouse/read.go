@@ -17,7 +17,8 @@ const selectSpanColumns = `span_id, parent_span_id, trace_state, name, kind, sta
 	operation, provider, request_model, response_model, agent_name, conversation_id,
 	tool_name, tool_call_id, has_usage, input_tokens, output_tokens,
 	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd,
-	retrieved_docs, cited_docs, attributes, resource_attributes, events, links, ` + envelopeColumns
+	retrieved_docs, cited_docs, attributes, resource_attributes, events, links, ` + envelopeColumns + `,
+	` + typedAttrsColumns
 
 // GetTrace returns every span of traceID ordered by start time then span
 // id, each span once, or store.ErrNotFound.
@@ -41,6 +42,7 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	for rows.Next() {
 		sp := store.Span{TraceID: traceID}
 		var attrs, resource, events, links, scopeAttrs string
+		var inColumns uint32
 		if err := rows.Scan(&sp.SpanID, &sp.ParentSpanID, &sp.TraceState, &sp.Name, &sp.Kind, &sp.StartTime, &sp.EndTime,
 			&sp.StatusCode, &sp.StatusMessage, &sp.ServiceName, &sp.ScopeName, &sp.ScopeVersion,
 			&sp.Operation, &sp.Provider, &sp.RequestModel, &sp.ResponseModel, &sp.AgentName, &sp.ConversationID,
@@ -49,7 +51,7 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 			&sp.RetrievedDocs, &sp.CitedDocs, &attrs, &resource, &events, &links,
 			&sp.Flags, &sp.DroppedAttributesCount, &sp.DroppedEventsCount, &sp.DroppedLinksCount,
 			&scopeAttrs, &sp.ScopeDroppedAttributesCount, &sp.ScopeSchemaURL,
-			&sp.ResourceSchemaURL, &sp.ResourceDroppedAttributesCount); err != nil {
+			&sp.ResourceSchemaURL, &sp.ResourceDroppedAttributesCount, &inColumns); err != nil {
 			return nil, fmt.Errorf("get trace %s: %w", traceID, err)
 		}
 		sp.StartTime, sp.EndTime = sp.StartTime.UTC(), sp.EndTime.UTC()
@@ -67,6 +69,7 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 		if err := decodeJSONColumns(&sp, attrs, resource, events, links); err != nil {
 			return nil, fmt.Errorf("get trace %s: span %s: %w", traceID, sp.SpanID, err)
 		}
+		restoreTypedAttrs(&sp, inColumns)
 		spans = append(spans, sp)
 	}
 	if err := rows.Err(); err != nil {

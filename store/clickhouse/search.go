@@ -74,13 +74,38 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 		// JSON spells it and, for a value that can only equal a string,
 		// the key followed by that string's JSON (or by an array).
 		pre := "position(attributes, ?) > 0"
-		a := []any{c.Key, jsonKey}
-		if test != "" && c.Op != store.OpGt && c.Op != store.OpGe && c.Op != store.OpLt && c.Op != store.OpLe &&
-			!c.IsNum && c.Value != "true" && c.Value != "false" {
+		preArgs := []any{jsonKey}
+		stringOnly := test != "" && c.Op != store.OpGt && c.Op != store.OpGe && c.Op != store.OpLt && c.Op != store.OpLe &&
+			!c.IsNum && c.Value != "true" && c.Value != "false"
+		if stringOnly {
 			pre = "(position(attributes, ?) > 0 OR position(attributes, ?) > 0)"
-			a = []any{c.Key, jsonKey + string(store.AppendJSONString(nil, c.Value)), jsonKey + "["}
+			preArgs = []any{jsonKey + string(store.AppendJSONString(nil, c.Value)), jsonKey + "["}
 		}
-		inner := "trace_id IN (SELECT trace_id FROM (SELECT trace_id, JSONExtractRaw(attributes, ?) AS raw FROM " + s.spansTable +
+		// An attribute a typed column holds (bit set in
+		// attributes_in_columns, typedattrs.go) is not in the JSON: its
+		// raw value is the column's value as JSON. When only a string can
+		// match, a string column is compared directly.
+		rawExpr := "JSONExtractRaw(attributes, ?)"
+		if bit, ok := typedAttrIndex[c.Key]; ok {
+			ta := &typedAttrs[bit]
+			colJSON := "toJSONString(toString(" + ta.column + "))"
+			switch ta.kind {
+			case attrInt:
+				colJSON = "toString(" + ta.column + ")"
+			case attrStrings:
+				colJSON = "toJSONString(" + ta.column + ")"
+			}
+			in := fmt.Sprintf("bitTest(attributes_in_columns, %d)", bit)
+			rawExpr = "if(" + in + ", " + colJSON + ", " + rawExpr + ")"
+			if stringOnly && ta.kind == attrString {
+				pre = "((" + in + " AND " + ta.column + " = ?) OR " + pre + ")"
+				preArgs = append([]any{c.Value}, preArgs...)
+			} else {
+				pre = "(" + in + " OR " + pre + ")"
+			}
+		}
+		a := append([]any{c.Key}, preArgs...)
+		inner := "trace_id IN (SELECT trace_id FROM (SELECT trace_id, " + rawExpr + " AS raw FROM " + s.spansTable +
 			" WHERE " + pre
 		if from != "" {
 			inner += " AND " + from

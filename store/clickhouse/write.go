@@ -24,7 +24,8 @@ const spanColumns = `trace_id, span_id, parent_span_id, trace_state, name, kind,
 	operation, provider, request_model, response_model, agent_name, conversation_id,
 	tool_name, tool_call_id, model_call, has_usage, input_tokens, output_tokens,
 	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd,
-	retrieved_docs, cited_docs, attributes, resource_attributes, events, links, ` + envelopeColumns
+	retrieved_docs, cited_docs, attributes, resource_attributes, events, links, ` + envelopeColumns + `,
+	` + typedAttrsColumns
 
 // envelopeColumns are the columns migration 0004 added, last in spanColumns
 // and in spanBatch.columns (so that tests can still write the older schema
@@ -32,6 +33,10 @@ const spanColumns = `trace_id, span_id, parent_span_id, trace_state, name, kind,
 const envelopeColumns = `flags, dropped_attributes_count, dropped_events_count, dropped_links_count,
 	scope_attributes, scope_dropped_attributes_count, scope_schema_url,
 	resource_schema_url, resource_dropped_attributes_count`
+
+// typedAttrsColumns are the columns migration 0005 added, after the
+// envelope columns (typedattrs.go).
+const typedAttrsColumns = `attributes_in_columns`
 
 // Storable time range: DateTime64(9) holds 1900-01-01 to 2262-04-11.
 var (
@@ -55,9 +60,18 @@ type spanBatch struct {
 	flags, droppedAttrs, droppedEvents, droppedLinks        []uint32
 	scopeAttrs, scopeSchema, resSchema                      []string
 	scopeDropped, resDropped                                []uint32
+	attrsInColumns                                          []uint32
 
 	// traces is the insert's trace_index rows.
 	traces traceRows
+
+	// attrBuf holds the insert's attribute JSON with the attributes typed
+	// columns hold left out (typedattrs.go), which attrs point into; it is
+	// sized before the first span goes in and never grows during a fill.
+	// scratch is elideTypedAttrs' memory. wholeAttrs (tests writing an
+	// older schema) keeps the JSON whole.
+	attrBuf, scratch []byte
+	wholeAttrs       bool
 
 	// zeros backs filler, a string at least as long as any String
 	// column's total bytes, for presizeStrings; never written.
@@ -125,6 +139,7 @@ func (b *spanBatch) columns() []any {
 		b.flags, b.droppedAttrs, b.droppedEvents, b.droppedLinks,
 		b.scopeAttrs, b.scopeDropped, b.scopeSchema,
 		b.resSchema, b.resDropped,
+		b.attrsInColumns,
 	}
 }
 
@@ -363,7 +378,19 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	b.droppedEvents, b.droppedLinks = resize(b.droppedEvents, n), resize(b.droppedLinks, n)
 	b.scopeAttrs, b.scopeDropped, b.scopeSchema = resize(b.scopeAttrs, n), resize(b.scopeDropped, n), resize(b.scopeSchema, n)
 	b.resSchema, b.resDropped = resize(b.resSchema, n), resize(b.resDropped, n)
+	b.attrsInColumns = resize(b.attrsInColumns, n)
 	b.traces.reset()
+	// Leaving typed attributes out happens here, on a copy, not in
+	// PrepareSpans: a prepared batch (and its spooled form) keeps the whole
+	// JSON, so a batch filled again or read back from a spool loses nothing.
+	arenas := 0
+	for _, p := range batches {
+		arenas += len(p.arena)
+	}
+	if cap(b.attrBuf) < arenas {
+		b.attrBuf = make([]byte, 0, arenas+arenas/4)
+	}
+	b.attrBuf = b.attrBuf[:0]
 	i := 0
 	attrTotal, resTotal := 0, 0
 	for _, p := range batches {
@@ -390,7 +417,7 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 			b.cacheRead[i], b.cacheCreation[i], b.reasoning[i] = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
 			b.cost[i] = sp.CostUSD
 			b.retrieved[i], b.cited[i] = nonNil(sp.RetrievedDocs), nonNil(sp.CitedDocs)
-			b.attrs[i] = all[p.attrAt[k].from:p.attrAt[k].to]
+			b.attrs[i], b.attrsInColumns[i] = b.attributes(all[p.attrAt[k].from:p.attrAt[k].to], sp)
 			b.resource[i] = all[p.resAt[k].from:p.resAt[k].to]
 			b.events[i], b.links[i] = p.events[k], p.links[k]
 			b.flags[i], b.droppedAttrs[i] = sp.Flags, sp.DroppedAttributesCount
@@ -398,7 +425,7 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 			b.scopeAttrs[i] = all[p.scopeAt[k].from:p.scopeAt[k].to]
 			b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
 			b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
-			attrTotal += p.attrAt[k].to - p.attrAt[k].from
+			attrTotal += len(b.attrs[i])
 			resTotal += p.resAt[k].to - p.resAt[k].from
 			i++
 		}
@@ -411,6 +438,26 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 		b.zeros = make([]byte, need+need/4)
 	}
 	b.filler = unsafe.String(unsafe.SliceData(b.zeros), len(b.zeros))
+}
+
+// attributes returns the attribute JSON to store for sp, whose whole JSON
+// is js, and its attributes_in_columns. The result points into b.attrBuf,
+// which fill sized to hold every span's JSON, so appending never moves it.
+func (b *spanBatch) attributes(js string, sp *store.Span) (string, uint32) {
+	if b.wholeAttrs || js == "" {
+		return js, 0
+	}
+	from := len(b.attrBuf)
+	b.attrBuf = append(b.attrBuf, js...)
+	var short []byte
+	var mask uint32
+	short, mask, b.scratch = elideTypedAttrs(b.attrBuf[from:], sp, b.scratch)
+	if mask == 0 {
+		b.attrBuf = b.attrBuf[:from]
+		return js, 0
+	}
+	b.attrBuf = b.attrBuf[:from+len(short)]
+	return unsafe.String(unsafe.SliceData(short), len(short)), mask
 }
 
 // batchToken identifies an insert by the ordered (trace id, span id, start,

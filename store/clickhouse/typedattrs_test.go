@@ -1,0 +1,202 @@
+package clickhouse
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/loomwork/loomwork/semconv"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/storetest"
+)
+
+// roundTrip is what a write and a read do to sp's attributes: encode,
+// leave out what typed columns hold, decode, put back. It returns the
+// attributes as read and as the whole JSON decodes them (what every
+// version before 5 returned).
+func roundTrip(t testing.TB, sp *store.Span) (got, want store.Attributes, mask uint32, short []byte) {
+	t.Helper()
+	full, err := sp.Attributes.AppendJSON(nil)
+	if err != nil {
+		t.Skip("attributes the encoder rejects are rejected before eliding")
+	}
+	if err := json.Unmarshal(full, &want); err != nil {
+		t.Fatalf("decode whole JSON %s: %v", full, err)
+	}
+	js := append([]byte(nil), full...)
+	short, mask, _ = elideTypedAttrs(js, sp, nil)
+	read := *sp
+	read.Attributes = nil
+	if err := json.Unmarshal(short, &read.Attributes); err != nil {
+		t.Fatalf("decode elided JSON %s (from %s): %v", short, full, err)
+	}
+	restoreTypedAttrs(&read, mask)
+	return read.Attributes, want, mask, short
+}
+
+func TestTypedAttributesAreLeftOutAndPutBackExactly(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sp       store.Span
+		wantMask uint32
+		wantJSON string
+	}{
+		{
+			name: "every typed attribute equal to its column",
+			sp: store.Span{
+				Operation: "chat", Provider: "openai", RequestModel: "gpt-4o", ResponseModel: "gpt-4o-2024",
+				AgentName: "researcher", ConversationID: "conv-1", ToolName: "search", ToolCallID: "call_1",
+				InputTokens: 10, OutputTokens: 20, CacheReadTokens: 3, CacheCreationTokens: 4, ReasoningTokens: 5,
+				RetrievedDocs: []string{"a", "b"}, CitedDocs: []string{"a"},
+				Attributes: store.Attributes{
+					semconv.AttrOperationName: "chat", semconv.AttrProviderName: "openai",
+					semconv.AttrRequestModel: "gpt-4o", semconv.AttrResponseModel: "gpt-4o-2024",
+					semconv.AttrAgentName: "researcher", semconv.AttrConversationID: "conv-1",
+					semconv.AttrToolName: "search", semconv.AttrToolCallID: "call_1",
+					semconv.AttrUsageInputTokens: int64(10), semconv.AttrUsageOutputTokens: int64(20),
+					semconv.AttrUsageCacheReadInputTokens: int64(3), semconv.AttrUsageCacheCreationInputTokens: int64(4),
+					semconv.AttrUsageReasoningOutputTokens: int64(5),
+					semconv.AttrRetrievalDocuments:         []any{"a", "b"}, semconv.AttrCitations: []any{"a"},
+					"server.port": int64(443),
+				},
+			},
+			wantMask: 1<<len(typedAttrs) - 1,
+			wantJSON: `{"server.port":443}`,
+		},
+		{
+			name: "values that differ from the column, or by type, stay in the JSON",
+			sp: store.Span{
+				Operation: "chat", Provider: "openai", InputTokens: 10, OutputTokens: 7, RetrievedDocs: []string{"a"},
+				Attributes: store.Attributes{
+					semconv.AttrOperationName:      "Chat",   // normalised by the mapper
+					semconv.AttrProviderName:       "openai", // equal: left out
+					semconv.AttrUsageInputTokens:   10.0,     // a double, the column an int
+					semconv.AttrUsageOutputTokens:  "7",      // a string
+					semconv.AttrRetrievalDocuments: []any{"a", int64(1)},
+					semconv.AttrToolName:           "", // equal to the empty column: left out
+					"z":                            map[string]any{semconv.AttrProviderName: "openai"},
+				},
+			},
+			wantMask: 1<<1 | 1<<6,
+			wantJSON: `{"gen_ai.operation.name":"Chat","gen_ai.retrieval.documents":["a",1],"gen_ai.usage.input_tokens":10.0,"gen_ai.usage.output_tokens":"7","z":{"gen_ai.provider.name":"openai"}}`,
+		},
+		{
+			name:     "an empty array is not the empty column",
+			sp:       store.Span{Attributes: store.Attributes{semconv.AttrCitations: []any{}}},
+			wantJSON: `{"loomwork.citations":[]}`,
+		},
+		{
+			name:     "only typed attributes",
+			sp:       store.Span{Operation: "chat", Attributes: store.Attributes{semconv.AttrOperationName: "chat"}},
+			wantMask: 1,
+			wantJSON: `{}`,
+		},
+		{
+			name:     "none",
+			sp:       store.Span{Attributes: store.Attributes{}},
+			wantJSON: `{}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, want, mask, short := roundTrip(t, &tc.sp)
+			if mask != tc.wantMask {
+				t.Errorf("attributes_in_columns = %b, want %b", mask, tc.wantMask)
+			}
+			if string(short) != tc.wantJSON {
+				t.Errorf("stored JSON %s, want %s", short, tc.wantJSON)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("read back %#v\nwant      %#v", got, want)
+			}
+		})
+	}
+}
+
+// FuzzElideTypedAttrsRoundTrip: whatever the attributes and typed fields,
+// the attributes read back (elided JSON decoded, then restored from the
+// columns) equal the whole JSON decoded, and nothing is left out that the
+// mask does not name.
+func FuzzElideTypedAttrsRoundTrip(f *testing.F) {
+	f.Add("chat", "chat", int64(3), int64(3), "a", "a", "k", "v\"\\,}{", 2.5)
+	f.Add("x", "y", int64(-1), int64(0), "", "b", semconv.AttrToolName, "", 0.0)
+	f.Fuzz(func(t *testing.T, col, attr string, colN, attrN int64, doc, attrDoc, k, v string, d float64) {
+		sp := store.Span{
+			Operation: col, ToolCallID: attr, InputTokens: colN, OutputTokens: attrN,
+			RetrievedDocs: []string{doc},
+			Attributes: store.Attributes{
+				semconv.AttrOperationName:      attr,
+				semconv.AttrToolCallID:         attr,
+				semconv.AttrUsageInputTokens:   attrN,
+				semconv.AttrUsageOutputTokens:  attrN,
+				semconv.AttrRetrievalDocuments: []any{attrDoc},
+				semconv.AttrRequestModel:       d,
+				k:                              v,
+			},
+		}
+		got, want, mask, short := roundTrip(t, &sp)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("read back %#v\nwant      %#v\n(stored %s, mask %b)", got, want, short, mask)
+		}
+		var left store.Attributes
+		if err := json.Unmarshal(short, &left); err != nil {
+			t.Fatal(err)
+		}
+		for key := range want {
+			_, kept := left[key]
+			bit, typed := typedAttrIndex[key]
+			if inMask := typed && mask&(1<<bit) != 0; kept == inMask {
+				t.Fatalf("attribute %q: kept in JSON %v, in attributes_in_columns %v", key, kept, inMask)
+			}
+		}
+	})
+}
+
+// TestFillLeavesThePreparedBatchWhole: typed attributes are left out on
+// the insert's copy, so a prepared batch (what a spool keeps) still holds
+// the whole JSON, and filling an insert from it twice stores the same.
+func TestFillLeavesThePreparedBatchWhole(t *testing.T) {
+	spans := storetest.GenerateTraces(20, 6, 5)
+	p := new(PreparedSpans)
+	if err := p.encode(spans); err != nil {
+		t.Fatal(err)
+	}
+	arena := string(p.arena)
+	var first []string
+	var firstMask []uint32
+	for round := range 2 {
+		b := new(spanBatch)
+		b.fill([]*PreparedSpans{p}, len(spans))
+		if string(p.arena) != arena {
+			t.Fatalf("fill %d changed the prepared batch's JSON", round)
+		}
+		if round == 0 {
+			first, firstMask = append([]string(nil), b.attrs...), append([]uint32(nil), b.attrsInColumns...)
+			continue
+		}
+		if !reflect.DeepEqual(b.attrs, first) || !reflect.DeepEqual(b.attrsInColumns, firstMask) {
+			t.Fatal("a second fill of the same prepared batch stores different attributes")
+		}
+	}
+	elided := 0
+	for i, m := range firstMask {
+		if m != 0 {
+			elided++
+		}
+		read := spans[i]
+		read.Attributes = nil
+		if first[i] != "" {
+			if err := json.Unmarshal([]byte(first[i]), &read.Attributes); err != nil {
+				t.Fatal(err)
+			}
+		}
+		restoreTypedAttrs(&read, m)
+		whole, _ := spans[i].Attributes.MarshalJSON()
+		got, _ := read.Attributes.MarshalJSON()
+		if string(got) != string(whole) {
+			t.Errorf("span %d reads back as %s, want %s", i, got, whole)
+		}
+	}
+	if elided == 0 {
+		t.Fatal("no generated span has an attribute a typed column holds; the test proves nothing")
+	}
+}
