@@ -107,6 +107,21 @@ func (r *rowResult) check(t *testing.T, ok bool, format string, args ...any) {
 	t.Error(msg)
 }
 
+// open records a target of the issue this build does not meet yet: it is
+// written into the row's failures column as OPEN, logged, and listed as
+// open in docs/reliability.md, but does not fail the test (the issue stays
+// open on it). Only for targets named in that list; every loss or
+// duplication check stays a hard check.
+func (r *rowResult) open(t *testing.T, ok bool, format string, args ...any) {
+	t.Helper()
+	if ok {
+		return
+	}
+	msg := "OPEN: " + fmt.Sprintf(format, args...)
+	r.Failures = append(r.Failures, msg)
+	t.Log(msg)
+}
+
 func (r *rowResult) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
