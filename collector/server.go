@@ -161,6 +161,7 @@ type Server struct {
 	admit     atomic.Pointer[admission]
 	texp      atomic.Pointer[traceExporter] // s.exp's implementation
 	listening atomic.Bool
+	pinging   atomic.Bool // a health ping is outstanding
 	draining  atomic.Bool
 	core      receiver.Traces // ReceiverOTLP
 	grpcSrv   *grpc.Server
@@ -480,6 +481,38 @@ type AdmissionHealth struct {
 	Refused          int64 `json:"refused_requests"`
 }
 
+// pingTimeout bounds how long a health check waits for the store.
+const pingTimeout = 2 * time.Second
+
+// ping asks the store whether it is reachable, waiting at most
+// pingTimeout. A driver may not honour the context everywhere (a
+// ClickHouse that accepts connections but never answers held a ping in its
+// handshake for the dial timeout), so the ping runs on its own goroutine
+// and is abandoned at the deadline; while one is outstanding, later checks
+// do not start another and report the store unreachable.
+func (s *Server) ping(ctx context.Context, p store.Pinger) error {
+	if !s.pinging.CompareAndSwap(false, true) {
+		return errors.New("the store has not answered an earlier ping yet")
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+	done := make(chan error, 1)
+	go func() {
+		defer s.pinging.Store(false)
+		defer cancel()
+		done <- p.Ping(pctx)
+	}()
+	t := time.NewTimer(pingTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("the store did not answer a ping within %s", pingTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // spoolFullAt is the fill from which the server stops saying it is ready:
 // a load balancer should move senders elsewhere before refusals begin.
 const spoolFullAt = 0.9
@@ -489,9 +522,7 @@ func (s *Server) Health(ctx context.Context) Health {
 	texp, admit := s.texp.Load(), s.admit.Load()
 	h := Health{Status: "ok", Ready: true}
 	if p, ok := s.w.(store.Pinger); ok {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := p.Ping(pctx)
-		cancel()
+		err := s.ping(ctx, p)
 		h.Store.Reachable = err == nil
 		if err != nil {
 			h.Store.Error = err.Error()
