@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"syscall"
 	"time"
@@ -103,7 +104,9 @@ func (s *spooler) write(ctx context.Context, spans []store.Span) error {
 		// spool may hold.
 		return &statusError{err: err, st: status.Newf(codes.InvalidArgument,
 			"spool %d spans: the request encodes to %d bytes, more than the spool holds (spool_max_mib); send smaller batches: %v", len(spans), len(rec), err)}
-	case errors.Is(err, spool.ErrFull), errors.Is(err, syscall.ENOSPC):
+	case errors.Is(err, spool.ErrFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, io.ErrShortWrite):
+		// A full disk shows as ENOSPC, or as a short write (the kernel
+		// writes what fits and reports the count): the same as a full spool.
 		st := s.wal.Stats()
 		return newRetryable(codes.ResourceExhausted,
 			fmt.Errorf("spool %d spans: the spool holds %d of %d bytes (or its disk is full) while the store catches up: %w", len(spans), st.Bytes, st.MaxBytes, err), s.retryAfter)
