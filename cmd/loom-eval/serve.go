@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/collector"
-	"github.com/loomwork/loomwork/collector/spool"
 	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/collector/spool"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
