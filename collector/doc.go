@@ -22,5 +22,12 @@
 //     receiver can still be selected (ServerConfig.Receiver).
 //   - Server: the in-process pipeline `loom-eval serve` runs — receiver →
 //     memorylimiterprocessor → Loomwork exporter — wired through the
-//     component factories and consumer interfaces.
+//     component factories and consumer interfaces, with admission control
+//     before requests are read (admission.go) and Health for /healthz and
+//     /readyz.
+//   - The spooler (Config.SpoolDir): for a store that can spool
+//     (store.SpoolingWriter, ClickHouse), a request is acknowledged once
+//     its prepared batch is fsynced in collector/spool, and a feeder writes
+//     the spool to the store in large inserts, committing its position
+//     after each.
 package collector
