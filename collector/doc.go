@@ -7,8 +7,9 @@
 //     component, built with exporterhelper, that maps spans with
 //     collector/genai and writes them to a trace store synchronously. It has
 //     no sending queue and no batch processor may sit in front of it: the
-//     exporter returns, and so the receiver acknowledges, only after the
-//     store's WriteSpans returned nil. Concurrent requests are coalesced into
+//     exporter returns, and so the receiver acknowledges, only once the
+//     spans are durable: the store's WriteSpans returned nil, or, with a
+//     spool, the spool fsynced them. Concurrent requests are coalesced into
 //     one write while their callers wait. Users can add the factory to
 //     their own Collector builds.
 //   - An OTLP front (Receiver): gRPC and HTTP (protobuf and JSON) on the
