@@ -235,7 +235,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		// the limiter measures (stacks, runtime, fragmentation): its hard
 		// limit sits at 90% and it refuses from 70% (spike 20%); Go's soft
 		// limit (GCMemoryLimit, 60%) collects before that.
-		mlCfg.MemoryLimitMiB = limitMiB * 9 / 10
+		mlCfg.MemoryLimitMiB = max(limitMiB*9/10, 1)
 		mlCfg.MemorySpikeLimitMiB = limitMiB / 5
 	}
 	if err = mlCfg.Validate(); err != nil {

@@ -194,7 +194,7 @@ func TestServeWithPortZeroWritesTheAddressesInUseToTheReadyFileAndTheyAnswer(t *
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != "ok" {
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"status": "ok"`) || !strings.Contains(string(body), `"reachable": true`) {
 		t.Errorf("GET /healthz = %d %q", resp.StatusCode, body)
 	}
 	for _, args := range [][]string{{"demo", "--endpoint", r.GRPCAddr}, {"demo", "--http", "--endpoint", r.HTTPAddr}} {
