@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/loomwork/loomwork/internal/chlocal"
 )
@@ -158,6 +159,13 @@ func (s *Server) NewDatabase(t testing.TB) string {
 // on error.
 func (s *Server) Exec(t testing.TB, q string) {
 	t.Helper()
+	s.withConn(t, func(ctx context.Context, conn driver.Conn) error { return conn.Exec(ctx, q) }, q)
+}
+
+// withConn runs f on a fresh connection to database default with a
+// minute's deadline, failing t (naming what) on any error.
+func (s *Server) withConn(t testing.TB, f func(context.Context, driver.Conn) error, what string) {
+	t.Helper()
 	opts, err := clickhouse.ParseDSN(s.DSN("default"))
 	if err != nil {
 		t.Fatal(err)
@@ -169,8 +177,8 @@ func (s *Server) Exec(t testing.TB, q string) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := conn.Exec(ctx, q); err != nil {
-		t.Fatalf("%s: %v", q, err)
+	if err := f(ctx, conn); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -218,20 +226,7 @@ func launcherCommand() ([]string, error) {
 // t on error.
 func (s *Server) QueryUint(t testing.TB, q string) uint64 {
 	t.Helper()
-	opts, err := clickhouse.ParseDSN(s.DSN("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatalf("connect to clickhouse: %v", err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	var n uint64
-	if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
+	s.withConn(t, func(ctx context.Context, conn driver.Conn) error { return conn.QueryRow(ctx, q).Scan(&n) }, q)
 	return n
 }
