@@ -42,16 +42,7 @@ func execSQL(srv *chtest.Server, q string) error {
 
 func queryCount(t testing.TB, srv *chtest.Server, q string) uint64 {
 	t.Helper()
-	conn, err := rawConn(srv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	var n uint64
-	if err := conn.QueryRow(context.Background(), q).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
+	return srv.QueryUint(t, q)
 }
 
 func queryStrings(t testing.TB, srv *chtest.Server, q string) []string {
