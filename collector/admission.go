@@ -26,13 +26,20 @@ import (
 // and it does not know the size yet. So the tap reserves an estimate (the
 // recent average request size) and the handler corrects it to the real
 // size before decoding, refusing if that no longer fits.
+//
+// The correction is judged against the confirmed bytes only (requests
+// whose real size is known), not against other calls' estimates: those are
+// guesses still waiting for their own correction. Judged against
+// everything, eight calls each holding a quarter-size estimate refuse one
+// another when they all grow at once, and nothing is admitted at all.
 type admission struct {
 	budget     int64 // bytes of requests admitted at once
 	retryAfter time.Duration
 
-	used    atomic.Int64
-	avg     atomic.Int64 // running average request size, the tap's estimate
-	refused atomic.Int64 // refusals since start, for /healthz and tests
+	used      atomic.Int64 // estimates and confirmed sizes: the tap's gate
+	confirmed atomic.Int64 // real sizes only: the gate before decoding
+	avg       atomic.Int64 // running average request size, the tap's estimate
+	refused   atomic.Int64 // refusals since start, for /healthz and tests
 }
 
 // minEstimate is the smallest reservation the tap makes: small requests
@@ -47,9 +54,10 @@ func newAdmission(budget int64, retryAfter time.Duration) *admission {
 
 // ticket is one admitted request's reservation.
 type ticket struct {
-	a    *admission
-	n    atomic.Int64
-	once sync.Once
+	a         *admission
+	n         atomic.Int64
+	confirmed atomic.Bool // n is the real size, counted in a.confirmed
+	once      sync.Once
 }
 
 // reserve admits a request of n bytes (an estimate or its real size), or
@@ -72,10 +80,10 @@ func (a *admission) reserve(n int64) *ticket {
 }
 
 // resize corrects a reservation to the request's real size; false (and
-// the reservation released) when the larger size does not fit.
+// the reservation released) when it does not fit beside the other
+// requests whose real size is known.
 func (t *ticket) resize(n int64) bool {
 	a := t.a
-	old := t.n.Load()
 	// Fold the size into the estimate (weight 1/8) for later calls.
 	for {
 		avg := a.avg.Load()
@@ -84,24 +92,26 @@ func (t *ticket) resize(n int64) bool {
 			break
 		}
 	}
-	if n <= old {
-		a.used.Add(n - old)
-		t.n.Store(n)
-		return true
+	if t.confirmed.Load() {
+		return true // resized once already; sizes do not change
 	}
 	for {
-		used := a.used.Load()
-		// Alone in flight: admitted whatever its size, as in reserve.
-		if used-old > 0 && used-old+n > a.budget {
+		c := a.confirmed.Load()
+		// Alone among the confirmed: admitted whatever its size, as in
+		// reserve, so every request under the size limit can get through.
+		if c > 0 && c+n > a.budget {
 			a.refused.Add(1)
 			t.release()
 			return false
 		}
-		if a.used.CompareAndSwap(used, used-old+n) {
-			t.n.Store(n)
-			return true
+		if a.confirmed.CompareAndSwap(c, c+n) {
+			break
 		}
 	}
+	old := t.n.Swap(n)
+	t.confirmed.Store(true)
+	a.used.Add(n - old)
+	return true
 }
 
 // release returns the reservation; safe to call more than once.
@@ -109,7 +119,13 @@ func (t *ticket) release() {
 	if t == nil {
 		return
 	}
-	t.once.Do(func() { t.a.used.Add(-t.n.Load()) })
+	t.once.Do(func() {
+		n := t.n.Load()
+		t.a.used.Add(-n)
+		if t.confirmed.Load() {
+			t.a.confirmed.Add(-n)
+		}
+	})
 }
 
 func (a *admission) estimate() int64 { return max(a.avg.Load(), minEstimate) }
