@@ -75,9 +75,10 @@ type ServerConfig struct {
 	MemoryLimitPercent uint32
 	// MaxInFlightMiB bounds the request bytes being read, decoded and
 	// handed on at once (admission control); requests beyond it are refused
-	// retryably before they are read or decoded. 0 means a sixteenth of the
-	// memory limit (an admitted request takes 3-4 times its wire size once
-	// decoded and mapped, and the rest of the limit is for the store path).
+	// retryably before they are read or decoded. 0 means a thirty-second of
+	// the memory limit (an admitted request holds about 7 times its wire
+	// size at once: the bytes, the decoded pdata and the mapped spans; the
+	// rest of the limit is for the store path and the GC's headroom).
 	MaxInFlightMiB int
 	// MemoryCheckInterval is how often the limiter measures. Default 1s.
 	MemoryCheckInterval time.Duration
@@ -266,10 +267,13 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 	inFlight := int64(s.cfg.MaxInFlightMiB) << 20
 	if inFlight == 0 {
-		// Wire bytes: decoded and mapped, a request takes 3-4 times its
-		// size (the reliability suite's flood: 256 MiB on the wire was over
-		// 800 MiB of heap).
-		inFlight = int64(limitMiB) << 20 / 16
+		// Wire bytes. A 4,100-span agent request of 2.18 MB allocates
+		// 7.27 MB decoding to pdata and 6.29 MB mapping to store spans, all
+		// live until it is written: ~7 times its wire size. At a sixteenth,
+		// admitted requests alone could hold ~44% of the limit live beside
+		// the store path, against the Go soft limit at 60% (GCMemoryLimit);
+		// at a thirty-second, ~22%.
+		inFlight = int64(limitMiB) << 20 / 32
 	}
 	admit := newAdmission(inFlight, s.cfg.Exporter.retryAfter())
 	s.admit.Store(admit)
