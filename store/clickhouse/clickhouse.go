@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -55,6 +56,9 @@ type Store struct {
 	// spares a kilobyte or more of garbage per span.
 	batches  sync.Pool // *spanBatch
 	prepared sync.Pool // *PreparedSpans
+
+	// pending holds trace_index rows whose insert failed (repair.go).
+	pending pendingIndex
 }
 
 // New checks cfg and returns a store that is not started: it does not
@@ -148,6 +152,20 @@ func (s *Store) start(ctx context.Context, upTo int) error {
 		s.conn = nil
 		return fmt.Errorf("migrate clickhouse database %s: %w", s.ddl.database, err)
 	}
+	// The repair needs the trace index (version 3); a store opened at an
+	// older version for a migration test has none.
+	if w := s.cfg.indexRepairWindow(); w > 0 && upTo == 0 {
+		n, err := s.repairTraceIndex(ctx, time.Now().Add(-w))
+		if err != nil {
+			conn.Close()
+			s.conn = nil
+			return fmt.Errorf("start clickhouse store %s: %w", s.ddl.database, err)
+		}
+		if n > 0 {
+			s.log.Warn("trace index repaired: traces had spans and no index row (a write failed between its two inserts and was not retried)",
+				"traces", n, "window", w)
+		}
+	}
 	s.state.Store(stateRunning)
 	return nil
 }
@@ -159,9 +177,15 @@ func (s *Store) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("shut down clickhouse store: %w", err)
 	}
 	defer s.life.Unlock()
-	if s.state.Swap(stateShutdown) != stateRunning {
+	if s.state.Load() != stateRunning {
+		s.state.Store(stateShutdown)
 		return nil
 	}
+	// Best effort: what cannot be written now, the next Start repairs.
+	if err := s.flushPendingIndex(ctx); err != nil {
+		s.log.Warn("shut down clickhouse store: trace index rows left for the next start's repair", "error", err)
+	}
+	s.state.Store(stateShutdown)
 	if err := s.conn.Close(); err != nil {
 		return fmt.Errorf("shut down clickhouse store: %w", err)
 	}

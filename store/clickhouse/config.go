@@ -29,6 +29,11 @@ type Config struct {
 	// older than this (whole parts at a time). It applies when the tables
 	// are created.
 	TTL time.Duration
+	// IndexRepairWindow is how far back Start looks for traces whose spans
+	// were stored without their trace_index row (a process that died
+	// between a write's two inserts); 0 means DefaultIndexRepairWindow,
+	// negative turns the repair off.
+	IndexRepairWindow time.Duration
 	// Logger receives migration progress (default: discard).
 	Logger *slog.Logger
 
@@ -86,4 +91,11 @@ func (c Config) database(opts *ch.Options) string {
 	default:
 		return defaultDB
 	}
+}
+
+func (c Config) indexRepairWindow() time.Duration {
+	if c.IndexRepairWindow == 0 {
+		return DefaultIndexRepairWindow
+	}
+	return c.IndexRepairWindow
 }

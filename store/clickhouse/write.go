@@ -212,6 +212,9 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	if n == 0 {
 		return nil
 	}
+	if err := s.flushPendingIndex(ctx); err != nil {
+		return fmt.Errorf("write spans: %w", err)
+	}
 	b, _ := s.batches.Get().(*spanBatch)
 	if b == nil {
 		b = new(spanBatch)
@@ -239,12 +242,14 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	}))
 	// Spans first: a failure between the two inserts leaves spans without
 	// their index row (the trace is not listed yet, GetTrace finds it), never
-	// an index row of spans that are not there, and the sender's retry
-	// (nothing was acknowledged) writes the row.
+	// an index row of spans that are not there. The sender's retry (nothing
+	// was acknowledged) writes the row; if none comes, the held rows are
+	// written before the next write, or Start's repair finds them (repair.go).
 	if err := s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, n); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
 	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", len(b.traces.traceID)); err != nil {
+		s.pending.hold(&b.traces) // written before the next write, if this one is never retried
 		return fmt.Errorf("write spans: trace index: %w", err)
 	}
 	return nil
