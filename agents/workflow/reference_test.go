@@ -259,3 +259,23 @@ func TestDurableApproval(t *testing.T) {
 		}
 	}
 }
+
+// A step that used up its retries stays failed when the run is resumed:
+// resuming does not buy new attempts.
+func TestExhaustedStepStaysFailed(t *testing.T) {
+	j := openJournal(t)
+	calls := 0
+	wf, _ := workflow.New("fail", []workflow.Step{{Name: "s", Kind: workflow.KindTool, Retries: 1,
+		Action: func(context.Context, workflow.Input) (any, error) { calls++; return nil, errors.New("down") }}})
+	rn, _ := workflow.NewRunner(workflow.Config{Journal: j})
+	for i := 0; i < 2; i++ {
+		_, err := rn.Run(context.Background(), wf, "f-1", workflow.RunOptions{})
+		var se *workflow.StepError
+		if !errors.As(err, &se) {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	if calls != 2 {
+		t.Fatalf("action called %d times, want 2 (1 + 1 retry, none on resume)", calls)
+	}
+}

@@ -665,6 +665,10 @@ func (r *run) execute(ctx context.Context, s *Step, in Input) error {
 	// marked interrupted and run again under the same attempt number (the
 	// crash is not the step's failure, so it does not use a retry).
 	attempt := r.st.lastAttempt[s.Name]
+	if r.st.failures[s.Name] > s.Retries {
+		// A step that used its retries in an earlier process stays failed.
+		return &StepError{RunID: r.runID, Step: s.Name, Attempts: attempt, Err: errors.New("retries exhausted in an earlier run")}
+	}
 	if r.st.open[s.Name] {
 		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusInterrupted, Attempt: attempt, Key: s.Key}); err != nil {
 			return err
