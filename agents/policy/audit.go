@@ -40,12 +40,13 @@ func entryHash(e AuditEntry) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("entry %d data: %w", e.Seq, err)
 	}
-	head, err := json.Marshal([]any{"loomwork.audit/1", e.Seq, e.Time.UTC().Format(time.RFC3339Nano), e.Actor, e.Action})
+	rest, err := json.Marshal([]any{e.Seq, e.Time.UTC().Format(time.RFC3339Nano), e.Actor, e.Action})
 	if err != nil {
 		return "", err
 	}
 	var buf bytes.Buffer
-	buf.Write(head[:len(head)-1])
+	buf.WriteString(`["loomwork.audit/1",`) // the domain tag, as the journal's hash has its own
+	buf.Write(rest[1 : len(rest)-1])
 	buf.WriteByte(',')
 	buf.Write(cd)
 	buf.WriteByte(',')
