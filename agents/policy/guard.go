@@ -2,12 +2,14 @@ package policy
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -51,6 +53,31 @@ type Guard struct {
 	cfg     GuardConfig
 	tracer  trace.Tracer
 	trusted map[string]bool
+
+	// scans caches the detector's findings by content hash: a tool
+	// output is scanned once, not again for every later call of the run.
+	mu    sync.Mutex
+	scans map[[32]byte][]string
+}
+
+const scanCacheSize = 4096
+
+func (g *Guard) scan(content string) []string {
+	k := sha256.Sum256([]byte(content))
+	g.mu.Lock()
+	ps, ok := g.scans[k]
+	g.mu.Unlock()
+	if ok {
+		return ps
+	}
+	ps = Scan(content)
+	g.mu.Lock()
+	if len(g.scans) >= scanCacheSize {
+		clear(g.scans)
+	}
+	g.scans[k] = ps
+	g.mu.Unlock()
+	return ps
 }
 
 var _ runtime.Authorizer = (*Guard)(nil)
@@ -66,7 +93,7 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	g := &Guard{cfg: cfg, tracer: cfg.TracerProvider.Tracer("github.com/loomwork/loomwork/agents/policy"), trusted: map[string]bool{}}
+	g := &Guard{cfg: cfg, tracer: cfg.TracerProvider.Tracer("github.com/loomwork/loomwork/agents/policy"), trusted: map[string]bool{}, scans: map[[32]byte][]string{}}
 	for _, t := range cfg.TrustedTools {
 		g.trusted[t] = true
 	}
@@ -107,7 +134,7 @@ func (g *Guard) Taint(call runtime.AuthCall) (*Tracker, []string, []string) {
 					origin = "doc:" + strings.Join(docs, ",") + " via tool:" + m.ToolName
 				}
 				t.MarkUntrusted(id, origin)
-				for _, p := range Scan(m.Content) {
+				for _, p := range g.scan(m.Content) {
 					patterns[p] = true
 				}
 			}
