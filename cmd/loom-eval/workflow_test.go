@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loomwork/loomwork/agents/policy"
 )
 
 // The CLI round trip: crash, resume into a suspended gate, approve, resume
@@ -50,5 +53,29 @@ func TestWorkflowApproveDenyCLI(t *testing.T) {
 	out, err = run("workflow", "status", "r2")
 	if err != nil || !strings.Contains(out, "approve_deploy denied by sec@example.invalid") {
 		t.Fatalf("status: %v\n%s", err, out)
+	}
+}
+
+func TestAuditVerifyCLI(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := policy.OpenAudit(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"allow", "require_approval", "approval_granted"} {
+		if _, err := l.Append("agent:incident", "tool_call", map[string]string{"decision": a}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	if err := newTestMain(&out, &errb, nil).Run(context.Background(), []string{"audit", "verify", file}); err != nil || !strings.Contains(out.String(), "3 entries, chain verifies") {
+		t.Fatalf("%v %s", err, out.String())
+	}
+	b, _ := os.ReadFile(file)
+	os.WriteFile(file, bytes.Replace(b, []byte(`"require_approval"`), []byte(`"allow"`), 1), 0o644)
+	err = newTestMain(&out, &errb, nil).Run(context.Background(), []string{"audit", "verify", file})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitFailure || !strings.Contains(err.Error(), "line 2 (entry seq 2): content does not match its hash: edited") {
+		t.Fatalf("tampered: %v", err)
 	}
 }
