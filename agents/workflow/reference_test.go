@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/agents/scripted"
 	"github.com/loomwork/loomwork/agents/workflow"
 )
 
@@ -277,5 +280,62 @@ func TestExhaustedStepStaysFailed(t *testing.T) {
 	}
 	if calls != 2 {
 		t.Fatalf("action called %d times, want 2 (1 + 1 retry, none on resume)", calls)
+	}
+}
+
+// A whole agent loop as one step: it runs on the runtime under its own run
+// id, its result feeds the next step, and after a crash the loop is
+// replayed from the workflow's record — the model is not asked again.
+func TestAgentStep(t *testing.T) {
+	ctx := context.Background()
+	j := openJournal(t)
+	model := scripted.NewFunc("scripted-triage", func(req llm.Request, turn int) (scripted.Turn, error) {
+		if turn == 0 {
+			return scripted.Turn{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "logs", Arguments: json.RawMessage(`{}`)}}}, nil
+		}
+		return scripted.Turn{Content: "pool exhausted since deploy 812"}, nil
+	})
+	rt, err := runtime.New(runtime.Config{Model: model, Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := runtime.Agent{Name: "triage", System: "triage", Tools: []runtime.Tool{{Name: "logs", Parameters: json.RawMessage(`{"type":"object"}`),
+		Run: func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) {
+			return runtime.ToolOutput{Content: "pool exhausted"}, nil
+		}}}}
+	var reported string
+	wf, err := workflow.New("triage", []workflow.Step{
+		{Name: "triage", Kind: workflow.KindAgent, Action: workflow.AgentAction(rt, agent, func(workflow.Input) runtime.Task {
+			return runtime.Task{Input: "why is checkout failing?"}
+		})},
+		{Name: "report", Kind: workflow.KindModel, Requires: []string{"triage"}, Action: func(_ context.Context, in workflow.Input) (any, error) {
+			var r workflow.AgentResult
+			if err := json.Unmarshal(in.Results["triage"], &r); err != nil {
+				return nil, err
+			}
+			reported = r.Answer
+			return "reported: " + r.Answer, nil
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rn, _ := workflow.NewRunner(workflow.Config{Journal: j})
+	if _, err := rn.Run(ctx, wf, "tri-1", workflow.RunOptions{CrashAfter: "triage"}); err == nil {
+		t.Fatal("want the simulated crash")
+	}
+	calls := model.Calls()
+	res, err := rn.Run(ctx, wf, "tri-1", workflow.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if model.Calls() != calls || calls != 2 {
+		t.Fatalf("model calls %d then %d: the agent loop ran again", calls, model.Calls())
+	}
+	if reported != "pool exhausted since deploy 812" || res.Events[len(res.Events)-3].Event != workflow.StatusReplayed {
+		t.Fatalf("reported %q, events %v", reported, res.Events)
+	}
+	if evs, _ := j.Events(ctx, "tri-1/triage"); len(evs) == 0 {
+		t.Fatal("the agent loop has no journal of its own")
 	}
 }
