@@ -861,3 +861,64 @@ func Status(ctx context.Context, j Journal, runID string) (events []StepEvent, a
 	sort.Strings(pending)
 	return st.events, approvals, pending, nil
 }
+
+// RunLister is a journal that can list its runs; *journaldb.Store is one.
+type RunLister interface {
+	Journal
+	Runs(ctx context.Context) ([]string, error)
+}
+
+// PendingApproval is a run suspended at an approval step.
+type PendingApproval struct {
+	RunID, Workflow, Step string
+	Since                 time.Time // when approval_required was journaled
+}
+
+// PendingApprovals lists every run of the journal suspended at an approval
+// step with no answer yet, in run order. It reads every run's events: a
+// page for a journal of many thousands of runs would want an index.
+func PendingApprovals(ctx context.Context, j RunLister) ([]PendingApproval, error) {
+	runs, err := j.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []PendingApproval
+	for _, id := range runs {
+		evs, err := j.Events(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		name := ""
+		asked := map[string]time.Time{}
+		var order []string
+		answered := map[string]bool{}
+		for _, e := range evs {
+			switch e.Kind {
+			case journal.KindWorkflowStarted:
+				var s Started
+				if json.Unmarshal(e.Payload, &s) == nil {
+					name = s.Workflow
+				}
+			case journal.KindStep:
+				var se StepEvent
+				if json.Unmarshal(e.Payload, &se) == nil && se.Event == StatusApprovalRequired {
+					if _, ok := asked[se.Step]; !ok {
+						order = append(order, se.Step)
+					}
+					asked[se.Step] = e.Time
+				}
+			case journal.KindApproval:
+				var a Approval
+				if json.Unmarshal(e.Payload, &a) == nil {
+					answered[a.Step] = true
+				}
+			}
+		}
+		for _, s := range order {
+			if !answered[s] {
+				out = append(out, PendingApproval{RunID: id, Workflow: name, Step: s, Since: asked[s]})
+			}
+		}
+	}
+	return out, nil
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/workflow"
+	"github.com/loomwork/loomwork/web"
 )
 
 // workflows are the step graphs this binary can run and resume by name.
@@ -155,4 +156,27 @@ func (m *Main) answer(ctx context.Context, verb string, args []string) error {
 	done := map[string]string{"approve": "approved", "deny": "denied"}[verb]
 	fmt.Fprintf(m.Stdout, "run %s step %s: %s by %s; run the workflow again (loom-eval workflow run WORKFLOW --run %s) to resume or stop it\n", fs.Arg(0), fs.Arg(1), done, *approver, fs.Arg(0))
 	return nil
+}
+
+// webApprovals is the UI's view of the approval gates of a workflow
+// journal (web.Approvals).
+type webApprovals struct {
+	j     *journaldb.Store
+	clock func() time.Time
+}
+
+func (a webApprovals) Pending(ctx context.Context) ([]web.PendingApproval, error) {
+	ps, err := workflow.PendingApprovals(ctx, a.j)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.PendingApproval, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, web.PendingApproval{RunID: p.RunID, Workflow: p.Workflow, Step: p.Step, Since: p.Since})
+	}
+	return out, nil
+}
+
+func (a webApprovals) Answer(ctx context.Context, runID, step string, approved bool, approver, reason string) error {
+	return workflow.Record(ctx, a.j, runID, step, workflow.Approval{Approved: approved, Approver: approver, Reason: reason, Time: a.clock().UTC()})
 }
