@@ -195,14 +195,16 @@ func (g *Guard) Authorize(ctx context.Context, call runtime.AuthCall) (runtime.A
 	// The queue id stays out of the journaled decision: it depends on the
 	// process's queue, and the journal must be the same on replay.
 	approval := ""
-	if v.Decision == RequireApproval && g.cfg.Queue != nil {
+	// A re-check (resume, replay) must match the journal; it does not
+	// queue or audit the same decision twice.
+	if v.Decision == RequireApproval && g.cfg.Queue != nil && !call.Rechecking {
 		id, err := g.cfg.Queue.Request(v, req)
 		if err != nil {
 			return runtime.Authorization{}, err
 		}
 		approval = id
 	}
-	if g.cfg.Audit != nil {
+	if g.cfg.Audit != nil && !call.Rechecking {
 		if _, err := g.cfg.Audit.Append(principal, "tool_call", struct {
 			RunID string `json:"run"`
 			DecisionRecord
@@ -221,7 +223,8 @@ func (g *Guard) Authorize(ctx context.Context, call runtime.AuthCall) (runtime.A
 		attribute.String(semconv.AttrPolicyTaintedArg, v.TaintedArgument),
 		attribute.String(semconv.AttrPolicyOrigin, v.Origin),
 		attribute.Bool(semconv.AttrPolicyWrites, writes),
-		attribute.StringSlice(semconv.AttrInjectionPatterns, patterns)))
+		attribute.StringSlice(semconv.AttrInjectionPatterns, patterns),
+		attribute.Bool(semconv.AttrJournalReused, call.Rechecking)))
 	span.End(trace.WithTimestamp(g.cfg.Clock()))
 	a := runtime.Authorization{Allow: v.Decision == Allow, Decision: rec}
 	switch v.Decision {

@@ -146,8 +146,11 @@ func TestGuardInRuntime(t *testing.T) {
 	}
 	// Resuming the finished run re-checks every decision against the
 	// journal: the same rules match, changed rules diverge at the decision.
-	if _, err := guardRuntime(t, j, mailRules, tracetest.NewSpanRecorder(), nil, nil).Run(ctx, mailAgent(), task); err != nil {
+	if _, err := guardRuntime(t, j, mailRules, tracetest.NewSpanRecorder(), audit, q).Run(ctx, mailAgent(), task); err != nil {
 		t.Fatalf("replay with the same rules: %v", err)
+	}
+	if len(q.All()) != 1 || len(audit.Entries()) != 3 {
+		t.Fatalf("a re-check queued or audited again: %d requests, %d audit entries", len(q.All()), len(audit.Entries()))
 	}
 	looser := strings.Replace(mailRules, `"writes": true, `, ``, 1)
 	_, err = guardRuntime(t, j, looser, tracetest.NewSpanRecorder(), nil, nil).Run(ctx, mailAgent(), task)

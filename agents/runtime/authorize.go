@@ -34,6 +34,11 @@ type AuthCall struct {
 	// Documents maps a tool call id of Messages to the evidence ids its
 	// result returned (retrieved documents and their origin).
 	Documents map[string][]string
+	// Rechecking is true when the journal already holds this decision (a
+	// resumed or replayed run): the decision is made again and must match,
+	// but side channels (an approval queue, an audit log) should not
+	// record it a second time.
+	Rechecking bool
 }
 
 // Authorization is an Authorizer's answer.
@@ -62,7 +67,7 @@ func (r *run) authorize(ctx context.Context, step int, call llm.ToolCall, args j
 		effect = t.Effect
 	}
 	a, err := az.Authorize(ctx, AuthCall{RunID: r.task.RunID, Agent: r.agent.Name, Step: step, Call: call, Arguments: args,
-		Effect: effect, Messages: r.seen, Documents: r.callDocs})
+		Effect: effect, Messages: r.seen, Documents: r.callDocs, Rechecking: r.pos < len(r.recorded)})
 	if err != nil {
 		return nil, fmt.Errorf("run %s: step %d: authorize %s: %w", r.task.RunID, step, call.Name, err)
 	}
