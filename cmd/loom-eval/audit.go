@@ -51,3 +51,16 @@ func (m *Main) runAudit(_ context.Context, args []string) error {
 	}
 	return nil
 }
+
+// policyGuard builds the runtime guard of a policy rules file.
+func policyGuard(file string) (*policy.Guard, error) {
+	r, err := policy.LoadRules(file)
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	e, err := policy.NewEngine(r)
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	return policy.NewGuard(policy.GuardConfig{Engine: e, Rules: r})
+}
