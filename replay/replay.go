@@ -39,6 +39,11 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives operational messages. Default slog.Default().
 	Logger *slog.Logger
+	// Authorizer re-decides every tool call (package agents/policy's
+	// Guard): a journal recorded under a policy carries its decisions, and
+	// the replay must make the same ones. nil: journals with
+	// policy_decision events diverge at the first one.
+	Authorizer runtime.Authorizer
 
 	_ struct{}
 }
@@ -140,7 +145,7 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayRep
 
 	chk := &checker{Store: scratch, run: run, rep: &rep, complete: rep.Complete}
 	model := &recordedModel{run: run, label: rep.Label}
-	rt, err := runtime.New(runtime.Config{Model: model, Journal: chk, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger})
+	rt, err := runtime.New(runtime.Config{Model: model, Journal: chk, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger, Authorizer: e.cfg.Authorizer})
 	if err != nil {
 		return rep, err
 	}

@@ -48,6 +48,9 @@ run sandbox           go test ./agents/sandbox/ -run '^$' -bench . -benchtime 20
 run retrieval         go test ./retrieval/ -run '^$' -bench 'Index|LSA|Search' -benchtime 5x
 run gateway           go test ./agents/gateway/... -run '^$' -bench . -benchtime 2000x
 run journal           go test ./replay/... -run '^$' -bench . -benchtime 100x
+run policy            go test ./agents/policy -run '^$' -bench . -benchtime 2s -benchmem
+run policy-opa        sh -c 'cd scripts/opabench && go test -run . -bench . -benchtime 2s'
+run security-eval     go run ./cmd/loom-eval security-eval --doc docs/policy.md
 run context           go run ./cmd/loom-eval context --format markdown --out docs/context.md
 run calibration       ./scripts/calibration.sh
 echo "results in $out/"

@@ -157,3 +157,47 @@ const (
 	// the order their roots started.
 	AttrTrial = "loomwork.trial"
 )
+
+// Workflow keys (package agents/workflow): the step graph around the model.
+const (
+	// AttrWorkflowName is the workflow's name on its invoke_workflow span
+	// (the GenAI convention's workflow name attribute).
+	AttrWorkflowName = "gen_ai.workflow.name"
+	// AttrWorkflowRunID is the journal run id of a workflow run.
+	AttrWorkflowRunID = "loomwork.workflow.run_id"
+	// AttrWorkflowStep names a step on its workflow_step span.
+	AttrWorkflowStep = "loomwork.workflow.step"
+	// AttrWorkflowStepKind is the step's kind (model, tool, approval, agent).
+	AttrWorkflowStepKind = "loomwork.workflow.step.kind"
+	// AttrWorkflowAttempt is the 1-based attempt of a step (an int).
+	AttrWorkflowAttempt = "loomwork.workflow.attempt"
+	// OpWorkflowStep is the span name prefix of one step's attempt.
+	OpWorkflowStep = "workflow_step"
+)
+
+// Policy keys (package agents/policy): every authorization decision is a
+// span named OpPolicyDecision carrying these.
+const (
+	// OpPolicyDecision is the span name of an authorization decision.
+	OpPolicyDecision = "policy_decision"
+	// AttrPolicyDecision is allow, deny or require_approval.
+	AttrPolicyDecision = "loomwork.policy.decision"
+	// AttrPolicyRule is the pattern of the rule that decided ("" for the
+	// default deny).
+	AttrPolicyRule = "loomwork.policy.rule"
+	// AttrPolicyReason is the decision in words.
+	AttrPolicyReason = "loomwork.policy.reason"
+	// AttrPolicyTainted is true when the call's arguments derive from
+	// untrusted content (a bool).
+	AttrPolicyTainted = "loomwork.policy.tainted"
+	// AttrPolicyTaintedArg names the tainted argument.
+	AttrPolicyTaintedArg = "loomwork.policy.tainted_argument"
+	// AttrPolicyOrigin is the tainted argument's origin chain.
+	AttrPolicyOrigin = "loomwork.policy.origin"
+	// AttrPolicyWrites is true when the tool writes (a bool).
+	AttrPolicyWrites = "loomwork.policy.writes"
+	// AttrInjectionPatterns lists the injection patterns the deterministic
+	// detector matched in content the span handled (a string array). A
+	// signal, never the boundary.
+	AttrInjectionPatterns = "loomwork.injection.patterns"
+)

@@ -80,6 +80,9 @@ type Deps struct {
 	// Health backs /healthz and /readyz with the ingest pipeline's state;
 	// nil: /healthz says only that the UI is up.
 	Health func(ctx context.Context) HealthReport
+	// Approvals lists runs suspended at approval gates and records
+	// answers (/approvals); nil: the page says how to configure it.
+	Approvals Approvals
 }
 
 // HealthReport is what /healthz and /readyz answer.
@@ -172,6 +175,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.registerCompare()
 	s.registerLabels()
+	s.registerApprovals()
 	return s, nil
 }
 

@@ -28,6 +28,11 @@ const (
 	KindEffect        Kind = "effect"         // one statement a side-effecting tool executed, committed with its tool_result
 	KindToolResult    Kind = "tool_result"    // the observation returned to the model
 	KindRunFinished   Kind = "run_finished"   // the final answer
+	// Workflow and policy kinds (packages agents/workflow, agents/policy).
+	KindWorkflowStarted Kind = "workflow_started" // a workflow run: its name and step graph
+	KindStep            Kind = "step"             // a workflow step's lifecycle: started, failed, retried, succeeded, replayed, approval_required, denied, interrupted
+	KindApproval        Kind = "approval"         // a human's answer to an approval gate: approved or denied, approver, reason
+	KindDecision        Kind = "policy_decision"  // an authorization decision on a tool call: allow, deny or require_approval, rule, taint
 	// KindSeal closes a run in an exported JSONL journal. It is never stored
 	// in the database; it lets a reader tell a complete export from a
 	// truncated one.
@@ -38,7 +43,8 @@ const (
 func (k Kind) Known() bool {
 	switch k {
 	case KindRunStarted, KindModelRequest, KindModelResponse, KindToolCall,
-		KindEffect, KindToolResult, KindRunFinished, KindSeal:
+		KindEffect, KindToolResult, KindRunFinished, KindSeal,
+		KindWorkflowStarted, KindStep, KindApproval, KindDecision:
 		return true
 	}
 	return false

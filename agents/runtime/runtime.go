@@ -71,6 +71,10 @@ type Config struct {
 	// Summarizer makes the summaries of a ContextSpec whose Summarizer is
 	// "model" (e.g. contextlayer.ModelSummarizer over the gateway).
 	Summarizer contextlayer.Summarizer
+	// Authorizer, when set, decides every tool call before it runs (see
+	// Authorizer); its decisions are journaled and re-checked on resume
+	// and replay.
+	Authorizer Authorizer
 
 	_ struct{}
 }
@@ -187,6 +191,11 @@ type run struct {
 	docs     map[string]bool
 	span     trace.Span
 	ctxSpec  *ContextSpec // the context layer of this run, normalised; nil: none
+	// seen is the conversation up to the assistant message whose tool
+	// calls are being run, and callDocs the evidence ids of each tool
+	// result: what an Authorizer derives taint from.
+	seen     []llm.Message
+	callDocs map[string][]string
 }
 
 // Run executes task with agent, or resumes it if the journal has events for
@@ -207,7 +216,7 @@ func (rt *Runtime) Run(ctx context.Context, agent Agent, task Task) (res Result,
 	if err != nil {
 		return Result{}, fmt.Errorf("run %s: %w", task.RunID, err)
 	}
-	r := &run{rt: rt, agent: c, task: task, recorded: recorded, docs: map[string]bool{}}
+	r := &run{rt: rt, agent: c, task: task, recorded: recorded, docs: map[string]bool{}, callDocs: map[string][]string{}}
 	if spec := rt.effectiveContext(task); spec != nil {
 		if err := spec.Validate(); err != nil {
 			return Result{}, fmt.Errorf("run %s: %w", task.RunID, err)
@@ -327,6 +336,7 @@ func (r *run) loop(ctx context.Context) error {
 			return r.finish(ctx, step, msg.Content)
 		}
 		msgs = append(msgs, msg)
+		r.seen = msgs[:len(msgs):len(msgs)]
 		for _, call := range msg.ToolCalls {
 			obs, err := r.toolStep(ctx, step, call)
 			if err != nil {
@@ -428,6 +438,19 @@ func (r *run) toolStep(ctx context.Context, step int, call llm.ToolCall) (llm.Me
 		return llm.Message{}, err
 	}
 	ctx, span := r.startTool(ctx, call)
+	if deny, err := r.authorize(ctx, step, call, args); err != nil {
+		r.endTool(span, journal.ToolResult{}, false, err)
+		return llm.Message{}, err
+	} else if deny != nil {
+		// Not allowed: the tool does not run; the refusal is the
+		// observation, journaled (or matched, resuming) like any result.
+		_, reused, err := r.record(ctx, journal.Record{Kind: journal.KindToolResult, Step: step, Tool: call.Name, CallID: call.ID, ArgsHash: argsHash, Payload: *deny})
+		r.endTool(span, *deny, reused, err)
+		if err != nil {
+			return llm.Message{}, err
+		}
+		return r.observe(call, *deny), nil
+	}
 	// Recorded result (with its effects, committed atomically before it):
 	// the call is complete and is not executed again.
 	if r.pos < len(r.recorded) {
@@ -465,6 +488,9 @@ func (r *run) toolStep(ctx context.Context, step int, call llm.ToolCall) (llm.Me
 }
 
 func (r *run) observe(call llm.ToolCall, tr journal.ToolResult) llm.Message {
+	if len(tr.Documents) > 0 {
+		r.callDocs[call.ID] = tr.Documents
+	}
 	for _, d := range tr.Documents {
 		if !r.docs[d] {
 			r.docs[d] = true

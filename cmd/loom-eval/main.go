@@ -82,6 +82,11 @@ func commands() map[string]command {
 		"context":          {"measure context-layer strategies under token budgets", (*Main).runContext},
 		"labels":           {"add human pass/fail labels and report graders' agreement with them (Cohen's κ)", (*Main).runLabels},
 		"spool":            {"repair a corrupt ingest spool (spool repair DIR)", (*Main).runSpool},
+		"workflow":         {"run or resume a durable step graph (workflow run incident --run ID), or show a run (workflow status ID)", (*Main).runWorkflow},
+		"approve":          {"approve a run suspended at an approval gate (approve RUN STEP --approver WHO)", (*Main).runApprove},
+		"deny":             {"deny a run's approval gate: the run stops there (deny RUN STEP --approver WHO --reason TEXT)", (*Main).runDeny},
+		"audit":            {"verify a policy audit log's hash chain, naming any edited, dropped or reordered entry (audit verify FILE)", (*Main).runAudit},
+		"security-eval":    {"the prompt-injection suite: both reference agents, planted instructions, scripted models, policy off/on/strict (table of attack success and utility)", (*Main).runSecurityEval},
 		"clickhouse-local": {"run a local ClickHouse 26.7 from libchdb (for tests and the local mode)", (*Main).runClickHouseLocal},
 	}
 }

@@ -72,6 +72,7 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	trialsOut := fs.String("trials-out", "", "write one trial record per run (JSONL) to this file, for loom-eval score")
 	endpoint := fs.String("otlp-endpoint", "", "send the replay's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
 	outFmt := m.addOutputFlags(fs, "text", "json")
+	policyFile := fs.String("policy", "", "re-decide every tool call with this policy rules `file` (journals recorded under a policy carry its decisions)")
 	strict := fs.Bool("strict", false, "also fail (exit 1) when a re-executed tool returns a different result")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -93,6 +94,13 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := replay.Config{Registry: reg}
+	if *policyFile != "" {
+		g, err := policyGuard(*policyFile)
+		if err != nil {
+			return err
+		}
+		cfg.Authorizer = g
+	}
 	if *endpoint != "" {
 		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(*endpoint), otlptracegrpc.WithInsecure())
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/collector/spool"
@@ -169,6 +170,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	authToken := fs.String("auth-token", "", "require this bearer token on OTLP ingest, the UI and the API (default $LOOMWORK_AUTH_TOKEN; empty: no authentication)")
 	runsDir := fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
 	reportsDir := fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
+	approvalsJournal := fs.String("approvals-journal", "", "workflow journal (SQLite) whose suspended approval gates the UI lists and answers at /approvals (answers need --auth-token)")
 	labelsFile := fs.String("labels", "", "human labels file (labels JSONL, created if missing) that the UI's label form appends to and /labels exports; loom-eval labels agreement --labels reads it")
 	ablationsDir := fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")
 	pricesFile := fs.String("prices", "", "price table JSON merged over the built-in one, for the cost the UI and the JSON API show (the same file score, rollup and traces take)")
@@ -307,7 +309,17 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 			h := srv.Health(ctx)
 			return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Detail: h}
 		}
-		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile, Health: health})
+		var approvals web.Approvals
+		if *approvalsJournal != "" {
+			j, err := journaldb.Open(ctx, journaldb.Config{Path: *approvalsJournal})
+			if err != nil {
+				closeUI()
+				return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --approvals-journal: %w", err)}
+			}
+			defer j.Shutdown(context.WithoutCancel(ctx))
+			approvals = webApprovals{j: j, clock: time.Now}
+		}
+		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile, Health: health, Approvals: approvals})
 		if err != nil {
 			closeUI()
 			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))

@@ -1,0 +1,223 @@
+package policy
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/loomwork/loomwork/agents/journal"
+)
+
+// AuditEntry is one line of the audit log. Hash is SHA-256 over the
+// canonical JSON array ["loomwork.audit/1", seq, time, actor, action,
+// data, prev]; Prev is the previous entry's hash ("" for seq 1), so an
+// edited, dropped or reordered entry breaks the chain where it happened.
+type AuditEntry struct {
+	Seq    int64           `json:"seq"`
+	Time   time.Time       `json:"time"`
+	Actor  string          `json:"actor"`
+	Action string          `json:"action"`
+	Data   json.RawMessage `json:"data"`
+	Prev   string          `json:"prev"`
+	Hash   string          `json:"hash"`
+}
+
+func entryHash(e AuditEntry) (string, error) {
+	data := e.Data
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = json.RawMessage("null")
+	}
+	cd, err := journal.Canonical(data)
+	if err != nil {
+		return "", fmt.Errorf("entry %d data: %w", e.Seq, err)
+	}
+	rest, err := json.Marshal([]any{e.Seq, e.Time.UTC().Format(time.RFC3339Nano), e.Actor, e.Action})
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	buf.WriteString(`["loomwork.audit/1",`) // the domain tag, as the journal's hash has its own
+	buf.Write(rest[1 : len(rest)-1])
+	buf.WriteByte(',')
+	buf.Write(cd)
+	buf.WriteByte(',')
+	p, _ := json.Marshal(e.Prev)
+	buf.Write(p)
+	buf.WriteByte(']')
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// AuditLog is the append-only, hash-chained log of decisions and
+// approvals. With a path it appends JSON lines to that file (O_APPEND,
+// fsync per entry); without one it is in memory.
+type AuditLog struct {
+	mu      sync.Mutex
+	path    string
+	clock   func() time.Time
+	entries []AuditEntry
+}
+
+// OpenAudit opens (or creates) the audit log at file, verifying the chain
+// it finds: a log that does not verify is not appended to. file "" is an
+// in-memory log. clock nil is time.Now.
+func OpenAudit(file string, clock func() time.Time) (*AuditLog, error) {
+	if clock == nil {
+		clock = time.Now
+	}
+	l := &AuditLog{path: file, clock: clock}
+	if file == "" {
+		return l, nil
+	}
+	f, err := os.Open(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	defer f.Close()
+	entries, err := ReadAudit(f, file)
+	if err != nil {
+		return nil, err
+	}
+	if err := VerifyAudit(entries); err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", file, err)
+	}
+	l.entries = entries
+	return l, nil
+}
+
+// Append adds an entry chained to the last one and, for a file log,
+// writes and syncs it before returning.
+func (l *AuditLog) Append(actor, action string, data any) (AuditEntry, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return AuditEntry{}, fmt.Errorf("audit append %s: %w", action, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := AuditEntry{Seq: int64(len(l.entries)) + 1, Time: l.clock().UTC(), Actor: actor, Action: action}
+	if e.Data, err = journal.Canonical(raw); err != nil {
+		return AuditEntry{}, err
+	}
+	if n := len(l.entries); n > 0 {
+		e.Prev = l.entries[n-1].Hash
+	}
+	if e.Hash, err = entryHash(e); err != nil {
+		return AuditEntry{}, err
+	}
+	if l.path != "" {
+		line, err := json.Marshal(e)
+		if err != nil {
+			return AuditEntry{}, err
+		}
+		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return AuditEntry{}, fmt.Errorf("audit log: %w", err)
+		}
+		_, werr := f.Write(append(line, '\n'))
+		serr := f.Sync()
+		cerr := f.Close()
+		if err := errors.Join(werr, serr, cerr); err != nil {
+			return AuditEntry{}, fmt.Errorf("audit log %s: %w", l.path, err)
+		}
+	}
+	l.entries = append(l.entries, e)
+	return e, nil
+}
+
+// Entries returns a copy of the entries.
+func (l *AuditLog) Entries() []AuditEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]AuditEntry(nil), l.entries...)
+}
+
+// Verify checks the in-memory chain.
+func (l *AuditLog) Verify() error { return VerifyAudit(l.Entries()) }
+
+// ReadAudit decodes an audit log's JSON lines; a line that does not decode
+// is an error naming it.
+func ReadAudit(r io.Reader, name string) ([]AuditEntry, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	var out []AuditEntry
+	line := 0
+	for sc.Scan() {
+		line++
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var e AuditEntry
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&e); err != nil {
+			return nil, fmt.Errorf("audit log %s line %d: %w", name, line, err)
+		}
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("audit log %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// AuditError names the first entry that breaks the chain and how.
+type AuditError struct {
+	Line int   // 1-based position in the log
+	Seq  int64 // the entry's own sequence number
+	What string
+}
+
+func (e *AuditError) Error() string {
+	return fmt.Sprintf("line %d (entry seq %d): %s", e.Line, e.Seq, e.What)
+}
+
+// VerifyAudit checks every entry: its hash over its content (an edit),
+// its sequence number (a dropped or reordered entry) and its link to the
+// previous entry's hash. It returns an *AuditError for the first break.
+func VerifyAudit(entries []AuditEntry) error {
+	prev := ""
+	for i, e := range entries {
+		line := i + 1
+		want := int64(i) + 1
+		h, err := entryHash(e)
+		if err != nil {
+			return &AuditError{Line: line, Seq: e.Seq, What: err.Error()}
+		}
+		switch {
+		case e.Seq > want:
+			for j := i + 1; j < len(entries); j++ {
+				if entries[j].Seq == want {
+					return &AuditError{Line: line, Seq: e.Seq, What: fmt.Sprintf("reordered: seq %d is here, seq %d comes later at line %d", e.Seq, want, j+1)}
+				}
+			}
+			return &AuditError{Line: line, Seq: e.Seq, What: fmt.Sprintf("entries %s missing: dropped (expected seq %d here)", seqRange(want, e.Seq-1), want)}
+		case e.Seq < want:
+			return &AuditError{Line: line, Seq: e.Seq, What: fmt.Sprintf("out of order: seq %d appears after seq %d (reordered or duplicated)", e.Seq, want-1)}
+		case h != e.Hash:
+			return &AuditError{Line: line, Seq: e.Seq, What: "content does not match its hash: edited"}
+		case e.Prev != prev:
+			return &AuditError{Line: line, Seq: e.Seq, What: "prev hash does not match the previous entry: the chain was rewritten before this entry"}
+		}
+		prev = e.Hash
+	}
+	return nil
+}
+
+func seqRange(a, b int64) string {
+	if a == b {
+		return strconv.FormatInt(a, 10)
+	}
+	return fmt.Sprintf("%d-%d", a, b)
+}

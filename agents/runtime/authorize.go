@@ -1,0 +1,85 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/llm"
+)
+
+// Authorizer decides whether a tool call the model made may run. It sits
+// outside the model: the runtime asks it before every call (live or
+// replayed), journals its decision as a policy_decision event and, when
+// the call is not allowed, gives the model an error observation instead of
+// running the tool. Package policy's Guard implements it.
+type Authorizer interface {
+	Authorize(ctx context.Context, call AuthCall) (Authorization, error)
+}
+
+// AuthCall is what an Authorizer sees.
+type AuthCall struct {
+	RunID     string
+	Agent     string
+	Step      int
+	Call      llm.ToolCall
+	Arguments json.RawMessage // decoded arguments (valid JSON)
+	// Effect is the tool's Effect flag (false for an unknown tool).
+	Effect bool
+	// Messages is the conversation the model had seen when it made the
+	// call, ending with the assistant message that carries it: what the
+	// call's arguments derive from.
+	Messages []llm.Message
+	// Documents maps a tool call id of Messages to the evidence ids its
+	// result returned (retrieved documents and their origin).
+	Documents map[string][]string
+	// Rechecking is true when the journal already holds this decision (a
+	// resumed or replayed run): the decision is made again and must match,
+	// but side channels (an approval queue, an audit log) should not
+	// record it a second time.
+	Rechecking bool
+}
+
+// Authorization is an Authorizer's answer.
+type Authorization struct {
+	Allow bool
+	// Decision is the payload of the policy_decision event (any JSON
+	// value). Its hash is the event's args hash, so a resumed or replayed
+	// run that decides differently diverges there.
+	Decision any
+	// Observation is what the model is told when the call is not allowed.
+	Observation string
+}
+
+// authorize asks the Authorizer and journals (or, resuming, matches) the
+// decision. It returns the observation when the call must not run.
+func (r *run) authorize(ctx context.Context, step int, call llm.ToolCall, args json.RawMessage) (deny *journal.ToolResult, err error) {
+	az := r.rt.cfg.Authorizer
+	if az == nil {
+		return nil, nil
+	}
+	if args == nil {
+		args = json.RawMessage("null")
+	}
+	effect := false
+	if t := r.agent.tools[call.Name]; t != nil {
+		effect = t.Effect
+	}
+	a, err := az.Authorize(ctx, AuthCall{RunID: r.task.RunID, Agent: r.agent.Name, Step: step, Call: call, Arguments: args,
+		Effect: effect, Messages: r.seen, Documents: r.callDocs, Rechecking: r.pos < len(r.recorded)})
+	if err != nil {
+		return nil, fmt.Errorf("run %s: step %d: authorize %s: %w", r.task.RunID, step, call.Name, err)
+	}
+	h, err := journal.HashValue(a.Decision)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: step %d: decision of %s: %w", r.task.RunID, step, call.Name, err)
+	}
+	if _, _, err := r.record(ctx, journal.Record{Kind: journal.KindDecision, Step: step, Tool: call.Name, CallID: call.ID, ArgsHash: h, Payload: a.Decision}); err != nil {
+		return nil, err
+	}
+	if a.Allow {
+		return nil, nil
+	}
+	return &journal.ToolResult{IsError: true, Content: a.Observation}, nil
+}

@@ -1,0 +1,924 @@
+// Package workflow is the deterministic step graph around the model: a
+// workflow is a set of named steps (a model call, a tool call, an approval
+// gate, or a whole agent loop) with dependencies, run in a topological
+// order and journaled on the agent journal (package journaldb), so a run
+// killed at any point resumes by replaying recorded results — steps that
+// succeeded are walked over as `replayed` (attempt 0) and never executed
+// again. A step with a side-effect key runs inside the journal's write
+// transaction: its effects, its ledger row and its `succeeded` event commit
+// together or not at all, so a keyed effect happens exactly once across
+// crashes. Approval gates suspend a run durably (the process may exit); an
+// approval or denial journaled later (`loom-eval approve` / `deny`) lets
+// the next Run resume or stop it.
+//
+// docs/workflow.md describes the event format and the guarantees.
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/semconv"
+)
+
+// Kind is what a step does. It is recorded, not interpreted, except for
+// KindApproval, whose step passes through the approval gate first.
+type Kind string
+
+// Step kinds.
+const (
+	KindModel    Kind = "model"
+	KindTool     Kind = "tool"
+	KindApproval Kind = "approval"
+	KindAgent    Kind = "agent" // a whole model-directed agent loop as one step
+)
+
+// Step is one node of a workflow.
+type Step struct {
+	Name     string
+	Kind     Kind
+	Requires []string
+	// Retries is how many times a failed attempt is retried (0: one
+	// attempt). Each attempt is journaled: started, then failed and
+	// retried, or succeeded.
+	Retries int
+	// Key is the side-effect key, derived from what the step means (e.g.
+	// "pr:checkout-fix"), never from when it ran. A keyed step's Action
+	// runs inside the journal's write transaction (Input.Tx); its effects
+	// and its succeeded event commit together, and a key with a recorded
+	// result is never executed again in the run.
+	Key string
+	// EffectSchema is idempotent DDL for the tables a keyed step writes.
+	EffectSchema string
+	// Action does the step. Its result must be JSON-encodable; it is
+	// journaled and given to dependent steps (Input.Results).
+	Action func(ctx context.Context, in Input) (any, error)
+}
+
+// Input is what an Action receives.
+type Input struct {
+	RunID   string
+	Step    string
+	Attempt int
+	// Results holds the recorded result of every step this one requires
+	// (transitively, every completed step), as JSON.
+	Results map[string]json.RawMessage
+	// Key is the step's side-effect key; Tx is the journal transaction of a
+	// keyed step (nil otherwise). Statements run through Tx commit with the
+	// step's succeeded event.
+	Key string
+	Tx  *journaldb.EffectTx
+	// Approval is the answer of the gate before an approval step's Action.
+	Approval *Approval
+}
+
+// Approval is a human's (or a gate's) answer to an approval step.
+type Approval struct {
+	Step     string    `json:"step"`
+	Approved bool      `json:"approved"`
+	Approver string    `json:"approver"`
+	Reason   string    `json:"reason,omitempty"`
+	Time     time.Time `json:"time"`
+}
+
+// Gate answers approval steps. Decide returns nil when no answer exists
+// yet: the run then suspends (Run returns *SuspendedError) and resumes when
+// an answer has been journaled (Record) and Run is called again.
+type Gate interface {
+	Decide(ctx context.Context, runID, step string, results map[string]json.RawMessage) (*Approval, error)
+}
+
+// GateFunc is a synchronous Gate: it always answers.
+type GateFunc func(step string) (approved bool)
+
+// Decide implements Gate.
+func (f GateFunc) Decide(_ context.Context, _ string, step string, _ map[string]json.RawMessage) (*Approval, error) {
+	ok := f(step)
+	a := &Approval{Step: step, Approved: ok, Approver: "gate"}
+	if !ok {
+		a.Reason = "denied by gate"
+	}
+	return a, nil
+}
+
+// Journal is what the workflow needs from the journal; *journaldb.Store
+// implements it.
+type Journal interface {
+	Events(ctx context.Context, runID string) ([]journal.Event, error)
+	Append(ctx context.Context, runID string, recs ...journal.Record) ([]journal.Event, error)
+	AppendEffect(ctx context.Context, runID string, call journaldb.EffectCall, fn journaldb.EffectFunc) ([]journal.Event, error)
+	EnsureSchema(ctx context.Context, ddl string) error
+}
+
+var _ Journal = (*journaldb.Store)(nil)
+
+// Step event statuses (the "event" field of a step event).
+const (
+	StatusStarted          = "started"
+	StatusFailed           = "failed"
+	StatusRetried          = "retried"
+	StatusSucceeded        = "succeeded"
+	StatusReplayed         = "replayed"
+	StatusApprovalRequired = "approval_required"
+	StatusDenied           = "denied"
+	StatusInterrupted      = "interrupted" // an attempt the process died during, found on resume
+)
+
+// StepEvent is the payload of a journal.KindStep event.
+type StepEvent struct {
+	Step     string          `json:"step"`
+	Kind     Kind            `json:"kind"`
+	Event    string          `json:"event"`
+	Attempt  int             `json:"attempt"`
+	Key      string          `json:"key,omitempty"`
+	Result   json.RawMessage `json:"result,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Approver string          `json:"approver,omitempty"`
+	Reason   string          `json:"reason,omitempty"`
+}
+
+// Started is the payload of the journal.KindWorkflowStarted event.
+type Started struct {
+	Workflow string     `json:"workflow"`
+	Steps    []StepSpec `json:"steps"`
+}
+
+// StepSpec is a step as recorded: what a resume must find unchanged.
+type StepSpec struct {
+	Name     string   `json:"name"`
+	Kind     Kind     `json:"kind"`
+	Requires []string `json:"requires,omitempty"`
+	Retries  int      `json:"retries,omitempty"`
+	Key      string   `json:"key,omitempty"`
+}
+
+// Workflow is a validated step graph.
+type Workflow struct {
+	name  string
+	steps map[string]*Step
+	order []string
+	specs []StepSpec
+}
+
+// CycleError reports a dependency cycle, naming its steps in order.
+type CycleError struct{ Steps []string }
+
+func (e *CycleError) Error() string {
+	return fmt.Sprintf("dependency cycle: %s", strings.Join(e.Steps, " -> "))
+}
+
+// New validates steps and computes their order. An unknown dependency, a
+// duplicate name, a missing action or a cycle is an error naming the step.
+func New(name string, steps []Step) (*Workflow, error) {
+	if name == "" {
+		return nil, errors.New("workflow: name must be set")
+	}
+	w := &Workflow{name: name, steps: map[string]*Step{}}
+	var errs []error
+	for i := range steps {
+		s := &steps[i]
+		switch {
+		case s.Name == "":
+			errs = append(errs, fmt.Errorf("workflow %s: step %d has no name", name, i))
+			continue
+		case w.steps[s.Name] != nil:
+			errs = append(errs, fmt.Errorf("workflow %s: step %q declared twice", name, s.Name))
+			continue
+		case s.Action == nil:
+			errs = append(errs, fmt.Errorf("workflow %s: step %q has no action", name, s.Name))
+		case s.Retries < 0:
+			errs = append(errs, fmt.Errorf("workflow %s: step %q: retries must not be negative (got %d)", name, s.Name, s.Retries))
+		}
+		switch s.Kind {
+		case KindModel, KindTool, KindApproval, KindAgent:
+		default:
+			errs = append(errs, fmt.Errorf("workflow %s: step %q: unknown kind %q (want model, tool, approval or agent)", name, s.Name, s.Kind))
+		}
+		w.steps[s.Name] = s
+	}
+	keys := map[string]string{}
+	for i := range steps {
+		s := &steps[i]
+		for _, r := range s.Requires {
+			if w.steps[r] == nil {
+				errs = append(errs, fmt.Errorf("workflow %s: step %q requires unknown step %q", name, s.Name, r))
+			}
+		}
+		if s.Key != "" {
+			if other, dup := keys[s.Key]; dup && other != s.Name {
+				errs = append(errs, fmt.Errorf("workflow %s: steps %q and %q share side-effect key %q", name, other, s.Name, s.Key))
+			}
+			keys[s.Key] = s.Name
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	order, err := topo(steps)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", name, err)
+	}
+	w.order = order
+	for _, n := range order {
+		s := w.steps[n]
+		w.specs = append(w.specs, StepSpec{Name: s.Name, Kind: s.Kind, Requires: s.Requires, Retries: s.Retries, Key: s.Key})
+	}
+	return w, nil
+}
+
+// topo is Kahn's algorithm; ties are broken by declaration order so the
+// order is deterministic.
+func topo(steps []Step) ([]string, error) {
+	indeg := map[string]int{}
+	dependents := map[string][]string{}
+	for _, s := range steps {
+		indeg[s.Name] += 0
+		for _, r := range s.Requires {
+			indeg[s.Name]++
+			dependents[r] = append(dependents[r], s.Name)
+		}
+	}
+	done := map[string]bool{}
+	var order []string
+	for len(order) < len(steps) {
+		progressed := false
+		for _, s := range steps {
+			if !done[s.Name] && indeg[s.Name] == 0 {
+				done[s.Name] = true
+				order = append(order, s.Name)
+				for _, d := range dependents[s.Name] {
+					indeg[d]--
+				}
+				progressed = true
+				break
+			}
+		}
+		if !progressed {
+			return nil, &CycleError{Steps: findCycle(steps, done)}
+		}
+	}
+	return order, nil
+}
+
+// findCycle walks requirements from the first unfinished step until a step
+// repeats, and returns the cycle.
+func findCycle(steps []Step, done map[string]bool) []string {
+	req := map[string][]string{}
+	var start string
+	for _, s := range steps {
+		req[s.Name] = s.Requires
+		if start == "" && !done[s.Name] {
+			start = s.Name
+		}
+	}
+	seen := map[string]int{}
+	var path []string
+	cur := start
+	for {
+		if i, ok := seen[cur]; ok {
+			return append(path[i:], cur)
+		}
+		seen[cur] = len(path)
+		path = append(path, cur)
+		next := ""
+		for _, r := range req[cur] {
+			if !done[r] {
+				next = r
+				break
+			}
+		}
+		if next == "" {
+			return path
+		}
+		cur = next
+	}
+}
+
+// Name returns the workflow's name.
+func (w *Workflow) Name() string { return w.name }
+
+// Order returns the steps in the order they run.
+func (w *Workflow) Order() []string { return append([]string(nil), w.order...) }
+
+// Config configures a Runner.
+type Config struct {
+	Journal Journal
+	// Gate answers approval steps. Default: the journal gate (answers
+	// recorded with Record; none yet suspends the run).
+	Gate           Gate
+	TracerProvider trace.TracerProvider
+	Clock          func() time.Time
+	Logger         *slog.Logger
+
+	_ struct{}
+}
+
+// Validate reports every problem with the configuration.
+func (c Config) Validate() error {
+	if c.Journal == nil {
+		return errors.New("workflow config: journal must be set")
+	}
+	return nil
+}
+
+// Runner runs workflows on a journal.
+type Runner struct {
+	cfg    Config
+	tracer trace.Tracer
+}
+
+// NewRunner returns a Runner. It does no I/O.
+func NewRunner(cfg Config) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = noop.NewTracerProvider()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Runner{cfg: cfg, tracer: cfg.TracerProvider.Tracer("github.com/loomwork/loomwork/agents/workflow")}, nil
+}
+
+// Result is the state of a run after Run returns.
+type Result struct {
+	RunID     string
+	Completed []string // steps with a recorded result, in order
+	Results   map[string]json.RawMessage
+	Ledger    map[string]json.RawMessage // side-effect key → result
+	Events    []StepEvent                // every step event of the run, old and new
+}
+
+// SuspendedError is returned when the run waits for an approval: its
+// approval_required event is durable and the process may exit.
+type SuspendedError struct {
+	RunID, Step string
+}
+
+func (e *SuspendedError) Error() string {
+	return fmt.Sprintf("run %s suspended at step %s: waiting for approval (loom-eval approve %s %s)", e.RunID, e.Step, e.RunID, e.Step)
+}
+
+// DeniedError is returned when an approval step was denied: the run stops
+// at that step.
+type DeniedError struct {
+	RunID, Step, Approver, Reason string
+}
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("run %s stopped at step %s: approval denied by %s: %s", e.RunID, e.Step, e.Approver, e.Reason)
+}
+
+// StepError is returned when a step failed on its last allowed attempt.
+type StepError struct {
+	RunID, Step string
+	Attempts    int
+	Err         error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("run %s: step %s failed after %d attempt(s): %v", e.RunID, e.Step, e.Attempts, e.Err)
+}
+func (e *StepError) Unwrap() error { return e.Err }
+
+// CrashError is what RunOptions.CrashAfter returns: a simulated process
+// death right after a step's success became durable.
+type CrashError struct{ Step string }
+
+func (e *CrashError) Error() string { return "simulated crash after step " + e.Step }
+
+// DivergenceError is returned when a run is resumed with a workflow whose
+// graph differs from the recorded one.
+type DivergenceError struct {
+	RunID              string
+	Recorded, Produced string
+}
+
+func (e *DivergenceError) Error() string {
+	return fmt.Sprintf("run %s: the workflow changed since the run started (recorded graph %s, this graph %s)", e.RunID, e.Recorded, e.Produced)
+}
+
+// RunOptions are per-run knobs.
+type RunOptions struct {
+	// CrashAfter simulates a crash right after the named step's success is
+	// journaled (tests and the reference example; real crashes are
+	// SIGKILL, see the package tests).
+	CrashAfter string
+}
+
+// Run executes the workflow as runID, or resumes it if the journal has its
+// events. It returns the result, and *SuspendedError, *DeniedError,
+// *StepError or *CrashError when the run did not complete.
+func (rn *Runner) Run(ctx context.Context, w *Workflow, runID string, opt RunOptions) (res Result, err error) {
+	if runID == "" {
+		return Result{}, errors.New("run workflow: empty run id")
+	}
+	for _, n := range w.order {
+		if s := w.steps[n]; s.EffectSchema != "" {
+			if err := rn.cfg.Journal.EnsureSchema(ctx, s.EffectSchema); err != nil {
+				return Result{}, fmt.Errorf("run %s: step %s: %w", runID, n, err)
+			}
+		}
+	}
+	if err := rn.cfg.Journal.EnsureSchema(ctx, ledgerDDL); err != nil {
+		return Result{}, fmt.Errorf("run %s: %w", runID, err)
+	}
+	recorded, err := rn.cfg.Journal.Events(ctx, runID)
+	if err != nil {
+		return Result{}, fmt.Errorf("run %s: %w", runID, err)
+	}
+	st, err := fold(runID, recorded)
+	if err != nil {
+		return Result{}, err
+	}
+	started := Started{Workflow: w.name, Steps: w.specs}
+	h, err := journal.HashValue(started)
+	if err != nil {
+		return Result{}, err
+	}
+	if st.graphHash == "" {
+		if _, err := rn.cfg.Journal.Append(ctx, runID, journal.Record{Kind: journal.KindWorkflowStarted, ArgsHash: h, Payload: started}); err != nil {
+			return Result{}, fmt.Errorf("run %s: %w", runID, err)
+		}
+	} else if st.graphHash != h {
+		return Result{}, &DivergenceError{RunID: runID, Recorded: st.graphHash, Produced: h}
+	}
+	ctx, span := rn.tracer.Start(ctx, semconv.OpInvokeWorkflow+" "+w.name, trace.WithTimestamp(rn.cfg.Clock()),
+		trace.WithAttributes(attribute.String(semconv.AttrOperationName, semconv.OpInvokeWorkflow),
+			attribute.String(semconv.AttrWorkflowName, w.name), attribute.String(semconv.AttrWorkflowRunID, runID)))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End(trace.WithTimestamp(rn.cfg.Clock()))
+	}()
+	r := &run{rn: rn, w: w, runID: runID, st: st}
+	err = r.walk(ctx, opt)
+	res = Result{RunID: runID, Results: st.results, Ledger: st.ledger, Events: st.events}
+	for _, n := range w.order {
+		if _, ok := st.results[n]; ok {
+			res.Completed = append(res.Completed, n)
+		}
+	}
+	return res, err
+}
+
+const ledgerDDL = `CREATE TABLE IF NOT EXISTS workflow_ledger (
+  run_id TEXT NOT NULL,
+  key    TEXT NOT NULL,
+  step   TEXT NOT NULL,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID`
+
+// state is a run folded from its journal.
+type state struct {
+	graphHash string
+	results   map[string]json.RawMessage
+	ledger    map[string]json.RawMessage
+	events    []StepEvent
+	// per step: the highest attempt started, failures, whether the last
+	// started attempt has an outcome, whether approval_required was
+	// journaled
+	lastAttempt map[string]int
+	failures    map[string]int
+	open        map[string]bool
+	asked       map[string]bool
+	approvals   map[string]*Approval
+}
+
+func fold(runID string, evs []journal.Event) (*state, error) {
+	st := &state{results: map[string]json.RawMessage{}, ledger: map[string]json.RawMessage{},
+		lastAttempt: map[string]int{}, failures: map[string]int{}, open: map[string]bool{},
+		asked: map[string]bool{}, approvals: map[string]*Approval{}}
+	for _, e := range evs {
+		switch e.Kind {
+		case journal.KindWorkflowStarted:
+			st.graphHash = e.ArgsHash
+		case journal.KindApproval:
+			var a Approval
+			if err := json.Unmarshal(e.Payload, &a); err != nil {
+				return nil, fmt.Errorf("run %s seq %d: decode approval: %w", runID, e.Seq, err)
+			}
+			if st.approvals[a.Step] == nil { // the first answer stands
+				st.approvals[a.Step] = &a
+			}
+		case journal.KindStep:
+			var se StepEvent
+			if err := json.Unmarshal(e.Payload, &se); err != nil {
+				return nil, fmt.Errorf("run %s seq %d: decode step event: %w", runID, e.Seq, err)
+			}
+			st.apply(se)
+		}
+	}
+	return st, nil
+}
+
+func (st *state) apply(se StepEvent) {
+	st.events = append(st.events, se)
+	switch se.Event {
+	case StatusStarted:
+		st.lastAttempt[se.Step] = se.Attempt
+		st.open[se.Step] = true
+	case StatusFailed:
+		st.failures[se.Step]++
+		st.open[se.Step] = false
+	case StatusInterrupted:
+		st.open[se.Step] = false
+	case StatusSucceeded:
+		st.open[se.Step] = false
+		st.results[se.Step] = se.Result
+		if se.Key != "" {
+			st.ledger[se.Key] = se.Result
+		}
+	case StatusApprovalRequired:
+		st.asked[se.Step] = true
+	}
+}
+
+type run struct {
+	rn    *Runner
+	w     *Workflow
+	runID string
+	st    *state
+}
+
+func (r *run) emit(ctx context.Context, se StepEvent) error {
+	h, err := journal.HashValue(se)
+	if err != nil {
+		return err
+	}
+	if _, err := r.rn.cfg.Journal.Append(ctx, r.runID, journal.Record{Kind: journal.KindStep, Tool: se.Step, ArgsHash: h, Payload: se}); err != nil {
+		return fmt.Errorf("run %s: step %s: %w", r.runID, se.Step, err)
+	}
+	r.st.apply(se)
+	return nil
+}
+
+func (r *run) walk(ctx context.Context, opt RunOptions) error {
+	gate := r.rn.cfg.Gate
+	if gate == nil {
+		gate = JournalGate{}
+	}
+	// Replay: every step with a recorded result is walked over first, in
+	// order, reusing the result.
+	var todo []string
+	for _, n := range r.w.order {
+		s := r.w.steps[n]
+		if res, ok := r.st.results[n]; ok {
+			if err := r.emit(ctx, StepEvent{Step: n, Kind: s.Kind, Event: StatusReplayed, Attempt: 0, Key: s.Key, Result: res}); err != nil {
+				return err
+			}
+			continue
+		}
+		todo = append(todo, n)
+	}
+	for _, n := range todo {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("run %s: step %s: %w", r.runID, n, err)
+		}
+		s := r.w.steps[n]
+		in := Input{RunID: r.runID, Step: n, Key: s.Key, Results: r.st.results}
+		if s.Key != "" {
+			if res, ok := r.st.ledger[s.Key]; ok {
+				// The key has a result (recorded under this step before
+				// it was renamed, or by a replayed path): never again.
+				if err := r.emit(ctx, StepEvent{Step: n, Kind: s.Kind, Event: StatusReplayed, Key: s.Key, Result: res}); err != nil {
+					return err
+				}
+				r.st.results[n] = res
+				continue
+			}
+		}
+		if s.Kind == KindApproval {
+			a, err := r.approval(ctx, gate, s)
+			if err != nil {
+				return err
+			}
+			in.Approval = a
+		}
+		if err := r.execute(ctx, s, in); err != nil {
+			return err
+		}
+		if opt.CrashAfter == n {
+			return &CrashError{Step: n}
+		}
+	}
+	return nil
+}
+
+// approval consults the journal first (an answer recorded by `loom-eval
+// approve`/`deny`), then the gate. No answer: the run suspends.
+func (r *run) approval(ctx context.Context, gate Gate, s *Step) (*Approval, error) {
+	if !r.st.asked[s.Name] {
+		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusApprovalRequired}); err != nil {
+			return nil, err
+		}
+	}
+	a := r.st.approvals[s.Name]
+	if a == nil {
+		var err error
+		if a, err = gate.Decide(ctx, r.runID, s.Name, r.st.results); err != nil {
+			return nil, fmt.Errorf("run %s: step %s: approval gate: %w", r.runID, s.Name, err)
+		}
+		if a != nil {
+			a.Step = s.Name
+			if a.Time.IsZero() {
+				a.Time = r.rn.cfg.Clock().UTC()
+			}
+			if _, err := r.rn.cfg.Journal.Append(ctx, r.runID, journal.Record{Kind: journal.KindApproval, Tool: s.Name, Payload: a}); err != nil {
+				return nil, fmt.Errorf("run %s: step %s: %w", r.runID, s.Name, err)
+			}
+			r.st.approvals[s.Name] = a
+		}
+	}
+	if a == nil {
+		return nil, &SuspendedError{RunID: r.runID, Step: s.Name}
+	}
+	if !a.Approved {
+		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusDenied, Approver: a.Approver, Reason: a.Reason}); err != nil {
+			return nil, err
+		}
+		return nil, &DeniedError{RunID: r.runID, Step: s.Name, Approver: a.Approver, Reason: a.Reason}
+	}
+	return a, nil
+}
+
+func (r *run) execute(ctx context.Context, s *Step, in Input) error {
+	// An attempt started by a process that died has no outcome: it is
+	// marked interrupted and run again under the same attempt number (the
+	// crash is not the step's failure, so it does not use a retry).
+	attempt := r.st.lastAttempt[s.Name]
+	if r.st.failures[s.Name] > s.Retries {
+		// A step that used its retries in an earlier process stays failed.
+		return &StepError{RunID: r.runID, Step: s.Name, Attempts: attempt, Err: errors.New("retries exhausted in an earlier run")}
+	}
+	if r.st.open[s.Name] {
+		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusInterrupted, Attempt: attempt, Key: s.Key}); err != nil {
+			return err
+		}
+	} else {
+		attempt++
+	}
+	for {
+		in.Attempt = attempt
+		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusStarted, Attempt: attempt, Key: s.Key}); err != nil {
+			return err
+		}
+		err := r.attempt(ctx, s, in)
+		if err == nil {
+			return nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("run %s: step %s: %w", r.runID, s.Name, cerr)
+		}
+		if ferr := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusFailed, Attempt: attempt, Key: s.Key, Error: err.Error()}); ferr != nil {
+			return ferr
+		}
+		if r.st.failures[s.Name] > s.Retries {
+			return &StepError{RunID: r.runID, Step: s.Name, Attempts: attempt, Err: err}
+		}
+		if rerr := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusRetried, Attempt: attempt, Key: s.Key}); rerr != nil {
+			return rerr
+		}
+		attempt++
+	}
+}
+
+// attempt runs the action once and journals its success.
+func (r *run) attempt(ctx context.Context, s *Step, in Input) (err error) {
+	ctx, span := r.rn.tracer.Start(ctx, semconv.OpWorkflowStep+" "+s.Name, trace.WithTimestamp(r.rn.cfg.Clock()),
+		trace.WithAttributes(attribute.String(semconv.AttrWorkflowStep, s.Name),
+			attribute.String(semconv.AttrWorkflowStepKind, string(s.Kind)),
+			attribute.Int(semconv.AttrWorkflowAttempt, in.Attempt)))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End(trace.WithTimestamp(r.rn.cfg.Clock()))
+	}()
+	succeeded := func(v any) (StepEvent, journal.Record, error) {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return StepEvent{}, journal.Record{}, fmt.Errorf("step %s: result is not JSON-encodable: %w", s.Name, err)
+		}
+		se := StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusSucceeded, Attempt: in.Attempt, Key: s.Key, Result: raw}
+		h, err := journal.HashValue(se)
+		if err != nil {
+			return StepEvent{}, journal.Record{}, err
+		}
+		return se, journal.Record{Kind: journal.KindStep, Tool: s.Name, ArgsHash: h, Payload: se}, nil
+	}
+	if s.Key == "" {
+		v, err := safeAction(ctx, s, in)
+		if err != nil {
+			return err
+		}
+		se, rec, err := succeeded(v)
+		if err != nil {
+			return err
+		}
+		if _, err := r.rn.cfg.Journal.Append(ctx, r.runID, rec); err != nil {
+			return fmt.Errorf("run %s: step %s: %w", r.runID, s.Name, err)
+		}
+		r.st.apply(se)
+		return nil
+	}
+	var se StepEvent
+	_, err = r.rn.cfg.Journal.AppendEffect(ctx, r.runID, journaldb.EffectCall{Tool: s.Name, Key: r.runID + "/" + s.Key},
+		func(ctx context.Context, tx *journaldb.EffectTx) (journal.Record, error) {
+			in.Tx = tx
+			v, err := safeAction(ctx, s, in)
+			if err != nil {
+				return journal.Record{}, err
+			}
+			// The ledger row: the data itself proves the key ran once.
+			if _, err := tx.Exec(ctx, `INSERT INTO workflow_ledger(run_id, key, step) VALUES (?,?,?)`, r.runID, s.Key, s.Name); err != nil {
+				return journal.Record{}, fmt.Errorf("step %s: ledger key %s: %w", s.Name, s.Key, err)
+			}
+			var rec journal.Record
+			se, rec, err = succeeded(v)
+			return rec, err
+		})
+	if err != nil {
+		return err
+	}
+	r.st.apply(se)
+	return nil
+}
+
+func safeAction(ctx context.Context, s *Step, in Input) (v any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("step %s panicked: %v", s.Name, p)
+		}
+	}()
+	return s.Action(ctx, in)
+}
+
+// JournalGate is the durable gate: it never answers by itself, so an
+// approval step suspends until Record journals an answer.
+type JournalGate struct{}
+
+// Decide implements Gate.
+func (JournalGate) Decide(context.Context, string, string, map[string]json.RawMessage) (*Approval, error) {
+	return nil, nil
+}
+
+// Record journals a human's answer to run's approval step. The run must be
+// suspended at that step (approval_required journaled, no answer yet).
+func Record(ctx context.Context, j Journal, runID, step string, a Approval) error {
+	if a.Approver == "" {
+		return errors.New("record approval: approver must be set")
+	}
+	evs, err := j.Events(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if len(evs) == 0 {
+		return fmt.Errorf("record approval: run %s not found", runID)
+	}
+	st, err := fold(runID, evs)
+	if err != nil {
+		return err
+	}
+	if !st.asked[step] {
+		return fmt.Errorf("record approval: run %s has no approval pending at step %q (pending: %s)", runID, step, strings.Join(st.pending(), ", "))
+	}
+	if prev := st.approvals[step]; prev != nil {
+		verb := "approved"
+		if !prev.Approved {
+			verb = "denied"
+		}
+		return fmt.Errorf("record approval: run %s step %s was already %s by %s", runID, step, verb, prev.Approver)
+	}
+	a.Step = step
+	_, err = j.Append(ctx, runID, journal.Record{Kind: journal.KindApproval, Tool: step, Payload: a})
+	return err
+}
+
+func (st *state) pending() []string {
+	var out []string
+	for s := range st.asked {
+		if st.approvals[s] == nil {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return []string{"none"}
+	}
+	return out
+}
+
+// Pending is an approval a run is suspended on.
+type Pending struct {
+	RunID, Workflow, Step string
+}
+
+// Status reads a run's step events and pending approvals from the journal.
+func Status(ctx context.Context, j Journal, runID string) (events []StepEvent, approvals []Approval, pending []string, err error) {
+	evs, err := j.Events(ctx, runID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(evs) == 0 {
+		return nil, nil, nil, fmt.Errorf("run %s not found", runID)
+	}
+	st, err := fold(runID, evs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, e := range evs {
+		if e.Kind == journal.KindApproval {
+			var a Approval
+			if json.Unmarshal(e.Payload, &a) == nil {
+				approvals = append(approvals, a)
+			}
+		}
+	}
+	for s := range st.asked {
+		if st.approvals[s] == nil {
+			pending = append(pending, s)
+		}
+	}
+	sort.Strings(pending)
+	return st.events, approvals, pending, nil
+}
+
+// RunLister is a journal that can list its runs; *journaldb.Store is one.
+type RunLister interface {
+	Journal
+	Runs(ctx context.Context) ([]string, error)
+}
+
+// PendingApproval is a run suspended at an approval step.
+type PendingApproval struct {
+	RunID, Workflow, Step string
+	Since                 time.Time // when approval_required was journaled
+}
+
+// PendingApprovals lists every run of the journal suspended at an approval
+// step with no answer yet, in run order. It reads every run's events: a
+// page for a journal of many thousands of runs would want an index.
+func PendingApprovals(ctx context.Context, j RunLister) ([]PendingApproval, error) {
+	runs, err := j.Runs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []PendingApproval
+	for _, id := range runs {
+		evs, err := j.Events(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		name := ""
+		asked := map[string]time.Time{}
+		var order []string
+		answered := map[string]bool{}
+		for _, e := range evs {
+			switch e.Kind {
+			case journal.KindWorkflowStarted:
+				var s Started
+				if json.Unmarshal(e.Payload, &s) == nil {
+					name = s.Workflow
+				}
+			case journal.KindStep:
+				var se StepEvent
+				if json.Unmarshal(e.Payload, &se) == nil && se.Event == StatusApprovalRequired {
+					if _, ok := asked[se.Step]; !ok {
+						order = append(order, se.Step)
+					}
+					asked[se.Step] = e.Time
+				}
+			case journal.KindApproval:
+				var a Approval
+				if json.Unmarshal(e.Payload, &a) == nil {
+					answered[a.Step] = true
+				}
+			}
+		}
+		for _, s := range order {
+			if !answered[s] {
+				out = append(out, PendingApproval{RunID: id, Workflow: name, Step: s, Since: asked[s]})
+			}
+		}
+	}
+	return out, nil
+}
