@@ -68,6 +68,9 @@ type Result struct {
 	// the run's cgroup name (removed by the time Run returns).
 	Cgroups string `json:"cgroups"`
 	Cgroup  string `json:"cgroup"`
+	// Egress is what the egress proxy recorded; nil when the run had no
+	// network.
+	Egress *EgressReport `json:"egress,omitempty"`
 }
 
 // Summary is a one-line human description of the result.

@@ -169,7 +169,11 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	run := &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: name}
+	policy, err := req.Egress.prepared()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox request: %w", err)
+	}
+	run := &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: name, egress: policy}
 	res, runErr := run.execute(ctx)
 	// Whatever happened, nothing of the run may outlive it.
 	cleanCtx, cleanCancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -207,6 +211,9 @@ type run struct {
 	ws   string
 	cg   runCgroup
 	name string
+
+	egress *Egress    // validated policy; nil: no network
+	net    *egressNet // its proxy, set during the hand-off
 }
 
 // capture keeps the first max bytes of a stream and signals once on overflow.
@@ -460,6 +467,10 @@ wait:
 	}
 
 	so := <-statusCh
+	var egressReport *EgressReport
+	if x.net != nil {
+		egressReport = x.net.close()
+	}
 	st, haveStatus := so.st, so.have
 	if so.protoErr != nil {
 		return nil, fmt.Errorf("sandbox: %w", so.protoErr)
@@ -482,6 +493,7 @@ wait:
 		Counters:        x.cg.counters(),
 		Cgroups:         x.r.layout.name(),
 		Cgroup:          x.name,
+		Egress:          egressReport,
 	}
 	switch {
 	case haveStatus && st.Started && st.Exited:
@@ -580,5 +592,15 @@ func (x *run) handoff(helperPid int) error {
 	if len(cmd) != 1 {
 		return fmt.Errorf("find command process: want 1 besides the helper, found %v", cmd)
 	}
-	return x.cg.adopt(cmd[0])
+	if err := x.cg.adopt(cmd[0]); err != nil {
+		return err
+	}
+	if x.egress != nil {
+		n, err := startEgress(helperPid, x.egress, x.r.cfg)
+		if err != nil {
+			return err
+		}
+		x.net = n
+	}
+	return nil
 }
