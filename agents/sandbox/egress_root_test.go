@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -301,10 +302,10 @@ print(json.dumps([n for _, n in socket.if_nameindex()]))
 func TestEgressPolicyValidateNamesEveryBadRule(t *testing.T) {
 	bad := &Egress{
 		Allow: []EgressRule{
-			{Host: "ok.test"},                          // no ports
-			{Host: "a.*.test", Ports: []int{80}},       // wildcard not leading
-			{CIDR: "10.0.0.0/33", Ports: []int{80}},    // bad prefix
-			{CIDR: "127.0.0.0/8", Ports: []int{80}},    // holds the proxy
+			{Host: "ok.test"},                       // no ports
+			{Host: "a.*.test", Ports: []int{80}},    // wildcard not leading
+			{CIDR: "10.0.0.0/33", Ports: []int{80}}, // bad prefix
+			{CIDR: "127.0.0.0/8", Ports: []int{80}}, // holds the proxy
 			{Host: "x.test", CIDR: "10.0.0.1", Ports: []int{1}},
 			{Host: "y.test", Ports: []int{0, 70000}},
 		},
@@ -655,5 +656,263 @@ print(json.dumps(out))
 	}
 	if e, ok := findEvent(res.Egress, func(e EgressEvent) bool { return e.Proto == "tcp" && e.Host == "other.test" && e.Verdict == "deny" }); !ok || e.Verdict != "deny" || !strings.Contains(e.Reason, "no allow rule matches other.test port") {
 		t.Errorf("want the other.test connection on api.test's port denied, got %+v", e)
+	}
+}
+
+// hostNonLoopbackIPv4 returns an address of this host off loopback, if any.
+func hostNonLoopbackIPv4(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if p, ok := a.(*net.IPNet); ok && p.IP.To4() != nil && !p.IP.IsLoopback() {
+			return p.IP.String()
+		}
+	}
+	return ""
+}
+
+// The sandbox suite's attacks, again with an egress policy on: the network
+// opening must not weaken the rest, and the network itself must hold
+// against a command that tries to widen it.
+func TestRootAttacksStillContainedWithEgressOn(t *testing.T) {
+	up, port := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	up.Start()
+	defer up.Close()
+	// Host services the sandbox must not reach: one on 127.0.0.1, one on
+	// the host's own address (both on the allowed port number too).
+	var accepted sync.WaitGroup
+	var mu sync.Mutex
+	var leaks []string
+	listen := func(addr string) int {
+		ln, err := net.Listen("tcp4", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		accepted.Add(1)
+		go func() {
+			defer accepted.Done()
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				leaks = append(leaks, fmt.Sprintf("%s accepted %s", addr, c.RemoteAddr()))
+				mu.Unlock()
+				c.Close()
+			}
+		}()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	hostLoop := listen("127.0.0.1:0")
+	hostIP := hostNonLoopbackIPv4(t)
+	hostIPPort := 0
+	if hostIP != "" {
+		hostIPPort = listen(hostIP + ":0")
+	}
+	hostSecret := token(t)
+	t.Setenv("LOOMWORK_TEST_SECRET", hostSecret)
+
+	r := newRunner(t, Config{EgressResolver: func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "allowed.test":
+			return []netip.Addr{netip.MustParseAddr(upstreamIP)}, nil
+		case "rebind.test": // an allowed name whose record points at the metadata service
+			return []netip.Addr{netip.MustParseAddr("169.254.169.254")}, nil
+		case "hostloop.test":
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+		return nil, fmt.Errorf("no such host %s", host)
+	}})
+	policy := &Egress{Allow: []EgressRule{
+		{Host: "allowed.test", Ports: []int{port}},
+		{Host: "rebind.test", Ports: []int{port}},
+		{Host: "hostloop.test", Ports: []int{hostLoop}},
+		{CIDR: upstreamIP, Ports: []int{port}},
+	}}
+	wd, _ := os.Getwd()
+	attacks := []struct {
+		name, code string
+		args       []string
+		limits     Limits
+		check      func(t *testing.T, res *Result, out map[string]any)
+	}{
+		{name: "host files are absent", code: probeRead, args: []string{"/etc/shadow", "/etc/passwd", "/root", wd, "/var", "/sys"},
+			check: func(t *testing.T, res *Result, out map[string]any) {
+				for k, v := range out {
+					if v != float64(syscall.ENOENT) {
+						t.Errorf("%s: want ENOENT, got %v", k, v)
+					}
+				}
+			}},
+		{name: "host environment is absent", code: `
+import json, os
+print(json.dumps({'env': dict(os.environ)}))`,
+			check: func(t *testing.T, res *Result, out map[string]any) {
+				if strings.Contains(res.Stdout, hostSecret) || len(out["env"].(map[string]any)) != 4 {
+					t.Errorf("environment leaks or has extras: %v", out["env"])
+				}
+			}},
+		{name: "writes outside the workspace fail", code: `
+import json
+out = {}
+for p in ('/usr/evil', '/evil', '/dev/evil'):
+    try:
+        open(p, 'w').write('x'); out[p] = 0
+    except OSError as e:
+        out[p] = e.errno
+print(json.dumps(out))`,
+			check: func(t *testing.T, res *Result, out map[string]any) {
+				for k, v := range out {
+					if v != float64(syscall.EROFS) {
+						t.Errorf("%s: want EROFS, got %v", k, v)
+					}
+				}
+			}},
+		{name: "fork bomb is refused at the pids limit", limits: Limits{Tasks: 16}, code: `
+import json, os, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError as e:
+        print(json.dumps({'forks': n, 'errno': e.errno})); break
+    if pid == 0:
+        time.sleep(30); os._exit(0)
+    n += 1`,
+			check: func(t *testing.T, res *Result, out map[string]any) {
+				if out["forks"] != float64(15) || res.Counters.PidsMax < 1 {
+					t.Errorf("want fork 16 refused with pids.events, got %v %+v", out, res.Counters)
+				}
+			}},
+		{name: "memory hog is killed", limits: Limits{Memory: 64 << 20}, code: `
+x = []
+while True:
+    x.append(bytearray(1 << 20))`,
+			check: func(t *testing.T, res *Result, _ map[string]any) {
+				if res.Reason != ReasonMemory {
+					t.Errorf("want memory, got %s", res.Summary())
+				}
+			}},
+		{name: "the network cannot be widened from inside", code: `
+import json, socket, struct, fcntl
+out = {}
+def try_(name, fn):
+    try:
+        fn(); out[name] = 0
+    except OSError as e:
+        out[name] = e.errno
+def lo_down():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    fcntl.ioctl(s.fileno(), 0x8914, struct.pack('16sH', b'lo', 0))  # SIOCSIFFLAGS
+try_('bring lo down', lo_down)
+def add_route():
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+    hdr = struct.pack('=LHHLL', 16 + 12 + 8, 24, 0x1 | 0x4 | 0x400 | 0x200, 1, 0)  # RTM_NEWROUTE
+    rtm = struct.pack('=BBBBBBBBI', 2, 0, 0, 0, 254, 4, 0, 1, 0)
+    oif = struct.pack('=HHI', 8, 4, 1)
+    s.send(hdr + rtm + oif)
+    ans = s.recv(4096)
+    err = struct.unpack('=i', ans[16:20])[0]
+    if err: raise OSError(-err, 'netlink')
+try_('add a route', add_route)
+try_('raw socket', lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP))
+try_('packet socket', lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0))
+try_('open tun', lambda: open('/dev/net/tun', 'rb'))
+def bind_resolver():
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind(('127.0.0.1', 53))
+try_('take the resolver port', bind_resolver)
+out['interfaces'] = sorted(n for _, n in socket.if_nameindex())
+out['routes'] = open('/proc/net/route').read().split('\n')[1:]
+print(json.dumps(out))`,
+			check: func(t *testing.T, res *Result, out map[string]any) {
+				for _, k := range []string{"bring lo down", "add a route", "raw socket", "packet socket", "open tun", "take the resolver port"} {
+					if v, _ := out[k].(float64); v == 0 {
+						t.Errorf("%s: succeeded inside the sandbox", k)
+					}
+				}
+				if fmt.Sprint(out["interfaces"]) != "[lo lwrefuse0]" {
+					t.Errorf("interfaces: want lo and the refusal device only, got %v", out["interfaces"])
+				}
+				var routes []string
+				for _, l := range out["routes"].([]any) {
+					if f := strings.Fields(l.(string)); len(f) > 2 {
+						routes = append(routes, f[0]+" "+f[1])
+					}
+				}
+				// One route: the default, to the proxy's refusal device (the
+				// proxy's listeners are local addresses, in the local table).
+				if len(routes) != 1 || routes[0] != "lwrefuse0 00000000" {
+					t.Errorf("want exactly one route, the default to the refusal device, got %v", routes)
+				}
+			}},
+		{name: "the host's services are out of reach", args: []string{strconv.Itoa(hostLoop), hostIP, strconv.Itoa(hostIPPort), strconv.Itoa(port)}, code: egressClient + `
+hostloop, hostip, hostipport, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+def tcp(host, p):
+    s = socket.create_connection((host, p), timeout=5)
+    s.sendall(b'GET / HTTP/1.1\r\nHost: %s\r\n\r\n' % host.encode())
+    d = s.recv(100)
+    return 'read %r' % d
+attempt('host 127.0.0.1', lambda: tcp('127.0.0.1', hostloop))
+if hostip:
+    attempt('host ip', lambda: tcp(hostip, hostipport))
+    attempt('host ip on the allowed port', lambda: tcp(hostip, port))
+attempt('metadata', lambda: tcp('169.254.169.254', 80))
+attempt('rebind', lambda: tcp('rebind.test', port))
+attempt('name for the host loopback', lambda: tcp('hostloop.test', hostloop))
+print(json.dumps(out))`,
+			check: func(t *testing.T, res *Result, out map[string]any) {
+				for k, v := range out {
+					if s, _ := v.(string); !strings.HasPrefix(s, "error") && s != "read b''" {
+						t.Errorf("%s: reached something: %v", k, v)
+					}
+				}
+				for _, want := range []string{"rebind.test resolves to 169.254.169.254", "hostloop.test resolves to 127.0.0.1"} {
+					if _, ok := findEvent(res.Egress, func(e EgressEvent) bool { return e.Verdict == "deny" && strings.Contains(e.Reason, want) }); !ok {
+						t.Errorf("want a deny event %q, got %+v", want, res.Egress.Events)
+					}
+				}
+				if _, ok := findEvent(res.Egress, func(e EgressEvent) bool { return e.Addr == "169.254.169.254:80" && e.Source == "kernel" }); !ok {
+					t.Errorf("want the metadata attempt recorded from the refusal device, got %+v", res.Egress.Events)
+				}
+			}},
+		{name: "a connection flood is capped", code: egressClient + `
+port = int(sys.argv[1])
+socks, errs = [], 0
+for i in range(400):
+    try:
+        socks.append(socket.create_connection(('127.0.0.1', port), timeout=5))
+    except OSError:
+        errs += 1
+print(json.dumps({'opened': len(socks), 'errors': errs}))`, args: []string{strconv.Itoa(port)}, limits: Limits{OpenFiles: 1024},
+			check: func(t *testing.T, res *Result, out map[string]any) {
+				if _, ok := findEvent(res.Egress, func(e EgressEvent) bool {
+					return e.Verdict == "deny" && strings.Contains(e.Reason, "connections at once")
+				}); !ok {
+					t.Errorf("want connections past %d refused and recorded, got %d events", maxEgressConns, len(res.Egress.Events))
+				}
+			}},
+	}
+	for _, a := range attacks {
+		t.Run(a.name, func(t *testing.T) {
+			res := py(t, r, a.code, Request{Command: a.args, Egress: policy, Limits: a.limits})
+			var out map[string]any
+			if a.check != nil && res.Reason != ReasonMemory {
+				decode(t, res, &out)
+			}
+			a.check(t, res, out)
+			if res.Egress == nil {
+				t.Errorf("egress report missing")
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range leaks {
+		t.Errorf("host service reached: %s", l)
 	}
 }
