@@ -39,8 +39,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // Name is the agent's registered name.
@@ -88,6 +90,12 @@ type Config struct {
 	MaxOutputChars int
 	// MaxFileBytes caps one written file (default 64 KiB).
 	MaxFileBytes int
+	// Egress is the network policy of every run_python; nil (the default)
+	// means no network. Each attempt and verdict becomes a span event of the
+	// call's execute_tool span and is journaled with its result (replay
+	// compares them); refusals are also in the observation, so the model
+	// can tell a refused connection from a broken program.
+	Egress *sandbox.Egress
 }
 
 // Validate reports every problem with the configuration.
@@ -100,6 +108,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("coding: work_root must be set"))
 	}
 	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("coding: %w", err))
+	}
+	if err := c.Egress.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("coding: %w", err))
 	}
 	if c.MaxOutputChars < 0 || c.MaxFileBytes < 0 {
@@ -229,6 +240,9 @@ type RunResult struct {
 	Stderr          string `json:"stderr"`
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	// Refused lists the network attempts the egress policy refused, one
+	// line each ("tcp 192.0.2.1:80: reason"), sorted, without repeats.
+	Refused []string `json:"network_refused,omitempty"`
 }
 
 func runPython(cfg Config) runtime.Tool {
@@ -255,7 +269,7 @@ func runPython(cfg Config) runtime.Tool {
 			if fi, err := os.Lstat(filepath.Join(ws, filepath.FromSlash(p))); err != nil || !fi.Mode().IsRegular() {
 				return runtime.ToolOutput{}, fmt.Errorf("no file %s in the workspace (write it with write_file first)", p)
 			}
-			req := sandbox.Request{Command: []string{Python, "-I", p}, Workspace: ws, Limits: cfg.Limits}
+			req := sandbox.Request{Command: []string{Python, "-I", p}, Workspace: ws, Limits: cfg.Limits, Egress: cfg.Egress}
 			if a.Stdin != "" {
 				req.Stdin = []byte(a.Stdin)
 			}
@@ -267,6 +281,8 @@ func runPython(cfg Config) runtime.Tool {
 				StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
 			out.Stdout, out.StdoutTruncated = capText(res.Stdout, cfg.MaxOutputChars, out.StdoutTruncated)
 			out.Stderr, out.StderrTruncated = capText(res.Stderr, cfg.MaxOutputChars, out.StderrTruncated)
+			events, refused := egressRecords(res.Egress)
+			out.Refused = refused
 			b, err := json.Marshal(out)
 			if err != nil {
 				return runtime.ToolOutput{}, err
@@ -277,7 +293,7 @@ func runPython(cfg Config) runtime.Tool {
 					docs = []string{ev}
 				}
 			}
-			return runtime.ToolOutput{Content: string(b), Documents: docs}, nil
+			return runtime.ToolOutput{Content: string(b), Documents: docs, Events: events}, nil
 		},
 	}
 }
@@ -398,4 +414,41 @@ func (l *LazySandbox) Shutdown(ctx context.Context) error {
 	err := l.r.Shutdown(ctx)
 	l.r = nil
 	return err
+}
+
+// egressRecords turns a run's egress report into tool events (one per
+// attempt, without times, sorted: the proxy records concurrent connections
+// in the order they happen, which a replay need not repeat) and the refusal
+// lines of the observation.
+func egressRecords(rep *sandbox.EgressReport) ([]journal.ToolEvent, []string) {
+	if rep == nil {
+		return nil, nil
+	}
+	events := make([]journal.ToolEvent, 0, len(rep.Events))
+	var refused []string
+	for _, e := range rep.Events {
+		attrs := map[string]string{
+			semconv.AttrEgressProto: e.Proto, semconv.AttrEgressVia: e.Via, semconv.AttrEgressVerdict: e.Verdict,
+			semconv.AttrEgressReason: e.Reason, semconv.AttrEgressSource: e.Source,
+		}
+		for k, v := range map[string]string{semconv.AttrEgressHost: e.Host, semconv.AttrEgressAddr: e.Addr,
+			semconv.AttrEgressRule: e.Rule, semconv.AttrEgressCredential: e.Credential, semconv.AttrEgressError: e.Error} {
+			if v != "" {
+				attrs[k] = v
+			}
+		}
+		events = append(events, journal.ToolEvent{Name: semconv.EventSandboxEgress, Attrs: attrs})
+		if e.Verdict == "deny" {
+			dest := e.Addr
+			if e.Host != "" {
+				dest = e.Host + " (" + e.Addr + ")"
+			}
+			if line := e.Proto + " " + dest + ": " + e.Reason; !slices.Contains(refused, line) {
+				refused = append(refused, line)
+			}
+		}
+	}
+	slices.SortFunc(events, func(a, b journal.ToolEvent) int { return strings.Compare(a.String(), b.String()) })
+	slices.Sort(refused)
+	return events, refused
 }
