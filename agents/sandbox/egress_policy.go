@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -359,4 +360,24 @@ func (e *Egress) upstreamAllowed(addr netip.Addr, port int) (bool, string) {
 		}
 	}
 	return false, fmt.Sprintf("resolves to %s, a loopback/private/link-local address no allow cidr rule covers", addr)
+}
+
+// ParseEgress reads a policy from JSON (the format of Egress: allow, deny,
+// credentials with value_env, never a value), refusing unknown fields and
+// trailing data, and validates it. name is used in errors. Credentials'
+// values are not read here: call LoadEgressCredentials.
+func ParseEgress(r io.Reader, name string) (*Egress, error) {
+	dec := json.NewDecoder(io.LimitReader(r, 1<<20))
+	dec.DisallowUnknownFields()
+	var e Egress
+	if err := dec.Decode(&e); err != nil {
+		return nil, fmt.Errorf("egress policy %s: %w", name, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("egress policy %s: data after the policy object", name)
+	}
+	if _, err := e.prepared(); err != nil {
+		return nil, fmt.Errorf("egress policy %s: %w", name, err)
+	}
+	return &e, nil
 }
