@@ -149,6 +149,11 @@ type Config struct {
 	// own argument handling (loom-eval passes "sandbox" so its dispatcher
 	// reaches the sandbox command, which calls Init).
 	HelperArgs []string
+	// Pool is how many sandboxes the runner keeps started ahead of time
+	// (namespaces and cgroups made, the helper waiting; see pool.go). A run
+	// claims one instead of starting its own; each serves one run and is
+	// destroyed. 0 means none.
+	Pool int
 	// Logger receives operational messages (stale cgroups removed, ...).
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -170,6 +175,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Pool < 0 {
+		errs = append(errs, fmt.Errorf("%w (got %d)", errPoolSize, c.Pool))
 	}
 	if c.HostUID < 0 || c.HostGID < 0 {
 		errs = append(errs, fmt.Errorf("host_uid/host_gid: must not be negative (got %d/%d)", c.HostUID, c.HostGID))

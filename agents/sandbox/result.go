@@ -68,6 +68,8 @@ type Result struct {
 	// the run's cgroup name (removed by the time Run returns).
 	Cgroups string `json:"cgroups"`
 	Cgroup  string `json:"cgroup"`
+	// Warm is true when the run claimed a sandbox from the pool.
+	Warm bool `json:"warm,omitempty"`
 	// Egress is what the egress proxy recorded; nil when the run had no
 	// network.
 	Egress *EgressReport `json:"egress,omitempty"`
