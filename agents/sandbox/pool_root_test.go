@@ -120,3 +120,18 @@ while True:
 		}
 	}
 }
+
+// Two runners in one process name their cgroups after the same owner; they
+// must not collide.
+func TestRootTwoRunnersInOneProcessDoNotShareCgroupNames(t *testing.T) {
+	a := newRunner(t, Config{})
+	b := newRunner(t, Config{Pool: 1})
+	waitFor(t, "the pool to fill", 20*time.Second, func() bool { return b.PoolReady() == 1 })
+	for i := 0; i < 2; i++ {
+		ra := py(t, a, "pass", Request{})
+		rb := py(t, b, "pass", Request{})
+		if ra.Cgroup == rb.Cgroup {
+			t.Fatalf("both runners used cgroup %s", ra.Cgroup)
+		}
+	}
+}

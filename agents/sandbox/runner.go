@@ -19,6 +19,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// runSeq numbers runs across every Runner of the process: cgroup names are
+// per owner process, so two runners (a pooled and a plain one) must not
+// count separately.
+var runSeq atomic.Uint64
+
 // ErrShutdown is returned by Run after Shutdown.
 var ErrShutdown = errors.New("sandbox: runner is shut down")
 
@@ -29,7 +34,6 @@ type Runner struct {
 	layout     cgroupLayout
 	ownerPid   int
 	ownerStart uint64
-	seq        atomic.Uint64
 
 	mu       sync.Mutex
 	started  bool
@@ -282,7 +286,7 @@ type spawned struct {
 // namespaces. The helper waits for its configuration on the pipe.
 func (r *Runner) spawn(memory int64, tasks int) (*spawned, error) {
 	cfg := r.cfg
-	name := runCgroupName(r.ownerPid, r.ownerStart, r.seq.Add(1))
+	name := runCgroupName(r.ownerPid, r.ownerStart, runSeq.Add(1))
 	cg, err := r.layout.create(name, memory, tasks)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
