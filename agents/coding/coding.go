@@ -5,10 +5,12 @@
 //   - write_file puts a file into the run's workspace (a directory per run
 //     id under Config.WorkRoot, mounted at /work inside the sandbox);
 //   - run_python runs `/usr/bin/python3 -I FILE` there under conservative
-//     limits (no network, no host filesystem, capped CPU, memory, processes,
-//     output and wall time) and returns the exit status, the reason the run
-//     ended and the capped stdout/stderr — never timings, so a replay that
-//     re-executes the program compares equal.
+//     limits (no network unless Config.Egress allows some, no host
+//     filesystem, capped CPU, memory, processes, output and wall time) and
+//     returns the exit status, the reason the run ended, the capped
+//     stdout/stderr and the refused network attempts — never timings, so a
+//     replay that re-executes the program compares equal. Each network
+//     attempt and verdict is also a span event and a journaled tool event.
 //
 // A successful run's last stdout line is its evidence ("output:VALUE"), and
 // the final answer cites it as [output:VALUE], so the scorer can tell a
@@ -246,9 +248,13 @@ type RunResult struct {
 }
 
 func runPython(cfg Config) runtime.Tool {
+	desc := "Run a Python file from the workspace with /usr/bin/python3 -I in the sandbox (no network, 10 s wall, 5 s CPU, 256 MiB). Returns the exit status, why it ended, stdout and stderr."
+	if cfg.Egress != nil {
+		desc = "Run a Python file from the workspace with /usr/bin/python3 -I in the sandbox (network only to the hosts the run's egress policy allows, 10 s wall, 5 s CPU, 256 MiB). Returns the exit status, why it ended, stdout, stderr and the network attempts the policy refused."
+	}
 	return runtime.Tool{
 		Name:        "run_python",
-		Description: "Run a Python file from the workspace with /usr/bin/python3 -I in the sandbox (no network, 10 s wall, 5 s CPU, 256 MiB). Returns the exit status, why it ended, stdout and stderr.",
+		Description: desc,
 		Parameters: json.RawMessage(`{"type":"object","properties":{
 			"path":{"type":"string","minLength":1,"maxLength":200},
 			"stdin":{"type":"string","maxLength":65536}},
