@@ -103,7 +103,9 @@ type egressNet struct {
 	dropped int
 	dnsSeen map[string]bool
 	conns   map[net.Conn]struct{}
-	closed  bool
+	// sandboxConns counts the open connections from the sandbox.
+	sandboxConns int
+	closed       bool
 }
 
 // startEgress gives the network namespace of process pid (the helper) its
@@ -225,15 +227,26 @@ func (n *egressNet) record(e EgressEvent) {
 		"verdict", e.Verdict, "reason", e.Reason, "credential", e.Credential)
 }
 
-// track registers a connection for teardown; false once closed or full.
-func (n *egressNet) track(c net.Conn) bool {
+// track registers a connection for teardown; false once closed, or, for
+// a connection from the sandbox, when maxEgressConns are open.
+func (n *egressNet) track(c net.Conn, fromSandbox bool) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed || len(n.conns) >= maxEgressConns {
+	if n.closed || fromSandbox && n.sandboxConns >= maxEgressConns {
 		return false
+	}
+	if fromSandbox {
+		n.sandboxConns++
 	}
 	n.conns[c] = struct{}{}
 	return true
+}
+
+func (n *egressNet) untrackSandbox(c net.Conn) {
+	n.mu.Lock()
+	n.sandboxConns--
+	n.mu.Unlock()
+	n.untrack(c)
 }
 
 func (n *egressNet) untrack(c net.Conn) {
@@ -249,7 +262,7 @@ func (n *egressNet) serve(ln net.Listener, port int) {
 		if err != nil {
 			return
 		}
-		if !n.track(c) {
+		if !n.track(c, true) {
 			n.record(EgressEvent{Proto: "tcp", Addr: c.LocalAddr().String(), Via: "address", Verdict: "deny",
 				Reason: fmt.Sprintf("more than %d connections at once", maxEgressConns), Source: "proxy"})
 			_ = c.Close()
@@ -258,7 +271,7 @@ func (n *egressNet) serve(ln net.Listener, port int) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			defer n.untrack(c)
+			defer n.untrackSandbox(c)
 			n.handle(c, port)
 		}()
 	}
@@ -419,9 +432,9 @@ func (n *egressNet) dial(addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !n.track(c) {
+	if !n.track(c, false) {
 		_ = c.Close()
-		return nil, errors.New("proxy is closing or at its connection limit")
+		return nil, errors.New("proxy is closing")
 	}
 	return c, nil
 }
