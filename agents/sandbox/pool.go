@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Warm starts. With Config.Pool > 0 the runner keeps that many helpers
@@ -20,13 +22,21 @@ import (
 
 // claim takes a pooled helper if one is ready, else starts one.
 func (r *Runner) claim(memory int64, tasks int) (*spawned, bool, error) {
-	if r.pool != nil {
+	for r.pool != nil {
 		select {
 		case sp := <-r.pool:
 			r.poolSlots <- struct{}{} // the filler may start a replacement
-			return sp, true, nil
+			if sp.alive() {
+				return sp, true, nil
+			}
+			// Killed while it waited (by an operator, the OOM killer):
+			// clean it up and try the next.
+			r.cfg.Logger.Warn("sandbox pool: a waiting helper died", "cgroup", sp.name)
+			_ = sp.destroy()
+			continue
 		default:
 		}
+		break
 	}
 	sp, err := r.spawn(memory, tasks)
 	return sp, false, err
@@ -71,6 +81,23 @@ func (r *Runner) fillPool() {
 			return
 		}
 	}
+}
+
+// alive reports whether a waiting helper still holds its status pipe open:
+// it writes nothing before its configuration arrives, so anything readable
+// (end of file) means it is gone.
+func (sp *spawned) alive() bool {
+	rc, err := sp.statusR.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok := false
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		ok = err == nil && n == 0
+	})
+	return ok
 }
 
 // PoolReady reports how many pooled sandboxes are ready to be claimed.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -133,5 +134,26 @@ func TestRootTwoRunnersInOneProcessDoNotShareCgroupNames(t *testing.T) {
 		if ra.Cgroup == rb.Cgroup {
 			t.Fatalf("both runners used cgroup %s", ra.Cgroup)
 		}
+	}
+}
+
+// A pooled helper that dies while it waits is not handed to a run.
+func TestRootPoolSkipsAHelperThatDiedWaiting(t *testing.T) {
+	r := newRunner(t, Config{Pool: 1})
+	waitFor(t, "the pool to fill", 20*time.Second, func() bool { return r.PoolReady() == 1 })
+	helpers := helpersOf(t)
+	if len(helpers) != 1 {
+		t.Fatalf("want one waiting helper, found %v", helpers)
+	}
+	if err := syscall.Kill(helpers[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the helper to be dead (a zombie: the pool has not reaped it)", 10*time.Second, func() bool {
+		st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(helpers[0]), "stat"))
+		return err != nil || strings.Contains(string(st), ") Z ")
+	})
+	res := py(t, r, "print('ran')", Request{})
+	if res.Stdout != "ran\n" || res.Warm {
+		t.Errorf("want the run on a fresh helper (not warm), got warm=%v %s %q", res.Warm, res.Summary(), res.Stdout)
 	}
 }

@@ -532,14 +532,16 @@ wait:
 		}
 		<-readersDone
 	}
-	if w.err != nil {
-		return nil, fmt.Errorf("sandbox: wait for helper: %w", w.err)
-	}
-
+	// The helper is gone, so the status pipe ends: the status goroutine
+	// (which starts the egress proxy during the hand-off) is done with
+	// x.net after this receive, and the proxy is closed on every path.
 	so := <-statusCh
 	var egressReport *EgressReport
 	if x.net != nil {
 		egressReport = x.net.close()
+	}
+	if w.err != nil {
+		return nil, fmt.Errorf("sandbox: wait for helper: %w", w.err)
 	}
 	st, haveStatus := so.st, so.have
 	if so.protoErr != nil {
