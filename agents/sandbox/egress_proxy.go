@@ -320,6 +320,7 @@ func (n *egressNet) handle(c net.Conn, port int) {
 		prefix []byte
 		req    *http.Request
 		tee    *switchTee
+		head   *capReader
 		reader *bufio.Reader
 	)
 	if first[0] == 0x16 {
@@ -333,7 +334,9 @@ func (n *egressNet) handle(c net.Conn, port int) {
 	} else {
 		ev.Via = "http-host"
 		tee = &switchTee{}
-		reader = bufio.NewReader(io.TeeReader(br, tee))
+		head = &capReader{r: br}
+		head.limit(maxHeadBytes)
+		reader = bufio.NewReader(io.TeeReader(head, tee))
 		req, err = http.ReadRequest(reader)
 		if err != nil {
 			deny(fmt.Sprintf("neither a TLS ClientHello nor an HTTP request (%v): raw TCP is not proxied by name", err), "")
@@ -369,7 +372,7 @@ func (n *egressNet) handle(c net.Conn, port int) {
 	if cred != nil {
 		n.record(ev)
 		tee.off()
-		n.forwardWithCredential(c, reader, req, cred, upstream)
+		n.forwardWithCredential(c, reader, head, req, cred, upstream)
 		return
 	}
 	up, err := n.dial(upstream)
@@ -384,6 +387,32 @@ func (n *egressNet) handle(c net.Conn, port int) {
 		reader = br // the tee's bufio holds only bytes already in prefix
 	}
 	n.splice(c, reader, up, prefix)
+}
+
+// maxHeadBytes caps what the proxy reads of a request line and headers (a
+// sandbox must not make the host buffer without end).
+const maxHeadBytes = 64 << 10
+
+// capReader ends (EOF) after its limit; limit(-1) lifts it.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) limit(n int64) { c.left = n }
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left == 0 {
+		return 0, io.EOF
+	}
+	if c.left > 0 && int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	if c.left > 0 {
+		c.left -= int64(n)
+	}
+	return n, err
 }
 
 // switchTee records what passes until off is called.
@@ -468,7 +497,7 @@ func closeWrite(c net.Conn) {
 // must be for the credential's host; the sandbox's own copy of the header is
 // removed and the secret set, and the request is sent to the upstream (over
 // TLS when configured, the proxy being the TLS client).
-func (n *egressNet) forwardWithCredential(c net.Conn, r *bufio.Reader, req *http.Request, cred *Credential, upstream string) {
+func (n *egressNet) forwardWithCredential(c net.Conn, r *bufio.Reader, head *capReader, req *http.Request, cred *Credential, upstream string) {
 	scheme := "http"
 	if cred.UpstreamTLS {
 		scheme = "https"
@@ -501,6 +530,7 @@ func (n *egressNet) forwardWithCredential(c net.Conn, r *bufio.Reader, req *http
 		req.Header.Set(cred.header(), cred.Value.reveal())
 		req.URL.Scheme, req.URL.Host = scheme, net.JoinHostPort(cred.Host, strconv.Itoa(cred.Port))
 		req.RequestURI = ""
+		head.limit(-1) // the body is not capped
 		resp, err := tr.RoundTrip(req.WithContext(n.ctx))
 		ev.Verdict, ev.Reason, ev.Credential = "allow", fmt.Sprintf("%s %s with credential %s", req.Method, scheme, cred.Name), cred.Name
 		if err != nil {
@@ -516,6 +546,7 @@ func (n *egressNet) forwardWithCredential(c net.Conn, r *bufio.Reader, req *http
 		if werr != nil || req.Close || resp.Close {
 			return
 		}
+		head.limit(maxHeadBytes)
 		if req, err = http.ReadRequest(r); err != nil {
 			return
 		}

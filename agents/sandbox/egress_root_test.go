@@ -880,6 +880,27 @@ print(json.dumps(out))`,
 					t.Errorf("want the metadata attempt recorded from the refusal device, got %+v", res.Egress.Events)
 				}
 			}},
+		{name: "an endless request head is cut off", args: []string{strconv.Itoa(port)}, code: egressClient + `
+port = int(sys.argv[1])
+s = socket.create_connection(('127.0.0.1', port), timeout=10)
+s.sendall(b'GET / HTTP/1.1\r\nHost: allowed.test\r\nX-Fill: ')
+sent = 0
+try:
+    while sent < (8 << 20):
+        s.sendall(b'a' * 65536); sent += 65536
+except OSError as e:
+    pass
+print(json.dumps({'sent': sent}))`,
+			check: func(t *testing.T, res *Result, out map[string]any) {
+				if sent, _ := out["sent"].(float64); sent >= 8<<20 {
+					t.Errorf("the proxy kept reading an endless head (%v bytes)", sent)
+				}
+				if _, ok := findEvent(res.Egress, func(e EgressEvent) bool {
+					return e.Verdict == "deny" && strings.Contains(e.Reason, "neither a TLS ClientHello nor an HTTP request")
+				}); !ok {
+					t.Errorf("want the cut-off head refused and recorded, got %+v", res.Egress.Events)
+				}
+			}},
 		{name: "a connection flood is capped", code: egressClient + `
 port = int(sys.argv[1])
 socks, errs = [], 0
