@@ -148,25 +148,27 @@ func BenchmarkWarmStart(b *testing.B) {
 	req := Request{Command: []string{"/usr/bin/python3", "-I", "-c", "pass"}}
 	egressReq := req
 	egressReq.Egress = policy
-	timed := func(r *Runner, req Request, wantWarm bool) time.Duration {
+	var coldS, warmS, egressS []time.Duration // Result.Startup
+	timed := func(r *Runner, req Request, wantWarm bool, startup *[]time.Duration) time.Duration {
 		t0 := time.Now()
 		res, err := r.Run(context.Background(), req)
 		d := time.Since(t0)
-		if err != nil || !res.Exited || res.ExitCode != 0 || res.Warm != wantWarm {
+		if err != nil || !res.Exited || res.ExitCode != 0 || res.Warm != wantWarm || res.Startup <= 0 {
 			b.Fatalf("run: %v %+v", err, res)
 		}
+		*startup = append(*startup, res.Startup)
 		return d
 	}
 	var coldD, warmD, egressD, bare []time.Duration
 	for b.Loop() {
-		coldD = append(coldD, timed(cold, req, false))
+		coldD = append(coldD, timed(cold, req, false, &coldS))
 		b.StopTimer()
 		for warm.PoolReady() < 1 {
 			time.Sleep(time.Millisecond)
 		}
 		b.StartTimer()
-		warmD = append(warmD, timed(warm, req, true))
-		egressD = append(egressD, timed(cold, egressReq, false))
+		warmD = append(warmD, timed(warm, req, true, &warmS))
+		egressD = append(egressD, timed(cold, egressReq, false, &egressS))
 		b.StopTimer()
 		t1 := time.Now()
 		if err := exec.Command("/usr/bin/python3", "-I", "-c", "pass").Run(); err != nil {
@@ -175,9 +177,15 @@ func BenchmarkWarmStart(b *testing.B) {
 		bare = append(bare, time.Since(t1))
 		b.StartTimer()
 	}
-	for _, s := range [][]time.Duration{coldD, warmD, egressD, bare} {
+	for _, s := range [][]time.Duration{coldD, warmD, egressD, bare, coldS, warmS, egressS} {
 		slices.Sort(s)
 	}
+	b.ReportMetric(ms(percentile(coldS, 0.50)), "cold-startup-p50-ms")
+	b.ReportMetric(ms(percentile(coldS, 0.95)), "cold-startup-p95-ms")
+	b.ReportMetric(ms(percentile(warmS, 0.50)), "pool-startup-p50-ms")
+	b.ReportMetric(ms(percentile(warmS, 0.95)), "pool-startup-p95-ms")
+	b.ReportMetric(ms(percentile(egressS, 0.50)), "egress-startup-p50-ms")
+	b.ReportMetric(ms(percentile(egressS, 0.95)), "egress-startup-p95-ms")
 	b.ReportMetric(ms(percentile(coldD, 0.50)), "cold-p50-ms")
 	b.ReportMetric(ms(percentile(coldD, 0.95)), "cold-p95-ms")
 	b.ReportMetric(ms(percentile(warmD, 0.50)), "pool-p50-ms")

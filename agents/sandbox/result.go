@@ -70,6 +70,10 @@ type Result struct {
 	Cgroup  string `json:"cgroup"`
 	// Warm is true when the run claimed a sandbox from the pool.
 	Warm bool `json:"warm,omitempty"`
+	// Startup runs from the call to Run to the command's release at its
+	// exec (cgroups, helper, namespaces, root, network, hand-off): the
+	// sandbox's own start cost, before the command's first instruction.
+	Startup time.Duration `json:"startup"`
 	// Egress is what the egress proxy recorded; nil when the run had no
 	// network.
 	Egress *EgressReport `json:"egress,omitempty"`

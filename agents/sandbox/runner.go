@@ -140,6 +140,7 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 // itself failed (or refused); a command that fails, crashes or hits a limit
 // is a Result, not an error.
 func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
+	began := r.cfg.Now()
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("sandbox request: %w", err)
 	}
@@ -197,7 +198,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 			return nil, errors.Join(fmt.Errorf("sandbox: %w", err), sp.destroy())
 		}
 	}
-	run := &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: sp.name, sp: sp, egress: policy, pooled: pooled}
+	run := &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: sp.name, sp: sp, egress: policy, pooled: pooled, began: began}
 	res, runErr := run.execute(ctx)
 	// Whatever happened, nothing of the run may outlive it.
 	cleanCtx, cleanCancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -237,7 +238,9 @@ type run struct {
 	name string
 	sp   *spawned // the helper, fresh or from the pool; used once
 
-	pooled bool       // sp came from the pool
+	pooled   bool      // sp came from the pool
+	began    time.Time // Run was called
+	released time.Time // the command was let go (set by the status goroutine)
 	egress *Egress    // validated policy; nil: no network
 	net    *egressNet // its proxy, set during the hand-off
 }
@@ -444,6 +447,7 @@ func (x *run) execute(ctx context.Context) (*Result, error) {
 						out.protoErr = fmt.Errorf("release command: %w", werr)
 						return
 					}
+					x.released = cfg.Now()
 					continue
 				}
 				out.st, out.have = msg.helperStatus, true
@@ -567,6 +571,9 @@ wait:
 		Cgroup:          x.name,
 		Egress:          egressReport,
 		Warm:            x.pooled,
+	}
+	if !x.released.IsZero() {
+		res.Startup = x.released.Sub(x.began)
 	}
 	switch {
 	case haveStatus && st.Started && st.Exited:
