@@ -238,11 +238,11 @@ type run struct {
 	name string
 	sp   *spawned // the helper, fresh or from the pool; used once
 
-	pooled   bool      // sp came from the pool
-	began    time.Time // Run was called
-	released time.Time // the command was let go (set by the status goroutine)
-	egress *Egress    // validated policy; nil: no network
-	net    *egressNet // its proxy, set during the hand-off
+	pooled   bool       // sp came from the pool
+	began    time.Time  // Run was called
+	released time.Time  // the command was let go (set by the status goroutine)
+	egress   *Egress    // validated policy; nil: no network
+	net      *egressNet // its proxy, set during the hand-off
 }
 
 // capture keeps the first max bytes of a stream and signals once on overflow.
