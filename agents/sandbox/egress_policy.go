@@ -225,6 +225,9 @@ func (e *Egress) check() error {
 		if r.prefix.IsValid() && r.prefix.Contains(proxyAddr) {
 			errs = append(errs, fmt.Errorf("egress.allow %s: contains %s, the proxy's address inside the sandbox", r.CIDR, proxyAddr))
 		}
+		if r.prefix.IsValid() && r.prefix.Contains(tunAddr) {
+			errs = append(errs, fmt.Errorf("egress.allow %s: contains %s, the refusal device's address inside the sandbox", r.CIDR, tunAddr))
+		}
 		if slices.Contains(r.Ports, 53) && r.prefix.IsValid() && r.prefix.Contains(proxyAddr) {
 			errs = append(errs, fmt.Errorf("egress.allow %s: port 53 of the proxy's address is its resolver", r.CIDR))
 		}

@@ -308,6 +308,7 @@ func TestEgressPolicyValidateNamesEveryBadRule(t *testing.T) {
 			{CIDR: "127.0.0.0/8", Ports: []int{80}}, // holds the proxy
 			{Host: "x.test", CIDR: "10.0.0.1", Ports: []int{1}},
 			{Host: "y.test", Ports: []int{0, 70000}},
+			{CIDR: "100.64.0.0/10", Ports: []int{80}}, // holds the refusal device
 		},
 		Credentials: []Credential{{Name: "", Host: "elsewhere.test", Port: 80}},
 	}
@@ -317,7 +318,7 @@ func TestEgressPolicyValidateNamesEveryBadRule(t *testing.T) {
 	}
 	for _, want := range []string{"allow[0]: ports", "allow[1]: host", "allow[2]: cidr", "127.0.0.0/8: contains 127.0.0.1",
 		"allow[4]: set host or cidr, not both", "port 0 out of range", "port 70000 out of range",
-		"credentials[0]: name is required", "credentials[0]: no value", "elsewhere.test:80 is not allowed"} {
+		"credentials[0]: name is required", "100.64.0.0/10: contains 100.127.255.2", "credentials[0]: no value", "elsewhere.test:80 is not allowed"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error should mention %q:\n%v", want, err)
 		}
