@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,9 @@ import (
 	"github.com/loomwork/loomwork/replay"
 	"github.com/loomwork/loomwork/semconv"
 )
+
+// replaySecret is the credential of TestEgressAttemptsAreSpanEventsJournaledAndComparedByReplay.
+const replaySecret = "lw-replay-secret-5f1c0e"
 
 // codingWithEgress is the coding agent with a sandbox whose egress policy
 // allows the host pattern on port (ok.test resolves on the host to
@@ -46,6 +50,10 @@ func codingWithEgress(t *testing.T, port int, host string) runtime.Agent {
 		_ = sb.Shutdown(ctx)
 	})
 	policy := &sandbox.Egress{Allow: []sandbox.EgressRule{{Host: host, Ports: []int{port}}, {CIDR: "127.0.0.2/32", Ports: []int{port}}}}
+	if host == "ok.test" {
+		// The proxy adds the token to every request for ok.test.
+		policy.Credentials = []sandbox.Credential{{Name: "ok-token", Host: "ok.test", Port: port, Value: sandbox.Secret("Bearer " + replaySecret)}}
+	}
 	a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: t.TempDir(), Egress: policy})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +77,13 @@ func TestEgressAttemptsAreSpanEventsJournaledAndComparedByReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "fetched") }))
+	var authorized atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer "+replaySecret {
+			authorized.Add(1)
+		}
+		fmt.Fprint(w, "fetched")
+	}))
 	srv.Listener = ln
 	srv.Start()
 	defer srv.Close()
@@ -160,6 +174,28 @@ except OSError as e:
 	_ = json.Unmarshal([]byte(tr.Content), &rr)
 	if !strings.Contains(rr.Stdout, "fetched") || len(rr.Refused) != 1 || !strings.HasPrefix(rr.Refused[0], "tcp 192.0.2.1:80: ") {
 		t.Errorf("observation: stdout %q, refused %v", rr.Stdout, rr.Refused)
+	}
+
+	// The credential reached the upstream and no record holds it: not the
+	// journal (its export), not a span (attributes and events).
+	if authorized.Load() != 1 {
+		t.Errorf("the upstream saw the credential %d times, want 1", authorized.Load())
+	}
+	var export bytes.Buffer
+	if err := j.Export(ctx, &export, "egress-run"); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(export.Bytes(), []byte(replaySecret)) {
+		t.Error("the secret is in the journal")
+	}
+	if !bytes.Contains(export.Bytes(), []byte("ok-token")) {
+		t.Error("the journal should name the credential the proxy injected")
+	}
+	for _, s := range rec.Ended() {
+		all := fmt.Sprint(s.Attributes(), s.Events(), s.Status())
+		if strings.Contains(all, replaySecret) {
+			t.Errorf("span %s holds the secret", s.Name())
+		}
 	}
 
 	// Replay: the same policy matches; a policy that refuses ok.test differs
