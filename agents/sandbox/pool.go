@@ -25,14 +25,15 @@ func (r *Runner) claim(memory int64, tasks int) (*spawned, bool, error) {
 	for r.pool != nil {
 		select {
 		case sp := <-r.pool:
-			r.poolSlots <- struct{}{} // the filler may start a replacement
 			if sp.alive() {
+				r.poolSlots <- struct{}{} // the filler may start a replacement
 				return sp, true, nil
 			}
 			// Killed while it waited (by an operator, the OOM killer):
-			// clean it up and try the next.
+			// clean it up, then let the filler replace it.
 			r.cfg.Logger.Warn("sandbox pool: a waiting helper died", "cgroup", sp.name)
 			_ = sp.destroy()
+			r.poolSlots <- struct{}{}
 			continue
 		default:
 		}

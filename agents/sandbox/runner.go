@@ -24,6 +24,9 @@ import (
 // count separately.
 var runSeq atomic.Uint64
 
+// errHelperGone marks a helper that ended before it read its configuration.
+var errHelperGone = errors.New("the helper is gone")
+
 // ErrShutdown is returned by Run after Shutdown.
 var ErrShutdown = errors.New("sandbox: runner is shut down")
 
@@ -198,12 +201,24 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 			return nil, errors.Join(fmt.Errorf("sandbox: %w", err), sp.destroy())
 		}
 	}
-	run := &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: sp.name, sp: sp, egress: policy, pooled: pooled, began: began}
-	res, runErr := run.execute(ctx)
+	x := &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: sp.name, sp: sp, egress: policy, pooled: pooled, began: began}
+	res, runErr := x.execute(ctx)
 	// Whatever happened, nothing of the run may outlive it.
 	cleanCtx, cleanCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cleanCancel()
 	cleanErr := errors.Join(cg.killAll(cleanCtx), cg.remove(cleanCtx))
+	if pooled && errors.Is(runErr, errHelperGone) && cleanErr == nil {
+		// The pooled helper died before it took the request (nothing of
+		// the command ran): run it once more on a helper of its own.
+		r.cfg.Logger.Warn("sandbox pool: a claimed helper was gone; starting a fresh one", "cgroup", sp.name, "err", runErr)
+		if sp, err = r.spawn(lim.Memory, lim.Tasks); err != nil {
+			return nil, err
+		}
+		cg = sp.cg
+		x = &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: sp.name, sp: sp, egress: policy, began: began}
+		res, runErr = x.execute(ctx)
+		cleanErr = errors.Join(cg.killAll(cleanCtx), cg.remove(cleanCtx))
+	}
 	if runErr != nil {
 		return nil, errors.Join(runErr, cleanErr)
 	}
@@ -411,7 +426,7 @@ func (x *run) execute(ctx context.Context) (*Result, error) {
 	if _, err := cfgW.Write(append(cfgJSON, '\n')); err != nil {
 		killTree()
 		_, _ = proc.Wait()
-		return nil, fmt.Errorf("sandbox: send config to helper: %w", err)
+		return nil, fmt.Errorf("sandbox: send config to helper: %w: %w", errHelperGone, err)
 	}
 
 	// The helper's messages: {"stopped":true} once the command waits at its
