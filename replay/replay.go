@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -393,7 +394,8 @@ func (c *checker) compareResult(want, got journal.Event) {
 	if json.Unmarshal(want.Payload, &w) != nil || json.Unmarshal(got.Payload, &g) != nil {
 		return
 	}
-	if w.Content == g.Content && w.IsError == g.IsError && slices.Equal(w.Documents, g.Documents) {
+	if w.Content == g.Content && w.IsError == g.IsError && slices.Equal(w.Documents, g.Documents) &&
+		slices.EqualFunc(w.Events, g.Events, func(a, b journal.ToolEvent) bool { return a.Name == b.Name && maps.Equal(a.Attrs, b.Attrs) }) {
 		return
 	}
 	c.resultsDiffer = true
@@ -413,6 +415,13 @@ func describeResult(r journal.ToolResult) string {
 	}
 	if len(r.Documents) > 0 {
 		s += " [documents: " + strings.Join(r.Documents, ", ") + "]"
+	}
+	if len(r.Events) > 0 {
+		evs := make([]string, len(r.Events))
+		for i, e := range r.Events {
+			evs[i] = e.String()
+		}
+		s += " [events: " + strings.Join(evs, "; ") + "]"
 	}
 	return s
 }

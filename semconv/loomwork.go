@@ -121,6 +121,38 @@ const (
 	AttrRetrievalLatencyMS = "loomwork.retrieval.latency_ms"
 )
 
+// The sandbox's egress records: one span event per connection attempt (or
+// DNS question, or refused packet) on the execute_tool span of the tool
+// that ran the sandbox (the coding agent's run_python), with the verdict
+// of the run's egress policy. Values are strings; no credential value is
+// ever one of them.
+const (
+	// EventSandboxEgress is the span event's name.
+	EventSandboxEgress = "loomwork.sandbox.egress"
+	// AttrEgressProto is tcp, udp, icmp, dns or http.
+	AttrEgressProto = "loomwork.sandbox.egress.proto"
+	// AttrEgressHost is the name asked for (SNI, Host header, DNS question).
+	AttrEgressHost = "loomwork.sandbox.egress.host"
+	// AttrEgressAddr is the destination as the sandbox addressed it.
+	AttrEgressAddr = "loomwork.sandbox.egress.addr"
+	// AttrEgressVia says how the destination was read (tls-sni, http-host,
+	// address, dns, packet).
+	AttrEgressVia = "loomwork.sandbox.egress.via"
+	// AttrEgressVerdict is allow or deny.
+	AttrEgressVerdict = "loomwork.sandbox.egress.verdict"
+	// AttrEgressReason says why.
+	AttrEgressReason = "loomwork.sandbox.egress.reason"
+	// AttrEgressRule names the policy rule that decided.
+	AttrEgressRule = "loomwork.sandbox.egress.rule"
+	// AttrEgressCredential names the credential the proxy injected.
+	AttrEgressCredential = "loomwork.sandbox.egress.credential"
+	// AttrEgressSource is proxy (its own log) or kernel (a packet the
+	// kernel routed to the refusal device).
+	AttrEgressSource = "loomwork.sandbox.egress.source"
+	// AttrEgressError is set when an allowed connection failed upstream.
+	AttrEgressError = "loomwork.sandbox.egress.error"
+)
+
 // Keys of store/storetest's synthetic traces (the conformance, load and
 // benchmark data), shaped like an evaluation run in a sandbox. Nothing in
 // Loomwork writes them on a real span or reads them. (The synthetic traces

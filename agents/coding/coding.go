@@ -5,10 +5,12 @@
 //   - write_file puts a file into the run's workspace (a directory per run
 //     id under Config.WorkRoot, mounted at /work inside the sandbox);
 //   - run_python runs `/usr/bin/python3 -I FILE` there under conservative
-//     limits (no network, no host filesystem, capped CPU, memory, processes,
-//     output and wall time) and returns the exit status, the reason the run
-//     ended and the capped stdout/stderr — never timings, so a replay that
-//     re-executes the program compares equal.
+//     limits (no network unless Config.Egress allows some, no host
+//     filesystem, capped CPU, memory, processes, output and wall time) and
+//     returns the exit status, the reason the run ended, the capped
+//     stdout/stderr and the refused network attempts — never timings, so a
+//     replay that re-executes the program compares equal. Each network
+//     attempt and verdict is also a span event and a journaled tool event.
 //
 // A successful run's last stdout line is its evidence ("output:VALUE"), and
 // the final answer cites it as [output:VALUE], so the scorer can tell a
@@ -39,8 +41,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // Name is the agent's registered name.
@@ -88,6 +92,12 @@ type Config struct {
 	MaxOutputChars int
 	// MaxFileBytes caps one written file (default 64 KiB).
 	MaxFileBytes int
+	// Egress is the network policy of every run_python; nil (the default)
+	// means no network. Each attempt and verdict becomes a span event of the
+	// call's execute_tool span and is journaled with its result (replay
+	// compares them); refusals are also in the observation, so the model
+	// can tell a refused connection from a broken program.
+	Egress *sandbox.Egress
 }
 
 // Validate reports every problem with the configuration.
@@ -100,6 +110,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("coding: work_root must be set"))
 	}
 	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("coding: %w", err))
+	}
+	if err := c.Egress.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("coding: %w", err))
 	}
 	if c.MaxOutputChars < 0 || c.MaxFileBytes < 0 {
@@ -229,12 +242,19 @@ type RunResult struct {
 	Stderr          string `json:"stderr"`
 	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
+	// Refused lists the network attempts the egress policy refused, one
+	// line each ("tcp 192.0.2.1:80: reason"), sorted, without repeats.
+	Refused []string `json:"network_refused,omitempty"`
 }
 
 func runPython(cfg Config) runtime.Tool {
+	desc := "Run a Python file from the workspace with /usr/bin/python3 -I in the sandbox (no network, 10 s wall, 5 s CPU, 256 MiB). Returns the exit status, why it ended, stdout and stderr."
+	if cfg.Egress != nil {
+		desc = "Run a Python file from the workspace with /usr/bin/python3 -I in the sandbox (network only to the hosts the run's egress policy allows, 10 s wall, 5 s CPU, 256 MiB). Returns the exit status, why it ended, stdout, stderr and the network attempts the policy refused."
+	}
 	return runtime.Tool{
 		Name:        "run_python",
-		Description: "Run a Python file from the workspace with /usr/bin/python3 -I in the sandbox (no network, 10 s wall, 5 s CPU, 256 MiB). Returns the exit status, why it ended, stdout and stderr.",
+		Description: desc,
 		Parameters: json.RawMessage(`{"type":"object","properties":{
 			"path":{"type":"string","minLength":1,"maxLength":200},
 			"stdin":{"type":"string","maxLength":65536}},
@@ -255,7 +275,7 @@ func runPython(cfg Config) runtime.Tool {
 			if fi, err := os.Lstat(filepath.Join(ws, filepath.FromSlash(p))); err != nil || !fi.Mode().IsRegular() {
 				return runtime.ToolOutput{}, fmt.Errorf("no file %s in the workspace (write it with write_file first)", p)
 			}
-			req := sandbox.Request{Command: []string{Python, "-I", p}, Workspace: ws, Limits: cfg.Limits}
+			req := sandbox.Request{Command: []string{Python, "-I", p}, Workspace: ws, Limits: cfg.Limits, Egress: cfg.Egress}
 			if a.Stdin != "" {
 				req.Stdin = []byte(a.Stdin)
 			}
@@ -267,6 +287,8 @@ func runPython(cfg Config) runtime.Tool {
 				StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
 			out.Stdout, out.StdoutTruncated = capText(res.Stdout, cfg.MaxOutputChars, out.StdoutTruncated)
 			out.Stderr, out.StderrTruncated = capText(res.Stderr, cfg.MaxOutputChars, out.StderrTruncated)
+			events, refused := egressRecords(res.Egress)
+			out.Refused = refused
 			b, err := json.Marshal(out)
 			if err != nil {
 				return runtime.ToolOutput{}, err
@@ -277,7 +299,7 @@ func runPython(cfg Config) runtime.Tool {
 					docs = []string{ev}
 				}
 			}
-			return runtime.ToolOutput{Content: string(b), Documents: docs}, nil
+			return runtime.ToolOutput{Content: string(b), Documents: docs, Events: events}, nil
 		},
 	}
 }
@@ -398,4 +420,41 @@ func (l *LazySandbox) Shutdown(ctx context.Context) error {
 	err := l.r.Shutdown(ctx)
 	l.r = nil
 	return err
+}
+
+// egressRecords turns a run's egress report into tool events (one per
+// attempt, without times, sorted: the proxy records concurrent connections
+// in the order they happen, which a replay need not repeat) and the refusal
+// lines of the observation.
+func egressRecords(rep *sandbox.EgressReport) ([]journal.ToolEvent, []string) {
+	if rep == nil {
+		return nil, nil
+	}
+	events := make([]journal.ToolEvent, 0, len(rep.Events))
+	var refused []string
+	for _, e := range rep.Events {
+		attrs := map[string]string{
+			semconv.AttrEgressProto: e.Proto, semconv.AttrEgressVia: e.Via, semconv.AttrEgressVerdict: e.Verdict,
+			semconv.AttrEgressReason: e.Reason, semconv.AttrEgressSource: e.Source,
+		}
+		for k, v := range map[string]string{semconv.AttrEgressHost: e.Host, semconv.AttrEgressAddr: e.Addr,
+			semconv.AttrEgressRule: e.Rule, semconv.AttrEgressCredential: e.Credential, semconv.AttrEgressError: e.Error} {
+			if v != "" {
+				attrs[k] = v
+			}
+		}
+		events = append(events, journal.ToolEvent{Name: semconv.EventSandboxEgress, Attrs: attrs})
+		if e.Verdict == "deny" {
+			dest := e.Addr
+			if e.Host != "" {
+				dest = e.Host + " (" + e.Addr + ")"
+			}
+			if line := e.Proto + " " + dest + ": " + e.Reason; !slices.Contains(refused, line) {
+				refused = append(refused, line)
+			}
+		}
+	}
+	slices.SortFunc(events, func(a, b journal.ToolEvent) int { return strings.Compare(a.String(), b.String()) })
+	slices.Sort(refused)
+	return events, refused
 }

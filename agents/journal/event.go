@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/loomwork/loomwork/agents/llm"
@@ -154,6 +156,32 @@ type ToolResult struct {
 	Documents []string `json:"documents,omitempty"` // evidence ids a retrieval tool returned
 	// Key is the idempotency key the call ran under (side-effecting tools).
 	Key string `json:"idempotency_key,omitempty"`
+	// Events are what the tool observed while it ran (a sandbox's network
+	// attempts and their verdicts), in a deterministic order. They are span
+	// events on the execute_tool span, and replay compares them.
+	Events []ToolEvent `json:"events,omitempty"`
+}
+
+// ToolEvent is one observation of a tool: a name and string attributes
+// (keys from semconv).
+type ToolEvent struct {
+	Name  string            `json:"name"`
+	Attrs map[string]string `json:"attrs,omitempty"`
+}
+
+// String renders the event on one line, attributes sorted by key.
+func (e ToolEvent) String() string {
+	keys := make([]string, 0, len(e.Attrs))
+	for k := range e.Attrs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	b.WriteString(e.Name)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%q", k, e.Attrs[k])
+	}
+	return b.String()
 }
 
 // Effect is the payload of KindEffect: one statement executed through an

@@ -24,6 +24,7 @@ const (
 	StepFieldResult    = "result"
 	StepFieldError     = "is_error"
 	StepFieldDocuments = "documents"
+	StepFieldEvents    = "events"
 )
 
 // StepCodes is the journal's vocabulary for the differences between two
@@ -109,6 +110,11 @@ func StepsOf(run *Run) []stepdiff.Step {
 				st.Fields = append(st.Fields, stepdiff.Field{Name: StepFieldError, Value: "true"})
 			}
 			st.Fields = addField(st.Fields, StepFieldDocuments, strings.Join(r.Documents, "\n"))
+			evs := make([]string, len(r.Events))
+			for k, ev := range r.Events {
+				evs[k] = ev.String()
+			}
+			st.Fields = addField(st.Fields, StepFieldEvents, strings.Join(evs, "\n"))
 			for k, f := range st.Info {
 				if f.Name == "started" {
 					if t, err := time.Parse(time.RFC3339Nano, f.Value); err == nil {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -170,6 +171,18 @@ func (r *run) endTool(ts *toolSpan, tr journal.ToolResult, reused bool, err erro
 				attribute.StringSlice(semconv.AttrRetrievalDocuments, tr.Documents),
 				attribute.Bool(semconv.AttrJournalReused, reused)))
 		rs.End(trace.WithTimestamp(end))
+	}
+	for _, ev := range tr.Events {
+		keys := make([]string, 0, len(ev.Attrs))
+		for k := range ev.Attrs {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		attrs := make([]attribute.KeyValue, 0, len(keys))
+		for _, k := range keys {
+			attrs = append(attrs, attribute.String(k, ev.Attrs[k]))
+		}
+		ts.AddEvent(ev.Name, trace.WithTimestamp(end), trace.WithAttributes(attrs...))
 	}
 	if err == nil && tr.IsError {
 		ts.SetAttributes(attribute.String(semconv.AttrErrorType, "tool_error"))

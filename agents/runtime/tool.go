@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime/schema"
@@ -69,6 +70,10 @@ type ToolOutput struct {
 	// journals them and puts them on a retrieval span
 	// (gen_ai.retrieval.documents).
 	Documents []string
+	// Events are what the tool observed (a sandbox's network attempts and
+	// verdicts), in a deterministic order: journaled with the result, added
+	// as span events to the execute_tool span, compared by replay.
+	Events []journal.ToolEvent
 }
 
 func (t Tool) spec() llm.ToolSpec {

@@ -114,3 +114,85 @@ func needRootB(b *testing.B) {
 		b.Skipf("needs root (got euid %d)", euid)
 	}
 }
+
+// BenchmarkWarmStart measures a trivial sandboxed Python run (the whole
+// Runner.Run) four ways in one loop, so every variant sees the same machine
+// load: cold (the run starts its own helper), warm (claimed from a pool of
+// one, refilled before the next timed run), cold with an egress policy
+// (namespace network set up and the proxy started per run), and python
+// started bare. With LOOMWORK_SANDBOX_BENCH_HELPER naming a binary (a
+// built loom-eval), the helper is that binary started as "<bin> sandbox",
+// as in the CLI and the coding agent under loom-eval, instead of this small
+// test binary.
+func BenchmarkWarmStart(b *testing.B) {
+	needRootB(b)
+	cfg := Config{}
+	if bin := os.Getenv("LOOMWORK_SANDBOX_BENCH_HELPER"); bin != "" {
+		cfg.Executable, cfg.HelperArgs = bin, []string{"sandbox"}
+	}
+	start := func(pool int) *Runner {
+		c := cfg
+		c.Pool = pool
+		r, err := New(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	cold, warm := start(0), start(1)
+	defer func() { _ = cold.Shutdown(context.Background()); _ = warm.Shutdown(context.Background()) }()
+	policy := &Egress{Allow: []EgressRule{{Host: "files.example.org", Ports: []int{443}}}}
+	req := Request{Command: []string{"/usr/bin/python3", "-I", "-c", "pass"}}
+	egressReq := req
+	egressReq.Egress = policy
+	var coldS, warmS, egressS []time.Duration // Result.Startup
+	timed := func(r *Runner, req Request, wantWarm bool, startup *[]time.Duration) time.Duration {
+		t0 := time.Now()
+		res, err := r.Run(context.Background(), req)
+		d := time.Since(t0)
+		if err != nil || !res.Exited || res.ExitCode != 0 || res.Warm != wantWarm || res.Startup <= 0 {
+			b.Fatalf("run: %v %+v", err, res)
+		}
+		*startup = append(*startup, res.Startup)
+		return d
+	}
+	var coldD, warmD, egressD, bare []time.Duration
+	for b.Loop() {
+		coldD = append(coldD, timed(cold, req, false, &coldS))
+		b.StopTimer()
+		for warm.PoolReady() < 1 {
+			time.Sleep(time.Millisecond)
+		}
+		b.StartTimer()
+		warmD = append(warmD, timed(warm, req, true, &warmS))
+		egressD = append(egressD, timed(cold, egressReq, false, &egressS))
+		b.StopTimer()
+		t1 := time.Now()
+		if err := exec.Command("/usr/bin/python3", "-I", "-c", "pass").Run(); err != nil {
+			b.Fatal(err)
+		}
+		bare = append(bare, time.Since(t1))
+		b.StartTimer()
+	}
+	for _, s := range [][]time.Duration{coldD, warmD, egressD, bare, coldS, warmS, egressS} {
+		slices.Sort(s)
+	}
+	b.ReportMetric(ms(percentile(coldS, 0.50)), "cold-startup-p50-ms")
+	b.ReportMetric(ms(percentile(coldS, 0.95)), "cold-startup-p95-ms")
+	b.ReportMetric(ms(percentile(warmS, 0.50)), "pool-startup-p50-ms")
+	b.ReportMetric(ms(percentile(warmS, 0.95)), "pool-startup-p95-ms")
+	b.ReportMetric(ms(percentile(egressS, 0.50)), "egress-startup-p50-ms")
+	b.ReportMetric(ms(percentile(egressS, 0.95)), "egress-startup-p95-ms")
+	b.ReportMetric(ms(percentile(coldD, 0.50)), "cold-p50-ms")
+	b.ReportMetric(ms(percentile(coldD, 0.95)), "cold-p95-ms")
+	b.ReportMetric(ms(percentile(warmD, 0.50)), "pool-p50-ms")
+	b.ReportMetric(ms(percentile(warmD, 0.95)), "pool-p95-ms")
+	b.ReportMetric(ms(percentile(egressD, 0.50)), "egress-cold-p50-ms")
+	b.ReportMetric(ms(percentile(egressD, 0.95)), "egress-cold-p95-ms")
+	b.ReportMetric(ms(percentile(bare, 0.50)), "bare-p50-ms")
+	b.ReportMetric(ms(percentile(bare, 0.95)), "bare-p95-ms")
+	b.ReportMetric(0, "ns/op")
+}

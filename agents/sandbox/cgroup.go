@@ -52,6 +52,9 @@ type runCgroup interface {
 	counters() Counters
 	// remove deletes the run's cgroup directories; they must be empty.
 	remove(ctx context.Context) error
+	// setLimits changes the command cgroup's memory and pids limits while
+	// it is still empty (a pooled run claimed with other limits).
+	setLimits(memory int64, tasks int) error
 }
 
 // helperTaskAllowance bounds the helper's own threads (Go runtime threads,

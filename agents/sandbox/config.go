@@ -1,9 +1,13 @@
 package sandbox
 
 import (
+	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -145,10 +149,25 @@ type Config struct {
 	// own argument handling (loom-eval passes "sandbox" so its dispatcher
 	// reaches the sandbox command, which calls Init).
 	HelperArgs []string
+	// Pool is how many sandboxes the runner keeps started ahead of time
+	// (namespaces and cgroups made, the helper waiting; see pool.go). A run
+	// claims one instead of starting its own; each serves one run and is
+	// destroyed. 0 means none.
+	Pool int
 	// Logger receives operational messages (stale cgroups removed, ...).
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// EgressResolver resolves, on the host, the names a run's egress policy
+	// lets the sandbox reach; nil means the host's resolver (IPv4).
+	EgressResolver func(ctx context.Context, host string) ([]netip.Addr, error)
+	// EgressDial dials upstreams for the egress proxy; nil means a plain
+	// net.Dialer.
+	EgressDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// EgressRootCAs verifies upstreams the proxy reaches over TLS as the
+	// client (credentials with UpstreamTLS); nil means the host's roots.
+	EgressRootCAs *x509.CertPool
 }
 
 // Validate reports every problem with the configuration.
@@ -156,6 +175,9 @@ func (c Config) Validate() error {
 	var errs []error
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Pool < 0 {
+		errs = append(errs, fmt.Errorf("%w (got %d)", errPoolSize, c.Pool))
 	}
 	if c.HostUID < 0 || c.HostGID < 0 {
 		errs = append(errs, fmt.Errorf("host_uid/host_gid: must not be negative (got %d/%d)", c.HostUID, c.HostGID))
@@ -188,6 +210,14 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.EgressResolver == nil {
+		c.EgressResolver = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+		}
+	}
+	if c.EgressDial == nil {
+		c.EgressDial = (&net.Dialer{}).DialContext
+	}
 	return c
 }
 
@@ -207,6 +237,9 @@ type Request struct {
 	Env []string
 	// Limits override the runner's limits field by field (zero = runner's).
 	Limits Limits
+	// Egress is the run's network policy; nil (the default) means no
+	// network at all. See Egress.
+	Egress *Egress
 }
 
 // Validate reports problems with the request.
@@ -227,6 +260,9 @@ func (r Request) Validate() error {
 		}
 	}
 	if err := r.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := r.Egress.prepared(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -31,4 +31,17 @@
 // pids and memory controllers) found on the machines this was built on. A
 // configuration that needs a mechanism the machine lacks is refused with an
 // error naming it; nothing ever runs unconfined as a fallback.
+//
+// The network is off by default (only lo, down). A run with an Egress policy
+// gets one way out: a proxy owned by the runner whose sockets live inside
+// the run's network namespace — a resolver that answers only allowed names,
+// listeners on the allowed ports that judge HTTP by Host and TLS by SNI (TLS
+// is not terminated), and a refusal device that is the namespace's only
+// route and records every other packet. The proxy injects credentials for
+// their destination only; the sandbox never holds them. Every attempt and
+// verdict is in Result.Egress (egress_*.go).
+//
+// A Runner with Config.Pool keeps helpers started ahead of time, namespaces
+// and cgroups ready; a run claims one, uses it once, and destroys it
+// (pool.go).
 package sandbox

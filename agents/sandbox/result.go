@@ -68,6 +68,15 @@ type Result struct {
 	// the run's cgroup name (removed by the time Run returns).
 	Cgroups string `json:"cgroups"`
 	Cgroup  string `json:"cgroup"`
+	// Warm is true when the run claimed a sandbox from the pool.
+	Warm bool `json:"warm,omitempty"`
+	// Startup runs from the call to Run to the command's release at its
+	// exec (cgroups, helper, namespaces, root, network, hand-off): the
+	// sandbox's own start cost, before the command's first instruction.
+	Startup time.Duration `json:"startup"`
+	// Egress is what the egress proxy recorded; nil when the run had no
+	// network.
+	Egress *EgressReport `json:"egress,omitempty"`
 }
 
 // Summary is a one-line human description of the result.

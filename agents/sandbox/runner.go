@@ -19,6 +19,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// runSeq numbers runs across every Runner of the process: cgroup names are
+// per owner process, so two runners (a pooled and a plain one) must not
+// count separately.
+var runSeq atomic.Uint64
+
+// errHelperGone marks a helper that ended before it read its configuration.
+var errHelperGone = errors.New("the helper is gone")
+
 // ErrShutdown is returned by Run after Shutdown.
 var ErrShutdown = errors.New("sandbox: runner is shut down")
 
@@ -29,7 +37,6 @@ type Runner struct {
 	layout     cgroupLayout
 	ownerPid   int
 	ownerStart uint64
-	seq        atomic.Uint64
 
 	mu       sync.Mutex
 	started  bool
@@ -37,6 +44,10 @@ type Runner struct {
 	inflight sync.WaitGroup
 	stop     context.CancelFunc
 	stopCtx  context.Context
+
+	pool      chan *spawned // ready helpers (Config.Pool); nil without a pool
+	poolSlots chan struct{} // free places in the pool, taken by the filler
+	poolDone  sync.WaitGroup
 }
 
 // New validates cfg and returns a Runner. It does no I/O; Start probes the
@@ -89,6 +100,15 @@ func (r *Runner) Start(ctx context.Context) error {
 		return fmt.Errorf("sandbox: remove stale cgroups: %w", err)
 	}
 	r.started = true
+	if r.cfg.Pool > 0 {
+		r.pool = make(chan *spawned, r.cfg.Pool)
+		r.poolSlots = make(chan struct{}, r.cfg.Pool)
+		for range r.cfg.Pool {
+			r.poolSlots <- struct{}{}
+		}
+		r.poolDone.Add(1)
+		go r.fillPool()
+	}
 	return nil
 }
 
@@ -110,7 +130,7 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 	r.mu.Unlock()
 	r.stop()
 	done := make(chan struct{})
-	go func() { r.inflight.Wait(); close(done) }()
+	go func() { r.inflight.Wait(); r.poolDone.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -123,6 +143,7 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 // itself failed (or refused); a command that fails, crashes or hits a limit
 // is a Result, not an error.
 func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
+	began := r.cfg.Now()
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("sandbox request: %w", err)
 	}
@@ -164,17 +185,40 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 
-	name := runCgroupName(r.ownerPid, r.ownerStart, r.seq.Add(1))
-	cg, err := r.layout.create(name, lim.Memory, lim.Tasks)
+	policy, err := req.Egress.prepared()
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
+		return nil, fmt.Errorf("sandbox request: %w", err)
 	}
-	run := &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: name}
-	res, runErr := run.execute(ctx)
+	sp, pooled, err := r.claim(lim.Memory, lim.Tasks)
+	if err != nil {
+		return nil, err
+	}
+	cg := sp.cg
+	if pooled && (sp.memory != lim.Memory || sp.tasks != lim.Tasks) {
+		// The pool made the cgroups with the runner's limits; the command
+		// cgroup is still empty, so the request's limits can be set now.
+		if err := cg.setLimits(lim.Memory, lim.Tasks); err != nil {
+			return nil, errors.Join(fmt.Errorf("sandbox: %w", err), sp.destroy())
+		}
+	}
+	x := &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: sp.name, sp: sp, egress: policy, pooled: pooled, began: began}
+	res, runErr := x.execute(ctx)
 	// Whatever happened, nothing of the run may outlive it.
 	cleanCtx, cleanCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cleanCancel()
 	cleanErr := errors.Join(cg.killAll(cleanCtx), cg.remove(cleanCtx))
+	if pooled && errors.Is(runErr, errHelperGone) && cleanErr == nil {
+		// The pooled helper died before it took the request (nothing of
+		// the command ran): run it once more on a helper of its own.
+		r.cfg.Logger.Warn("sandbox pool: a claimed helper was gone; starting a fresh one", "cgroup", sp.name, "err", runErr)
+		if sp, err = r.spawn(lim.Memory, lim.Tasks); err != nil {
+			return nil, err
+		}
+		cg = sp.cg
+		x = &run{r: r, req: req, lim: lim, ws: ws, cg: cg, name: sp.name, sp: sp, egress: policy, began: began}
+		res, runErr = x.execute(ctx)
+		cleanErr = errors.Join(cg.killAll(cleanCtx), cg.remove(cleanCtx))
+	}
 	if runErr != nil {
 		return nil, errors.Join(runErr, cleanErr)
 	}
@@ -207,6 +251,13 @@ type run struct {
 	ws   string
 	cg   runCgroup
 	name string
+	sp   *spawned // the helper, fresh or from the pool; used once
+
+	pooled   bool       // sp came from the pool
+	began    time.Time  // Run was called
+	released time.Time  // the command was let go (set by the status goroutine)
+	egress   *Egress    // validated policy; nil: no network
+	net      *egressNet // its proxy, set during the hand-off
 }
 
 // capture keeps the first max bytes of a stream and signals once on overflow.
@@ -237,8 +288,27 @@ func (c *capture) readFrom(r io.Reader) {
 	}
 }
 
-func (x *run) execute(ctx context.Context) (*Result, error) {
-	cfg := x.r.cfg
+// spawned is a helper started in its namespaces and cgroups, waiting for
+// its configuration: what a run needs before anything of the request is
+// known. The pool keeps some ready; a run without one makes its own.
+type spawned struct {
+	proc                           *os.Process
+	cg                             runCgroup
+	name                           string
+	memory                         int64 // limits the cgroups were made with
+	tasks                          int
+	cfgW, statusR, outR, errR, inW *os.File
+}
+
+// spawn makes a run's cgroups and starts the helper inside them, in new
+// namespaces. The helper waits for its configuration on the pipe.
+func (r *Runner) spawn(memory int64, tasks int) (*spawned, error) {
+	cfg := r.cfg
+	name := runCgroupName(r.ownerPid, r.ownerStart, runSeq.Add(1))
+	cg, err := r.layout.create(name, memory, tasks)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	closeAll := func(fs ...*os.File) {
 		for _, f := range fs {
 			if f != nil {
@@ -246,38 +316,30 @@ func (x *run) execute(ctx context.Context) (*Result, error) {
 			}
 		}
 	}
-	cfgR, cfgW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: make pipe: %w", err)
+	fail := func(err error, fs ...*os.File) (*spawned, error) {
+		closeAll(fs...)
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return nil, errors.Join(err, cg.remove(cctx))
 	}
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		closeAll(cfgR, cfgW)
-		return nil, fmt.Errorf("sandbox: make pipe: %w", err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		closeAll(cfgR, cfgW, statusR, statusW)
-		return nil, fmt.Errorf("sandbox: make pipe: %w", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(cfgR, cfgW, statusR, statusW, outR, outW)
-		return nil, fmt.Errorf("sandbox: make pipe: %w", err)
-	}
-	var inR, inW *os.File
-	if x.req.Stdin != nil {
-		if inR, inW, err = os.Pipe(); err != nil {
-			closeAll(cfgR, cfgW, statusR, statusW, outR, outW, errR, errW)
-			return nil, fmt.Errorf("sandbox: make pipe: %w", err)
+	// Stdin is always a pipe: the helper gives the command /dev/null
+	// instead when the request has no stdin, so a pooled helper need not
+	// know in advance.
+	var p [5][2]*os.File
+	for i := range p {
+		if p[i][0], p[i][1], err = os.Pipe(); err != nil {
+			var open []*os.File
+			for j := 0; j < i; j++ {
+				open = append(open, p[j][0], p[j][1])
+			}
+			return fail(fmt.Errorf("sandbox: make pipe: %w", err), open...)
 		}
-	} else if inR, err = os.Open(os.DevNull); err != nil {
-		closeAll(cfgR, cfgW, statusR, statusW, outR, outW, errR, errW)
-		return nil, fmt.Errorf("sandbox: open %s: %w", os.DevNull, err)
 	}
-	defer closeAll(cfgW, statusR, outR, errR, inW)
-
-	start := cfg.Now()
+	cfgR, cfgW := p[0][0], p[0][1]
+	statusR, statusW := p[1][0], p[1][1]
+	outR, outW := p[2][0], p[2][1]
+	errR, errW := p[3][0], p[3][1]
+	inR, inW := p[4][0], p[4][1]
 	proc, err := os.StartProcess(cfg.Executable, append([]string{helperArg0}, cfg.HelperArgs...), &os.ProcAttr{
 		Dir:   "/",
 		Env:   []string{helperEnv + "=" + helperEnvValue, "GOMAXPROCS=1"},
@@ -300,13 +362,46 @@ func (x *run) execute(ctx context.Context) (*Result, error) {
 			Setpgid:                    true,
 			Pdeathsig:                  syscall.SIGKILL,
 			UseCgroupFD:                true,
-			CgroupFD:                   x.cg.placementFD(),
+			CgroupFD:                   cg.placementFD(),
 		},
 	})
 	closeAll(cfgR, statusW, outW, errW, inR)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: start helper %s: %w", cfg.Executable, err)
+		return fail(fmt.Errorf("sandbox: start helper %s: %w", cfg.Executable, err), cfgW, statusR, outR, errR, inW)
 	}
+	return &spawned{proc: proc, cg: cg, name: name, memory: memory, tasks: tasks,
+		cfgW: cfgW, statusR: statusR, outR: outR, errR: errR, inW: inW}, nil
+}
+
+// destroy ends a helper that never ran a command and removes its cgroups.
+func (sp *spawned) destroy() error {
+	_ = syscall.Kill(-sp.proc.Pid, syscall.SIGKILL)
+	_, _ = sp.proc.Wait()
+	for _, f := range []*os.File{sp.cfgW, sp.statusR, sp.outR, sp.errR, sp.inW} {
+		_ = f.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return errors.Join(sp.cg.killAll(ctx), sp.cg.remove(ctx))
+}
+
+func (x *run) execute(ctx context.Context) (*Result, error) {
+	cfg := x.r.cfg
+	sp := x.sp
+	proc, cfgW, statusR, outR, errR := sp.proc, sp.cfgW, sp.statusR, sp.outR, sp.errR
+	inW := sp.inW
+	if x.req.Stdin == nil {
+		_ = inW.Close()
+		inW = nil
+	}
+	defer func() {
+		for _, f := range []*os.File{cfgW, statusR, outR, errR, inW} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}()
+	start := cfg.Now()
 	pid := proc.Pid
 	killTree := func() {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -331,7 +426,7 @@ func (x *run) execute(ctx context.Context) (*Result, error) {
 	if _, err := cfgW.Write(append(cfgJSON, '\n')); err != nil {
 		killTree()
 		_, _ = proc.Wait()
-		return nil, fmt.Errorf("sandbox: send config to helper: %w", err)
+		return nil, fmt.Errorf("sandbox: send config to helper: %w: %w", errHelperGone, err)
 	}
 
 	// The helper's messages: {"stopped":true} once the command waits at its
@@ -367,6 +462,7 @@ func (x *run) execute(ctx context.Context) (*Result, error) {
 						out.protoErr = fmt.Errorf("release command: %w", werr)
 						return
 					}
+					x.released = cfg.Now()
 					continue
 				}
 				out.st, out.have = msg.helperStatus, true
@@ -455,11 +551,17 @@ wait:
 		}
 		<-readersDone
 	}
+	// The helper is gone, so the status pipe ends: the status goroutine
+	// (which starts the egress proxy during the hand-off) is done with
+	// x.net after this receive, and the proxy is closed on every path.
+	so := <-statusCh
+	var egressReport *EgressReport
+	if x.net != nil {
+		egressReport = x.net.close()
+	}
 	if w.err != nil {
 		return nil, fmt.Errorf("sandbox: wait for helper: %w", w.err)
 	}
-
-	so := <-statusCh
 	st, haveStatus := so.st, so.have
 	if so.protoErr != nil {
 		return nil, fmt.Errorf("sandbox: %w", so.protoErr)
@@ -482,6 +584,11 @@ wait:
 		Counters:        x.cg.counters(),
 		Cgroups:         x.r.layout.name(),
 		Cgroup:          x.name,
+		Egress:          egressReport,
+		Warm:            x.pooled,
+	}
+	if !x.released.IsZero() {
+		res.Startup = x.released.Sub(x.began)
 	}
 	switch {
 	case haveStatus && st.Started && st.Exited:
@@ -580,5 +687,15 @@ func (x *run) handoff(helperPid int) error {
 	if len(cmd) != 1 {
 		return fmt.Errorf("find command process: want 1 besides the helper, found %v", cmd)
 	}
-	return x.cg.adopt(cmd[0])
+	if err := x.cg.adopt(cmd[0]); err != nil {
+		return err
+	}
+	if x.egress != nil {
+		n, err := startEgress(helperPid, x.egress, x.r.cfg)
+		if err != nil {
+			return err
+		}
+		x.net = n
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -276,4 +277,71 @@ func TestResultSummaryReadsLikeAnAnswer(t *testing.T) {
 	if got := r.Summary(); got != "killed by SIGKILL (reason: memory), wall 97ms, cpu 0s, peak memory 64.0 MiB" {
 		t.Errorf("got %q", got)
 	}
+}
+
+func TestParseEgressReadsTheDocumentedFormat(t *testing.T) {
+	e, err := ParseEgress(strings.NewReader(`{
+  "allow": [
+    {"host": "files.example.org", "ports": [443]},
+    {"host": "*.pkg.example.org", "ports": [80, 443]},
+    {"cidr": "192.0.2.0/24", "ports": [5432]}
+  ],
+  "deny": [{"host": "private.pkg.example.org"}],
+  "credentials": [{"name": "index-token", "host": "files.example.org", "port": 443, "value_env": "INDEX_TOKEN", "upstream_tls": true}]
+}`), "policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.LoadEgressCredentials(func(k string) string { return map[string]string{"INDEX_TOKEN": "Bearer t0k"}[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if e.Credentials[0].Value.reveal() != "Bearer t0k" || !e.Credentials[0].UpstreamTLS {
+		t.Errorf("credential not loaded: %+v", e.Credentials[0])
+	}
+	if err := e.LoadEgressCredentials(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "INDEX_TOKEN is empty or unset") {
+		t.Errorf("a missing variable must be named, got %v", err)
+	}
+	for _, bad := range []string{`{"allow":[{"host":"a.test","ports":[1]}],"value":"x"}`, `{"allow":[]}`, `{"allow":[{"host":"a.test","ports":[1]}]} {}`,
+		`{"allow":[{"host":"a.test","ports":[1]}],"credentials":[{"name":"n","host":"a.test","port":1,"value":"inline"}]}`} {
+		if _, err := ParseEgress(strings.NewReader(bad), "bad.json"); err == nil || !strings.Contains(err.Error(), "bad.json") {
+			t.Errorf("%s: want an error naming the file, got %v", bad, err)
+		}
+	}
+}
+
+// FuzzParseEgress: any input is refused with an error or gives a policy
+// whose every allow rule has ports, whose decisions never panic, and which
+// never allows what a port-less deny rule names.
+func FuzzParseEgress(f *testing.F) {
+	f.Add(`{"allow":[{"host":"*.a.test","ports":[443]},{"cidr":"10.0.0.0/8","ports":[22]}],"deny":[{"host":"b.a.test"}]}`)
+	f.Add(`{"allow":[{"host":"a.test","ports":[80]}],"credentials":[{"name":"n","host":"a.test","port":80,"value_env":"X"}]}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		e, err := ParseEgress(strings.NewReader(in), "fuzz")
+		if err != nil {
+			return
+		}
+		p, err := e.prepared()
+		if err != nil {
+			t.Fatalf("parsed policy does not validate again: %v", err)
+		}
+		for _, r := range p.Allow {
+			if len(r.Ports) == 0 {
+				t.Fatalf("allow rule without ports accepted: %+v", r)
+			}
+		}
+		for _, d := range p.Deny {
+			if d.Host == "" || len(d.Ports) > 0 {
+				continue
+			}
+			name := strings.TrimPrefix(d.Host, "*.")
+			if strings.HasPrefix(d.Host, "*.") {
+				name = "x." + name
+			}
+			for _, port := range p.ports() {
+				if v, _ := p.decide(name, netip.Addr{}, port); v.allowed {
+					t.Fatalf("%s:%d allowed although deny rule %s names it", name, port, d.Host)
+				}
+			}
+		}
+	})
 }

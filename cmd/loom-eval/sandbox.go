@@ -46,6 +46,7 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 		workspace = fs.String("workspace", "", "host directory mounted read-write at /work (default: a fresh temporary one)")
 		stdinFile = fs.String("stdin", "", "file fed to the command's stdin ('-' for this process's stdin; default /dev/null)")
 		noSeccomp = fs.Bool("no-seccomp", false, "run without the seccomp filter")
+		egressArg = fs.String("egress", "", "JSON egress policy file (allow/deny/credentials; docs/sandbox.md); default: no network")
 		outFmt    = m.addOutputFlags(fs, "text", "json")
 		verbose   = fs.Bool("v", false, "log sandbox housekeeping to stderr")
 	)
@@ -84,6 +85,23 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 		}
 		stdin = b
 	}
+	var egress *sandbox.Egress
+	if *egressArg != "" {
+		f, err := os.Open(*egressArg)
+		if err != nil {
+			return usageError("sandbox exec: --egress: %v", err)
+		}
+		egress, err = sandbox.ParseEgress(f, *egressArg)
+		_ = f.Close()
+		if err != nil {
+			return usageError("sandbox exec: --egress: %v", err)
+		}
+		// Credential values come from this process's environment, on the
+		// host; the sandbox never sees them.
+		if err := egress.LoadEgressCredentials(os.Getenv); err != nil {
+			return usageError("sandbox exec: --egress: %v", err)
+		}
+	}
 	logger := slog.New(slog.DiscardHandler)
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(m.Stderr, nil))
@@ -100,7 +118,7 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = r.Shutdown(sctx)
 	}()
-	res, err := r.Run(ctx, sandbox.Request{Command: cmd, Workspace: *workspace, Stdin: stdin})
+	res, err := r.Run(ctx, sandbox.Request{Command: cmd, Workspace: *workspace, Stdin: stdin, Egress: egress})
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
@@ -138,6 +156,29 @@ func printSandboxResult(w io.Writer, res *sandbox.Result) {
 			if !strings.HasSuffix(s, "\n") {
 				fmt.Fprintln(w)
 			}
+		}
+	}
+	if e := res.Egress; e != nil {
+		fmt.Fprintf(w, "egress:   %d attempts recorded", len(e.Events))
+		if e.Dropped > 0 {
+			fmt.Fprintf(w, " (%d more not kept)", e.Dropped)
+		}
+		fmt.Fprintf(w, "; kernel: refusal device packets=%d, tcp resets=%d, ipv6 without route=%d\n",
+			e.Kernel["refusal_device_packets"], e.Kernel["tcp_out_rsts"], e.Kernel["ipv6_out_no_routes"])
+		for _, ev := range e.Events {
+			dest := ev.Addr
+			if ev.Host != "" {
+				dest = ev.Host + " (" + ev.Addr + ")"
+			}
+			line := fmt.Sprintf("  %-5s %-4s %s: %s [%s]", ev.Verdict, ev.Proto, dest, ev.Reason, ev.Source)
+			if ev.Credential != "" {
+				line += " credential " + ev.Credential
+			}
+			if ev.Error != "" {
+				line += " error: " + ev.Error
+			}
+			// Host names come from the sandbox (SNI, Host, DNS): escape controls.
+			fmt.Fprintln(termSafe(w), line)
 		}
 	}
 	stream("stdout", res.Stdout, res.StdoutTruncated)

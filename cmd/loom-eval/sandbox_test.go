@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,5 +91,43 @@ func TestRootSandboxExecCLI(t *testing.T) {
 		"x = []\nwhile True: x.append(bytearray(1 << 20))")
 	if code != ExitFailure || !strings.Contains(stdout, "reason: memory") || !strings.Contains(stdout, "oom_kill=") {
 		t.Errorf("memory hog: exit %d, output:\n%s", code, stdout)
+	}
+
+	// --egress: an allowed address through the proxy, a refused one, both
+	// listed; a credential whose variable is unset is a usage error.
+	ln, err := net.Listen("tcp4", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello from upstream"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	policy := filepath.Join(t.TempDir(), "egress.json")
+	os.WriteFile(policy, []byte(fmt.Sprintf(`{"allow":[{"cidr":"127.0.0.2/32","ports":[%d]}]}`, port)), 0o644)
+	stdout, stderr, code = run("sandbox", "exec", "--egress", policy, "--", "/usr/bin/python3", "-I", "-c", fmt.Sprintf(`import socket
+print(socket.create_connection(('127.0.0.2', %d), timeout=5).recv(100).decode())
+try:
+    socket.create_connection(('192.0.2.1', 443), timeout=5)
+except OSError as e:
+    print('refused', e.errno)`, port))
+	if code != ExitOK || !strings.Contains(stdout, "hello from upstream\nrefused 113") ||
+		!strings.Contains(stdout, fmt.Sprintf("allow tcp  127.0.0.2:%d: matches allow[0] 127.0.0.2/32 [proxy]", port)) ||
+		!strings.Contains(stdout, "deny  tcp  192.0.2.1:443: tcp to 192.0.2.1:443: the address is in no allowed cidr") {
+		t.Errorf("--egress: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	os.WriteFile(policy, []byte(fmt.Sprintf(`{"allow":[{"host":"api.test","ports":[%d]}],
+		"credentials":[{"name":"t","host":"api.test","port":%d,"value_env":"LOOMWORK_TEST_UNSET_TOKEN"}]}`, port, port)), 0o644)
+	_, stderr, code = run("sandbox", "exec", "--egress", policy, "--", "/usr/bin/true")
+	if code != ExitUsage || !strings.Contains(stderr, "LOOMWORK_TEST_UNSET_TOKEN is empty or unset") {
+		t.Errorf("unset credential variable: exit %d, stderr %s", code, stderr)
 	}
 }
