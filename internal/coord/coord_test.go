@@ -21,7 +21,11 @@ type manualClock struct {
 var epoch = time.Date(2026, 9, 30, 2, 17, 0, 0, time.UTC)
 
 func (m *manualClock) now() time.Time { m.mu.Lock(); defer m.mu.Unlock(); return m.t }
-func (m *manualClock) at(sec int)     { m.mu.Lock(); m.t = epoch.Add(time.Duration(sec) * time.Second); m.mu.Unlock() }
+func (m *manualClock) at(sec int) {
+	m.mu.Lock()
+	m.t = epoch.Add(time.Duration(sec) * time.Second)
+	m.mu.Unlock()
+}
 
 func open(t *testing.T, path string, clk *manualClock) *Coordinator {
 	t.Helper()
