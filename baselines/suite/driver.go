@@ -67,15 +67,12 @@ func (d *Driver) Status(ctx context.Context) (Progress, error) {
 // the passing ones; a failing proposal fails its trial (the suite then
 // ends in error: a worker produced a record the scorer must not read).
 func (d *Driver) Validate(ctx context.Context) error {
-	tasks, err := d.Coord.Tasks(ctx, Kind, true)
+	tasks, err := d.Coord.InState(ctx, Kind, coord.Proposed)
 	if err != nil {
 		return err
 	}
 	env := d.Def.Environment()
 	for _, t := range tasks {
-		if t.State != coord.Proposed {
-			continue
-		}
 		var spec TrialSpec
 		if err := json.Unmarshal(t.Payload, &spec); err != nil {
 			return fmt.Errorf("task %s: payload: %w", t.Key, err)

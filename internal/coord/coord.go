@@ -380,7 +380,7 @@ func (c *Coordinator) ClaimNext(ctx context.Context, kind, worker string, ttl ti
 func claimTx(ctx context.Context, tx *sql.Tx, now time.Time, which, key, kind, worker string, ttl time.Duration) (*Grant, error) {
 	deadline := now.Add(ttl)
 	row := tx.QueryRowContext(ctx, `UPDATE tasks SET owner = :worker, fence = fence + 1, deadline = :deadline,
-		state = 'running', candidate = '', result = NULL, claims = claims + 1, updated = :now
+		state = 'running', candidate = '', claims = claims + 1, updated = :now
 		WHERE key = (SELECT t.key FROM tasks t WHERE `+which+` AND `+claimable+` ORDER BY t.seq LIMIT 1)
 		RETURNING key, fence`,
 		sql.Named("worker", worker), sql.Named("deadline", deadline.UnixNano()), sql.Named("now", now.UnixNano()),
@@ -390,6 +390,10 @@ func claimTx(ctx context.Context, tx *sql.Tx, now time.Time, which, key, kind, w
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, nil
 		}
+		return nil, err
+	}
+	// A reclaimed proposal's result goes with its candidate.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM results WHERE key = ?`, g.Key); err != nil {
 		return nil, err
 	}
 	g.Worker, g.Deadline = worker, time.Unix(0, deadline.UnixNano())
@@ -474,8 +478,14 @@ func (c *Coordinator) Submit(ctx context.Context, g Grant, candidate string, res
 		return fmt.Errorf("submit %s: empty candidate", g.Key)
 	}
 	return c.guarded(ctx, g, "submit", func(tx *sql.Tx, now time.Time) error {
-		_, err := tx.ExecContext(ctx, `UPDATE tasks SET state = 'proposed', candidate = ?, result = ?, updated = ? WHERE key = ?`,
-			candidate, result, now.UnixNano(), g.Key)
+		if result == nil {
+			result = []byte{}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET state = 'proposed', candidate = ?, updated = ? WHERE key = ?`,
+			candidate, now.UnixNano(), g.Key); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO results (key, result) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET result = excluded.result`, g.Key, result)
 		return err
 	})
 }
@@ -484,8 +494,11 @@ func (c *Coordinator) Submit(ctx context.Context, g Grant, candidate string, res
 // why recorded (a worker cancelled or shutting down).
 func (c *Coordinator) Release(ctx context.Context, g Grant, why string) error {
 	return c.guarded(ctx, g, "release", func(tx *sql.Tx, now time.Time) error {
-		_, err := tx.ExecContext(ctx, `UPDATE tasks SET state = 'pending', owner = '', deadline = 0, candidate = '', result = NULL,
-			note = ?, updated = ? WHERE key = ?`, why, now.UnixNano(), g.Key)
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET state = 'pending', owner = '', deadline = 0, candidate = '',
+			note = ?, updated = ? WHERE key = ?`, why, now.UnixNano(), g.Key); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM results WHERE key = ?`, g.Key)
 		return err
 	})
 }
@@ -584,7 +597,7 @@ func (c *Coordinator) Accept(ctx context.Context, key, candidate, environment, p
 
 // Get returns the task of key.
 func (c *Coordinator) Get(ctx context.Context, key string) (Task, error) {
-	ts, err := c.tasks(ctx, `WHERE key = ?`, key)
+	ts, err := c.tasks(ctx, `WHERE t.key = ?`, key)
 	if err != nil {
 		return Task{}, fmt.Errorf("get %s: %w", key, err)
 	}
@@ -604,11 +617,21 @@ func (c *Coordinator) Get(ctx context.Context, key string) (Task, error) {
 func (c *Coordinator) Tasks(ctx context.Context, kind string, withResults bool) ([]Task, error) {
 	where, args := "", []any{}
 	if kind != "" {
-		where, args = `WHERE kind = ?`, []any{kind}
+		where, args = `WHERE t.kind = ?`, []any{kind}
 	}
 	ts, err := c.tasksCols(ctx, withResults, where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return ts, nil
+}
+
+// InState returns the tasks of kind in one state, in enqueue order, with
+// their results (e.g. the proposals a validator has yet to judge).
+func (c *Coordinator) InState(ctx context.Context, kind, state string) ([]Task, error) {
+	ts, err := c.tasksCols(ctx, true, `WHERE t.kind = ? AND t.state = ?`, kind, state)
+	if err != nil {
+		return nil, fmt.Errorf("list %s tasks: %w", state, err)
 	}
 	return ts, nil
 }
@@ -621,12 +644,12 @@ func (c *Coordinator) tasksCols(ctx context.Context, withResults bool, where str
 	if c.db == nil {
 		return nil, errors.New("coordinator not started")
 	}
-	res := "NULL"
+	res, join := "NULL", ""
 	if withResults {
-		res = "result"
+		res, join = "r.result", "LEFT JOIN results r ON r.key = t.key"
 	}
-	rows, err := c.db.QueryContext(ctx, `SELECT key, kind, payload, occurrence, state, owner, fence, deadline, candidate, `+res+`, claims, note
-		FROM tasks `+where+` ORDER BY seq`, args...)
+	rows, err := c.db.QueryContext(ctx, `SELECT t.key, t.kind, t.payload, t.occurrence, t.state, t.owner, t.fence, t.deadline, t.candidate, `+res+`, t.claims, t.note
+		FROM tasks t `+join+` `+where+` ORDER BY t.seq`, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,13 +11,19 @@ CREATE TABLE IF NOT EXISTS tasks (
   fence      INTEGER NOT NULL DEFAULT 0,        -- +1 on every grant
   deadline   INTEGER NOT NULL DEFAULT 0,        -- unix ns, exclusive
   candidate  TEXT NOT NULL DEFAULT '',
-  result     BLOB,
   claims     INTEGER NOT NULL DEFAULT 0,
   note       TEXT NOT NULL DEFAULT '',
   created    INTEGER NOT NULL,
   updated    INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, kind, seq);
+-- A proposal's result bytes, apart from the task row: the claim and count
+-- queries scan task rows, and a large blob in the row would make every
+-- scan read its overflow pages.
+CREATE TABLE IF NOT EXISTS results (
+  key    TEXT PRIMARY KEY,
+  result BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS deps (
   task TEXT NOT NULL,
   dep  TEXT NOT NULL,
