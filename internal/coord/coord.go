@@ -260,6 +260,12 @@ func (c *Coordinator) Enqueue(ctx context.Context, spec TaskSpec) (created bool,
 }
 
 func enqueueTx(ctx context.Context, tx *sql.Tx, now time.Time, spec TaskSpec, deps []string) (bool, error) {
+	if spec.Key == "" || spec.Kind == "" {
+		return false, errors.New("key and kind must be set")
+	}
+	if spec.Payload == nil {
+		spec.Payload = []byte{}
+	}
 	var kind string
 	var payload []byte
 	err := tx.QueryRowContext(ctx, `SELECT kind, payload FROM tasks WHERE key = ?`, spec.Key).Scan(&kind, &payload)
