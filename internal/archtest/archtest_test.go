@@ -94,7 +94,8 @@ var rooms = []room{
 	// gates a fresh run.
 	{path: "baselines/", rule: "baselines run agents and score them",
 		imports: []string{"baselines/", "agents/", "datasets", "replay/", "retrieval/", "scorer/", "semconv/",
-			"internal/coord"}}, // suites and routines are tasks in the coordinator's queue (baselines/suite, baselines/routines)
+			"internal/coord", "store"}, // suites and routines are tasks in the coordinator's queue (baselines/suite, baselines/routines); the trace routine lists the store contract's traces
+		tests: []string{"store/sqlite"}}, // the trace routine's test lists traces from a real embedded store
 	// The coordinator (issue 22): tasks, leases, fences, receipts and
 	// schedule occurrences in one SQLite file. A leaf on the standard
 	// library and the SQLite driver, so any room that runs long work can
