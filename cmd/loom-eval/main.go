@@ -76,6 +76,7 @@ func commands() map[string]command {
 		"ci":               {"the CI recipe: strict replay, a fresh scripted run, the gate against the baseline", (*Main).runCI},
 		"replay":           {"re-run committed journals without a model key", (*Main).runReplay},
 		"suite":            {"run an eval suite (cases × trials) on many worker processes through the coordinator (suite run | suite status)", (*Main).runSuite},
+		"schedule":         {"scheduled evaluations: occurrences, pause switch, the product's routines (schedule tick|deliver|pause|resume|list|run)", (*Main).runSchedule},
 		"worker":           {"claim and run a suite's trials from its coordinator database (worker --coordinator OUT/coord.db)", (*Main).runWorker},
 		"run":              {"run a reference agent (research or coding), journaled and traced", (*Main).runRun},
 		"sandbox":          {"run a command in the sandbox (sandbox exec [limits] -- CMD ARGS)", (*Main).runSandbox},
