@@ -40,14 +40,17 @@ type suiteEnv struct {
 	w   *Worker
 }
 
-func newSuite(t *testing.T, root, index string, cases []datasets.Case, trials int, lease time.Duration) suiteEnv {
+// newSuite builds a suite in root whose worker uses idx: the tests share
+// one opened index (opening the corpus fits its LSA model, which is slow
+// under -race on a loaded machine).
+func newSuite(t *testing.T, root string, idx *research.DatasetIndex, cases []datasets.Case, trials int, lease time.Duration) suiteEnv {
 	t.Helper()
 	ctx := context.Background()
 	ds, err := datasets.ResolveJudged("", func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := Definition{Agent: research.Name, Trials: trials, Dir: root, AbsDir: root, Dataset: ds, IndexCache: index,
+	def := Definition{Agent: research.Name, Trials: trials, Dir: root, AbsDir: root, Dataset: ds, IndexCache: idx.CacheDir,
 		Lease: Duration(lease), CasesDigest: "test"}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
@@ -64,14 +67,6 @@ func newSuite(t *testing.T, root, index string, cases []datasets.Case, trials in
 	if err := Enqueue(ctx, c, def, plan); err != nil {
 		t.Fatal(err)
 	}
-	if err := WarmIndex(ctx, def); err != nil {
-		t.Fatal(err)
-	}
-	idx, closeIdx, err := WorkerIndex(def, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = closeIdx(ctx) })
 	w, err := NewWorker(ctx, WorkerConfig{Coord: c, ID: "w", Index: idx, Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -115,16 +110,21 @@ func (s suiteEnv) run(t *testing.T) string {
 func TestReclaimedTrialResumesFromTheDeadAttemptsJournal(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	index := filepath.Join(root, "index")
+	ds, err := datasets.ResolveJudged("", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := &research.DatasetIndex{Dir: ds, CacheDir: filepath.Join(root, "index")}
+	defer idx.Close(ctx)
 	cases := researchCases(t, 2)
 
-	clean := newSuite(t, filepath.Join(root, "clean"), index, cases, 2, time.Minute)
+	clean := newSuite(t, filepath.Join(root, "clean"), idx, cases, 2, time.Minute)
 	want := clean.run(t)
 
-	s := newSuite(t, filepath.Join(root, "crash"), index, cases, 2, 300*time.Millisecond)
+	s := newSuite(t, filepath.Join(root, "crash"), idx, cases, 2, time.Second)
 	// The dead worker: it claimed the first trial and journaled its first
 	// four events (run start, the first model answer, ...) before dying.
-	dead, err := s.c.ClaimNext(ctx, Kind, "dead-worker", 300*time.Millisecond)
+	dead, err := s.c.ClaimNext(ctx, Kind, "dead-worker", time.Second)
 	if err != nil || dead == nil {
 		t.Fatal(dead, err)
 	}
@@ -158,7 +158,9 @@ func TestReclaimedTrialResumesFromTheDeadAttemptsJournal(t *testing.T) {
 		t.Fatalf("the resumed suite differs from the uninterrupted one:\n got %s\nwant %s", got, want)
 	}
 	after, _ := s.c.Get(ctx, dead.Key)
-	if after.Fence != dead.Fence+1 || after.Claims != 2 || after.State != coord.Accepted {
+	// Fence+1 at least: on a loaded machine a heartbeat can miss too, and
+	// the trial is then reclaimed once more (still resumed, still equal).
+	if after.Fence < dead.Fence+1 || int64(after.Claims) != after.Fence || after.State != coord.Accepted {
 		t.Fatalf("reclaimed task: %+v", after)
 	}
 	if _, err := s.c.Renew(ctx, *dead, time.Minute); !errors.Is(err, coord.ErrStaleGrant) {
