@@ -3,6 +3,7 @@ package coord
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -354,5 +355,47 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := c.Shutdown(context.Background()); err != nil { // safe without Start
 		t.Fatal(err)
+	}
+}
+
+// TestClockIsReadAfterTheLockIsHeld: a claim that waits for another
+// process's write lock decides with the time at which it got the lock,
+// not the time at which it asked — a time sampled before waiting for a
+// busy database may already be stale.
+func TestClockIsReadAfterTheLockIsHeld(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "c.db")
+	clk := &manualClock{}
+	c := open(t, path, clk)
+	if _, err := c.Enqueue(ctx, TaskSpec{Key: "k", Kind: "trial"}); err != nil {
+		t.Fatal(err)
+	}
+	// Another process holds the write lock.
+	other, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.at(0)
+	got := make(chan *Grant, 1)
+	go func() {
+		g, err := c.Claim(ctx, "k", "w", 10*sec)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- g
+	}()
+	time.Sleep(300 * time.Millisecond) // the claim is waiting for the lock
+	clk.at(5)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	g := <-got
+	if g == nil || !g.Deadline.Equal(epoch.Add(15*sec)) {
+		t.Fatalf("grant %+v: want the deadline from the time the lock was held (5s + 10s)", g)
 	}
 }
