@@ -93,7 +93,15 @@ var rooms = []room{
 	// and may use both: the recipe replays the committed journals and
 	// gates a fresh run.
 	{path: "baselines/", rule: "baselines run agents and score them",
-		imports: []string{"baselines/", "agents/", "datasets", "replay/", "retrieval/", "scorer/", "semconv/"}},
+		imports: []string{"baselines/", "agents/", "datasets", "replay/", "retrieval/", "scorer/", "semconv/",
+			"internal/coord", "store"}, // suites and routines are tasks in the coordinator's queue (baselines/suite, baselines/routines); the trace routine lists the store contract's traces
+		tests: []string{"store/sqlite"}}, // the trace routine's test lists traces from a real embedded store
+	// The coordinator (issue 22): tasks, leases, fences, receipts and
+	// schedule occurrences in one SQLite file. A leaf on the standard
+	// library and the SQLite driver, so any room that runs long work can
+	// queue it without pulling in agents.
+	{path: "internal/coord/", rule: "coord is a leaf",
+		imports: []string{"internal/coord/"}},
 	{path: "internal/chlocal/", rule: "chlocal is a leaf",
 		imports: []string{"internal/chlocal/"}},
 	// Step alignment and diff, shared by the two rooms that read steps and

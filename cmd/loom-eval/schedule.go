@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/loomwork/loomwork/baselines/routines"
+	"github.com/loomwork/loomwork/internal/coord"
+	"github.com/loomwork/loomwork/store"
+)
+
+const scheduleUsage = "schedule tick|deliver|pause|resume|list|run --coordinator FILE.db [--schedules FILE.jsonl] ...\n" +
+	"  tick     --schedules F            record the occurrences due now (catch-up policy applies) and dispatch their inspections\n" +
+	"  deliver  --schedules F --routine R --nominal RFC3339   one timer delivery (a repeated one reuses its occurrence)\n" +
+	"  pause    --routine R --reason TEXT   the operator's pause switch (resume --routine R turns it off)\n" +
+	"  list     [--routine R]            the occurrences with their decisions and evidence\n" +
+	"  run      [--baselines DIR] [--store URL] [--cases FILE]   run the queued inspections of the product's routines"
+
+// runSchedule is `loom-eval schedule`: scheduled evaluations as
+// coordinator occurrences (internal/coord) running the product's own
+// routines (baselines/routines).
+func (m *Main) runSchedule(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageError("schedule: want a subcommand\nUsage: loom-eval %s", scheduleUsage)
+	}
+	sub := args[0]
+	fs := m.newFlagSet("schedule "+sub, scheduleUsage)
+	db := fs.String("coordinator", ".loomwork/coord.db", "the coordinator `database` the routines' tasks live in")
+	schedFile := fs.String("schedules", "", "schedules `file`: one JSON schedule per line (routine, schedule_version, calendar, timezone, overlap, catch_up, budget)")
+	routine := fs.String("routine", "", "routine name")
+	nominal := fs.String("nominal", "", "the occurrence's nominal time (RFC 3339), for deliver")
+	reason := fs.String("reason", "", "why the routine is paused (recorded on every paused occurrence)")
+	baselinesDir := fs.String("baselines", "baselines", "nightly-gate: the baselines `folder` loom-eval ci replays and gates")
+	storeURL := fs.String("store", "", "score-traces: the trace store (default as loom-eval traces)")
+	cases := fs.String("cases", "baselines/cases.jsonl", "score-traces: the cases `file` new traces are scored against")
+	asJSON := fs.Bool("json", false, "machine output")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("schedule %s: unexpected argument %q", sub, fs.Arg(0))
+	}
+	if sub != "tick" && sub != "deliver" && sub != "pause" && sub != "resume" && sub != "list" && sub != "run" {
+		return usageError("schedule: unknown subcommand %q\nUsage: loom-eval %s", sub, scheduleUsage)
+	}
+	var scheds []coord.Schedule
+	if sub == "tick" || sub == "deliver" {
+		if *schedFile == "" {
+			return usageError("schedule %s: --schedules is required", sub)
+		}
+		var err error
+		if scheds, err = loadSchedules(*schedFile); err != nil {
+			return usageError("schedule %s: %v", sub, err)
+		}
+	}
+	if (sub == "pause" || sub == "resume" || sub == "deliver") && *routine == "" {
+		return usageError("schedule %s: --routine is required", sub)
+	}
+	if err := os.MkdirAll(dirOf(*db), 0o755); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("schedule: %w", err)}
+	}
+	c, err := coord.Open(ctx, coord.Config{Path: *db})
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("schedule: %w", err)}
+	}
+	defer c.Shutdown(context.WithoutCancel(ctx))
+	rt := func(err error) error {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("schedule %s: %w", sub, err)}
+	}
+
+	var occs []coord.Occurrence
+	switch sub {
+	case "tick":
+		for _, s := range scheds {
+			o, err := c.Tick(ctx, s)
+			if err != nil {
+				return rt(err)
+			}
+			occs = append(occs, o...)
+		}
+	case "deliver":
+		n, err := time.Parse(time.RFC3339, *nominal)
+		if err != nil {
+			return usageError("schedule deliver: --nominal %q: %v", *nominal, err)
+		}
+		var s *coord.Schedule
+		for i := range scheds {
+			if scheds[i].Routine == *routine {
+				s = &scheds[i]
+			}
+		}
+		if s == nil {
+			return usageError("schedule deliver: routine %q is not in %s", *routine, *schedFile)
+		}
+		o, err := c.Deliver(ctx, *s, n)
+		if err != nil {
+			return usageError("schedule deliver: %v", err)
+		}
+		occs = append(occs, o)
+	case "pause", "resume":
+		if sub == "pause" && *reason == "" {
+			return usageError("schedule pause: --reason is required (it is recorded on every paused occurrence)")
+		}
+		if err := c.SetPaused(ctx, *routine, sub == "pause", *reason); err != nil {
+			return rt(err)
+		}
+		fmt.Fprintf(m.Stdout, "%s: %sd\n", *routine, sub)
+		return nil
+	case "list":
+		if occs, err = c.Occurrences(ctx, *routine); err != nil {
+			return rt(err)
+		}
+	case "run":
+		// The store is opened when a score-traces inspection needs it: a
+		// missing store fails that occurrence with the reason as evidence,
+		// not the gate's.
+		st := &lazyTraceStore{open: func(ctx context.Context) (store.Store, error) { return m.tracesOpenStore(ctx, *storeURL) }}
+		defer st.close(context.WithoutCancel(ctx))
+		gate := routines.Gate{Run: func(ctx context.Context) (routines.GateResult, error) {
+			return m.gateForRoutine(ctx, *baselinesDir)
+		}}
+		r := &routines.Runner{Coord: c, Routines: []routines.Routine{gate, routines.Traces{Store: st, Cases: *cases}},
+			Worker: fmt.Sprintf("routines-%d", os.Getpid()), Log: m.Stderr}
+		n, err := r.RunQueued(ctx)
+		if err != nil {
+			return rt(err)
+		}
+		fmt.Fprintf(m.Stdout, "%d inspection(s) run\n", n)
+		return nil
+	}
+	if *asJSON {
+		if occs == nil {
+			occs = []coord.Occurrence{}
+		}
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(occs)
+	}
+	tw := tabwriter.NewWriter(termSafe(m.Stdout), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OCCURRENCE\tDELIVERIES\tDECISION\tREASON / EVIDENCE")
+	for _, o := range occs {
+		why := o.Reason
+		if o.Evidence != "" {
+			why = o.Evidence
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", o.Key, o.Deliveries, o.Decision, why)
+	}
+	return tw.Flush()
+}
+
+// gateForRoutine runs the CI recipe (`loom-eval ci`) for the nightly-gate
+// routine: passed is exit 0, a failure's verdict is the recipe's error.
+func (m *Main) gateForRoutine(ctx context.Context, dir string) (routines.GateResult, error) {
+	var out, errOut bytes.Buffer
+	sub := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Getenv: m.Getenv}
+	err := sub.runCI(ctx, []string{"--baselines", dir})
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return routines.GateResult{Passed: true, Verdict: "passed (" + firstOutputLine(out.String()) + ")"}, nil
+	case errors.As(err, &ee) && ee.Code == ExitFailure:
+		return routines.GateResult{Passed: false, Verdict: ee.Err.Error()}, nil
+	}
+	return routines.GateResult{}, fmt.Errorf("loom-eval ci: %w (%s)", err, firstOutputLine(errOut.String()))
+}
+
+// lazyTraceStore opens the trace store on first use.
+type lazyTraceStore struct {
+	open func(ctx context.Context) (store.Store, error)
+	st   store.Store
+}
+
+func (l *lazyTraceStore) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
+	if l.st == nil {
+		st, err := l.open(ctx)
+		if err != nil {
+			return store.TracePage{}, err
+		}
+		l.st = st
+	}
+	return l.st.ListTraces(ctx, q)
+}
+
+func (l *lazyTraceStore) close(ctx context.Context) {
+	if l.st != nil {
+		_ = l.st.Shutdown(ctx)
+	}
+}
+
+func firstOutputLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i > 0 {
+		return p[:i]
+	}
+	return "."
+}
+
+// loadSchedules reads a schedules file: one JSON schedule per line, each
+// validated, errors naming the line and field.
+func loadSchedules(path string) ([]coord.Schedule, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []coord.Schedule
+	seen := map[string]int{}
+	for i, line := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var s coord.Schedule
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&s); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, i+1, err)
+		}
+		if err := s.Validate(); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, i+1, err)
+		}
+		if prev, dup := seen[s.Routine]; dup {
+			return nil, fmt.Errorf("%s line %d: routine %s is already scheduled on line %d", path, i+1, s.Routine, prev)
+		}
+		seen[s.Routine] = i + 1
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no schedules", path)
+	}
+	return out, nil
+}

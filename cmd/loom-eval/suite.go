@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/research"
+	"github.com/loomwork/loomwork/baselines/suite"
+	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/coord"
+)
+
+const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--json]\n" +
+	"       loom-eval suite status [--out DIR] [--json]"
+
+// runSuite is `loom-eval suite run|status`: an eval suite split into
+// (case, trial) tasks in the coordinator (baselines/suite, internal/coord)
+// and run by worker processes.
+func (m *Main) runSuite(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageError("suite: want a subcommand: run or status\nUsage: loom-eval %s", suiteUsage)
+	}
+	switch args[0] {
+	case "run":
+		return m.runSuiteRun(ctx, args[1:])
+	case "status":
+		return m.runSuiteStatus(ctx, args[1:])
+	}
+	return usageError("suite: unknown subcommand %q (want run or status)", args[0])
+}
+
+type suiteReport struct {
+	Trials   string         `json:"trials_file"`
+	Progress suite.Progress `json:"progress"`
+	Workers  int            `json:"workers"`
+	Restarts int            `json:"worker_restarts"`
+	Seconds  float64        `json:"seconds"`
+}
+
+func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("suite run", suiteUsage)
+	casesFile := fs.String("cases", "", "cases JSONL `file` (datasets.Case)")
+	tag := fs.String("tag", "", "run only the cases carrying this tag (default: the --agent's name when the file tags cases by agent, else all)")
+	agentName := fs.String("agent", research.Name, "reference agent on its scripted policy: research or coding")
+	trials := fs.Int("trials", 1, "trials per case")
+	workers := fs.Int("workers", 0, "worker processes to start (0: run the trials in this process; more workers may join with loom-eval worker --coordinator OUT/coord.db)")
+	out := fs.String("out", ".loomwork/suite", "suite `folder`: coord.db, trials.jsonl, journals/, attempts/ (running the same suite again resumes it)")
+	lease := fs.Duration("lease", 30*time.Second, "lease of a claimed trial; a killed worker's trial is reclaimed after it (renewed every third)")
+	dataset := fs.String("dataset", "", "the research agent's judged dataset `folder` (default "+datasets.DescribeDefault()+")")
+	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	outFmt := m.addOutputFlags(fs, "text", "json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	format, err := outFmt.Format()
+	if err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("suite run: unexpected argument %q", fs.Arg(0))
+	}
+	if *casesFile == "" {
+		return usageError("suite run: --cases is required")
+	}
+	if *trials < 1 || *workers < 0 || *lease <= 0 {
+		return usageError("suite run: need --trials >= 1, --workers >= 0 and a positive --lease")
+	}
+	if *agentName != research.Name && *agentName != coding.Name {
+		return usageError("suite run: --agent must be research or coding (got %q)", *agentName)
+	}
+	cases, err := datasets.LoadCases(*casesFile)
+	if err != nil {
+		return usageError("suite run: %v", err)
+	}
+	if *tag == "" && slices.ContainsFunc(cases, func(c datasets.Case) bool { return slices.Contains(c.Tags, *agentName) }) {
+		*tag = *agentName
+	}
+	if *tag != "" {
+		cases = slices.DeleteFunc(cases, func(c datasets.Case) bool { return !slices.Contains(c.Tags, *tag) })
+	}
+	if len(cases) == 0 {
+		return usageError("suite run: %s has no cases (tag %q)", *casesFile, *tag)
+	}
+	raw, err := os.ReadFile(*casesFile)
+	if err != nil {
+		return usageError("suite run: %v", err)
+	}
+	absOut, err := filepath.Abs(*out)
+	if err != nil {
+		return usageError("suite run: --out %s: %v", *out, err)
+	}
+	def := suite.Definition{Agent: *agentName, Trials: *trials, Dir: filepath.Clean(*out), AbsDir: absOut,
+		Lease: suite.Duration(*lease), CasesDigest: coord.Digest(raw)}
+	if *agentName == research.Name {
+		ds, err := m.judgedDataset(*dataset)
+		if err != nil {
+			return err
+		}
+		if def.Dataset, err = filepath.Abs(ds); err != nil {
+			return usageError("suite run: %v", err)
+		}
+		if def.IndexCache, err = filepath.Abs(*indexCache); err != nil {
+			return usageError("suite run: %v", err)
+		}
+	}
+	if err := def.Validate(); err != nil {
+		return usageError("suite run: %v", err)
+	}
+	plan, err := suite.Plan(*agentName, cases, *trials, *casesFile)
+	if err != nil {
+		return usageError("suite run: %v", err)
+	}
+	if err := os.MkdirAll(absOut, 0o755); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w", err)}
+	}
+	c, err := coord.Open(ctx, coord.Config{Path: suite.CoordinatorPath(absOut)})
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w", err)}
+	}
+	defer c.Shutdown(context.WithoutCancel(ctx))
+	if err := suite.Enqueue(ctx, c, def, plan); err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("suite run: %w", err)}
+	}
+	start := time.Now()
+	if err := suite.WarmIndex(ctx, def); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w", err)}
+	}
+	fmt.Fprintf(m.Stderr, "suite: %d cases × %d trials = %d trials of the %s agent (scripted), coordinator %s\n",
+		len(cases), *trials, len(plan), *agentName, suite.CoordinatorPath(def.Dir))
+
+	drv := &suite.Driver{Coord: c, Def: def, Progress: m.Stderr}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stop func() error
+	var sup *supervisor
+	if *workers == 0 {
+		// The single-process run: this process is the one worker.
+		w, closeW, err := m.newSuiteWorker(runCtx, c, def, fmt.Sprintf("local-%d", os.Getpid()))
+		if err != nil {
+			return err
+		}
+		defer closeW()
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(runCtx) }()
+		var werr error
+		done := false
+		stop = func() error {
+			if !done {
+				select {
+				case werr = <-errc:
+					done = true
+				default:
+				}
+			}
+			if werr != nil {
+				return werr
+			}
+			return nil
+		}
+	} else {
+		exe, err := os.Executable()
+		if err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: find this binary to start workers: %w", err)}
+		}
+		sup = &supervisor{m: m, exe: exe, db: suite.CoordinatorPath(absOut)}
+		for i := range *workers {
+			sup.start(runCtx, i)
+		}
+		stop = sup.err
+		defer sup.stopAll()
+	}
+	p, err := drv.Wait(runCtx, stop)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w (%s)", err, p)}
+	}
+	path, err := drv.Write(ctx)
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("suite run: %w", err)}
+	}
+	rep := suiteReport{Trials: path, Progress: p, Workers: *workers, Seconds: time.Since(start).Seconds()}
+	if sup != nil {
+		rep.Restarts = sup.restarts()
+	}
+	if format == "json" {
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(m.Stdout, "%d trial records in %s (%d reclaimed, %d stale renewals/results refused, %d worker restarts, %.1fs)\n",
+		p.Accepted, path, p.Reclaimed, p.Refused, rep.Restarts, rep.Seconds)
+	return nil
+}
+
+func (m *Main) runSuiteStatus(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("suite status", suiteUsage)
+	out := fs.String("out", ".loomwork/suite", "suite `folder`")
+	outFmt := m.addOutputFlags(fs, "text", "json")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	format, err := outFmt.Format()
+	if err != nil {
+		return err
+	}
+	path := suite.CoordinatorPath(*out)
+	if _, err := os.Stat(path); err != nil {
+		return usageError("suite status: %s: %v", path, err)
+	}
+	c, err := coord.Open(ctx, coord.Config{Path: path})
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite status: %w", err)}
+	}
+	defer c.Shutdown(context.WithoutCancel(ctx))
+	def, err := suite.LoadDefinition(ctx, c)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("suite status: %w", err)}
+	}
+	p, err := (&suite.Driver{Coord: c, Def: def}).Status(ctx)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite status: %w", err)}
+	}
+	if format == "json" {
+		return json.NewEncoder(m.Stdout).Encode(p)
+	}
+	fmt.Fprintf(m.Stdout, "suite %s (%s agent, %d trials per case): %s\n", def.Dir, def.Agent, def.Trials, p)
+	return nil
+}
+
+// newSuiteWorker builds a worker for the suite in c with the agent's
+// dependencies (the research index or the sandbox); close releases them.
+func (m *Main) newSuiteWorker(ctx context.Context, c *coord.Coordinator, def suite.Definition, id string) (*suite.Worker, func(), error) {
+	cfg := suite.WorkerConfig{Coord: c, ID: id, Log: m.Stderr}
+	closeFn := func() {}
+	switch def.Agent {
+	case research.Name:
+		if _, err := os.Stat(filepath.Join(def.Dataset, "qrels.jsonl")); err != nil {
+			return nil, nil, usageError("suite: research dataset %s: %v", def.Dataset, err)
+		}
+		idx, closeIdx, err := suite.WorkerIndex(def, id)
+		if err != nil {
+			return nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite worker %s: %w", id, err)}
+		}
+		cfg.Index = idx
+		closeFn = func() { _ = closeIdx(context.WithoutCancel(ctx)) }
+	case coding.Name:
+		sb, stopSandbox := lazySandbox(ctx)
+		cfg.Sandbox = sb
+		closeFn = func() { _ = stopSandbox() }
+	}
+	w, err := suite.NewWorker(ctx, cfg)
+	if err != nil {
+		closeFn()
+		return nil, nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return w, closeFn, nil
+}
+
+// supervisor keeps `suite run --workers K` at K worker processes: a worker
+// killed by a signal is replaced (its trial comes back when its lease
+// expires); one that exits with an error three times running stops the
+// suite with that error.
+type supervisor struct {
+	m   *Main
+	exe string
+	db  string
+
+	mu       sync.Mutex
+	procs    map[int]*exec.Cmd
+	failures int
+	restart  int
+	lastErr  error
+	stopping bool
+	wg       sync.WaitGroup
+}
+
+func (s *supervisor) start(ctx context.Context, slot int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping || ctx.Err() != nil {
+		return
+	}
+	if s.procs == nil {
+		s.procs = map[int]*exec.Cmd{}
+	}
+	cmd := exec.Command(s.exe, "worker", "--coordinator", s.db, "--id", fmt.Sprintf("w%d", slot))
+	cmd.Stdout, cmd.Stderr = s.m.Stderr, s.m.Stderr
+	cmd.Env = os.Environ()
+	if err := cmd.Start(); err != nil {
+		s.lastErr = fmt.Errorf("start worker w%d: %w", slot, err)
+		s.failures = 3
+		return
+	}
+	fmt.Fprintf(s.m.Stderr, "suite: worker w%d started (pid %d)\n", slot, cmd.Process.Pid)
+	s.procs[slot] = cmd
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := cmd.Wait()
+		s.mu.Lock()
+		stopping := s.stopping
+		var ee *exec.ExitError
+		signalled := errors.As(err, &ee) && !ee.Exited()
+		switch {
+		case stopping:
+		case err == nil:
+			s.failures = 0
+		case signalled:
+			fmt.Fprintf(s.m.Stderr, "suite: worker w%d (pid %d) killed (%v); starting another\n", slot, cmd.Process.Pid, err)
+			s.restart++
+		default:
+			s.failures++
+			s.lastErr = fmt.Errorf("worker w%d (pid %d): %w", slot, cmd.Process.Pid, err)
+		}
+		again := !stopping && err != nil && s.failures < 3
+		s.mu.Unlock()
+		if again {
+			s.start(ctx, slot)
+		}
+	}()
+}
+
+// err is the Wait stop check: an error once workers keep failing, or once
+// every worker has exited while trials remain.
+func (s *supervisor) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failures >= 3 {
+		return fmt.Errorf("workers keep failing: %w", s.lastErr)
+	}
+	return nil
+}
+
+func (s *supervisor) restarts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restart
+}
+
+// stopAll ends the workers (SIGTERM: a worker gives its trial back) and
+// waits for them.
+func (s *supervisor) stopAll() {
+	s.mu.Lock()
+	s.stopping = true
+	for _, p := range s.procs {
+		if p.ProcessState == nil && p.Process != nil {
+			_ = p.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.mu.Lock()
+		for _, p := range s.procs {
+			if p.ProcessState == nil && p.Process != nil {
+				_ = p.Process.Kill()
+			}
+		}
+		s.mu.Unlock()
+		<-done
+	}
+}
