@@ -86,7 +86,17 @@ type PreparedSpans struct {
 	spans []store.Span
 	// arena holds the attribute and resource JSON of every span; attrAt
 	// and resAt locate each span's documents in it.
-	arena                  []byte
+	arena []byte
+	// buf is the batch's own memory that arena (after encode) or the copy
+	// of a spooled record (after decodeSpooled) lives in, kept when the
+	// batch is recycled: a fresh buffer of a megabyte per request costs
+	// more in zeroing and page faults than the copy into it.
+	buf []byte
+	// ownSpans and docs back the spans and document ids decodeSpooled
+	// reads, kept across reuse like buf (encode's spans are the
+	// caller's).
+	ownSpans               []store.Span
+	docs                   []string
 	attrAt, resAt, scopeAt []jsonSpan
 	events, links          []string
 	resources, scopes      map[uintptr]jsonSpan
@@ -298,17 +308,17 @@ func (p *PreparedSpans) encode(spans []store.Span) error {
 	// OTLP resource share one map, so each resource map is encoded once,
 	// keyed by its identity (every span stays reachable during the call, so
 	// an address cannot be reused for another map).
-	if cap(p.arena) == 0 {
-		p.arena = make([]byte, 0, 1024*n)
+	if cap(p.buf) == 0 {
+		p.buf = make([]byte, 0, 1024*n)
 	}
-	arena := p.arena[:0]
+	arena := p.buf[:0]
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, n), resize(p.resAt, n), resize(p.scopeAt, n)
 	if p.resources == nil {
 		p.resources, p.scopes = map[uintptr]jsonSpan{}, map[uintptr]jsonSpan{}
 	}
 	clear(p.resources)
 	clear(p.scopes)
-	defer func() { p.arena = arena }()
+	defer func() { p.arena, p.buf = arena, arena }()
 	for i := range spans {
 		sp := &spans[i]
 		if err := validateSpan(sp); err != nil {
