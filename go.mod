@@ -3,6 +3,7 @@ module github.com/loomwork/loomwork
 go 1.26.8
 
 require (
+	github.com/ClickHouse/ch-go v0.75.0
 	github.com/ClickHouse/clickhouse-go/v2 v2.51.0
 	github.com/a-h/templ v0.3.1100
 	github.com/blevesearch/bleve/v2 v2.6.3
@@ -47,7 +48,6 @@ require (
 )
 
 require (
-	github.com/ClickHouse/ch-go v0.75.0 // indirect
 	github.com/Microsoft/go-winio v0.6.4 // indirect
 	github.com/RoaringBitmap/roaring/v2 v2.14.5 // indirect
 	github.com/a-h/parse v0.0.0-20250122154542-74294addb73e // indirect

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -21,22 +22,34 @@ func (a Attributes) AppendJSON(dst []byte) ([]byte, error) {
 	return appendJSONMap(dst, a)
 }
 
+// member is one map entry, sorted by key before it is written.
+type member struct {
+	k string
+	v any
+}
+
 func appendJSONMap(dst []byte, m map[string]any) ([]byte, error) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	// The entries of a span's attribute map fit on the stack: no
+	// allocation, and no second map lookup per key after sorting.
+	var small [24]member
+	ms := small[:0]
+	if len(m) > len(small) {
+		ms = make([]member, 0, len(m))
 	}
-	slices.Sort(keys)
+	for k, v := range m {
+		ms = append(ms, member{k, v})
+	}
+	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.k, b.k) })
 	dst = append(dst, '{')
-	for i, k := range keys {
+	for i := range ms {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendJSONString(dst, k)
+		dst = AppendJSONString(dst, ms[i].k)
 		dst = append(dst, ':')
 		var err error
-		if dst, err = appendJSONValue(dst, m[k]); err != nil {
-			return nil, fmt.Errorf("attribute %q: %w", k, err)
+		if dst, err = appendJSONValue(dst, ms[i].v); err != nil {
+			return nil, fmt.Errorf("attribute %q: %w", ms[i].k, err)
 		}
 	}
 	return append(dst, '}'), nil

@@ -160,3 +160,25 @@ func FuzzAppendJSONMatchesReference(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkAppendJSON encodes the attributes of an agent's chat span (15
+// entries shaped like the GenAI ones, as MapTraces gives them).
+func BenchmarkAppendJSON(b *testing.B) {
+	a := Attributes{
+		"genai.operation.name": "chat", "genai.provider.name": "openai",
+		"genai.request.model": "gpt-4o", "genai.response.model": "gpt-4o-2024-08-06",
+		"genai.usage.input_tokens": int64(1234), "genai.usage.output_tokens": int64(321),
+		"genai.usage.cache_read.input_tokens": int64(512), "genai.request.temperature": 0.2,
+		"genai.response.id": "chatcmpl-8x9y", "genai.response.finish_reasons": []any{"stop"},
+		"genai.conversation.id": "conv-0042", "genai.agent.name": "support",
+		"server.address": "api.example.com", "server.port": int64(443), "lw.run.id": "run-7",
+	}
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = a.AppendJSON(buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

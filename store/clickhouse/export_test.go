@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/ClickHouse/ch-go/proto"
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/loomwork/loomwork/store"
@@ -30,7 +31,7 @@ func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 	v4 := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, typedAttrsColumns)), ",")
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(v4, envelopeColumns)), ",")
 	cols := b.columns()
-	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1-strings.Count(envelopeColumns, ",")-1], b.filler, len(spans))
+	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1-strings.Count(envelopeColumns, ",")-1], b.filler, proto.NewReader(zeroSource{}), len(spans))
 }
 
 // InsertSpansAtVersion4 writes spans the way schema version 4 did: the
@@ -45,8 +46,8 @@ func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) e
 	b.fill([]*PreparedSpans{p}, len(spans))
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, typedAttrsColumns)), ",")
 	cols := b.columns()
-	if err := s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], b.filler, len(spans)); err != nil {
+	if err := s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], b.filler, proto.NewReader(zeroSource{}), len(spans)); err != nil {
 		return err
 	}
-	return s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", len(b.traces.traceID))
+	return s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", nil, len(b.traces.traceID))
 }

@@ -94,10 +94,15 @@ func appendBytes(dst, b []byte) []byte {
 }
 
 // DecodeBatch reads a batch AppendBatch encoded. The batch keeps one copy
-// of src, which its strings share.
+// of src, which its strings share, in memory recycled from earlier batches.
 func (s *Store) DecodeBatch(src []byte) (store.PreparedBatch, error) {
-	p, err := decodeSpooled(src)
-	if err != nil {
+	p, _ := s.prepared.Get().(*PreparedSpans)
+	if p == nil {
+		p = new(PreparedSpans)
+	}
+	if err := p.decodeSpooled(src); err != nil {
+		p.spans = nil
+		s.prepared.Put(p)
 		return nil, err
 	}
 	return p, nil
@@ -173,11 +178,26 @@ func (d *spoolDecoder) u32(what string) uint32 {
 	return uint32(v)
 }
 
+// decodeSpooled reads a batch AppendBatch encoded into a new batch.
 func decodeSpooled(src []byte) (*PreparedSpans, error) {
-	if len(src) < len(spoolMagic) || string(src[:len(spoolMagic)]) != spoolMagic {
-		return nil, fmt.Errorf("spooled batch: no %q header (another format or version): %w", spoolMagic, store.ErrBadSpoolRecord)
+	p := new(PreparedSpans)
+	if err := p.decodeSpooled(src); err != nil {
+		return nil, err
 	}
-	d := &spoolDecoder{buf: append([]byte(nil), src...), off: len(spoolMagic)}
+	return p, nil
+}
+
+// decodeSpooled reads a batch AppendBatch encoded into p, reusing p's
+// memory from an earlier batch (which must be unused by now: a batch is
+// consumed by its write).
+func (p *PreparedSpans) decodeSpooled(src []byte) error {
+	if len(src) < len(spoolMagic) || string(src[:len(spoolMagic)]) != spoolMagic {
+		return fmt.Errorf("spooled batch: no %q header (another format or version): %w", spoolMagic, store.ErrBadSpoolRecord)
+	}
+	// The copy goes into p.buf, which no string of p's previous use is
+	// read from any more.
+	p.buf = append(p.buf[:0], src...)
+	d := &spoolDecoder{buf: p.buf, off: len(spoolMagic)}
 	n := d.uvarint("span count")
 	// Every span takes well over one byte, so a count beyond the record's
 	// length is corrupt; checked before allocating.
@@ -186,17 +206,13 @@ func decodeSpooled(src []byte) (*PreparedSpans, error) {
 	}
 	arena := d.bytes("attribute JSON")
 	if d.err != nil {
-		return nil, d.err
+		return d.err
 	}
-	p := &PreparedSpans{
-		spans:   make([]store.Span, n),
-		arena:   arena,
-		attrAt:  make([]jsonSpan, n),
-		resAt:   make([]jsonSpan, n),
-		scopeAt: make([]jsonSpan, n),
-		events:  make([]string, n),
-		links:   make([]string, n),
-	}
+	p.ownSpans = resize(p.ownSpans, int(n))
+	p.spans, p.arena = p.ownSpans, arena
+	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, int(n)), resize(p.resAt, int(n)), resize(p.scopeAt, int(n))
+	p.events, p.links = resize(p.events, int(n)), resize(p.links, int(n))
+	p.docs = p.docs[:0]
 	for i := range p.spans {
 		sp := &p.spans[i]
 		for _, f := range [...]*string{
@@ -249,11 +265,13 @@ func decodeSpooled(src []byte) (*PreparedSpans, error) {
 			if d.err != nil || k == 0 {
 				continue
 			}
-			docs := make([]string, k)
-			for j := range docs {
-				docs[j] = d.str("document id")
+			// One array for the batch's ids; each span's are a
+			// full slice of it (a later append cannot write into them).
+			from := len(p.docs)
+			for range k {
+				p.docs = append(p.docs, d.str("document id"))
 			}
-			*f = docs
+			*f = p.docs[from:len(p.docs):len(p.docs)]
 		}
 		for _, at := range [...]*jsonSpan{&p.attrAt[i], &p.resAt[i], &p.scopeAt[i]} {
 			from, to := d.uvarint("JSON offset"), d.uvarint("JSON offset")
@@ -263,17 +281,17 @@ func decodeSpooled(src []byte) (*PreparedSpans, error) {
 			at.from, at.to = int(from), int(to)
 		}
 		if d.err != nil {
-			return nil, fmt.Errorf("span %d of %d: %w", i, n, d.err)
+			return fmt.Errorf("span %d of %d: %w", i, n, d.err)
 		}
 		// The insert assumes what Prepare checked.
 		if err := validateSpan(sp); err != nil {
-			return nil, fmt.Errorf("spooled batch: span %d of %d: %w: %w", i, n, err, store.ErrBadSpoolRecord)
+			return fmt.Errorf("spooled batch: span %d of %d: %w: %w", i, n, err, store.ErrBadSpoolRecord)
 		}
 	}
 	if d.off != len(d.buf) {
 		d.fail("trailing bytes")
-		return nil, d.err
+		return d.err
 	}
 	p.traces.build(p.spans)
-	return p, nil
+	return nil
 }

@@ -79,8 +79,53 @@ func TestDecodeBatchRejectsWhatItDidNotWriteNamingTheOffset(t *testing.T) {
 	}
 }
 
+// A batch decoded into recycled memory (a PreparedSpans that carried a
+// larger batch, encoded or decoded, before) inserts exactly what a fresh
+// decode inserts, and the recycled batch does not share memory with the
+// record it was read from.
+func TestDecodeIntoRecycledBatchInsertsTheSameRows(t *testing.T) {
+	st := new(Store)
+	big, _ := st.AppendBatch(nil, prepareForTest(t, storetest.GenerateTraces(30, 10, 1)))
+	small, _ := st.AppendBatch(nil, prepareForTest(t, storetest.GenerateTraces(4, 5, 2)))
+	fresh, err := decodeSpooled(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := columnsOf(fresh)
+
+	recycled := prepareForTest(t, storetest.GenerateTraces(20, 10, 3)) // encode's memory
+	if err := recycled.decodeSpooled(big); err != nil {                // then a larger decode's
+		t.Fatal(err)
+	}
+	if err := recycled.decodeSpooled(small); err != nil {
+		t.Fatal(err)
+	}
+	if got := columnsOf(recycled); !reflect.DeepEqual(want, got) {
+		t.Fatalf("recycled decode inserts other rows than a fresh one")
+	}
+	for i := range small {
+		small[i] = 0
+	}
+	if got := columnsOf(recycled); !reflect.DeepEqual(want, got) {
+		t.Error("recycled batch changed when the record it came from was overwritten")
+	}
+	// And through the store's pool, as the spooler decodes.
+	for range 3 {
+		b, err := st.DecodeBatch(big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.prepared.Put(b.(*PreparedSpans))
+	}
+}
+
+// fuzzRecycled is one batch every fuzz input is also decoded into, so
+// inputs decode into memory earlier inputs left behind.
+var fuzzRecycled = new(PreparedSpans)
+
 // FuzzDecodeBatch: any input either fails with ErrBadSpoolRecord or decodes
-// to a batch whose re-encoding decodes to the same rows.
+// to a batch whose re-encoding decodes to the same rows; decoding into
+// recycled memory agrees with a fresh decode.
 func FuzzDecodeBatch(f *testing.F) {
 	for seed := range int64(3) {
 		p := prepareForTest(f, storetest.GenerateTraces(2, 3, seed))
@@ -89,13 +134,23 @@ func FuzzDecodeBatch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		p, err := decodeSpooled(in)
+		rerr := fuzzRecycled.decodeSpooled(in)
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("fresh decode: %v; recycled decode: %v", err, rerr)
+		}
 		if err != nil {
 			if !errors.Is(err, store.ErrBadSpoolRecord) {
 				t.Fatalf("error does not wrap ErrBadSpoolRecord: %v", err)
 			}
+			if err.Error() != rerr.Error() {
+				t.Fatalf("fresh decode: %v; recycled decode: %v", err, rerr)
+			}
 			return
 		}
 		cols := columnsOf(p)
+		if !reflect.DeepEqual(cols, columnsOf(fuzzRecycled)) {
+			t.Fatal("recycled decode inserts other rows than a fresh one")
+		}
 		enc, err := new(Store).AppendBatch(nil, p)
 		if err != nil {
 			t.Fatal(err)

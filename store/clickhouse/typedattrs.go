@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"bytes"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/loomwork/loomwork/semconv"
@@ -66,11 +67,30 @@ type typedAttr struct {
 // typedAttrIndex maps an attribute key to its bit in attributes_in_columns.
 var typedAttrIndex = map[string]int{}
 
+// typedKeyStart is the beginning every typed key shares and
+// typedKeyLens the lengths they have (bit n: a key of n bytes): most
+// attribute keys fail one of the two tests, which are cheaper than the
+// map lookup.
+var (
+	typedKeyStart string
+	typedKeyLens  [4]uint64
+)
+
 func init() {
 	for i := range typedAttrs {
 		a := &typedAttrs[i]
 		a.prefix = append(store.AppendJSONString(nil, a.key), ':')
 		typedAttrIndex[a.key] = i
+		if len(a.key) >= 64*len(typedKeyLens) {
+			panic("typed attribute key " + a.key + " is too long for typedKeyLens")
+		}
+		typedKeyLens[len(a.key)/64] |= 1 << (len(a.key) % 64)
+		if i == 0 {
+			typedKeyStart = a.key
+		}
+		for !strings.HasPrefix(a.key, typedKeyStart) {
+			typedKeyStart = typedKeyStart[:len(typedKeyStart)-1]
+		}
 	}
 }
 
@@ -173,10 +193,14 @@ func typedAttrOf(member []byte) (int, bool) {
 	// A key with an escape in it is no typed key: the first quote after
 	// the opening one ends it.
 	end := bytes.IndexByte(member[1:], '"')
-	if end < 0 {
+	if end < 0 || end >= 64*len(typedKeyLens) || typedKeyLens[end/64]&(1<<(end%64)) == 0 {
 		return 0, false
 	}
-	bit, ok := typedAttrIndex[string(member[1:1+end])]
+	key := member[1 : 1+end]
+	if !bytes.HasPrefix(key, []byte(typedKeyStart)) {
+		return 0, false
+	}
+	bit, ok := typedAttrIndex[string(key)]
 	return bit, ok
 }
 
@@ -199,6 +223,12 @@ func memberEnd(js []byte, i int) int {
 		}
 		switch c {
 		case '"':
+			// Most strings have no escape: jump to the closing quote when
+			// no backslash comes before it.
+			if q := bytes.IndexByte(js[i+1:], '"'); q >= 0 && bytes.IndexByte(js[i+1:i+1+q], '\\') < 0 {
+				i += 1 + q
+				continue
+			}
 			inStr = true
 		case '{', '[':
 			depth++

@@ -200,3 +200,59 @@ func TestFillLeavesThePreparedBatchWhole(t *testing.T) {
 		t.Fatal("no generated span has an attribute a typed column holds; the test proves nothing")
 	}
 }
+
+// memberEndByteByByte is memberEnd without its jump over strings, the
+// reference FuzzMemberEnd holds it to.
+func memberEndByteByByte(js []byte, i int) int {
+	depth := 0
+	inStr := false
+	for ; i < len(js); i++ {
+		c := js[i]
+		if inStr {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
+}
+
+// FuzzMemberEnd: on JSON AppendJSON writes (keys and values with quotes,
+// backslashes, brackets and invalid UTF-8), memberEnd finds the member
+// boundaries the byte-by-byte scan finds.
+func FuzzMemberEnd(f *testing.F) {
+	f.Add("k", "v", "a\"b", "\\\"],{")
+	f.Add("", "\xff\"", "}", "[")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		js, err := store.Attributes{k1: v1, k2: []any{v2, map[string]any{v1: k2}}, "n": int64(1)}.AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(js) && js[i] != '}'; {
+			got, want := memberEnd(js, i), memberEndByteByByte(js, i)
+			if got != want {
+				t.Fatalf("memberEnd(%s, %d) = %d, want %d", js, i, got, want)
+			}
+			i = got + 1
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ClickHouse/ch-go/proto"
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 
@@ -74,9 +75,11 @@ type spanBatch struct {
 	wholeAttrs       bool
 
 	// zeros backs filler, a string at least as long as any String
-	// column's total bytes, for presizeStrings; never written.
+	// column's total bytes, for presizeColumns; never written.
 	zeros  []byte
 	filler string
+	// empty reads as endless zero bytes, for presizeColumns.
+	empty *proto.Reader
 }
 
 // PreparedSpans is a batch checked and encoded for ClickHouse by
@@ -86,7 +89,17 @@ type PreparedSpans struct {
 	spans []store.Span
 	// arena holds the attribute and resource JSON of every span; attrAt
 	// and resAt locate each span's documents in it.
-	arena                  []byte
+	arena []byte
+	// buf is the batch's own memory that arena (after encode) or the copy
+	// of a spooled record (after decodeSpooled) lives in, kept when the
+	// batch is recycled: a fresh buffer of a megabyte per request costs
+	// more in zeroing and page faults than the copy into it.
+	buf []byte
+	// ownSpans and docs back the spans and document ids decodeSpooled
+	// reads, kept across reuse like buf (encode's spans are the
+	// caller's).
+	ownSpans               []store.Span
+	docs                   []string
 	attrAt, resAt, scopeAt []jsonSpan
 	events, links          []string
 	resources, scopes      map[uintptr]jsonSpan
@@ -96,18 +109,40 @@ type PreparedSpans struct {
 // jsonSpan locates one JSON document in PreparedSpans.arena.
 type jsonSpan struct{ from, to int }
 
-// presizeStrings gives each String column's byte buffer its final size in
-// one allocation before the real values go in. The driver appends value by
-// value, and past small sizes a Go slice grows by 1.25×, so a column of N
-// bytes otherwise allocates about 5N and copies about 4N: measured, the
-// largest single client cost of a write (attribute JSON is ~0.5 KB a span).
-// Appending one filler value of exactly N bytes and resetting the column
-// keeps the capacity (ColStr.Reset truncates) and sends nothing: the column
-// is empty again before the batch's values are appended.
-func presizeStrings(cols []column.Interface, data []any, filler string) {
+// presizeColumns gives the driver's columns their final size in one
+// allocation each before the real values go in. The driver appends value
+// by value, and past small sizes a Go slice grows by 1.25×, so a column of
+// N bytes otherwise allocates about 5N and copies about 4N: measured, the
+// largest client cost of a write (attribute JSON is ~0.5 KB a span; the
+// 16-byte position of every value of every String column was, before
+// they were presized too, three quarters of the driver's allocations).
+//
+// Two public ways in, each leaving the column empty again (Reset keeps
+// capacity, the server is sent nothing): decoding rows zero bytes (empty
+// strings, zero numbers) sizes a column's value or position slice exactly
+// (ch-go's DecodeColumn allocates the rows at once), and appending one
+// filler value of exactly a String column's total bytes sizes its byte
+// buffer.
+func presizeColumns(cols []column.Interface, data []any, rows int, filler string, zeros *proto.Reader) {
 	for i, c := range cols {
+		if i >= len(data) {
+			break
+		}
+		if rows >= 256 {
+			switch col := c.(type) {
+			case *column.String, *column.Int64, *column.UInt32, *column.DateTime64, *column.Bool:
+				if col.Rows() == 0 {
+					// Only an optimisation: whatever happens, the column
+					// is empty again before the real append.
+					_ = col.(interface {
+						Decode(*proto.Reader, int) error
+					}).Decode(zeros, rows)
+					col.(interface{ Reset() }).Reset()
+				}
+			}
+		}
 		col, ok := c.(*column.String)
-		if !ok || i >= len(data) {
+		if !ok {
 			continue
 		}
 		vals, ok := data[i].([]string)
@@ -126,6 +161,15 @@ func presizeStrings(cols []column.Interface, data []any, filler string) {
 		}
 		col.Reset()
 	}
+}
+
+// zeroSource reads as an endless run of zero bytes, what presizeColumns
+// decodes its empty rows from.
+type zeroSource struct{}
+
+func (zeroSource) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 func (b *spanBatch) columns() []any {
@@ -245,10 +289,13 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	// an index row of spans that are not there. The sender's retry (nothing
 	// was acknowledged) writes the row; if none comes, the held rows are
 	// written before the next write, or Start's repair finds them (repair.go).
-	if err := s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, n); err != nil {
+	if b.empty == nil {
+		b.empty = proto.NewReader(zeroSource{})
+	}
+	if err := s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, b.empty, n); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
-	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", len(b.traces.traceID)); err != nil {
+	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", nil, len(b.traces.traceID)); err != nil {
 		s.pending.hold(&b.traces) // written before the next write, if this one is never retried
 		return fmt.Errorf("write spans: trace index: %w", err)
 	}
@@ -256,13 +303,15 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 }
 
 // insert sends one INSERT of rows given column by column.
-func (s *Store) insert(ctx context.Context, table, columns string, data []any, filler string, rows int) error {
+// empty, when not nil, has the driver's columns presized first
+// (presizeColumns, with filler).
+func (s *Store) insert(ctx context.Context, table, columns string, data []any, filler string, empty *proto.Reader, rows int) error {
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+columns+")")
 	if err != nil {
 		return fmt.Errorf("prepare insert into %s: %w", table, err)
 	}
-	if filler != "" {
-		presizeStrings(batch.Columns(), data, filler)
+	if empty != nil {
+		presizeColumns(batch.Columns(), data, rows, filler, empty)
 	}
 	for i, col := range data {
 		if err := batch.Column(i).Append(col); err != nil {
@@ -298,17 +347,17 @@ func (p *PreparedSpans) encode(spans []store.Span) error {
 	// OTLP resource share one map, so each resource map is encoded once,
 	// keyed by its identity (every span stays reachable during the call, so
 	// an address cannot be reused for another map).
-	if cap(p.arena) == 0 {
-		p.arena = make([]byte, 0, 1024*n)
+	if cap(p.buf) == 0 {
+		p.buf = make([]byte, 0, 1024*n)
 	}
-	arena := p.arena[:0]
+	arena := p.buf[:0]
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, n), resize(p.resAt, n), resize(p.scopeAt, n)
 	if p.resources == nil {
 		p.resources, p.scopes = map[uintptr]jsonSpan{}, map[uintptr]jsonSpan{}
 	}
 	clear(p.resources)
 	clear(p.scopes)
-	defer func() { p.arena = arena }()
+	defer func() { p.arena, p.buf = arena, arena }()
 	for i := range spans {
 		sp := &spans[i]
 		if err := validateSpan(sp); err != nil {

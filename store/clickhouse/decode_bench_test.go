@@ -1,0 +1,32 @@
+package clickhouse
+
+import (
+	"testing"
+
+	"github.com/loomwork/loomwork/store/storetest"
+)
+
+// BenchmarkDecodeBatch decodes a spooled record of 1,000 spans and
+// recycles the batch, as the spool feeder and WritePrepared do.
+func BenchmarkDecodeBatch(b *testing.B) {
+	st := new(Store)
+	p := new(PreparedSpans)
+	if err := p.encode(storetest.GenerateTraces(100, 10, 1)); err != nil {
+		b.Fatal(err)
+	}
+	rec, err := st.AppendBatch(nil, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(rec)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := st.DecodeBatch(rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		q := d.(*PreparedSpans)
+		q.spans = nil
+		st.prepared.Put(q)
+	}
+}
