@@ -112,7 +112,7 @@ func (t Traces) Inspect(ctx context.Context, in coord.Inspection, since time.Tim
 	}
 	payload, _ := json.Marshal(map[string]any{"since": since.UTC(), "until": until.UTC(), "traces": n, "cases": t.Cases})
 	out.Work = []coord.TaskSpec{{Key: fmt.Sprintf("score-traces/%s/%s", since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)),
-		Kind: "score-traces", Payload: payload}}
+		Kind: ScoreTracesKind, Payload: payload}}
 	return out, nil
 }
 
