@@ -26,7 +26,7 @@ func caseTrace(n int, caseID string, at time.Time) []store.Span {
 		StartTime: at, EndTime: at.Add(time.Second), StatusCode: store.StatusUnset, ServiceName: "toy",
 		Operation: semconv.OpInvokeAgent, AgentName: "toy", ResourceAttributes: store.Attributes{"service.name": "toy"},
 		Attributes: store.Attributes{semconv.AttrOperationName: semconv.OpInvokeAgent, semconv.AttrAgentName: "toy",
-			semconv.AttrCaseID: caseID,
+			semconv.AttrCaseID:        caseID,
 			semconv.AttrInputMessages: `[{"role":"user","parts":[{"type":"text","content":"task of ` + caseID + `"}]}]`}}
 	chat := store.Span{TraceID: tid, SpanID: sid(2), ParentSpanID: root.SpanID, Name: "chat toy-model", Kind: "client",
 		StartTime: at.Add(10 * time.Millisecond), EndTime: at.Add(100 * time.Millisecond), StatusCode: store.StatusUnset,
