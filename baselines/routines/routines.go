@@ -79,9 +79,10 @@ type Lister interface {
 // it counts the traces that started in [previous occurrence, this
 // occurrence) and proposes one scoring task for that window (key
 // score-traces/SINCE/UNTIL: a window proposed twice is one task). No new
-// trace is a no-op with the count as evidence. The scoring task is
-// `loom-eval cases from-traces --since SINCE --until UNTIL` then `score`
-// against the cases file named in the payload.
+// trace is a no-op with the count as evidence. ScoreWork executes the
+// scoring task: cases and trials from the window's traces (as `loom-eval
+// cases from-traces --since SINCE --until UNTIL`), scored against the
+// cases file named in the payload.
 type Traces struct {
 	Store Lister
 	// Cases is the cases file the traces are scored against.
