@@ -79,9 +79,10 @@ type Lister interface {
 // it counts the traces that started in [previous occurrence, this
 // occurrence) and proposes one scoring task for that window (key
 // score-traces/SINCE/UNTIL: a window proposed twice is one task). No new
-// trace is a no-op with the count as evidence. The scoring task is
-// `loom-eval cases from-traces --since SINCE --until UNTIL` then `score`
-// against the cases file named in the payload.
+// trace is a no-op with the count as evidence. ScoreWork executes the
+// scoring task: cases and trials from the window's traces (as `loom-eval
+// cases from-traces --since SINCE --until UNTIL`), scored against the
+// cases file named in the payload.
 type Traces struct {
 	Store Lister
 	// Cases is the cases file the traces are scored against.
@@ -112,7 +113,7 @@ func (t Traces) Inspect(ctx context.Context, in coord.Inspection, since time.Tim
 	}
 	payload, _ := json.Marshal(map[string]any{"since": since.UTC(), "until": until.UTC(), "traces": n, "cases": t.Cases})
 	out.Work = []coord.TaskSpec{{Key: fmt.Sprintf("score-traces/%s/%s", since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)),
-		Kind: "score-traces", Payload: payload}}
+		Kind: ScoreTracesKind, Payload: payload}}
 	return out, nil
 }
 

@@ -21,7 +21,8 @@ const scheduleUsage = "schedule tick|deliver|pause|resume|list|run --coordinator
 	"  deliver  --schedules F --routine R --nominal RFC3339   one timer delivery (a repeated one reuses its occurrence)\n" +
 	"  pause    --routine R --reason TEXT   the operator's pause switch (resume --routine R turns it off)\n" +
 	"  list     [--routine R]            the occurrences with their decisions and evidence\n" +
-	"  run      [--baselines DIR] [--store URL] [--cases FILE]   run the queued inspections of the product's routines"
+	"  run      [--baselines DIR] [--store URL] [--cases FILE] [--reports DIR]   run the queued inspections of the product's routines,\n" +
+	"           then execute the queued score-traces tasks (regression tasks stay queued for a person or an agent)"
 
 // runSchedule is `loom-eval schedule`: scheduled evaluations as
 // coordinator occurrences (internal/coord) running the product's own
@@ -40,6 +41,7 @@ func (m *Main) runSchedule(ctx context.Context, args []string) error {
 	baselinesDir := fs.String("baselines", "baselines", "nightly-gate: the baselines `folder` loom-eval ci replays and gates")
 	storeURL := fs.String("store", "", "score-traces: the trace store (default as loom-eval traces)")
 	cases := fs.String("cases", "baselines/cases.jsonl", "score-traces: the cases `file` new traces are scored against")
+	reports := fs.String("reports", ".loomwork/reports", "score-traces: the `folder` each executed task writes its report into (REPORTS/score-traces/SINCE/UNTIL)")
 	asJSON := fs.Bool("json", false, "machine output")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
@@ -133,6 +135,18 @@ func (m *Main) runSchedule(ctx context.Context, args []string) error {
 			return rt(err)
 		}
 		fmt.Fprintf(m.Stdout, "%d inspection(s) run\n", n)
+		// The scoring work the trace routine proposed runs here too; the
+		// gate's regression tasks are for a person or an agent and stay
+		// queued.
+		w := &routines.ScoreWork{Coord: c, Store: st, Out: *reports, Worker: r.Worker, Log: m.Stderr}
+		done, werr := w.RunQueued(ctx)
+		fmt.Fprintf(m.Stdout, "%d score-traces task(s) executed into %s\n", done, *reports)
+		if regs, err := c.InState(ctx, "regression", coord.Pending); err == nil && len(regs) > 0 {
+			fmt.Fprintf(m.Stdout, "%d regression task(s) queued for a person or an agent\n", len(regs))
+		}
+		if werr != nil {
+			return rt(werr)
+		}
 		return nil
 	}
 	if *asJSON {
@@ -177,15 +191,31 @@ type lazyTraceStore struct {
 	st   store.Store
 }
 
-func (l *lazyTraceStore) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
+func (l *lazyTraceStore) get(ctx context.Context) (store.Store, error) {
 	if l.st == nil {
 		st, err := l.open(ctx)
 		if err != nil {
-			return store.TracePage{}, err
+			return nil, err
 		}
 		l.st = st
 	}
-	return l.st.ListTraces(ctx, q)
+	return l.st, nil
+}
+
+func (l *lazyTraceStore) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
+	st, err := l.get(ctx)
+	if err != nil {
+		return store.TracePage{}, err
+	}
+	return st.ListTraces(ctx, q)
+}
+
+func (l *lazyTraceStore) GetTrace(ctx context.Context, traceID string) ([]store.Span, error) {
+	st, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.GetTrace(ctx, traceID)
 }
 
 func (l *lazyTraceStore) close(ctx context.Context) {

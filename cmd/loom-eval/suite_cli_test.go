@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/loomwork/loomwork/semconv"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/sqlite"
 )
 
 func runIn(t *testing.T, args ...string) (string, string, error) {
@@ -77,4 +83,54 @@ func TestScheduleCommands(t *testing.T) {
 	}
 	_, _, err = runIn(t, "schedule", "deliver", "--coordinator", db, "--schedules", scheds, "--routine", "nightly-gate", "--nominal", "2026-12-02T02:18:00Z")
 	wantUsage(t, err, "is not on the calendar")
+}
+
+// TestScheduleRunExecutesScoreTraces: `schedule run` runs the score-traces
+// inspection of one delivered occurrence, then executes the task it
+// proposed against a real embedded store: the report lands in the folder
+// named by the task key with one trial per trace of the window. A second
+// run has nothing to inspect and nothing to execute.
+func TestScheduleRunExecutesScoreTraces(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "traces.db")
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: dbPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var spans []store.Span
+	for i, at := range []time.Duration{10 * time.Hour, 11 * time.Hour, 30 * time.Hour /* after the window */} {
+		tid := fmt.Sprintf("%032x", 0x5c0e00+i)
+		start := day.Add(at)
+		spans = append(spans, store.Span{TraceID: tid, SpanID: fmt.Sprintf("%016x", 0x100+i), Name: "invoke_agent toy", Kind: "internal",
+			StartTime: start, EndTime: start.Add(time.Second), StatusCode: store.StatusUnset, ServiceName: "toy",
+			Operation: semconv.OpInvokeAgent, AgentName: "toy", ResourceAttributes: store.Attributes{"service.name": "toy"},
+			Attributes: store.Attributes{semconv.AttrOperationName: semconv.OpInvokeAgent, semconv.AttrCaseID: "case-a"}})
+	}
+	if err := st.WriteSpans(ctx, spans); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "coord.db")
+	reports := filepath.Join(dir, "reports")
+	scheds := "../../baselines/routines/schedules.jsonl"
+	if out, _, err := runIn(t, "schedule", "deliver", "--coordinator", db, "--schedules", scheds, "--routine", "score-traces", "--nominal", "2026-12-02T06:00:00Z"); err != nil {
+		t.Fatalf("deliver: %v\n%s", err, out)
+	}
+	run := []string{"schedule", "run", "--coordinator", db, "--store", "sqlite:" + dbPath, "--cases", "", "--reports", reports}
+	out, errOut, err := runIn(t, run...)
+	if err != nil || !strings.Contains(out, "1 inspection(s) run") || !strings.Contains(out, "1 score-traces task(s) executed") {
+		t.Fatalf("run: %v\n%s\n%s", err, out, errOut)
+	}
+	trials, err := os.ReadFile(filepath.Join(reports, "score-traces", "2026-12-01T06:00:00Z", "2026-12-02T06:00:00Z", "trials.jsonl"))
+	if err != nil || bytes.Count(trials, []byte("\n")) != 2 {
+		t.Fatalf("trials: %v\n%s", err, trials)
+	}
+	out, errOut, err = runIn(t, run...)
+	if err != nil || !strings.Contains(out, "0 inspection(s) run") || !strings.Contains(out, "0 score-traces task(s) executed") {
+		t.Fatalf("second run: %v\n%s\n%s", err, out, errOut)
+	}
 }
