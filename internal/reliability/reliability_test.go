@@ -390,7 +390,11 @@ func diskFullRow(t *testing.T, bin string) {
 	l := outageLoad(t, s.GRPCAddr, exporterDefault, 2048)
 	time.Sleep(2 * time.Second)
 	ch.kill9()
-	full := waitFor(t.Context(), 10*time.Second, func() bool { return refusals(&l.tries) > 0 })
+	// ClickHouse stays down until the disk has filled and a sender was
+	// refused: on a quiet machine that takes ~2 s; under CI's shared CPU
+	// the senders fill it more slowly (a run saw its refusals only after
+	// the 10 s this waited before).
+	full := waitFor(t.Context(), 30*time.Second, func() bool { return refusals(&l.tries) > 0 })
 	time.Sleep(5 * time.Second)
 	ch.restart()
 	time.Sleep(5 * time.Second)
