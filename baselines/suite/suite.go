@@ -75,20 +75,8 @@ type Definition struct {
 	CasesDigest string `json:"cases_digest"`
 }
 
-// Duration is a time.Duration that reads and writes as "10s".
-type Duration time.Duration
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	v, err := time.ParseDuration(s)
-	*d = Duration(v)
-	return err
-}
+// Duration is the coordinator's duration, which reads and writes as "10s".
+type Duration = coord.Duration
 
 // Validate reports every problem with the definition.
 func (d Definition) Validate() error {
