@@ -233,6 +233,7 @@ func (d *decoder) str(b []byte) string {
 // and then no span is returned.
 func DecodeProto(b []byte, opts Options) ([]store.Span, []Rejection, error) {
 	d := decoder{c: opts.converter(), intern: make(map[string]string, 64)}
+	d.spans = make([]store.Span, 0, countSpans(b))
 	for pos, i := 0, 0; pos < len(b); {
 		f, np, err := next(b, pos)
 		if err != nil {
@@ -251,6 +252,31 @@ func DecodeProto(b []byte, opts Options) ([]store.Span, []Rejection, error) {
 		i++
 	}
 	return d.spans, d.rejected, nil
+}
+
+// countSpans counts the spans of a request without decoding them (0 if it
+// is malformed), so the result is allocated once.
+func countSpans(b []byte) int {
+	n := 0
+	walk(b, 1, func(rs []byte) {
+		walk(rs, 2, func(ss []byte) { walk(ss, 2, func([]byte) { n++ }) })
+	})
+	return n
+}
+
+// walk calls fn with every length-delimited field num of message b, up to
+// the first malformed field.
+func walk(b []byte, num int32, fn func([]byte)) {
+	for pos := 0; pos < len(b); {
+		f, np, err := next(b, pos)
+		if err != nil {
+			return
+		}
+		pos = np
+		if f.num == num && f.wt == wireLen {
+			fn(f.bytes)
+		}
+	}
 }
 
 // resource is what a ResourceSpans shares with its spans.
