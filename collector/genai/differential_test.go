@@ -280,3 +280,17 @@ func TestDecodeProtoSharesResourceAttributes(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeProtoErrorsNameWhereTheRequestIsBroken(t *testing.T) {
+	tid := make([]byte, 15)
+	sp := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), tid)
+	ss := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), sp)
+	ss = append(protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), nil), ss...) // an empty span first
+	rs := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), ss)
+	req := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs)
+	_, _, err := DecodeProto(req, Options{})
+	const want = "resource_spans[0]: scope_spans[0]: spans[1]: trace_id is 15 bytes, want 16"
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}

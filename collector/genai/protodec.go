@@ -229,25 +229,27 @@ func (d *decoder) str(b []byte) string {
 // DecodeProto decodes one OTLP/protobuf ExportTraceServiceRequest (or
 // TracesData, which has the same shape) and maps every span. Spans with
 // invalid identifiers or a negative token count are returned as
-// rejections. A malformed message is an error naming where it went wrong,
-// and then no span is returned.
+// rejections. A malformed message is an error naming where it went wrong
+// (e.g. "resource_spans[0]: scope_spans[1]: spans[3]: trace_id is 15
+// bytes, want 16"; a byte offset counts from the start of the innermost
+// message named), and then no span is returned.
 func DecodeProto(b []byte, opts Options) ([]store.Span, []Rejection, error) {
 	d := decoder{c: opts.converter(), intern: make(map[string]string, 64)}
 	d.spans = make([]store.Span, 0, countSpans(b))
 	for pos, i := 0, 0; pos < len(b); {
 		f, np, err := next(b, pos)
 		if err != nil {
-			return nil, nil, fmt.Errorf("decode OTLP protobuf at byte %d: %w", pos, err)
+			return nil, nil, fmt.Errorf("at byte %d: %w", pos, err)
 		}
 		pos = np
 		if f.num != 1 {
 			continue
 		}
 		if f.wt != wireLen {
-			return nil, nil, fmt.Errorf("decode OTLP protobuf: %w", wrongWire("resource_spans", f.wt))
+			return nil, nil, wrongWire("resource_spans", f.wt)
 		}
 		if err := d.resourceSpans(f.bytes); err != nil {
-			return nil, nil, fmt.Errorf("decode OTLP protobuf: resource_spans[%d]: %w", i, err)
+			return nil, nil, fmt.Errorf("resource_spans[%d]: %w", i, err)
 		}
 		i++
 	}
