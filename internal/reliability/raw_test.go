@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -134,6 +135,9 @@ func flood(addr string, nonce [8]byte, senderBase uint64, workers, spansPer int,
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				var reply []byte
 				err := conn.Invoke(ctx, exportMethod, &msg, &reply, grpc.ForceCodec(rawCodec{}))
+				// Read before cancel: after it, ctx.Err() is always set, and
+				// every failed attempt would look like a timeout.
+				timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 				cancel()
 				acked := false
 				if err == nil {
@@ -145,7 +149,7 @@ func flood(addr string, nonce [8]byte, senderBase uint64, workers, spansPer int,
 					acked = resp.PartialSuccess().RejectedSpans() == 0
 				}
 				name := attemptName(err)
-				if ctx.Err() != nil && err != nil {
+				if timedOut && err != nil {
 					name = "deadline exceeded"
 				}
 				res.outcomes.add(name)
