@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -149,7 +150,9 @@ func flood(addr string, nonce [8]byte, senderBase uint64, workers, spansPer int,
 					acked = resp.PartialSuccess().RejectedSpans() == 0
 				}
 				name := attemptName(err)
-				if timedOut && err != nil {
+				// The sender's deadline passed: the client saw it, or the
+				// server (which has the same deadline) answered first.
+				if err != nil && (timedOut || status.Code(err) == codes.DeadlineExceeded) {
 					name = "deadline exceeded"
 				}
 				res.outcomes.add(name)
