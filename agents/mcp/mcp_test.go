@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -397,10 +398,15 @@ func TestBearerAuthAndCapabilities(t *testing.T) {
 	// A server with no tools: the SDK declares no tools capability, and the
 	// client does not call tools/list.
 	empty := sdk.NewServer(&sdk.Implementation{Name: "empty", Version: "1"}, nil)
-	var methods []string
+	var (
+		mu      sync.Mutex
+		methods []string
+	)
 	empty.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			mu.Lock()
 			methods = append(methods, method)
+			mu.Unlock()
 			return next(ctx, method, req)
 		}
 	})
@@ -411,6 +417,8 @@ func TestBearerAuthAndCapabilities(t *testing.T) {
 	if err := c.Start(ctx); !errors.Is(err, mcp.ErrNoTools) {
 		t.Fatalf("start against a server without tools: %v", err)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	for _, m := range methods {
 		if m == "tools/list" {
 			t.Fatalf("tools/list was sent to a server that did not declare tools (methods: %v)", methods)
