@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets/datasettest"
@@ -195,6 +197,13 @@ func TestMCPServeWire(t *testing.T) {
 // (which it prints on stderr); the process is stopped when the test ends.
 func startMCPHTTP(t *testing.T, srv *exec.Cmd) string {
 	t.Helper()
+	return startListening(t, srv, "Streamable HTTP on ")
+}
+
+// startListening starts srv and returns the first word after marker on
+// its stderr (the address it listens on).
+func startListening(t *testing.T, srv *exec.Cmd, marker string) string {
+	t.Helper()
 	errPipe, err := srv.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +215,7 @@ func startMCPHTTP(t *testing.T, srv *exec.Cmd) string {
 	sc := bufio.NewScanner(errPipe)
 	var seen []string
 	for sc.Scan() {
-		if _, after, ok := strings.Cut(sc.Text(), "Streamable HTTP on "); ok {
+		if _, after, ok := strings.Cut(sc.Text(), marker); ok {
 			go func() {
 				for sc.Scan() {
 				}
@@ -215,7 +224,7 @@ func startMCPHTTP(t *testing.T, srv *exec.Cmd) string {
 		}
 		seen = append(seen, sc.Text())
 	}
-	t.Fatalf("mcp serve --http did not say where it listens:\n%s", strings.Join(seen, "\n"))
+	t.Fatalf("%v did not say where it listens:\n%s", srv.Args, strings.Join(seen, "\n"))
 	return ""
 }
 
@@ -233,5 +242,75 @@ func TestRootMCPServeSandboxedPython(t *testing.T) {
 	checkJSMCP(t, "TypeScript SDK over Streamable HTTP", r, []string{"read_doc", "run_python_code", "search_docs"})
 	if r.Python == nil || r.Python.IsError || !strings.Contains(r.Python.Text, `"stdout":"42\n"`) {
 		t.Errorf("run_python_code = %+v", r.Python)
+	}
+}
+
+// TestA2AServeWire proves `loom-eval a2a serve` on the wire with the A2A
+// JS SDK (an independent client, protocol 0.3 JSON-RPC through its compat
+// layer): the Agent Card, message/send → a completed task whose artifact
+// is the answer, tasks/get, tasks/cancel of a finished task refused,
+// tasks/get of an unknown task refused; and the task is a finished run
+// with the same id in the served journal.
+func TestA2AServeWire(t *testing.T) {
+	node, dir := protoClients(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	jpath := filepath.Join(t.TempDir(), "a2a.db")
+	url := startListening(t, loomEval(ctx, t.TempDir(), "a2a", "serve", "--agent", "research", "--http", "127.0.0.1:0",
+		"--journal", jpath, "--dataset", datasettest.ShippedDir(t), "--index-cache", t.TempDir()), "(scripted policy) at ")
+
+	cctx, ccancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer ccancel()
+	cmd := exec.CommandContext(cctx, node, filepath.Join(dir, "a2a.mjs"), "--url", url, "--text", "How do I change the primary color of the theme?")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node a2a.mjs: %v\n%s\n%s", err, out, stderr.String())
+	}
+	var r struct {
+		Card struct {
+			Name, URL, ProtocolVersion, PreferredTransport string
+			Skills                                         []string
+		}
+		Sent struct {
+			Kind, ID, State string
+			Artifacts       []struct{ Name, Text, RunID string }
+		}
+		Got struct {
+			ID, State string
+			Artifacts int
+		}
+		Cancel  struct{ State, Error string }
+		Missing struct{ Error *string }
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("a2a.mjs output: %v\n%s", err, out)
+	}
+	if r.Card.Name != "research" || r.Card.URL != url+"/a2a" || r.Card.PreferredTransport != "JSONRPC" || len(r.Card.Skills) == 0 {
+		t.Errorf("agent card = %+v", r.Card)
+	}
+	if r.Sent.Kind != "task" || r.Sent.State != "completed" || len(r.Sent.Artifacts) != 1 || r.Sent.Artifacts[0].RunID != r.Sent.ID ||
+		!strings.Contains(r.Sent.Artifacts[0].Text, "[docs/setup/changing-the-colors.md") {
+		t.Fatalf("message/send = %+v", r.Sent)
+	}
+	if r.Got.ID != r.Sent.ID || r.Got.State != "completed" || r.Got.Artifacts != 1 {
+		t.Errorf("tasks/get = %+v", r.Got)
+	}
+	if r.Cancel.Error == "" {
+		t.Errorf("tasks/cancel of a completed task = %+v (want refused)", r.Cancel)
+	}
+	if r.Missing.Error == nil || !strings.Contains(*r.Missing.Error, "not found") {
+		t.Errorf("tasks/get of an unknown task = %v", r.Missing.Error)
+	}
+	// The task is a journaled run with the task's id.
+	j, err := journaldb.Open(ctx, journaldb.Config{Path: jpath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Shutdown(ctx)
+	evs, err := j.Events(ctx, r.Sent.ID)
+	if err != nil || len(evs) < 3 || evs[len(evs)-1].Kind != journal.KindRunFinished {
+		t.Fatalf("journal of task %s: %d events, %v", r.Sent.ID, len(evs), err)
 	}
 }
