@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/loomwork/loomwork/agents/journal"
@@ -116,4 +117,66 @@ func RecordedTools(run journal.Run) ([]runtime.Tool, error) {
 
 func callKey(tool string, step int, callID string) string {
 	return fmt.Sprintf("%s\x00%d\x00%s", tool, step, callID)
+}
+
+// RecordedAgent is a run's agent rebuilt from its journal (name, system
+// prompt, tool declarations) with RecordedTools: what `loom-eval replay`
+// runs for a journal whose run used MCP servers, unless asked to call
+// live servers (LiveAgent). citations may be nil.
+func RecordedAgent(run journal.Run, citations func(string) []string) (runtime.Agent, error) {
+	var started journal.RunStarted
+	if len(run.Events) == 0 || run.Events[0].Kind != journal.KindRunStarted {
+		return runtime.Agent{}, fmt.Errorf("run %s: journal does not start with run_started", run.ID)
+	}
+	if err := json.Unmarshal(run.Events[0].Payload, &started); err != nil {
+		return runtime.Agent{}, fmt.Errorf("run %s: decode run_started: %w", run.ID, err)
+	}
+	tools, err := RecordedTools(run)
+	if err != nil {
+		return runtime.Agent{}, err
+	}
+	return runtime.Agent{Name: started.Agent, System: started.System, Tools: tools, Citations: citations}, nil
+}
+
+// LiveAgent is RecordedAgent with the tools of the named servers taken
+// from live clients (already started; each must still hash to the pin the
+// run journaled, or it is a rug pull); tools of servers not given stay
+// recorded.
+func LiveAgent(run journal.Run, citations func(string) []string, clients ...*Client) (runtime.Agent, error) {
+	a, err := RecordedAgent(run, citations)
+	if err != nil {
+		return a, err
+	}
+	pins, err := Pins(run)
+	if err != nil {
+		return a, err
+	}
+	for _, c := range clients {
+		p, ok := pins[c.Name()]
+		if !ok {
+			return a, fmt.Errorf("run %s used no MCP server named %q (it used: %v)", run.ID, c.Name(), keys(pins))
+		}
+		if p.Pin != c.Pin() {
+			return a, &RugPullError{Server: c.Name(), Pinned: p.Pin, Seen: c.Pin(), Changed: []string{"(list differs from the journaled pin)"}}
+		}
+		live := map[string]runtime.Tool{}
+		for _, t := range c.Tools() {
+			live[t.Name] = t
+		}
+		for i, t := range a.Tools {
+			if lt, ok := live[t.Name]; ok {
+				a.Tools[i].Run = lt.Run
+			}
+		}
+	}
+	return a, nil
+}
+
+func keys(m map[string]ServerPin) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

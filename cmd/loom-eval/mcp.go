@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,9 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/replay"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/web"
@@ -193,4 +198,125 @@ func (q storeQueries) Rollup(ctx context.Context, id string) (any, error) {
 		return nil, err
 	}
 	return rollup.Compute(spans, prices), nil
+}
+
+// mcpFlags are the repeatable flags that take a run's tools from MCP
+// servers (run and replay --mcp-live share them).
+type mcpFlags struct {
+	stdio, urls listFlag
+}
+
+func (f *mcpFlags) add(fs *flag.FlagSet, what string) {
+	fs.Var(&f.stdio, "mcp", what+" from a stdio MCP server: NAME=COMMAND [ARGS] (split on spaces; repeatable)")
+	fs.Var(&f.urls, "mcp-url", what+" from a Streamable HTTP MCP server: NAME=URL (bearer token from $LOOMWORK_MCP_TOKEN; repeatable)")
+}
+
+func (f *mcpFlags) empty() bool { return len(f.stdio) == 0 && len(f.urls) == 0 }
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// connect starts one client per configured server (tool lists pinned).
+func (m *Main) mcpConnect(ctx context.Context, f *mcpFlags, tp trace.TracerProvider) ([]*mcp.Client, func(), error) {
+	var clients []*mcp.Client
+	stop := func() {
+		for _, c := range clients {
+			_ = c.Shutdown(context.WithoutCancel(ctx))
+		}
+	}
+	add := func(cfg mcp.ClientConfig) error {
+		if tp != nil {
+			cfg.TracerProvider = tp
+		}
+		c, err := mcp.NewClient(cfg)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		if err := c.Start(ctx); err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: err}
+		}
+		clients = append(clients, c)
+		return nil
+	}
+	for _, s := range f.stdio {
+		name, cmdline, ok := strings.Cut(s, "=")
+		argv := strings.Fields(cmdline)
+		if !ok || name == "" || len(argv) == 0 {
+			return nil, stop, usageError("--mcp %q: want NAME=COMMAND [ARGS]", s)
+		}
+		if err := add(mcp.ClientConfig{Name: name, Command: argv[0], Args: argv[1:]}); err != nil {
+			return nil, stop, err
+		}
+	}
+	for _, s := range f.urls {
+		name, u, ok := strings.Cut(s, "=")
+		if !ok || name == "" || u == "" {
+			return nil, stop, usageError("--mcp-url %q: want NAME=URL", s)
+		}
+		tok := ""
+		if m.Getenv != nil {
+			tok = m.Getenv("LOOMWORK_MCP_TOKEN")
+		}
+		if err := add(mcp.ClientConfig{Name: name, URL: u, BearerToken: tok}); err != nil {
+			return nil, stop, err
+		}
+	}
+	return clients, stop, nil
+}
+
+// withMCPTools gives agent the servers' tools: a tool with the name of one
+// of the agent's own replaces it (e.g. the research agent's search_docs
+// from `loom-eval mcp serve`), others are added.
+func withMCPTools(agent runtime.Agent, clients []*mcp.Client) runtime.Agent {
+	tools := append([]runtime.Tool(nil), agent.Tools...)
+	for _, c := range clients {
+		for _, t := range c.Tools() {
+			replaced := false
+			for i := range tools {
+				if tools[i].Name == t.Name {
+					tools[i], replaced = t, true
+				}
+			}
+			if !replaced {
+				tools = append(tools, t)
+			}
+		}
+	}
+	agent.Tools = tools
+	return agent
+}
+
+// mcpReplayEngine returns the engine that replays run when the run took
+// tools from MCP servers (its run_started attributes hold their pins):
+// the tools' results come from the journal (no server needed) unless
+// live clients are given, which re-execute the calls — a result that
+// differs is reported like any re-executed tool's. ok is false for a run
+// that used no MCP server.
+func mcpReplayEngine(run journal.Run, cfg replay.Config, live []*mcp.Client) (*replay.Engine, bool, error) {
+	pins, err := mcp.Pins(run)
+	if err != nil || len(pins) == 0 {
+		return nil, false, err
+	}
+	var agent runtime.Agent
+	if len(live) > 0 {
+		agent, err = mcp.LiveAgent(run, nil, live...)
+	} else {
+		agent, err = mcp.RecordedAgent(run, nil)
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	if a, ok := cfg.Registry.Agent(agent.Name); ok {
+		agent.Citations = a.Citations
+	}
+	reg := runtime.NewRegistry()
+	if err := reg.Register(agent); err != nil {
+		return nil, true, err
+	}
+	cfg.Registry = reg
+	e, err := replay.New(cfg)
+	return e, true, err
 }

@@ -314,3 +314,74 @@ func TestA2AServeWire(t *testing.T) {
 		t.Fatalf("journal of task %s: %d events, %v", r.Sent.ID, len(evs), err)
 	}
 }
+
+// TestRunThroughMCPThenReplayWithoutServer is the CLI end to end: `run`
+// takes the research agent's search_docs/read_doc from `loom-eval mcp
+// serve` over stdio (the pin journaled); `replay` of the exported journal
+// needs no server (recorded results); `replay --mcp` re-executes against
+// a live server and reports a result that differs (a server that now
+// excludes an issue the recorded search returned), and refuses a server
+// whose tool list no longer matches the journaled pin.
+func TestRunThroughMCPThenReplayWithoutServer(t *testing.T) {
+	ctx := context.Background()
+	ds := datasettest.ShippedDir(t)
+	cache := t.TempDir()
+	dir := t.TempDir()
+	server := func(extra ...string) string {
+		return "docs=" + strings.Join(append([]string{os.Args[0], "mcp", "serve", "--dataset", ds, "--index-cache", cache, "--no-python"}, extra...), " ")
+	}
+	run := func(args ...string) (string, error) {
+		out, err := loomEval(ctx, dir, args...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("run", "--agent", "research", "--task", "Google Analytics with tracking code", "--run-id", "r-mcp",
+		"--mcp", server("--no-traces"), "--dataset", ds, "--index-cache", cache,
+		"--journal", "j.db", "--journal-out", "out.jsonl", "--json"); err != nil {
+		t.Fatalf("run with --mcp: %v\n%s", err, out)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "out.jsonl"))
+	if !strings.Contains(string(b), `"mcp_servers"`) || !strings.Contains(string(b), `sha256:`) || !strings.Contains(string(b), `issue:11`) {
+		t.Fatalf("the journal does not hold the MCP pin or the search results:\n%.2000s", b)
+	}
+
+	type report struct {
+		Reports []struct {
+			Divergence  *json.RawMessage
+			ResultDiffs []struct{ Code, Tool string } `json:"result_diffs"`
+			Answer      string
+		}
+		Errors []string
+		OK     bool
+	}
+	replayJSON := func(args ...string) report {
+		t.Helper()
+		out, _ := loomEval(ctx, dir, append([]string{"replay", "out.jsonl", "--json"}, args...)...).Output()
+		var r report
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatalf("replay %v: %v\n%s", args, err, out)
+		}
+		return r
+	}
+	// No server: every MCP result comes from the journal.
+	if r := replayJSON(); !r.OK || len(r.Reports) != 1 || r.Reports[0].Divergence != nil || len(r.Reports[0].ResultDiffs) != 0 || r.Reports[0].Answer == "" {
+		t.Fatalf("replay with no server = %+v", r)
+	}
+	// A live server that now excludes issue 11: the search result differs.
+	r := replayJSON("--mcp", server("--no-traces", "--exclude-issues", "11"))
+	if len(r.Reports) != 1 || len(r.Reports[0].ResultDiffs) == 0 || r.Reports[0].ResultDiffs[0].Code != "LWR1200" || r.Reports[0].ResultDiffs[0].Tool != "search_docs" {
+		t.Fatalf("replay against a changed live server = %+v", r)
+	}
+	if out, err := run("replay", "out.jsonl", "--strict", "--mcp", server("--no-traces", "--exclude-issues", "11")); err == nil {
+		t.Fatalf("replay --strict with a differing live result exited 0:\n%s", out)
+	}
+	// A live server with another tool list (the trace queries added): refused.
+	st, err := storeurl.Open(ctx, filepath.Join(dir, "t.db"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Shutdown(ctx)
+	r = replayJSON("--mcp", server("--store", filepath.Join(dir, "t.db")))
+	if r.OK || len(r.Errors) == 0 || !strings.Contains(strings.Join(r.Errors, "\n"), "refused until re-approved") {
+		t.Fatalf("replay against a server whose tool list changed = %+v", r)
+	}
+}
