@@ -21,6 +21,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/mcp"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/scripted"
@@ -426,5 +427,37 @@ func TestBearerAuthAndCapabilities(t *testing.T) {
 	}
 	if len(methods) == 0 {
 		t.Fatal("the server saw no request at all")
+	}
+}
+
+// TestMCPOutputsAreTaintedByOrigin: with the clients' origins, the policy
+// guard marks an MCP tool's output untrusted with origin mcp:SERVER/TOOL
+// (and the documents it returned), even if the tool is listed as trusted.
+func TestMCPOutputsAreTaintedByOrigin(t *testing.T) {
+	_, url := testServer(t, "")
+	c := httpClient(t, url, "", nil)
+	out, err := c.Call(context.Background(), "echo", json.RawMessage(`{"text":"x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.NewEngine(policy.Rules{Version: 1, Rules: []policy.Rule{{Tool: "*", Decision: policy.Allow}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := policy.NewGuard(policy.GuardConfig{Engine: eng, TrustedTools: []string{"echo"}, ToolOrigins: mcp.Origins(c)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := runtime.AuthCall{RunID: "r", Agent: "a", Step: 2, Call: llm.ToolCall{ID: "c2", Name: "echo"}, Arguments: json.RawMessage(`{"text":"y"}`),
+		Messages: []llm.Message{
+			{Role: llm.RoleUser, Content: "go"},
+			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "echo"}}},
+			{Role: llm.RoleTool, ToolCallID: "c1", ToolName: "echo", Content: out.Content},
+			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c2", Name: "echo"}}},
+		},
+		Documents: map[string][]string{"c1": out.Documents}}
+	tr, _, _ := g.Taint(call)
+	if got, want := tr.Origin("result:c1"), "doc:doc:x via mcp:test/echo"; got != want {
+		t.Fatalf("origin of the MCP output = %q, want %q", got, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // AttrServers is the Task.Attributes key under which a run journals the
@@ -178,5 +179,18 @@ func keys(m map[string]ServerPin) []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Origins maps each tool the clients declared to its taint origin,
+// "mcp:SERVER/TOOL", for policy.GuardConfig.ToolOrigins: MCP outputs are
+// untrusted content from that server.
+func Origins(clients ...*Client) map[string]string {
+	out := map[string]string{}
+	for _, c := range clients {
+		for _, t := range c.tools {
+			out[t.Name] = semconv.MCPTaintOrigin + c.Name() + "/" + t.Name
+		}
+	}
 	return out
 }
