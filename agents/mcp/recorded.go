@@ -34,6 +34,9 @@ func Attributes(base json.RawMessage, clients ...*Client) (json.RawMessage, erro
 		if err := json.Unmarshal(base, &m); err != nil {
 			return nil, fmt.Errorf("mcp attributes: task attributes are not a JSON object: %w", err)
 		}
+		if m == nil { // "null": no attributes
+			m = map[string]any{}
+		}
 	}
 	servers := map[string]ServerPin{}
 	for _, c := range clients {
