@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -100,7 +101,7 @@ func (m *Main) runMCPServe(ctx context.Context, args []string) error {
 		defer st.Shutdown(context.WithoutCancel(ctx))
 		tools = append(tools, mcp.TraceTools(storeQueries{st})...)
 	}
-	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...)})
+	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...), Logger: m.mcpLogger()})
 	if err != nil {
 		return err
 	}
@@ -228,6 +229,7 @@ func (m *Main) mcpConnect(ctx context.Context, f *mcpFlags, tp trace.TracerProvi
 		}
 	}
 	add := func(cfg mcp.ClientConfig) error {
+		cfg.Logger = m.mcpLogger()
 		if tp != nil {
 			cfg.TracerProvider = tp
 		}
@@ -319,4 +321,10 @@ func mcpReplayEngine(run journal.Run, cfg replay.Config, live []*mcp.Client) (*r
 	cfg.Registry = reg
 	e, err := replay.New(cfg)
 	return e, true, err
+}
+
+// mcpLogger is the SDK's logger: warnings and errors on stderr (its
+// per-session INFO lines are noise in a run's output).
+func (m *Main) mcpLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
