@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -459,5 +460,31 @@ func TestMCPOutputsAreTaintedByOrigin(t *testing.T) {
 	tr, _, _ := g.Taint(call)
 	if got, want := tr.Origin("result:c1"), "doc:doc:x via mcp:test/echo"; got != want {
 		t.Fatalf("origin of the MCP output = %q, want %q", got, want)
+	}
+}
+
+// TestMethodNotFoundFailsTheStep: a server that lists tools but answers
+// tools/call with -32601 (method not found) fails the step with that code.
+func TestMethodNotFoundFailsTheStep(t *testing.T) {
+	s, err := mcp.NewServer(mcp.ServerConfig{Name: "broken", Tools: []runtime.Tool{{Name: "t", Parameters: json.RawMessage(`{"type":"object"}`),
+		Run: func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) { return runtime.ToolOutput{Content: "ok"}, nil }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if method == "tools/call" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: tools/call"}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	hs := httptest.NewServer(s.HTTPHandler(""))
+	defer hs.Close()
+	c := httpClient(t, hs.URL, "", nil)
+	_, err = c.Call(context.Background(), "t", json.RawMessage(`{}`))
+	var sf *runtime.StepFailure
+	if !errors.As(err, &sf) || sf.Code != "-32601" {
+		t.Fatalf("tools/call answered -32601: %v (want StepFailure -32601)", err)
 	}
 }

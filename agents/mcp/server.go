@@ -159,6 +159,10 @@ func (s *Server) handler(t runtime.Tool, sch *schema.Schema) sdk.ToolHandler {
 	}
 }
 
+// AddReceivingMiddleware wraps the SDK server's method handling (e.g. to
+// observe or refuse requests).
+func (s *Server) AddReceivingMiddleware(mw ...sdk.Middleware) { s.srv.AddReceivingMiddleware(mw...) }
+
 // Remove stops serving the named tools (clients are notified).
 func (s *Server) Remove(names ...string) { s.srv.RemoveTools(names...) }
 
