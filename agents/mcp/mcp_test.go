@@ -467,7 +467,9 @@ func TestMCPOutputsAreTaintedByOrigin(t *testing.T) {
 // tools/call with -32601 (method not found) fails the step with that code.
 func TestMethodNotFoundFailsTheStep(t *testing.T) {
 	s, err := mcp.NewServer(mcp.ServerConfig{Name: "broken", Tools: []runtime.Tool{{Name: "t", Parameters: json.RawMessage(`{"type":"object"}`),
-		Run: func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) { return runtime.ToolOutput{Content: "ok"}, nil }}}})
+		Run: func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) {
+			return runtime.ToolOutput{Content: "ok"}, nil
+		}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
