@@ -11,6 +11,8 @@ import (
 	"time"
 
 	sdka2a "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -232,3 +234,66 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestCancelStopsTheRun: tasks/cancel of a working task cancels its run;
+// the task ends canceled and the run is not finished in the journal.
+func TestCancelStopsTheRun(t *testing.T) {
+	ctx := context.Background()
+	started, stopped := make(chan struct{}), make(chan struct{})
+	slow := runtime.Tool{Name: "wait", Parameters: json.RawMessage(`{"type":"object"}`),
+		Run: func(ctx context.Context, in runtime.ToolInput) (runtime.ToolOutput, error) {
+			close(started)
+			<-ctx.Done()
+			close(stopped)
+			return runtime.ToolOutput{}, ctx.Err()
+		}}
+	model, _ := scripted.New(scripted.Script{Turns: []scripted.Turn{
+		{ToolCalls: []llm.ToolCall{{ID: "w", Name: "wait", Arguments: json.RawMessage(`{}`)}}}, {Content: "never"}}})
+	j := openJournal(t, "slow.db")
+	_, hs := serve(t, runtime.Agent{Name: "slow", Tools: []runtime.Tool{slow}}, model, j, sdktrace.NewTracerProvider())
+	card, err := agentcard.DefaultResolver.Resolve(ctx, hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithConfig(a2aclient.Config{Polling: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy()
+	res, err := c.SendMessage(ctx, &sdka2a.MessageSendParams{Message: sdka2a.NewMessage(sdka2a.MessageRoleUser, sdka2a.TextPart{Text: "wait"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*sdka2a.Task)
+	if !ok {
+		t.Fatalf("non-blocking message/send returned %T", res)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run never reached its tool")
+	}
+	got, err := c.CancelTask(ctx, &sdka2a.TaskIDParams{ID: task.ID})
+	if err != nil || got.Status.State != sdka2a.TaskStateCanceled {
+		t.Fatalf("tasks/cancel = %+v, %v", got, err)
+	}
+	select {
+	case <-stopped: // the run's context was cancelled
+	case <-time.After(10 * time.Second):
+		t.Fatal("tasks/cancel did not stop the run")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, _ := j.Events(ctx, string(task.ID))
+		if len(evs) > 0 && evs[len(evs)-1].Kind != journal.KindRunFinished {
+			cur, err := c.GetTask(ctx, &sdka2a.TaskQueryParams{ID: task.ID})
+			if err == nil && cur.Status.State == sdka2a.TaskStateCanceled {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after cancel: journal %d events, task not canceled", len(evs))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
