@@ -87,12 +87,19 @@ func New(cfg Config) (*Store, error) {
 		if _, set := opts.Settings["distributed_foreground_insert"]; !set {
 			opts.Settings["distributed_foreground_insert"] = 1
 		}
+		// Reads filter spans with IN (subquery on spans); over Distributed
+		// tables ClickHouse refuses that unless told where the subquery
+		// runs. GLOBAL runs it once on the node queried and sends the set
+		// to every shard: right for any subquery, not only trace-keyed ones.
+		if _, set := opts.Settings["distributed_product_mode"]; !set {
+			opts.Settings["distributed_product_mode"] = "global"
+		}
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	d := newDDL(database, cfg.Cluster, cfg.TTL)
+	d := newClusterDDL(database, cfg.Cluster, cfg.Coordinator, cfg.TTL)
 	return &Store{
 		opts:            opts,
 		ddl:             d,
