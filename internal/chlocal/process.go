@@ -229,3 +229,14 @@ func (p *Process) Kill() error {
 	p.removePortsFile()
 	return nil
 }
+
+// Exited reports whether the launcher has exited (crashed, killed or
+// stopped), and if so how (the exit status as an error, nil for 0).
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.waitDone:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}

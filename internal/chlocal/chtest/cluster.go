@@ -40,15 +40,21 @@ type Cluster struct {
 
 // Node is one server of a Cluster.
 type Node struct {
-	Shard, Replica    int // 1-based, as in the server's macros
-	Dir               string
+	Shard, Replica int // 1-based, as in the server's macros
+	Dir            string
+	// TCPPort and HTTPPort are the server's own listeners; everyone
+	// (the other nodes, tests, serve) reaches it through ProxyPort.
 	TCPPort, HTTPPort int
+	// ProxyPort is the node's address in remote_servers and DSNs: a
+	// gentleProxy in front of TCPPort (see proxy.go for why).
+	ProxyPort int
+	proxy     *gentleProxy
 	// Process is the running server; nil while the node is down.
 	Process *chlocal.Process
 }
 
 // Addr is the node's native-protocol address.
-func (n *Node) Addr() string { return chlocal.ListenHost + ":" + strconv.Itoa(n.TCPPort) }
+func (n *Node) Addr() string { return chlocal.ListenHost + ":" + strconv.Itoa(n.ProxyPort) }
 
 // StartCluster starts shards × replicas servers for t and stops them when
 // t ends. Like Start it skips (fails under CI) when libchdb is not cached;
@@ -72,24 +78,49 @@ func StartCluster(t testing.TB, shards, replicas int) *Cluster {
 	}
 	c := &Cluster{Shards: shards, Replicas: replicas, lib: lib, command: command}
 	root := t.TempDir()
+	if keep := os.Getenv("LOOMWORK_CLUSTER_DIR"); keep != "" {
+		// For a post-mortem: the nodes' data and logs stay there.
+		root = filepath.Join(keep, nonIdent.ReplaceAllString(t.Name(), "_"))
+		if err := os.RemoveAll(root); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for s := 1; s <= shards; s++ {
 		for r := 1; r <= replicas; r++ {
 			ports, err := freePorts(2)
 			if err != nil {
 				t.Fatalf("StartCluster: %v", err)
 			}
-			c.Nodes = append(c.Nodes, &Node{Shard: s, Replica: r,
-				Dir: filepath.Join(root, fmt.Sprintf("s%dr%d", s, r)), TCPPort: ports[0], HTTPPort: ports[1]})
+			n := &Node{Shard: s, Replica: r,
+				Dir: filepath.Join(root, fmt.Sprintf("s%dr%d", s, r)), TCPPort: ports[0], HTTPPort: ports[1]}
+			n.proxy, err = newGentleProxy(chlocal.ListenHost+":0", chlocal.ListenHost+":"+strconv.Itoa(n.TCPPort))
+			if err != nil {
+				t.Fatalf("StartCluster: proxy: %v", err)
+			}
+			n.ProxyPort = n.proxy.ln.Addr().(*net.TCPAddr).Port
+			c.Nodes = append(c.Nodes, n)
 		}
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		for _, n := range c.Nodes {
+			if n.Process == nil {
+				continue
+			}
+			if gone, how := n.Process.Exited(); gone {
+				t.Errorf("clickhouse node s%dr%d (pid %d) died during the test (%v); its launcher log ends with:\n%s\nits server error log ends with:\n%s",
+					n.Shard, n.Replica, n.Process.Pid(), how, tailLog(n.Process.LogPath(), 20), tailLog(filepath.Join(n.Dir, "server.err.log"), 40))
+			}
 			if n.Process != nil {
 				if err := n.Process.Stop(ctx); err != nil {
 					t.Errorf("stop clickhouse node s%dr%d: %v", n.Shard, n.Replica, err)
 				}
+			}
+		}
+		for _, n := range c.Nodes {
+			if n.proxy != nil {
+				n.proxy.close()
 			}
 		}
 	})
@@ -165,6 +196,13 @@ func (c *Cluster) NodeConfig(n *Node) string {
 	b.WriteString("  <index_mark_cache_size>16777216</index_mark_cache_size>\n")
 	b.WriteString("  <uncompressed_cache_size>0</uncompressed_cache_size>\n")
 	b.WriteString("  <background_pool_size>4</background_pool_size>\n")
+	// Warnings and errors (a crash's stack trace) go to Dir/server.err.log.
+	level := "warning"
+	if l := os.Getenv("LOOMWORK_CLUSTER_LOG_LEVEL"); l != "" {
+		level = l
+	}
+	fmt.Fprintf(&b, "  <logger><level>%s</level><log>%s</log><errorlog>%s</errorlog></logger>\n", level,
+		filepath.Join(n.Dir, "server.log"), filepath.Join(n.Dir, "server.err.log"))
 	fmt.Fprintf(&b, "  <macros><shard>%d</shard><replica>r%d</replica></macros>\n", n.Shard, n.Replica)
 	fmt.Fprintf(&b, "  <remote_servers><%s>\n", ClusterName)
 	for s := 1; s <= c.Shards; s++ {
@@ -173,7 +211,7 @@ func (c *Cluster) NodeConfig(n *Node) string {
 		b.WriteString("    <shard><internal_replication>false</internal_replication>\n")
 		for _, m := range c.Nodes {
 			if m.Shard == s {
-				fmt.Fprintf(&b, "      <replica><host>%s</host><port>%d</port></replica>\n", chlocal.ListenHost, m.TCPPort)
+				fmt.Fprintf(&b, "      <replica><host>%s</host><port>%d</port></replica>\n", chlocal.ListenHost, m.ProxyPort)
 			}
 		}
 		b.WriteString("    </shard>\n")
@@ -207,7 +245,7 @@ func freePorts(n int) ([]int, error) {
 // Server is node n as a Server (its DSN, Exec and QueryUint); n must be
 // running.
 func (n *Node) Server() *Server {
-	u, err := parseDSN(n.Process.DSN("default"))
+	u, err := parseDSN("clickhouse://" + n.Addr() + "/default")
 	if err != nil {
 		panic(err) // a DSN built from a host and a port always parses
 	}
@@ -240,4 +278,24 @@ func (c *Cluster) NewDatabaseName(t testing.TB) string {
 		}
 	})
 	return db
+}
+
+// tailLog is the last n lines of a log, without the engine's most
+// repetitive warnings and the frames of stack traces.
+func tailLog(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if strings.Contains(l, "Temporarily pause scheduling") || strings.Contains(l, "Fatal> ClientBase: ") && strings.Contains(l, " @ 0x") {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
