@@ -56,6 +56,25 @@ type Node struct {
 // Addr is the node's native-protocol address.
 func (n *Node) Addr() string { return chlocal.ListenHost + ":" + strconv.Itoa(n.ProxyPort) }
 
+// EnvClusterTest names the variable that asks for the cluster tests at full
+// length (`make cluster-test` sets it to "full").
+const EnvClusterTest = "LOOMWORK_CLUSTER_TEST"
+
+// FullClusterTests reports whether the long cluster tests should run; a
+// test that needs them skips with a message naming make cluster-test.
+func FullClusterTests(t testing.TB) bool {
+	t.Helper()
+	return os.Getenv(EnvClusterTest) == "full"
+}
+
+// SkipUnlessFull skips t unless the full cluster tests were asked for.
+func SkipUnlessFull(t testing.TB, why string) {
+	t.Helper()
+	if !FullClusterTests(t) {
+		t.Skipf("%s; run it with make cluster-test (%s=full)", why, EnvClusterTest)
+	}
+}
+
 // StartCluster starts shards × replicas servers for t and stops them when
 // t ends. Like Start it skips (fails under CI) when libchdb is not cached;
 // it ignores LOOMWORK_CLICKHOUSE_DSN, which names one server.
