@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/loom-eval
 
-.PHONY: demo stop test build install vet fmt-check templ-check fuzz bench throughput clickhouse-fetch
+.PHONY: demo stop test build install vet fmt-check templ-check fuzz bench throughput clickhouse-fetch cluster-test
 
 build:
 	$(GO) build -o $(BIN) ./cmd/loom-eval
@@ -42,3 +42,11 @@ throughput:
 
 clickhouse-fetch:
 	./scripts/clickhouse.sh fetch
+
+# The ClickHouse cluster tests at full length (docs/clickhouse.md, "A cluster
+# on one machine"): 2 shards × 2 replicas of the local engine, the store's
+# conformance suite on them, and two serve under load with a replica killed.
+# `make test` runs the short variant (no conformance suite, half-length ingest).
+cluster-test:
+	./scripts/clickhouse.sh fetch
+	LOOMWORK_CLUSTER_TEST=full $(GO) test -count=1 -timeout 30m -v -run 'TestCluster' ./store/clickhouse ./internal/reliability

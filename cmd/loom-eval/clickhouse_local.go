@@ -15,7 +15,7 @@ import (
 // scripts/clickhouse.sh start and the tests' chtest helper run it as a child.
 func (m *Main) runClickHouseLocal(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("clickhouse-local",
-		"clickhouse-local [--lib PATH] --path DIR --ports-file FILE\n\n"+
+		"clickhouse-local [--lib PATH] --path DIR --ports-file FILE [--config FILE] [--tcp-port N] [--http-port N]\n\n"+
 			"Serves ClickHouse on 127.0.0.1 (native and HTTP, OS-assigned ports) until\n"+
 			"SIGTERM or SIGINT. Once it answers queries, FILE receives \"TCP_PORT<TAB>HTTP_PORT\".\n"+
 			"Fetch the library first: scripts/clickhouse.sh fetch")
@@ -24,6 +24,9 @@ func (m *Main) runClickHouseLocal(ctx context.Context, args []string) error {
 	portsFile := fs.String("ports-file", "", "file that receives the ports once the server is ready")
 	startTimeout := fs.Duration("start-timeout", 60*time.Second, "how long to wait for start-up")
 	parentPID := fs.Int("parent-pid", 0, "stop when this process (the parent) exits; 0 disables")
+	configFile := fs.String("config", "", "ClickHouse server configuration file (XML), e.g. a cluster node's")
+	tcpPort := fs.Int("tcp-port", 0, "native protocol port (0: the OS picks)")
+	httpPort := fs.Int("http-port", 0, "HTTP port (0: the OS picks)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -45,6 +48,9 @@ func (m *Main) runClickHouseLocal(ctx context.Context, args []string) error {
 		PortsFile:    *portsFile,
 		StartTimeout: *startTimeout,
 		ParentPID:    *parentPID,
+		ConfigFile:   *configFile,
+		TCPPort:      *tcpPort,
+		HTTPPort:     *httpPort,
 		Logger:       slog.New(slog.NewTextHandler(m.Stderr, nil)),
 	})
 	if err != nil {

@@ -275,3 +275,16 @@ func TestTwoTestDatabasesDoNotShareTables(t *testing.T) {
 		t.Errorf("table created in %s is visible in %s", a, b)
 	}
 }
+
+func TestConfigValidateRejectsPortsOutOfRange(t *testing.T) {
+	base := chlocal.Config{LibPath: "x", DataDir: "d", PortsFile: "p"}
+	if err := base.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	bad := base
+	bad.TCPPort, bad.HTTPPort = -1, 70000
+	err := bad.Validate()
+	if err == nil || !strings.Contains(err.Error(), "tcp port: -1") || !strings.Contains(err.Error(), "http port: 70000") {
+		t.Errorf("Validate with ports -1 and 70000: %v", err)
+	}
+}

@@ -27,6 +27,10 @@ type ProcessConfig struct {
 	StartTimeout time.Duration
 	// ExitWithParent makes the server stop when this process dies.
 	ExitWithParent bool
+	// ConfigFile, TCPPort and HTTPPort are passed to the launcher (see
+	// Config); zero values keep its defaults.
+	ConfigFile        string
+	TCPPort, HTTPPort int
 }
 
 // Validate reports a missing setting.
@@ -86,6 +90,17 @@ func StartProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 		"--lib", cfg.LibPath, "--path", filepath.Join(cfg.Dir, "data"), "--ports-file", portsFile)
 	if cfg.ExitWithParent {
 		args = append(args, "--parent-pid", strconv.Itoa(os.Getpid()))
+	}
+	if cfg.ConfigFile != "" {
+		args = append(args, "--config", cfg.ConfigFile)
+	}
+	for _, p := range []struct {
+		flag string
+		port int
+	}{{"--tcp-port", cfg.TCPPort}, {"--http-port", cfg.HTTPPort}} {
+		if p.port != 0 {
+			args = append(args, p.flag, strconv.Itoa(p.port))
+		}
 	}
 	cmd := exec.Command(cfg.Command[0], args...)
 	cmd.Stdout = logFile
@@ -196,4 +211,32 @@ func tail(path string, n int) string {
 		}
 	}
 	return string(b)
+}
+
+// Kill sends SIGKILL to the launcher and waits for it to exit: a crash,
+// for tests of what a cluster does when a node dies mid-write. The data
+// directory stays; StartProcess on it again restarts the node.
+func (p *Process) Kill() error {
+	select {
+	case <-p.waitDone:
+		return nil
+	default:
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill clickhouse (pid %d): %w", p.Pid(), err)
+	}
+	<-p.waitDone
+	p.removePortsFile()
+	return nil
+}
+
+// Exited reports whether the launcher has exited (crashed, killed or
+// stopped), and if so how (the exit status as an error, nil for 0).
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.waitDone:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
 }

@@ -67,6 +67,15 @@ type Config struct {
 	ParentPID int
 	// Logger receives progress messages (default: discard).
 	Logger *slog.Logger
+
+	// ConfigFile, when set, is a ClickHouse server configuration (XML)
+	// loaded at start-up (clickhouse-local's --config-file): a cluster
+	// node's remote_servers, macros, zookeeper and memory limits.
+	ConfigFile string
+	// TCPPort and HTTPPort fix the listeners' ports; 0 lets the OS pick.
+	// A cluster node needs a fixed native port: the other nodes'
+	// remote_servers name it.
+	TCPPort, HTTPPort int
 }
 
 // Validate reports a missing or unusable setting.
@@ -86,6 +95,14 @@ func (c Config) Validate() error {
 	}
 	if c.StopTimeout < 0 {
 		errs = append(errs, fmt.Errorf("stop timeout must not be negative (got %s)", c.StopTimeout))
+	}
+	for _, p := range []struct {
+		name string
+		port int
+	}{{"tcp port", c.TCPPort}, {"http port", c.HTTPPort}} {
+		if p.port < 0 || p.port > 65535 {
+			errs = append(errs, fmt.Errorf("%s: %d is not a port (0 lets the OS pick)", p.name, p.port))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -148,15 +165,24 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 
-	args := []string{
-		"clickhouse",
-		"--path=" + dataDir,
-		"--listen_host=" + ListenHost,
-		"--tcp_port=0",
-		"--http_port=0",
-		"--multiquery",
-		"--query=" + startupQuery(rawPorts),
+	args := []string{"clickhouse"}
+	if s.cfg.ConfigFile != "" {
+		cf, err := filepath.Abs(s.cfg.ConfigFile)
+		if err != nil {
+			return fmt.Errorf("resolve config file %s: %w", s.cfg.ConfigFile, err)
+		}
+		if _, err := os.Stat(cf); err != nil {
+			return fmt.Errorf("config file: %w", err)
+		}
+		args = append(args, "--config-file="+cf)
 	}
+	args = append(args,
+		"--path="+dataDir,
+		"--listen_host="+ListenHost,
+		"--tcp_port="+strconv.Itoa(s.cfg.TCPPort),
+		"--http_port="+strconv.Itoa(s.cfg.HTTPPort),
+	)
+	args = append(args, "--multiquery", "--query="+startupQuery(rawPorts))
 	s.log.Info("starting ClickHouse", "lib", s.cfg.LibPath, "data", dataDir)
 	done := make(chan string, 1)
 	go func() { done <- lib.queryCmdline(args) }()
@@ -196,6 +222,10 @@ func (s *Server) Run(ctx context.Context) error {
 // startupQuery opens the listeners, reports their ports and keeps the
 // server alive: the listeners live only while chdb_query_cmdline runs.
 func startupQuery(portsFile string) string {
+	// clickhouse-local opens only these two: "SYSTEM START/STOP LISTEN in
+	// clickhouse-local supports only TCP and HTTP listeners". Without the
+	// interserver HTTP listener no ReplicatedMergeTree replica can start
+	// (docs/clickhouse.md, "Cluster on one machine").
 	return strings.Join([]string{
 		"SYSTEM START LISTEN TCP",
 		"SYSTEM START LISTEN HTTP",

@@ -87,12 +87,22 @@ func New(cfg Config) (*Store, error) {
 		if _, set := opts.Settings["distributed_foreground_insert"]; !set {
 			opts.Settings["distributed_foreground_insert"] = 1
 		}
+		// Reads filter spans with "trace_id IN (subquery on spans or
+		// trace_index)"; over Distributed tables ClickHouse refuses that
+		// unless told where the subquery runs. Both tables are sharded by
+		// cityHash64(trace_id), so a trace's rows are all on one shard and
+		// each shard can answer the subquery from its own local table
+		// ("local"), with no set shipped between nodes. Every such
+		// subquery in this package is keyed by trace_id.
+		if _, set := opts.Settings["distributed_product_mode"]; !set {
+			opts.Settings["distributed_product_mode"] = "local"
+		}
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	d := newDDL(database, cfg.Cluster, cfg.TTL)
+	d := newClusterDDL(database, cfg.Cluster, cfg.Coordinator, cfg.TTL)
 	return &Store{
 		opts:            opts,
 		ddl:             d,

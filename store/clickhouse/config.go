@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -25,6 +26,16 @@ type Config struct {
 	// reads and writes go through Distributed tables sharded by trace id.
 	// Empty means a single server.
 	Cluster string
+	// Coordinator says what keeps a cluster's nodes in step (with Cluster
+	// only). CoordinatorKeeper, the default, needs ClickHouse Keeper or
+	// ZooKeeper: DDL runs ON CLUSTER and local tables are
+	// Replicated*MergeTree. CoordinatorNone needs nothing: the store runs
+	// every DDL statement on each node of the cluster itself (from
+	// system.clusters), local tables are plain *MergeTree, and replicas of
+	// a shard are kept equal by the Distributed table writing each insert
+	// to all of them (remote_servers must set internal_replication=false).
+	// It is the form the libchdb engine can run (docs/clickhouse.md).
+	Coordinator string
 	// TTL, when positive, drops spans and summaries whose day partition is
 	// older than this (whole parts at a time). It applies when the tables
 	// are created.
@@ -39,6 +50,12 @@ type Config struct {
 
 	_ struct{} // keyed literals only
 }
+
+// Coordinator values.
+const (
+	CoordinatorKeeper = "keeper"
+	CoordinatorNone   = "none"
+)
 
 var (
 	errNoDSN   = errors.New("dsn: must be set (e.g. clickhouse://127.0.0.1:9000/loomwork)")
@@ -61,6 +78,14 @@ func (c Config) Validate() error {
 	}
 	if c.Cluster != "" && !clusterRe.MatchString(c.Cluster) {
 		errs = append(errs, fmt.Errorf("cluster: %q is not a cluster name (letters, digits, '_', '.', '-')", c.Cluster))
+	}
+	switch c.Coordinator {
+	case "", CoordinatorKeeper, CoordinatorNone:
+		if c.Coordinator != "" && c.Cluster == "" {
+			errs = append(errs, fmt.Errorf("coordinator: %q needs a cluster", c.Coordinator))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("coordinator: %q is not %q or %q", c.Coordinator, CoordinatorKeeper, CoordinatorNone))
 	}
 	if c.TTL < 0 {
 		errs = append(errs, fmt.Errorf("ttl: must not be negative (got %s)", c.TTL))
@@ -98,4 +123,33 @@ func (c Config) indexRepairWindow() time.Duration {
 		return DefaultIndexRepairWindow
 	}
 	return c.IndexRepairWindow
+}
+
+// DSN query parameters that configure the store rather than the driver
+// (which would send an unknown parameter to the server as a setting).
+const (
+	dsnCluster     = "cluster"
+	dsnCoordinator = "cluster_coordinator"
+)
+
+// ConfigFromDSN returns the Config a store URL describes: the DSN with the
+// store's own parameters, cluster=NAME and cluster_coordinator=keeper|none,
+// moved to Cluster and Coordinator. E.g.
+// clickhouse://n1:9000,n2:9000/loomwork?cluster=lw&cluster_coordinator=none.
+func ConfigFromDSN(dsn string) (Config, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return Config{}, fmt.Errorf("dsn: %w", err)
+	}
+	q := u.Query()
+	cfg := Config{Cluster: q.Get(dsnCluster), Coordinator: q.Get(dsnCoordinator)}
+	if !q.Has(dsnCluster) && !q.Has(dsnCoordinator) {
+		cfg.DSN = dsn
+		return cfg, nil
+	}
+	q.Del(dsnCluster)
+	q.Del(dsnCoordinator)
+	u.RawQuery = q.Encode()
+	cfg.DSN = u.String()
+	return cfg, nil
 }

@@ -113,3 +113,59 @@ func TestSplitStepsRejectsSQLWithoutAStepName(t *testing.T) {
 		t.Errorf("splitSteps with two statements in a step: %v", err)
 	}
 }
+
+// Without a coordinator the same templates give plain MergeTree tables,
+// no ON CLUSTER anywhere, and every statement that would run ON CLUSTER
+// marked to run on each node; the backfill INSERT runs once.
+func TestClusterWithoutCoordinatorRunsDDLOnEachNode(t *testing.T) {
+	d := newClusterDDL("loomwork", "lw", CoordinatorNone, 0)
+	boot, err := d.render("bootstrap", bootstrapSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	migs, err := d.migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := boot
+	for _, m := range migs {
+		steps = append(steps, m.steps...)
+	}
+	keeper := newDDL("loomwork", "lw", 0)
+	kboot, _ := keeper.render("bootstrap", bootstrapSQL)
+	kmigs, _ := keeper.migrations()
+	ksteps := kboot
+	for _, m := range kmigs {
+		ksteps = append(ksteps, m.steps...)
+	}
+	if len(steps) != len(ksteps) {
+		t.Fatalf("%d steps without a coordinator, %d with Keeper: the two forms must run the same statements", len(steps), len(ksteps))
+	}
+	var distributed, once int
+	for i, st := range steps {
+		for _, bad := range []string{"ON CLUSTER", "Replicated", eachNodeMarker} {
+			if strings.Contains(st.sql, bad) {
+				t.Errorf("step %q contains %q:\n%s", st.name, bad, st.sql)
+			}
+		}
+		onCluster := strings.Contains(ksteps[i].sql, "ON CLUSTER")
+		if st.eachNode != onCluster {
+			t.Errorf("step %q: eachNode=%v, but its Keeper form has ON CLUSTER=%v", st.name, st.eachNode, onCluster)
+		}
+		if strings.Contains(st.sql, "ENGINE = Distributed('lw', 'loomwork', ") {
+			distributed++
+		}
+		if !st.eachNode {
+			once++
+			if !strings.HasPrefix(st.sql, "INSERT INTO `loomwork`.trace_index") {
+				t.Errorf("step %q runs once, on one node: %s", st.name, st.sql)
+			}
+		}
+	}
+	if distributed < 2 || once != 1 {
+		t.Errorf("%d Distributed tables (want spans and trace_index at least), %d steps run once (want the backfill only)", distributed, once)
+	}
+	if !strings.Contains(boot[1].sql, "ENGINE = MergeTree") {
+		t.Errorf("schema_migrations without a coordinator is not a plain MergeTree:\n%s", boot[1].sql)
+	}
+}

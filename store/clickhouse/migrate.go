@@ -32,6 +32,9 @@ type migration struct {
 type ddlStep struct {
 	name string
 	sql  string
+	// eachNode: without a coordinator, the store runs this statement on
+	// every node itself (it would otherwise run ON CLUSTER).
+	eachNode bool
 }
 
 // ddl is what the templates see.
@@ -40,15 +43,26 @@ type ddl struct {
 	DB string
 	// Clustered is true when DDL runs ON CLUSTER.
 	Clustered bool
-	cluster   string
-	database  string
-	ttlDays   int
+	// eachNode: a cluster without a coordinator (CoordinatorNone).
+	eachNode bool
+	cluster  string
+	database string
+	ttlDays  int
 }
 
 func newDDL(database, cluster string, ttl time.Duration) ddl {
+	return newClusterDDL(database, cluster, "", ttl)
+}
+
+// eachNodeMarker stands where ON CLUSTER would under CoordinatorNone:
+// render cuts it out and marks the step to be run on every node.
+const eachNodeMarker = "/*loomwork:each-node*/"
+
+func newClusterDDL(database, cluster, coordinator string, ttl time.Duration) ddl {
 	return ddl{
 		DB:        quoteIdent(database),
 		Clustered: cluster != "",
+		eachNode:  cluster != "" && coordinator == CoordinatorNone,
 		cluster:   cluster,
 		database:  database,
 		ttlDays:   int(ttl / (24 * time.Hour)),
@@ -70,6 +84,9 @@ func (d ddl) OnCluster() string {
 	if !d.Clustered {
 		return ""
 	}
+	if d.eachNode {
+		return eachNodeMarker
+	}
 	return "ON CLUSTER " + quoteString(d.cluster)
 }
 
@@ -83,11 +100,15 @@ func (d ddl) DatabaseName() string { return quoteString(d.database) }
 // single server, its Replicated form under a cluster with one replication
 // path per shard and table.
 func (d ddl) Engine(engine, table string) string {
-	if !d.Clustered {
+	if !d.Replicated() {
 		return engine
 	}
 	return "Replicated" + engine + "('/clickhouse/tables/{shard}/{database}/" + d.Local(table) + "', '{replica}')"
 }
+
+// Replicated reports whether local tables are Replicated*MergeTree (a
+// cluster with a coordinator).
+func (d ddl) Replicated() bool { return d.Clustered && !d.eachNode }
 
 // TTLSet reports whether a TTL is configured.
 func (d ddl) TTLSet() bool { return d.ttlDays > 0 }
@@ -113,7 +134,7 @@ CREATE TABLE IF NOT EXISTS {{.DB}}.schema_migrations {{.OnCluster}}
     file       String,
     applied_at DateTime64(3)
 )
-ENGINE = {{if .Clustered}}ReplicatedMergeTree('/clickhouse/tables/{database}/schema_migrations', '{shard}-{replica}'){{else}}MergeTree{{end}}
+ENGINE = {{if .Replicated}}ReplicatedMergeTree('/clickhouse/tables/{database}/schema_migrations', '{shard}-{replica}'){{else}}MergeTree{{end}}
 ORDER BY version;
 `
 
@@ -127,7 +148,18 @@ func (d ddl) render(name, text string) ([]ddlStep, error) {
 	if err := tmpl.Execute(&buf, d); err != nil {
 		return nil, fmt.Errorf("render %s: %w", name, err)
 	}
-	return splitSteps(name, buf.String())
+	steps, err := splitSteps(name, buf.String())
+	if err != nil {
+		return nil, err
+	}
+	for i, st := range steps {
+		if strings.Contains(st.sql, eachNodeMarker) {
+			steps[i].eachNode = true
+			steps[i].sql = strings.ReplaceAll(st.sql, " "+eachNodeMarker, "")
+			steps[i].sql = strings.ReplaceAll(steps[i].sql, eachNodeMarker, "")
+		}
+	}
+	return steps, nil
 }
 
 // splitSteps cuts rendered SQL at "-- name:" lines.
@@ -222,7 +254,12 @@ func (s *Store) migrate(ctx context.Context, upTo int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := runSteps(ctx, s.conn, boot); err != nil {
+	nodes, err := s.nodeConns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeNodes(nodes)
+	if err := runSteps(ctx, s.conn, nodes, boot); err != nil {
 		return nil, err
 	}
 	migs, err := s.ddl.migrations()
@@ -252,22 +289,42 @@ func (s *Store) migrate(ctx context.Context, upTo int) ([]int, error) {
 			continue
 		}
 		s.log.Info("applying migration", "file", m.file, "database", s.ddl.database)
-		if err := runSteps(ctx, s.conn, m.steps); err != nil {
+		if err := runSteps(ctx, s.conn, nodes, m.steps); err != nil {
 			return done, fmt.Errorf("migration %s: %w", m.file, err)
 		}
-		if err := s.conn.Exec(ctx, "INSERT INTO "+s.ddl.DB+".schema_migrations (version, file, applied_at) VALUES (?, ?, now64(3))",
-			uint32(m.version), m.file); err != nil {
-			return done, fmt.Errorf("record migration %s: %w", m.file, err)
+		// Without a coordinator each node has its own schema_migrations.
+		record := []execer{s.conn}
+		if s.ddl.eachNode {
+			record = nodeExecers(nodes)
+		}
+		for _, c := range record {
+			if err := c.Exec(ctx, "INSERT INTO "+s.ddl.DB+".schema_migrations (version, file, applied_at) VALUES (?, ?, now64(3))",
+				uint32(m.version), m.file); err != nil {
+				return done, fmt.Errorf("record migration %s: %w", m.file, err)
+			}
 		}
 		done = append(done, m.version)
 	}
 	return done, nil
 }
 
-func runSteps(ctx context.Context, conn execer, steps []ddlStep) error {
+// runSteps runs each step on conn, or on every node when the step is
+// marked eachNode (a cluster without a coordinator).
+func runSteps(ctx context.Context, conn execer, nodes []nodeConn, steps []ddlStep) error {
 	for _, st := range steps {
-		if err := conn.Exec(ctx, st.sql); err != nil {
-			return fmt.Errorf("create %s: %w", st.name, err)
+		if !st.eachNode {
+			if err := conn.Exec(ctx, st.sql); err != nil {
+				return fmt.Errorf("create %s: %w", st.name, err)
+			}
+			continue
+		}
+		if len(nodes) == 0 {
+			return fmt.Errorf("create %s: no cluster node to run it on", st.name)
+		}
+		for _, n := range nodes {
+			if err := n.conn.Exec(ctx, st.sql); err != nil {
+				return fmt.Errorf("create %s on node %s: %w", st.name, n.addr, err)
+			}
 		}
 	}
 	return nil

@@ -12,7 +12,13 @@ import (
 // Start (through Open) applies the schema migrations. ClickHouse has no
 // read-only mode here: readers simply never write.
 func openClickHouse(ctx context.Context, loc Location, log *slog.Logger) (store.Store, error) {
-	st, err := clickhouse.Open(ctx, clickhouse.Config{DSN: loc.DSN, Logger: log})
+	// The DSN may name a cluster (cluster=…, cluster_coordinator=…).
+	cfg, err := clickhouse.ConfigFromDSN(loc.DSN)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = log
+	st, err := clickhouse.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

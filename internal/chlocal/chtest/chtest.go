@@ -15,6 +15,7 @@ package chtest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/url"
@@ -22,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -201,7 +203,11 @@ func launcherCommand() ([]string, error) {
 		if buildErr = os.MkdirAll(dir, 0o755); buildErr != nil {
 			return
 		}
-		final := filepath.Join(dir, "chlocal-launcher")
+		// One binary per source tree: worktrees of different branches
+		// share the cache, and one's launcher may lack the other's flags.
+		_, self, _, _ := runtime.Caller(0)
+		sum := sha256.Sum256([]byte(filepath.Dir(self)))
+		final := filepath.Join(dir, "chlocal-launcher-"+hex.EncodeToString(sum[:6]))
 		tmp := final + "." + strconv.Itoa(os.Getpid())
 		cmd := exec.Command("go", "build", "-o", tmp, "github.com/loomwork/loomwork/internal/chlocal/launcher")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -25,6 +25,9 @@ func main() {
 	portsFile := fs.String("ports-file", "", "file that receives the ports once the server is ready")
 	startTimeout := fs.Duration("start-timeout", 60*time.Second, "how long to wait for start-up")
 	parentPID := fs.Int("parent-pid", 0, "stop when this process (the parent) exits; 0 disables")
+	configFile := fs.String("config", "", "ClickHouse server configuration file (XML), e.g. a cluster node's")
+	tcpPort := fs.Int("tcp-port", 0, "native protocol port (0: the OS picks)")
+	httpPort := fs.Int("http-port", 0, "HTTP port (0: the OS picks)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -34,6 +37,9 @@ func main() {
 		PortsFile:    *portsFile,
 		StartTimeout: *startTimeout,
 		ParentPID:    *parentPID,
+		ConfigFile:   *configFile,
+		TCPPort:      *tcpPort,
+		HTTPPort:     *httpPort,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	})
 	if err != nil {
