@@ -110,7 +110,7 @@ func (s *Store) deleteChunk(ctx context.Context, project string, cutoffNS int64,
 	}
 	for _, st := range []struct {
 		what, sql string
-		count    *int64
+		count     *int64
 	}{
 		{"spans", `DELETE FROM spans WHERE trace_seq IN ` + in, &res.Spans},
 		{"trace tags", `DELETE FROM trace_tags WHERE seq IN ` + in, nil},
