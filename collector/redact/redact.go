@@ -108,8 +108,8 @@ const MaxPasses = 4
 
 type pattern struct {
 	name   string
-	re     *regexp.Regexp
-	accept func(string) bool // nil: every match; else only matches it accepts
+	find   func(s string) [][]int // match locations, leftmost-first, non-overlapping
+	accept func(string) bool      // nil: every match; else only matches it accepts
 	marker string
 	count  atomic.Int64
 }
@@ -133,14 +133,15 @@ func New(cfg Config) (*Redactor, error) {
 		if slices.ContainsFunc(r.pats, func(p *pattern) bool { return p.name == b }) {
 			continue
 		}
-		p := &pattern{name: b, re: regexp.MustCompile(builtinRE[b]), marker: "[REDACTED:" + b + "]"}
+		p := &pattern{name: b, find: builtinFind[b], marker: "[REDACTED:" + b + "]"}
 		if b == Card {
 			p.accept = cardMatch
 		}
 		r.pats = append(r.pats, p)
 	}
 	for _, c := range cfg.Custom {
-		r.pats = append(r.pats, &pattern{name: c.Name, re: regexp.MustCompile(c.Pattern), marker: "[REDACTED:" + c.Name + "]"})
+		re := regexp.MustCompile(c.Pattern)
+		r.pats = append(r.pats, &pattern{name: c.Name, find: func(s string) [][]int { return re.FindAllStringIndex(s, -1) }, marker: "[REDACTED:" + c.Name + "]"})
 	}
 	return r, nil
 }
@@ -186,7 +187,7 @@ func (r *Redactor) String(s string) (string, bool) {
 
 func (r *Redactor) matches(s string) bool {
 	for _, p := range r.pats {
-		for _, m := range p.re.FindAllStringIndex(s, -1) {
+		for _, m := range p.find(s) {
 			if p.accept == nil || p.accept(s[m[0]:m[1]]) {
 				return true
 			}
@@ -197,7 +198,7 @@ func (r *Redactor) matches(s string) bool {
 
 // replace replaces p's accepted matches in s, returning how many.
 func (p *pattern) replace(s string) (string, int) {
-	locs := p.re.FindAllStringIndex(s, -1)
+	locs := p.find(s)
 	if len(locs) == 0 {
 		return s, 0
 	}

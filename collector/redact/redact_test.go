@@ -264,3 +264,32 @@ func FuzzRedactProperties(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFindersMatchTheRegexps: the hand-written finders return exactly what
+// the built-in regexps' FindAllStringIndex returns.
+func FuzzFindersMatchTheRegexps(f *testing.F) {
+	for _, s := range []string{"a@b.cc", "a@b.c0m.org", "x.y@z..ab", "a@b.cc@d.ee", "3x@d.ee a@b-c.d-e.fg9", "@a.bc", "a@.bc",
+		"4111 1111-1111 1111", "1 -2", "12  34", "sk-abcdefghijklmnopq", "xsk-abcdefghijklmnopq", "Bearer  abcdefghijklmnop==",
+		"BEARER\tabcdefghijklmnopqrst", "AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOPQ", "ghp_" + strings.Repeat("a", 30), "_sk-abcdefghijklmnopqr",
+		"lwk_" + strings.Repeat("-", 20), "xoxb-1234567890", "AIza" + strings.Repeat("_", 35), "é@ü.de sk-é"} {
+		f.Add(s)
+	}
+	res := map[string]*regexp.Regexp{}
+	for name, src := range builtinRE {
+		res[name] = regexp.MustCompile(src)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		for name, re := range res {
+			want := re.FindAllStringIndex(in, -1)
+			got := builtinFind[name](in)
+			if len(want) != len(got) {
+				t.Fatalf("%s on %q: finder %v, regexp %v", name, in, got, want)
+			}
+			for i := range want {
+				if want[i][0] != got[i][0] || want[i][1] != got[i][1] {
+					t.Fatalf("%s on %q: finder %v, regexp %v", name, in, got, want)
+				}
+			}
+		}
+	})
+}
