@@ -325,6 +325,9 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 
+	if keys != nil && loc.Backend == storeurl.ClickHouse {
+		log.Warn("--keys with the ClickHouse store: it keeps the default project only, so spans sent with a project key are refused and key-scoped reads fail (docs/projects.md)")
+	}
 	if keys != nil {
 		if sq, ok := st.(*sqlite.Store); ok {
 			job := &sqlite.RetentionJob{Store: sq, Policies: retentionPolicies(keys), Interval: *retentionEvery, Logger: log}
