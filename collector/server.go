@@ -300,8 +300,14 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	admit := newAdmission(inFlight, s.cfg.Exporter.retryAfter())
 	auth := authenticator{token: s.cfg.AuthToken, keys: s.cfg.Keys}
+	if e := s.texp.Load(); e != nil {
+		admit.behind = e.storeBehind
+	}
 	s.admit.Store(admit)
 	f := &front{next: s.proc, retryAfter: s.cfg.Exporter.retryAfter(), log: s.log, admit: admit}
+	if e := s.texp.Load(); e != nil {
+		f.direct = e
+	}
 	if grpcOn {
 		opts := []configgrpc.ToServerOption{
 			configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec())),
