@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
+
+	"github.com/loomwork/loomwork/store"
 )
 
 // admission bounds the request bytes the front holds at once, and refuses
@@ -204,12 +206,18 @@ func ticketFrom(ctx context.Context) *ticket {
 // tap is the gRPC transport's in-tap handle: authentication (when token is
 // set) and admission, both before the request message is read. gRPC takes
 // one tap per server, so both live here.
-func (a *admission) tap(token string) tap.ServerInHandle {
+func (a *admission) tap(auth authenticator) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		if token != "" {
-			if vals := info.Header.Get("authorization"); len(vals) == 0 || !bearerOK(vals[0], token) {
-				return nil, errUnauthenticatedGRPC
+		if auth.on() {
+			header := ""
+			if vals := info.Header.Get("authorization"); len(vals) > 0 {
+				header = vals[0]
 			}
+			project, st := auth.check(header)
+			if st != nil {
+				return nil, st.Err()
+			}
+			ctx = store.WithProject(ctx, project)
 		}
 		if info.FullMethodName != exportMethod {
 			return ctx, nil
@@ -231,8 +239,6 @@ func (a *admission) tap(token string) tap.ServerInHandle {
 		return context.WithValue(ctx, ticketKey{}, t), nil
 	}
 }
-
-var errUnauthenticatedGRPC = status.Error(codes.Unauthenticated, "missing or wrong bearer token: send metadata authorization: Bearer TOKEN")
 
 // releaser returns a call's reservation when the call ends, whatever ended
 // it: a call the tap admitted may still fail before the handler runs (a

@@ -87,7 +87,7 @@ func TestAdmissionRefusesWhatCannotFinishBeforeItsDeadline(t *testing.T) {
 	a := newAdmission(64<<20, time.Second)
 	a.now = func() time.Time { return now }
 	a.sampleAt.Store(now.UnixNano())
-	gate := a.tap("")
+	gate := a.tap(authenticator{})
 	info := &tap.Info{FullMethodName: exportMethod}
 	call := func(left time.Duration) (*ticket, error) {
 		ctx, cancel := context.WithDeadline(context.Background(), now.Add(left))

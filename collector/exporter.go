@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/collector/redact"
 	"github.com/loomwork/loomwork/collector/spool"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
@@ -51,9 +53,11 @@ func withCreated(f func(*traceExporter)) FactoryOption {
 }
 
 type factory struct {
-	store   store.Writer
-	slog    *slog.Logger
-	created func(*traceExporter)
+	store    store.Writer
+	slog     *slog.Logger
+	created  func(*traceExporter)
+	policy   PolicyFunc
+	redactor *redact.Redactor
 }
 
 // NewFactory returns the Loomwork exporter factory, for the in-process
@@ -79,7 +83,7 @@ func (f *factory) createTraces(ctx context.Context, set exporter.Settings, cfg c
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("loomwork exporter config: %w", err)
 	}
-	e := &traceExporter{cfg: *c, log: set.Logger, slog: f.slog, injected: f.store}
+	e := &traceExporter{cfg: *c, log: set.Logger, slog: f.slog, injected: f.store, policy: f.policy, redactor: f.redactor}
 	if f.created != nil {
 		f.created(e)
 	}
@@ -101,6 +105,10 @@ type traceExporter struct {
 	log      *zap.Logger
 	slog     *slog.Logger
 	injected store.Writer
+	policy   PolicyFunc       // nil: every project captures content
+	redactor *redact.Redactor // nil: no redaction
+
+	contentDropped atomic.Int64
 
 	mu        sync.Mutex
 	owned     store.Store // opened in start, shut down in shutdown
@@ -238,6 +246,9 @@ func (e *traceExporter) storeBehind() bool {
 // consumeSpans stores spans already mapped; rejected are the request's
 // spans the mapping refused, reported to the sender.
 func (e *traceExporter) consumeSpans(ctx context.Context, spans []store.Span, rejected []genai.Rejection) error {
+	// Project, content capture and redaction, before anything is written
+	// (projects.go).
+	e.prepare(ctx, spans)
 	e.mu.Lock()
 	c, sp, checker := e.committer, e.spooler, e.checker
 	e.mu.Unlock()

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/loomwork/loomwork/collector/redact"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -90,6 +91,17 @@ type ServerConfig struct {
 	// get HTTP 401 / gRPC UNAUTHENTICATED. Empty: no authentication, the
 	// default for a laptop. Needs the Loomwork receiver.
 	AuthToken string
+	// Keys, when set, authenticates project API keys (internal/projects):
+	// a request with a read-write key is stored under the key's project;
+	// one with a read-only key is refused (HTTP 403, PERMISSION_DENIED).
+	// AuthToken, if also set, still admits the default project. Needs
+	// the Loomwork receiver.
+	Keys KeyFunc
+	// Policy returns a project's policy (content capture); nil: every
+	// project captures content.
+	Policy PolicyFunc
+	// Redact configures the redaction step (none when empty).
+	Redact redact.Config
 	// Logger receives the pipeline's logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -114,6 +126,12 @@ func (c *ServerConfig) Validate() error {
 	}
 	if c.AuthToken != "" && c.Receiver == ReceiverOTLP {
 		errs = append(errs, errors.New("auth_token: bearer authentication needs the loomwork receiver"))
+	}
+	if c.Keys != nil && c.Receiver == ReceiverOTLP {
+		errs = append(errs, errors.New("keys: project keys need the loomwork receiver"))
+	}
+	if err := c.Redact.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.AuthToken != "" && len(c.AuthToken) < 16 {
 		errs = append(errs, errors.New("auth_token: must be at least 16 characters"))
@@ -213,7 +231,12 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 	expCfg := s.cfg.Exporter
 	expSet := exporter.Settings{ID: component.NewID(componentType), TelemetrySettings: tel, BuildInfo: build}
-	if s.exp, err = NewFactory(WithStore(s.w), WithLogger(s.log), withCreated(func(e *traceExporter) { s.texp.Store(e) })).CreateTraces(ctx, expSet, &expCfg); err != nil {
+	red, err := redact.New(s.cfg.Redact)
+	if err != nil {
+		return fmt.Errorf("redaction: %w", err)
+	}
+	if s.exp, err = NewFactory(WithStore(s.w), WithLogger(s.log), WithProjects(s.cfg.Policy), WithRedactor(red),
+		withCreated(func(e *traceExporter) { s.texp.Store(e) })).CreateTraces(ctx, expSet, &expCfg); err != nil {
 		return fmt.Errorf("create loomwork exporter: %w", err)
 	}
 	if err = s.exp.Start(ctx, host); err != nil {
@@ -276,6 +299,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		inFlight = int64(limitMiB) << 20 / 32
 	}
 	admit := newAdmission(inFlight, s.cfg.Exporter.retryAfter())
+	auth := authenticator{token: s.cfg.AuthToken, keys: s.cfg.Keys}
 	if e := s.texp.Load(); e != nil {
 		admit.behind = e.storeBehind
 	}
@@ -288,7 +312,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		opts := []configgrpc.ToServerOption{
 			configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec())),
 			// Authentication and admission before a request message is read.
-			configgrpc.WithGrpcServerOption(grpc.InTapHandle(admit.tap(s.cfg.AuthToken))),
+			configgrpc.WithGrpcServerOption(grpc.InTapHandle(admit.tap(auth))),
 			configgrpc.WithGrpcServerOption(grpc.StatsHandler(releaser{})),
 			// Fixed flow-control windows. By default gRPC grows them from
 			// its bandwidth estimate up to 16 MiB a stream, so on a fast link
@@ -300,8 +324,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			configgrpc.WithGrpcServerOption(grpc.InitialWindowSize(1 << 20)),
 			configgrpc.WithGrpcServerOption(grpc.InitialConnWindowSize(8 << 20)),
 		}
-		if s.cfg.AuthToken != "" {
-			opts = append(opts, configgrpc.WithGrpcServerOption(grpc.UnaryInterceptor(bearerUnary(s.cfg.AuthToken))))
+		if auth.on() {
+			opts = append(opts, configgrpc.WithGrpcServerOption(grpc.UnaryInterceptor(auth.unary())))
 		}
 		s.grpcSrv, err = grpcCfg.ToServer(ctx, nil, tel, opts...)
 		if err != nil {
@@ -324,8 +348,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		mux := http.NewServeMux()
 		mux.HandleFunc(TracesPath, f.handleHTTP)
 		var h http.Handler = mux
-		if s.cfg.AuthToken != "" {
-			h = bearerHTTP(s.cfg.AuthToken, mux)
+		if auth.on() {
+			h = auth.http(mux)
 		}
 		s.httpSrv, err = httpCfg.ToServer(ctx, nil, tel, h, confighttp.WithErrorHandler(httpErrorHandler))
 		if err != nil {
@@ -476,6 +500,9 @@ type Health struct {
 	Store     StoreHealth     `json:"store"`
 	Spool     *SpoolHealth    `json:"spool,omitempty"`
 	Admission AdmissionHealth `json:"admission"`
+	// Redaction counts what the redaction step replaced and the content
+	// dropped for projects that do not capture it (issue 21).
+	Redaction *RedactionHealth `json:"redaction,omitempty"`
 }
 
 // StoreHealth says whether the store answered a ping just now.
@@ -547,6 +574,8 @@ func (s *Server) Health(ctx context.Context) Health {
 		if sh, ok := texp.spoolHealth(); ok {
 			h.Spool = &sh
 		}
+		rh := texp.redactionHealth()
+		h.Redaction = &rh
 	}
 	switch {
 	case s.draining.Load() || !s.listening.Load():

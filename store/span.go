@@ -20,6 +20,10 @@ const (
 // mapping; Attributes still holds every attribute as it was sent (including
 // the ones promoted), so a reader can always see the original.
 type Span struct {
+	// Project is the project the span was stored under: the project of
+	// the key that sent it, "" (the default project) without keys. The
+	// collector sets it from the authenticated key, never from the span.
+	Project      string    `json:"project,omitempty"`
 	TraceID      string    `json:"trace_id"`
 	SpanID       string    `json:"span_id"`
 	ParentSpanID string    `json:"parent_span_id,omitempty"`

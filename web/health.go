@@ -32,7 +32,7 @@ func (s *Server) writeHealth(w http.ResponseWriter, r *http.Request, rep HealthR
 	var body any = rep.Detail
 	// The detail names the store and its errors: only for callers that
 	// may read the rest of the server.
-	if rep.Detail == nil || s.cfg.AuthToken != "" && !s.authorized(r) {
+	if rep.Detail == nil || !s.authorized(r) {
 		body = struct {
 			Status string `json:"status"`
 			Ready  bool   `json:"ready"`

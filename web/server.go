@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,12 @@ type Config struct {
 	// /login?token=TOKEN, which sets a cookie). Empty means no
 	// authentication, the right default on a laptop.
 	AuthToken string
+	// Keys, when set, authenticates project API keys the same way (bearer
+	// header, or the /login cookie): a key's requests see only its
+	// project's traces, runs, reports and ablations (see projectServer);
+	// a read-only key may only GET. AuthToken, if also set, still opens
+	// the default project with everything.
+	Keys KeyFunc
 	// TraceCacheBytes bounds the memory of the trace cache (the spans,
 	// rollup and waterfall index of recently opened traces) by an estimate
 	// of each trace's size from its spans, attributes and events; least
@@ -48,6 +55,11 @@ type Config struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
+
+// KeyFunc authenticates a project API key secret: its project ("" is the
+// default project) and whether it may write. It compares in constant time
+// and never logs the secret.
+type KeyFunc func(secret string) (project string, canWrite bool, ok bool)
 
 // Validate reports configuration errors.
 func (c Config) Validate() error {
@@ -106,6 +118,11 @@ type Server struct {
 	log   *slog.Logger
 	cache *traceCache
 	csrf  *csrfGuard
+
+	// Projects (Config.Keys): one Server per project a key has opened,
+	// each with its own trace cache and its project's file directories.
+	projMu   sync.Mutex
+	projects map[string]*Server
 }
 
 type cachedTrace struct {
@@ -179,16 +196,79 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler, enforcing the bearer token if set.
+// ServeHTTP implements http.Handler, enforcing the bearer token and the
+// project keys if set.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'")
-	if s.cfg.AuthToken != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && r.URL.Path != "/login" && !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="loomwork"`)
-		http.Error(w, "unauthorized: send Authorization: Bearer TOKEN (browsers: open /login?token=TOKEN once)", http.StatusUnauthorized)
+	open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/login"
+	if open || (s.cfg.AuthToken == "" && s.cfg.Keys == nil) {
+		s.mux.ServeHTTP(w, r)
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	a := s.authenticate(r)
+	switch {
+	case !a.ok:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="loomwork"`)
+		http.Error(w, "unauthorized: send Authorization: Bearer TOKEN (browsers: open /login?token=TOKEN once)", http.StatusUnauthorized)
+	case !a.key:
+		s.mux.ServeHTTP(w, r)
+	case !a.canWrite && r.Method != http.MethodGet && r.Method != http.MethodHead:
+		http.Error(w, "forbidden: a read-only key may only read", http.StatusForbidden)
+	default:
+		ps, err := s.projectServer(a.project)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		ps.mux.ServeHTTP(w, r.WithContext(store.WithProject(r.Context(), a.project)))
+	}
+}
+
+// projectServer returns the Server for a project key's requests: the same
+// trace reader (every read scoped by the request's project in its
+// context), its own trace cache (a cached trace is never served across
+// projects), the project's subdirectory of each file directory
+// (RUNS/<project>, REPORTS/<project>, ABLATIONS/<project>), and no human
+// labels file or approvals, which are not per project.
+func (s *Server) projectServer(project string) (*Server, error) {
+	s.projMu.Lock()
+	defer s.projMu.Unlock()
+	if ps, ok := s.projects[project]; ok {
+		return ps, nil
+	}
+	deps := s.deps
+	deps.Labels, deps.Approvals = "", nil
+	if f := s.deps.Files; f != nil {
+		sub := func(dir string) string {
+			if dir == "" {
+				return ""
+			}
+			return filepath.Join(dir, projectDir(project))
+		}
+		deps.Files = &FileSources{RunsDir: sub(f.RunsDir), ReportsDir: sub(f.ReportsDir), AblationsDir: sub(f.AblationsDir)}
+	}
+	cfg := s.cfg
+	cfg.AuthToken, cfg.Keys = "", nil
+	ps, err := New(cfg, deps)
+	if err != nil {
+		return nil, fmt.Errorf("project server: %w", err)
+	}
+	if s.projects == nil {
+		s.projects = map[string]*Server{}
+	}
+	s.projects[project] = ps
+	return ps, nil
+}
+
+// projectDir is a project's subdirectory name ("default" for the default
+// project). Project names are [a-z0-9_-] (internal/projects), so the name
+// is a plain directory name.
+func projectDir(project string) string {
+	if project == "" {
+		return "default"
+	}
+	return project
 }
 
 // noListing serves files only: a directory (a path ending in "/") is 404,
@@ -206,14 +286,49 @@ func noListing(h http.Handler) http.Handler {
 // Handle mounts an extra handler on the UI's mux (the collector uses it).
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
-func (s *Server) authorized(r *http.Request) bool {
+// auth is what a request's credentials are.
+type auth struct {
+	ok       bool
+	key      bool // a project key (else the shared token)
+	project  string
+	canWrite bool
+}
+
+// authenticate reads the bearer header, else the /login cookie, and checks
+// it against the project keys, then the shared token.
+func (s *Server) authenticate(r *http.Request) auth {
 	tok := ""
 	if t, ok := bearerToken(r.Header.Get("Authorization")); ok {
 		tok = t
 	} else if c, err := r.Cookie("loomwork_token"); err == nil {
 		tok = c.Value
 	}
-	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AuthToken)) == 1
+	return s.check(tok)
+}
+
+func (s *Server) check(tok string) auth {
+	if tok == "" {
+		return auth{}
+	}
+	if s.cfg.Keys != nil {
+		if p, w, ok := s.cfg.Keys(tok); ok {
+			return auth{ok: true, key: true, project: p, canWrite: w}
+		}
+	}
+	if s.cfg.AuthToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AuthToken)) == 1 {
+		return auth{ok: true, canWrite: true}
+	}
+	return auth{}
+}
+
+// authorized: the request may see everything of the default project (the
+// shared token), or no authentication is configured.
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.AuthToken == "" && s.cfg.Keys == nil {
+		return true
+	}
+	a := s.authenticate(r)
+	return a.ok && !a.key
 }
 
 // bearerToken returns the token of an "Authorization: Bearer TOKEN" value;
@@ -228,11 +343,11 @@ func bearerToken(header string) (string, bool) {
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	tok := r.URL.Query().Get("token")
-	if s.cfg.AuthToken == "" {
+	if s.cfg.AuthToken == "" && s.cfg.Keys == nil {
 		http.Redirect(w, r, "/traces", http.StatusFound)
 		return
 	}
-	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.AuthToken)) != 1 {
+	if !s.check(tok).ok {
 		http.Error(w, "unauthorized: wrong or missing token", http.StatusUnauthorized)
 		return
 	}
@@ -245,6 +360,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 // its rollup recomputed only if its span count changed.
 func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) {
 	now := s.cfg.Now()
+	// The cache is per Server, and each project has its own Server
+	// (projectServer): a cached trace is never served across projects.
 	c, ok := s.cache.get(id)
 	if ok && now.Sub(c.loaded) < s.cfg.CacheFresh {
 		return c, nil

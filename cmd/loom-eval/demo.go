@@ -59,13 +59,18 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		exp sdktrace.SpanExporter
 		err error
 	)
+	// A project key ($LOOMWORK_KEY) stores the trace under its project.
+	headers := map[string]string{}
+	if k := m.getenv(envKey); k != "" {
+		headers["authorization"] = "Bearer " + k
+	}
 	protocol := "OTLP/gRPC"
 	if *useHTTP {
 		protocol = "OTLP/HTTP"
-		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(addr), otlptracehttp.WithInsecure(),
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(addr), otlptracehttp.WithInsecure(), otlptracehttp.WithHeaders(headers),
 			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second, MaxElapsedTime: *timeout}))
 	} else {
-		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(),
+		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(), otlptracegrpc.WithHeaders(headers),
 			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second, MaxElapsedTime: *timeout}))
 	}
 	if err != nil {

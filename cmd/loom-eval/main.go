@@ -63,6 +63,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"serve":            {"run the OTLP collector, trace store and web UI", (*Main).runServe},
+		"keys":             {"projects and their API keys: keys create --project P [--kind read], keys list, keys revoke ID, keys project P --retention 30d", (*Main).runKeys},
 		"traces":           {"list or show stored traces (traces list | traces get ID)", (*Main).runTraces},
 		"sessions":         {"list sessions (traces of one conversation) or show one with its turns (sessions list | sessions get ID)", (*Main).runSessions},
 		"cases":            {"stored traces become cases and trials (cases from-traces)", (*Main).runCases},

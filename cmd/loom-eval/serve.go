@@ -21,7 +21,9 @@ import (
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/collector/spool"
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/projects"
 	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/sqlite"
 	"github.com/loomwork/loomwork/store/storeurl"
 	"github.com/loomwork/loomwork/web"
 )
@@ -174,6 +176,11 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	labelsFile := fs.String("labels", "", "human labels file (labels JSONL, created if missing) that the UI's label form appends to and /labels exports; loom-eval labels agreement --labels reads it")
 	ablationsDir := fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")
 	pricesFile := fs.String("prices", "", "price table JSON merged over the built-in one, for the cost the UI and the JSON API show (the same file score, rollup and traces take)")
+	keysFile := fs.String("keys", "", "projects and API keys file (loom-eval keys; default $"+envKeysFile+"): spans are stored under the sending key's project and each key reads only its project (docs/projects.md)")
+	redactFlag := fs.String("redact", "", "redact before storing: comma-separated api_key, email, card, or all")
+	var redactPatterns stringList
+	fs.Var(&redactPatterns, "redact-pattern", "redact matches of a custom RE2 pattern, NAME=REGEX (repeatable)")
+	retentionEvery := fs.Duration("retention-interval", time.Hour, "how often the embedded store deletes traces past their project's retention")
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
@@ -243,6 +250,19 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if f := strings.TrimSpace(*spoolDir); loc.Backend != storeurl.ClickHouse && f != "" && f != "off" {
 		log.Info("--spool-dir ignored: the embedded store writes directly (its commit is as durable as the spool's)", "spool_dir", f)
 	}
+	redactCfg, err := parseRedact(*redactFlag, redactPatterns)
+	if err != nil {
+		return usageError("serve: %v", err)
+	}
+	if *keysFile == "" && m.Getenv != nil {
+		*keysFile = m.Getenv(envKeysFile)
+	}
+	var keys *projects.Registry
+	if *keysFile != "" {
+		if keys, err = projects.Open(*keysFile, nil); err != nil {
+			return usageError("serve: --keys: %v", err)
+		}
+	}
 	cfg := collector.ServerConfig{
 		GRPCAddr: grpcL.addr,
 		HTTPAddr: httpL.addr,
@@ -258,7 +278,11 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		MaxInFlightMiB: *inFlightMiB,
 		MaxRequestMiB:  *maxReqMiB,
 		AuthToken:      *authToken,
+		Redact:         redactCfg,
 		Logger:         log,
+	}
+	if keys != nil {
+		cfg.Keys, cfg.Policy = keyAuth(keys), servePolicy(keys)
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError("serve: %v", err)
@@ -301,6 +325,21 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 
+	if keys != nil && loc.Backend == storeurl.ClickHouse {
+		log.Warn("--keys with the ClickHouse store: it keeps the default project only, so spans sent with a project key are refused and key-scoped reads fail (docs/projects.md)")
+	}
+	if keys != nil {
+		if sq, ok := st.(*sqlite.Store); ok {
+			job := &sqlite.RetentionJob{Store: sq, Policies: retentionPolicies(keys), Interval: *retentionEvery, Logger: log}
+			if err := job.Start(ctx); err != nil {
+				return errors.Join(usageError("serve: retention: %v", err), shutdownServe(srv, nil, st, log))
+			}
+			defer job.Shutdown(context.WithoutCancel(ctx))
+		} else if len(retentionPolicies(keys)()) > 0 {
+			log.Warn("project retention is enforced by the embedded store's deletion job; this store does not run it", "store", loc.String())
+		}
+	}
+
 	var ui *http.Server
 	uiURL := ""
 	if uiLn != nil {
@@ -319,7 +358,11 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 			defer j.Shutdown(context.WithoutCancel(ctx))
 			approvals = webApprovals{j: j, clock: time.Now}
 		}
-		h, err := web.New(web.Config{AuthToken: *authToken}, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile, Health: health, Approvals: approvals})
+		webCfg := web.Config{AuthToken: *authToken}
+		if keys != nil {
+			webCfg.Keys = keyAuth(keys)
+		}
+		h, err := web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile, Health: health, Approvals: approvals})
 		if err != nil {
 			closeUI()
 			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))

@@ -53,7 +53,13 @@ func (m *Main) tracesOpenStore(ctx context.Context, raw string) (store.Store, er
 	if err != nil {
 		return nil, &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
-	return st, nil
+	// $LOOMWORK_KEY scopes every read to the key's project (keys.go).
+	scoped, err := m.scopeStore(st)
+	if err != nil {
+		st.Shutdown(context.WithoutCancel(ctx))
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return scoped, nil
 }
 
 func (m *Main) runTracesList(ctx context.Context, args []string) error {

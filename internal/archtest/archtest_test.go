@@ -104,6 +104,11 @@ var rooms = []room{
 		imports: []string{"internal/coord/"}},
 	{path: "internal/chlocal/", rule: "chlocal is a leaf",
 		imports: []string{"internal/chlocal/"}},
+	// Projects and their API keys (issue 21): the keys file, hashed keys,
+	// retention and content-capture settings. A leaf: the collector and
+	// the UI take small interfaces that cmd fills with it.
+	{path: "internal/projects/", rule: "projects is a leaf",
+		imports: []string{"internal/projects/"}},
 	// Step alignment and diff, shared by the two rooms that read steps and
 	// may not import each other (scorer/tracediff from spans, agents/journal
 	// from journals): a leaf on the standard library.

@@ -26,6 +26,9 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
+	if err := defaultProjectOnly(ctx); err != nil {
+		return nil, fmt.Errorf("get trace: %w", err)
+	}
 	if err := checkID(traceID, 16); err != nil {
 		return nil, fmt.Errorf("get trace: %w: %w", store.ErrBadTraceID, err)
 	}
@@ -88,6 +91,9 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 func (s *Store) ResolveTraceID(ctx context.Context, idOrPrefix string) (string, error) {
 	if err := s.usable(); err != nil {
 		return "", err
+	}
+	if err := defaultProjectOnly(ctx); err != nil {
+		return "", fmt.Errorf("resolve trace id: %w", err)
 	}
 	return store.ResolveTraceIDWith(ctx, idOrPrefix, func(ctx context.Context, lo, hi string, limit int) ([]string, error) {
 		// DISTINCT: a trace has a row per batch until merges fold them.
@@ -196,6 +202,9 @@ FROM
 func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
 	if err := s.usable(); err != nil {
 		return store.TracePage{}, err
+	}
+	if err := defaultProjectOnly(ctx); err != nil {
+		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
 	plan, err := s.planList(&q)
 	if err != nil {

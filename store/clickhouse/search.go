@@ -166,6 +166,9 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 	if err := s.usable(); err != nil {
 		return store.SessionPage{}, err
 	}
+	if err := defaultProjectOnly(ctx); err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
 	p, err := q.Plan()
 	if err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)

@@ -547,6 +547,9 @@ func nonNil(s []string) []string {
 }
 
 func validateSpan(sp *store.Span) error {
+	if sp.Project != "" {
+		return fmt.Errorf("project %q: %w", sp.Project, ErrProjectsUnsupported)
+	}
 	if err := checkID(sp.TraceID, 16); err != nil {
 		return fmt.Errorf("trace_id: %w", err)
 	}

@@ -62,7 +62,7 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	}
 	defer tx.Rollback()
 	var seq, count int64
-	switch err := tx.QueryRowContext(ctx, `SELECT seq, span_count FROM traces WHERE trace_id = ?`, id).Scan(&seq, &count); {
+	switch err := tx.QueryRowContext(ctx, `SELECT seq, span_count FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(&seq, &count); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("get trace %s: %w", traceID, store.ErrNotFound)
 	case err != nil:
@@ -97,12 +97,17 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 		return strings.Compare(spans[a].SpanID, spans[b].SpanID)
 	})
 	permute(spans, order)
+	if p := store.ProjectOf(ctx); p != "" {
+		for i := range spans {
+			spans[i].Project = p
+		}
+	}
 	return spans, nil
 }
 
 // resolveSQL finds the trace ids in [lo, hi]: a range scan of the unique
 // index on traces.trace_id (raw 16-byte ids compare as their hex does).
-const resolveSQL = `SELECT trace_id FROM traces WHERE trace_id BETWEEN ? AND ? ORDER BY trace_id LIMIT ?`
+const resolveSQL = `SELECT trace_id FROM traces INDEXED BY traces_by_id WHERE trace_id BETWEEN ? AND ? AND project = ? ORDER BY trace_id LIMIT ?`
 
 // ResolveTraceID returns the full id of the one trace whose id is or starts
 // with idOrPrefix (see store.Reader).
@@ -119,7 +124,7 @@ func (s *Store) ResolveTraceID(ctx context.Context, idOrPrefix string) (string, 
 		if err != nil {
 			return nil, err
 		}
-		rows, err := s.reader.QueryContext(ctx, resolveSQL, loB, hiB, limit)
+		rows, err := s.reader.QueryContext(ctx, resolveSQL, loB, hiB, store.ProjectOf(ctx), limit)
 		if err != nil {
 			return nil, err
 		}
@@ -536,7 +541,7 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err := s.usable(); err != nil {
 		return store.TracePage{}, err
 	}
-	plan, err := planQuery(&q)
+	plan, err := planQuery(&q, store.ProjectOf(ctx))
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
@@ -670,7 +675,8 @@ var sortColumns = map[string]string{
 }
 
 // planQuery validates q and builds the SQL for one page.
-func planQuery(q *store.TraceQuery) (queryPlan, error) {
+// Only traces of project are listed.
+func planQuery(q *store.TraceQuery, project string) (queryPlan, error) {
 	var p queryPlan
 	var err error
 	if p.PlannedQuery, err = q.Plan(func(t time.Time) error {
@@ -683,7 +689,8 @@ func planQuery(q *store.TraceQuery) (queryPlan, error) {
 	if !ok {
 		return p, fmt.Errorf("sort_by %q is not supported by the embedded store", p.SortBy)
 	}
-	var where []string
+	where := []string{"project = ?"}
+	p.args = append(p.args, project)
 	if !q.Start.IsZero() {
 		where = append(where, "start_ns >= ?")
 		p.args = append(p.args, q.Start.UnixNano())

@@ -11,7 +11,7 @@ import (
 // whole traces table.
 func TestResolveTraceIDIsARangeScanOfTheTraceIDIndex(t *testing.T) {
 	s, _ := openTemp(t)
-	rows, err := s.reader.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+resolveSQL, []byte{1}, []byte{2}, 6)
+	rows, err := s.reader.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+resolveSQL, []byte{1}, []byte{2}, "", 6)
 	if err != nil {
 		t.Fatal(err)
 	}

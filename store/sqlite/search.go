@@ -356,7 +356,7 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 const sessionsSQL = `SELECT st.value, count(*), min(t.start_ns), max(t.start_ns),
 	sum(t.span_count), sum(t.error_count), sum(t.model_calls), sum(t.tool_calls), sum(t.input_tokens), sum(t.output_tokens)
 	FROM search_terms st JOIN traces t ON t.seq = st.seq
-	WHERE st.key_id = ` + keyIDSQL + `
+	WHERE st.key_id = ` + keyIDSQL + ` AND t.project = ?
 	GROUP BY st.value %s
 	ORDER BY max(t.start_ns) DESC, st.value DESC LIMIT ?`
 
@@ -373,7 +373,7 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
 	having := ""
-	args := []any{searchConversation, ""}
+	args := []any{searchConversation, "", store.ProjectOf(ctx)}
 	if p.After != nil {
 		having = "HAVING (max(t.start_ns), st.value) < (?, ?)"
 		args = append(args, p.After.LastStartNS, p.After.SessionID)

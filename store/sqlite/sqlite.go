@@ -206,6 +206,11 @@ func dsn(path string, cfg Config, reader bool) string {
 			q.Set("mode", "ro")
 		}
 	} else {
+		// Incremental auto-vacuum, so the retention job can hand the
+		// pages of deleted traces back to the file system. It takes
+		// effect on a new file (set before the first table); an older
+		// file is converted by the job's first VACUUM (retention.go).
+		q.Add("_pragma", "auto_vacuum(2)")
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous("+cfg.Synchronous+")")
 		// 64 MiB page cache: span ids are random, so index inserts touch

@@ -296,6 +296,7 @@ const spanColCount = 33
 // traceGroup is the part of a batch that belongs to one trace.
 type traceGroup struct {
 	traceID  []byte
+	project  string // store.Span.Project of its spans
 	sm       *summary
 	b        *store.SummaryBuilder // the trace's summary, stored spans added
 	rows     []*spanRow            // in batch order
@@ -340,10 +341,11 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 	var order []*traceGroup
 	for i := range rows {
 		r := &rows[i]
-		g, ok := groups[string(r.traceID)]
+		key := groupKey(r.span.Project, r.traceID)
+		g, ok := groups[key]
 		if !ok {
-			g = &traceGroup{traceID: r.traceID}
-			groups[string(r.traceID)] = g
+			g = &traceGroup{traceID: r.traceID, project: r.span.Project}
+			groups[key] = g
 			order = append(order, g)
 		}
 		g.rows = append(g.rows, r)
@@ -815,7 +817,7 @@ func (s *Store) updateCalls(ctx context.Context, tx *sql.Tx, seq int64, added, r
 }
 
 // selectSummariesSQL reads summaries; loadSummaries appends the IN list.
-const selectSummariesSQL = `SELECT trace_id, seq, span_count, model_labels, services, names_lower, agent_names, models
+const selectSummariesSQL = `SELECT trace_id, project, seq, span_count, model_labels, services, names_lower, agent_names, models
 	FROM traces WHERE trace_id IN `
 
 // summaryCols are written by both the insert and the update of a summary,
@@ -826,8 +828,8 @@ const summaryCols = `service_name, root_name, agent_names, models, services, nam
 	after_root_ns, fragments, failed_model_calls, model_labels`
 
 var (
-	insertSummaryHead = `INSERT INTO traces (seq, trace_id, ` + summaryCols + `) VALUES `
-	summaryColCount   = 25
+	insertSummaryHead = `INSERT INTO traces (seq, trace_id, project, ` + summaryCols + `) VALUES `
+	summaryColCount   = 26
 	updateSummarySQL  = `UPDATE traces SET (` + summaryCols + `) =
 	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
 )
@@ -887,7 +889,7 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 				return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
 			}
 		} else {
-			ins.args = append(append(ins.args, sm.seq, g.traceID), vals...)
+			ins.args = append(append(ins.args, sm.seq, g.traceID, g.project), vals...)
 			if err := ins.rowAdded(ctx); err != nil {
 				return fmt.Errorf("write trace summaries: %w", err)
 			}
@@ -941,7 +943,7 @@ func loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error 
 			}
 			q.WriteByte('?')
 			args = append(args, g.traceID)
-			byID[string(g.traceID)] = g
+			byID[groupKey(g.project, g.traceID)] = g
 		}
 		q.WriteByte(')')
 		if err := scanSummaries(ctx, tx, q.String(), args, byID); err != nil {
@@ -965,13 +967,14 @@ func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID m
 	for rs.Next() {
 		sm := newSummary()
 		var traceID []byte
+		var project string
 		var labels, services, names, agents, models string
-		if err := rs.Scan(&traceID, &sm.seq, &sm.spanCount, &labels, &services, &names, &agents, &models); err != nil {
+		if err := rs.Scan(&traceID, &project, &sm.seq, &sm.spanCount, &labels, &services, &names, &agents, &models); err != nil {
 			return err
 		}
-		g, ok := byID[string(traceID)]
+		g, ok := byID[groupKey(project, traceID)]
 		if !ok {
-			return fmt.Errorf("summary of trace %x was not asked for", traceID)
+			continue // the same trace id in another project
 		}
 		sm.exists = true
 		for _, l := range []struct {
@@ -1018,4 +1021,9 @@ func jsonStrings(l []string) string {
 	}
 	b, _ := json.Marshal(l) // []string always marshals
 	return string(b)
+}
+
+// groupKey identifies a trace within a batch: its project and its id.
+func groupKey(project string, traceID []byte) string {
+	return project + "\x00" + string(traceID)
 }
