@@ -108,13 +108,21 @@ func joinRefs(refs ...string) string {
 //     arguments-hash-free statement "call TOOL again with different
 //     arguments" only when the run recorded nothing better);
 //   - policy decisions other than allow as boundaries;
-//   - run_finished as the outcome of the step "answer" (the answer's first
-//     line, with its citations).
+//   - run_finished as the outcome of the step "answer": the task's first
+//     line, the answer's first line and its citations — what a later run
+//     on a related task can recognise and reuse.
 func FromJournal(run journal.Run) ([]Event, error) {
 	var out []Event
+	task := ""
 	for _, e := range run.Events {
 		ref := fmt.Sprintf("%s#%d", run.ID, e.Seq)
 		switch e.Kind {
+		case journal.KindRunStarted:
+			var p journal.RunStarted
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				return nil, fmt.Errorf("distill %s: run_started seq %d: %w", run.ID, e.Seq, err)
+			}
+			task = p.Input
 		case journal.KindStep:
 			var p struct {
 				Step   string          `json:"step"`
@@ -175,6 +183,9 @@ func FromJournal(run journal.Run) ([]Event, error) {
 				return nil, fmt.Errorf("distill %s: run_finished seq %d: %w", run.ID, e.Seq, err)
 			}
 			outcome := clip(firstLine(p.Answer), 300)
+			if t := clip(firstLine(task), 200); t != "" {
+				outcome = fmt.Sprintf("task %q: %s", t, outcome)
+			}
 			if len(p.Citations) > 0 {
 				outcome += " [" + strings.Join(p.Citations, "] [") + "]"
 			}

@@ -73,7 +73,7 @@ func TestDistillFromAJournal(t *testing.T) {
 	got := Distill(evs, "run-7", at(0))
 	want := "  procedural salience=0.90  when read_doc fails, call read_doc again with corrected arguments\n" +
 		"  semantic   salience=0.85  policy boundary: deploy -> deny\n" +
-		"  episodic   salience=0.70  run run-7: answer -> Set retries in config. [docs/config.md]\n"
+		"  episodic   salience=0.70  run run-7: answer -> task \"q\": Set retries in config. [docs/config.md]\n"
 	if render(got) != want {
 		t.Fatalf("got:\n%swant:\n%s", render(got), want)
 	}

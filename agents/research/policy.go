@@ -46,7 +46,10 @@ func QueryStyleForTrial(t int) int { return ((t % numQueryStyles) + numQueryStyl
 // documentation hits (issues are skipped: the answer must rest on
 // documentation); then it answers, citing exactly the sections it read.
 // When the runtime withholds the tools (step limit) it answers with what is
-// in view. It never knows which page is judged relevant.
+// in view. It never knows which page is judged relevant. With recalled
+// memory in its system prompt (runtime.MemoryHeader) that cites pages, it
+// reads those pages first instead of searching, and searches only if none
+// of them can be read.
 func Policy(cfg PolicyConfig) *scripted.Model {
 	if cfg.Read <= 0 {
 		cfg.Read = 3
@@ -65,7 +68,11 @@ func decide(req llm.Request, cfg PolicyConfig) scripted.Turn {
 	task := ""
 	var search *SearchResult
 	var reads []ReadResult
+	readTried := false
 	for _, m := range req.Messages {
+		if m.Role == llm.RoleTool && m.ToolName == "read_doc" {
+			readTried = true
+		}
 		switch {
 		case m.Role == llm.RoleUser && task == "":
 			task = m.Content
@@ -82,6 +89,19 @@ func decide(req llm.Request, cfg PolicyConfig) scripted.Turn {
 		}
 	}
 	toolsOffered := len(req.Tools) > 0
+	// Recalled memory naming pages that answered a related task earlier:
+	// read those first, without searching. If none can be read, search.
+	if recalled := recalledPages(req.System); toolsOffered && search == nil && !readTried && len(recalled) > 0 {
+		var calls []llm.ToolCall
+		for _, id := range recalled {
+			if len(calls) == cfg.Read {
+				break
+			}
+			args, _ := json.Marshal(map[string]string{"id": id})
+			calls = append(calls, llm.ToolCall{ID: fmt.Sprintf("call_recall_%d", len(calls)+1), Name: "read_doc", Arguments: args})
+		}
+		return scripted.Turn{ToolCalls: calls}
+	}
 	switch {
 	case toolsOffered && search == nil && len(reads) == 0:
 		args, _ := json.Marshal(map[string]any{"query": formulate(task, cfg.QueryStyle)})
