@@ -7,17 +7,7 @@ import (
 	"testing"
 )
 
-// referenceItems is the reference design's example (context section).
-func referenceItems() []Item {
-	return []Item{
-		{ID: "sys", Tier: TierInstructions, Tokens: 380, Text: "You are the incident agent. Propose changes; never deploy.", Pinnable: true},
-		{ID: "ev-1", Tier: TierEvidence, Tokens: 420, Text: "Checkout timeouts began at 14:02Z, 6 min after deploy 812.", Relevance: 0.95, Provenance: []string{"runbook://checkout-timeout"}},
-		{ID: "ev-2", Tier: TierEvidence, Tokens: 640, Text: "AuthService p99 rose 40 ms in the same window.", Relevance: 0.70, Provenance: []string{"trace://auth-9f2"}},
-		{ID: "tool-1", Tier: TierToolOutput, Tokens: 900, Text: "kubectl describe: 412 lines of pod events ...", Relevance: 0.40},
-		{ID: "mem-1", Tier: TierMemory, Tokens: 160, Text: "When checkout times out, check the AuthService deploy first.", Relevance: 0.80},
-		{ID: "hist-1", Tier: TierHistory, Tokens: 300, Text: "User: checkout is failing. Agent: investigating ...", Relevance: 0.20},
-	}
-}
+func referenceItems() []Item { return ReferenceItems() }
 
 func byTier(rep BuildReport) string {
 	var parts []string

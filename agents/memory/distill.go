@@ -3,6 +3,8 @@ package memory
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,8 +111,8 @@ func joinRefs(refs ...string) string {
 //     arguments" only when the run recorded nothing better);
 //   - policy decisions other than allow as boundaries;
 //   - run_finished as the outcome of the step "answer": the task's first
-//     line, the answer's first line and its citations — what a later run
-//     on a related task can recognise and reuse.
+//     line, the answer's first line and the ids it cites — what a later
+//     run on a related task can recognise and reuse.
 func FromJournal(run journal.Run) ([]Event, error) {
 	var out []Event
 	task := ""
@@ -186,8 +188,8 @@ func FromJournal(run journal.Run) ([]Event, error) {
 			if t := clip(firstLine(task), 200); t != "" {
 				outcome = fmt.Sprintf("task %q: %s", t, outcome)
 			}
-			if len(p.Citations) > 0 {
-				outcome += " [" + strings.Join(p.Citations, "] [") + "]"
+			if ids := citedIDs(p.Answer, p.Citations); len(ids) > 0 {
+				outcome += " [" + strings.Join(ids, "] [") + "]"
 			}
 			if strings.TrimSpace(p.Answer) != "" && !p.StepLimitReached {
 				out = append(out, Event{Step: "answer", Kind: "succeeded", Detail: map[string]string{"outcome": outcome}, Ref: ref})
@@ -195,6 +197,27 @@ func FromJournal(run journal.Run) ([]Event, error) {
 		}
 	}
 	return out, nil
+}
+
+var bracketID = regexp.MustCompile(`\[([^\[\]\s]+)\]`)
+
+// citedIDs are the ids an answer cites, as precisely as it cites them:
+// the bracketed ids in its text that name a recorded citation (a section
+// "page#anchor" of a cited page, not just the page), else the recorded
+// citations; at most five. Bracketed words that are no citation (a quoted
+// "[SuperFences]") are not ids.
+func citedIDs(answer string, citations []string) []string {
+	var ids []string
+	for _, m := range bracketID.FindAllStringSubmatch(answer, -1) {
+		page, _, _ := strings.Cut(m[1], "#")
+		if slices.Contains(citations, page) && !slices.Contains(ids, m[1]) {
+			ids = append(ids, m[1])
+		}
+	}
+	if len(ids) == 0 {
+		ids = citations
+	}
+	return ids[:min(len(ids), 5)]
 }
 
 func firstLine(s string) string {

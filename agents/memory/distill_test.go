@@ -54,7 +54,7 @@ func TestDistillFromAJournal(t *testing.T) {
 		{Kind: journal.KindToolResult, Step: 1, Tool: "read_doc", CallID: "c1", Payload: journal.ToolResult{Content: "no such doc", IsError: true}},
 		{Kind: journal.KindToolResult, Step: 2, Tool: "read_doc", CallID: "c2", Payload: journal.ToolResult{Content: "text"}},
 		{Kind: journal.KindDecision, Step: 3, Tool: "deploy", CallID: "c3", Payload: map[string]any{"tool": "deploy", "verdict": map[string]any{"decision": "deny"}}},
-		{Kind: journal.KindRunFinished, Step: 3, Payload: journal.RunFinished{Answer: "Set retries in config.\nmore", Citations: []string{"docs/config.md"}}},
+		{Kind: journal.KindRunFinished, Step: 3, Payload: journal.RunFinished{Answer: "Set retries in config.\nSee [docs/config.md#retries].", Citations: []string{"docs/config.md"}}},
 	}
 	var events []journal.Event
 	var prev *journal.Event
@@ -73,7 +73,7 @@ func TestDistillFromAJournal(t *testing.T) {
 	got := Distill(evs, "run-7", at(0))
 	want := "  procedural salience=0.90  when read_doc fails, call read_doc again with corrected arguments\n" +
 		"  semantic   salience=0.85  policy boundary: deploy -> deny\n" +
-		"  episodic   salience=0.70  run run-7: answer -> task \"q\": Set retries in config. [docs/config.md]\n"
+		"  episodic   salience=0.70  run run-7: answer -> task \"q\": Set retries in config. [docs/config.md#retries]\n"
 	if render(got) != want {
 		t.Fatalf("got:\n%swant:\n%s", render(got), want)
 	}

@@ -35,6 +35,40 @@ type PolicyConfig struct {
 	// token budgets meaningful and is labelled scripted like everything
 	// else. Default contextlayer.Estimate.
 	Counter contextlayer.Counter
+	// Recall is RecallVerify (default) or RecallTrust.
+	Recall string
+}
+
+// How the policy uses recalled memory (runtime.MemoryHeader in its system
+// prompt) that cites documentation.
+const (
+	// RecallVerify (the default) searches as usual and reads first the
+	// hits the memory cites: memory reorders what retrieval found, it
+	// never adds a page retrieval did not return.
+	RecallVerify = "verify"
+	// RecallTrust reads the cited pages instead of searching.
+	RecallTrust = "trust"
+)
+
+// preferRecalled moves the hits whose page a recalled memory cites to the
+// front, keeping the order otherwise.
+func preferRecalled(hits []hitView, recalled []string) []hitView {
+	if len(recalled) == 0 {
+		return hits
+	}
+	pages := map[string]bool{}
+	for _, id := range recalled {
+		pages[EvidenceID(id)] = true
+	}
+	var first, rest []hitView
+	for _, h := range hits {
+		if pages[EvidenceID(h.ID)] {
+			first = append(first, h)
+		} else {
+			rest = append(rest, h)
+		}
+	}
+	return append(first, rest...)
 }
 
 // QueryStyleForTrial is the formulation the baselines use for trial t.
@@ -48,14 +82,17 @@ func QueryStyleForTrial(t int) int { return ((t % numQueryStyles) + numQueryStyl
 // When the runtime withholds the tools (step limit) it answers with what is
 // in view. It never knows which page is judged relevant. With recalled
 // memory in its system prompt (runtime.MemoryHeader) that cites pages, it
-// reads those pages first instead of searching, and searches only if none
-// of them can be read.
+// reads first the search hits the memory cites (RecallVerify), or reads
+// the cited pages instead of searching (RecallTrust).
 func Policy(cfg PolicyConfig) *scripted.Model {
 	if cfg.Read <= 0 {
 		cfg.Read = 3
 	}
 	if cfg.Counter == nil {
 		cfg.Counter = contextlayer.Estimate{}
+	}
+	if cfg.Recall == "" {
+		cfg.Recall = RecallVerify
 	}
 	return scripted.NewFunc(PolicyModel, func(req llm.Request, _ int) (scripted.Turn, error) {
 		t := decide(req, cfg)
@@ -89,9 +126,11 @@ func decide(req llm.Request, cfg PolicyConfig) scripted.Turn {
 		}
 	}
 	toolsOffered := len(req.Tools) > 0
-	// Recalled memory naming pages that answered a related task earlier:
-	// read those first, without searching. If none can be read, search.
-	if recalled := recalledPages(req.System); toolsOffered && search == nil && !readTried && len(recalled) > 0 {
+	recalled := recalledIDs(req.System)
+	// Trusting recalled memory that names pages which answered a related
+	// task earlier: read those first, without searching. If none can be
+	// read, search.
+	if cfg.Recall == RecallTrust && toolsOffered && search == nil && !readTried && len(recalled) > 0 {
 		var calls []llm.ToolCall
 		for _, id := range recalled {
 			if len(calls) == cfg.Read {
@@ -108,7 +147,11 @@ func decide(req llm.Request, cfg PolicyConfig) scripted.Turn {
 		return scripted.Turn{ToolCalls: []llm.ToolCall{{ID: "call_search_1", Name: "search_docs", Arguments: args}}}
 	case toolsOffered && len(reads) == 0:
 		var calls []llm.ToolCall
-		for _, h := range search.Hits {
+		hits := search.Hits
+		if cfg.Recall == RecallVerify {
+			hits = preferRecalled(hits, recalled)
+		}
+		for _, h := range hits {
 			if h.ID == "" || h.Kind == "issue" || len(calls) == cfg.Read {
 				continue
 			}

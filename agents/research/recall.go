@@ -3,8 +3,10 @@ package research
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/loomwork/loomwork/agents/memory"
 	"github.com/loomwork/loomwork/agents/runtime"
@@ -35,12 +37,34 @@ func (c RecallConfig) withDefaults() RecallConfig {
 	return c
 }
 
-// RecallQuery is what a task is recalled by: its first line (an issue's
-// title). Overlap is the share of the query's words a record holds, so a
-// whole issue body as the query would drown every record.
+// RecallQuery is what a task is recalled by: the words of its first line
+// (an issue's title) less function words. Overlap is the share of the
+// query's words a record holds, so a whole issue body would drown every
+// record, and a shared "with" or "the" is no memory of the task.
 func RecallQuery(task string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(task), "\n")
-	return strings.TrimSpace(line)
+	var keep []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(line), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if !stopwords[w] && len(w) > 1 {
+			keep = append(keep, w)
+		}
+	}
+	return strings.Join(keep, " ")
+}
+
+// stopwords are English function words and the words every issue title
+// uses ("not working", "how to").
+var stopwords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`a an the and or but if then else of in on at to for from by with without into onto
+		is are was were be been being it its this that these those there here as not no can cant cannot don doesn
+		do does did how what when where which who why will would should could may might must i me my we our you your
+		he she they them their his her after before about above below up down out over under again further once
+		all any both each few more most other some such only own same so than too very just also get got use using
+		work working works doesn't isn't`) {
+		stopwords[w] = true
+	}
 }
 
 // Recall retrieves the records of scope that score at least MinScore for
@@ -80,9 +104,10 @@ func RecallContext(base runtime.ContextSpec, recalled []runtime.TierDoc, cfg Rec
 	return spec
 }
 
-// recalledPages are the documentation pages the recalled memory in a
-// system prompt cites, in order, without repeats.
-func recalledPages(system string) []string {
+// recalledIDs are the documentation ids (sections where the memory names
+// them) the recalled memory in a system prompt cites, in order, without
+// repeats.
+func recalledIDs(system string) []string {
 	_, block, ok := strings.Cut(system, runtime.MemoryHeader)
 	if !ok {
 		return nil
@@ -90,11 +115,11 @@ func recalledPages(system string) []string {
 	if i := strings.Index(block, "\n\n"+runtime.EvidenceHeader); i >= 0 {
 		block = block[:i]
 	}
-	var pages []string
-	for _, c := range Citations(block) {
-		if !strings.HasPrefix(c, "issue:") {
-			pages = append(pages, c)
+	var ids []string
+	for _, m := range citationRE.FindAllStringSubmatch(block, -1) {
+		if id := m[1]; !strings.HasPrefix(id, "issue:") && !slices.Contains(ids, id) {
+			ids = append(ids, id)
 		}
 	}
-	return pages
+	return ids
 }
