@@ -69,11 +69,11 @@ func (c Config) Validate() error {
 
 // Task is one question of the task set.
 type Task struct {
-	ID    string   `json:"id"`
-	Issue int      `json:"issue"`
-	Text  string   `json:"-"`
-	Title string   `json:"title"`
-	Page  string   `json:"page"` // the group: the judged page the questions share
+	ID    string `json:"id"`
+	Issue int    `json:"issue"`
+	Text  string `json:"-"`
+	Title string `json:"title"`
+	Page  string `json:"page"` // the group: the judged page the questions share
 	// Judged are the pages judged relevant to the question (gold and
 	// silver); citing one is success.
 	Judged []string `json:"judged"`
@@ -129,7 +129,7 @@ const (
 	ArmTrust = "memory on (trust)"
 	// ArmTrustStrict trusts only records scoring at least StrictScore.
 	ArmTrustStrict = "memory on (trust, strict recall)"
-	ArmStale = "memory on (verify), stale"
+	ArmStale       = "memory on (verify), stale"
 )
 
 // armMode is how an arm's scripted policy uses recalled memory.
