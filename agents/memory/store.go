@@ -94,7 +94,7 @@ const (
 	Written             Outcome = "written"
 	RejectedLowSalience Outcome = "rejected_low_salience"
 	Merged              Outcome = "merged"
-	Replaced            Outcome = "replaced" // same key: the new record replaces the old
+	Replaced            Outcome = "replaced" // same key, new text: the new record replaces the old
 )
 
 // Config configures a Store.
@@ -358,7 +358,10 @@ func (s *Store) Write(ctx context.Context, scope Scope, r Record) (Outcome, stri
 		return "", "", fmt.Errorf("memory write %q: %w", r.Key, err)
 	}
 	for _, e := range existing {
-		if e.Key == r.Key {
+		// The same key with a near-duplicate text is the same knowledge
+		// written again (a run distilled twice): merged below, counting a
+		// hit. The same key with new text replaces the record.
+		if e.Key == r.Key && (e.Kind != r.Kind || Jaccard(e.Text, r.Text) < s.cfg.MergeThreshold) {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM memory_records WHERE tenant=? AND agent=? AND namespace=? AND key=?`, scope.Tenant, scope.Agent, scope.Namespace, r.Key); err != nil {
 				return "", "", fmt.Errorf("memory write %q: %w", r.Key, err)
 			}
@@ -373,7 +376,11 @@ func (s *Store) Write(ctx context.Context, scope Scope, r Record) (Outcome, stri
 		if e.Kind != r.Kind {
 			continue
 		}
-		if sim := Jaccard(e.Text, r.Text); sim >= s.cfg.MergeThreshold && sim > bestSim {
+		sim := Jaccard(e.Text, r.Text)
+		if e.Key == r.Key {
+			sim = 2 // above any other candidate
+		}
+		if sim >= s.cfg.MergeThreshold && sim > bestSim {
 			best, bestSim = i, sim
 		}
 	}

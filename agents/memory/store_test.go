@@ -192,3 +192,21 @@ func TestWriteRejectsBadInput(t *testing.T) {
 		t.Error(":memory: accepted")
 	}
 }
+
+func TestSameKeyMergesOrReplaces(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, "")
+	r := Record{Key: "k", Kind: Semantic, Text: "deploy 812 changed pooling", Salience: 0.7, Written: at(0)}
+	mustWrite(t, s, r)
+	if o := mustWrite(t, s, r); o != Merged {
+		t.Fatalf("same record again: %s", o)
+	}
+	r.Text = "deploy 813 reverted the pooling change entirely"
+	if o := mustWrite(t, s, r); o != Replaced {
+		t.Fatalf("same key, new text: %s", o)
+	}
+	got, _ := s.Get(ctx, scope, "k")
+	if got.Text != r.Text || got.Hits != 0 {
+		t.Fatalf("after replace: %+v", got)
+	}
+}

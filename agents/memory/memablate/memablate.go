@@ -50,6 +50,8 @@ type Config struct {
 	StaleAfter time.Duration
 	// Recall configures recall (research.RecallConfig defaults).
 	Recall research.RecallConfig
+	// Limit runs only the first Limit tasks (0: all).
+	Limit int
 }
 
 // Validate reports configuration errors.
@@ -238,6 +240,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("memory ablation: %w", err)
 	}
 	tasks := TaskSet(ds)
+	if cfg.Limit > 0 && len(tasks) > cfg.Limit {
+		tasks = tasks[:cfg.Limit]
+	}
 	if len(tasks) == 0 {
 		return nil, fmt.Errorf("memory ablation: %s has no page asked about twice", cfg.Dataset)
 	}
