@@ -60,9 +60,9 @@ func (m *Main) runMemoryAblate(ctx context.Context, args []string) error {
 	}
 	w := termSafe(m.Stdout)
 	fmt.Fprintf(w, "%d tasks on %d pages (%s), scripted research policy\n", len(rep.Tasks), rep.Pages, rep.Dataset)
-	fmt.Fprintf(w, "%-18s %-24s %-24s %10s %10s %7s\n", "ARM", "SUCCESS", "FOLLOW-UP SUCCESS", "TOKENS", "FU TOKENS", "RECALLS")
+	fmt.Fprintf(w, "%-34s %-24s %-24s %10s %10s %7s\n", "ARM", "SUCCESS", "FOLLOW-UP SUCCESS", "TOKENS", "FU TOKENS", "RECALLS")
 	for _, a := range rep.Arms {
-		fmt.Fprintf(w, "%-18s %-24s %-24s %10d %10d %7d\n", a.Name, a.Success, a.FollowUpSuccess, a.Tokens, a.FollowUpTokens, a.Recalls)
+		fmt.Fprintf(w, "%-34s %-24s %-24s %10d %10d %7d\n", a.Name, a.Success, a.FollowUpSuccess, a.Tokens, a.FollowUpTokens, a.Recalls)
 	}
 	if *doc != "" {
 		fmt.Fprintf(w, "wrote the memory section of %s\n", *doc)
