@@ -104,3 +104,61 @@ func TestReplaceSectionKeepsTheRestOfThePage(t *testing.T) {
 		t.Fatalf("kept %q", keptSection(f))
 	}
 }
+
+func TestRunWithMemoryRecallsAnEarlierRelatedRun(t *testing.T) {
+	ds := shippedDatasetAbs(t)
+	cases, err := filepath.Abs(filepath.Join("..", "..", "baselines", "cases.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	ctx := context.Background()
+	run := func(caseID string) runResult {
+		t.Helper()
+		var out, errb bytes.Buffer
+		args := []string{"--agent", "research", "--case", cases, "--case-id", caseID, "--dataset", ds,
+			"--journal", "runs.db", "--memory", "memory.db", "--json"}
+		if err := newTestMain(&out, &errb, nil).runRun(ctx, args); err != nil {
+			t.Fatalf("run %s: %v\n%s", caseID, err, errb.String())
+		}
+		var res []runResult
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res) != 1 {
+			t.Fatalf("run %s: %v\n%s", caseID, err, out.String())
+		}
+		return res[0]
+	}
+	first := run("mkm-156")
+	if len(first.Recalled) != 0 {
+		t.Fatalf("the first run recalled %v from an empty store", first.Recalled)
+	}
+	second := run("mkm-207") // another question about the code-blocks page
+	if strings.Join(second.Recalled, ",") != "ep-research-mkm-156-t0-answer" || second.ModelLabel != "scripted" {
+		t.Fatalf("second run: %+v", second)
+	}
+	// Its requests carried the record in the memory tier, with provenance.
+	j, err := journaldb.Open(ctx, journaldb.Config{Path: "runs.db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := j.Events(ctx, second.RunID)
+	j.Shutdown(ctx)
+	found := false
+	for _, e := range evs {
+		var p journal.ModelRequest
+		if e.Kind == journal.KindModelRequest && json.Unmarshal(e.Payload, &p) == nil && p.Context != nil && p.Context.Tiers != nil {
+			for _, d := range p.Context.Tiers.Items {
+				if d.ID == "memory:ep-research-mkm-156-t0-answer" && d.Action == "kept" && len(d.Provenance) > 0 {
+					found = true
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no model_request admitted the recalled record")
+	}
+	// The same command again resumes: no model call, the same recall.
+	again := run("mkm-207")
+	if again.ModelCalls != 0 || strings.Join(again.Recalled, ",") != "ep-research-mkm-156-t0-answer" {
+		t.Fatalf("resume: %+v", again)
+	}
+}
