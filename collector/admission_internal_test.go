@@ -1,8 +1,14 @@
 package collector
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // Eight calls admitted on a quarter-size estimate all learn their real
@@ -70,4 +76,68 @@ func TestAdmissionLoneLargeRequest(t *testing.T) {
 	if a.used.Load() != 0 || a.confirmed.Load() != 0 {
 		t.Errorf("left reserved: %d used, %d confirmed", a.used.Load(), a.confirmed.Load())
 	}
+}
+
+// The tap refuses, before the message is read, a request that the ones
+// already admitted would keep from finishing before its deadline (judged
+// from the drain rate measured while requests were being refused), and a
+// request of any deadline when the store path says it is behind.
+func TestAdmissionRefusesWhatCannotFinishBeforeItsDeadline(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	a := newAdmission(64<<20, time.Second)
+	a.now = func() time.Time { return now }
+	a.sampleAt.Store(now.UnixNano())
+	gate := a.tap("")
+	info := &tap.Info{FullMethodName: exportMethod}
+	call := func(left time.Duration) (*ticket, error) {
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(left))
+		defer cancel()
+		ctx, err := gate(ctx, info)
+		if err != nil {
+			return nil, err
+		}
+		return ticketFrom(ctx), nil
+	}
+
+	// No rate measured yet: admitted whatever the deadline.
+	first, err := call(time.Millisecond)
+	if err != nil {
+		t.Fatalf("refused before any rate was measured: %v", err)
+	}
+	if !first.resize(1 << 20) {
+		t.Fatal("resize refused")
+	}
+	// Drain 1 MiB per 250 ms sample while something is refused: 4 MiB/s.
+	for range 8 {
+		a.refused.Add(1)
+		now = now.Add(rateSample)
+		a.finished(1 << 20)
+	}
+	if r := a.rate.Load(); r < 3<<20 || r > 5<<20 {
+		t.Fatalf("drain rate %d B/s, want ~4 MiB/s", r)
+	}
+	// An idle interval (nothing refused) leaves the rate alone.
+	before := a.rate.Load()
+	now = now.Add(time.Second)
+	a.finished(1)
+	if a.rate.Load() != before {
+		t.Errorf("the rate moved from %d to %d over an interval without refusals", before, a.rate.Load())
+	}
+	// 1 MiB admitted and a 1 MiB estimate: ~0.5 s to drain. With 10 s
+	// left it fits; with 0.8 s left (half of it 0.4 s) it does not.
+	a.avg.Store(1 << 20)
+	if tk, err := call(10 * time.Second); err != nil {
+		t.Fatalf("10 s left: %v", err)
+	} else {
+		tk.release()
+	}
+	if _, err := call(800 * time.Millisecond); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "before this one's deadline") {
+		t.Fatalf("0.8 s left behind ~0.5 s of work: %v, want RESOURCE_EXHAUSTED naming the deadline", err)
+	}
+	// The store path is behind: refused before reading, deadline or not.
+	a.behind = func() bool { return true }
+	if _, err := call(time.Hour); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "store is behind") {
+		t.Fatalf("store behind: %v, want RESOURCE_EXHAUSTED saying so", err)
+	}
+	first.release()
 }

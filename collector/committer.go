@@ -77,10 +77,18 @@ func (c *committer) write(ctx context.Context, spans []store.Span) error {
 	// A full batch's worth is always let in: the rate is measured on the
 	// writes so far, which may have been small ones that understate what
 	// the store does with a full batch.
-	if rate := c.rate.Load(); c.maxWait > 0 && rate > 0 && queued-n >= int64(c.maxSpans) {
-		if wait := time.Duration(float64(queued) / float64(rate) * float64(time.Second)); wait > c.maxWait {
+	if rate := c.rate.Load(); rate > 0 && queued-n >= int64(c.maxSpans) {
+		wait := time.Duration(float64(queued) / float64(rate) * float64(time.Second))
+		if c.maxWait > 0 && wait > c.maxWait {
 			return fmt.Errorf("%w: behind %d queued spans at ~%d spans/s this request would wait ~%s (more than %s)",
 				errBacklog, queued-n, rate, wait.Round(time.Millisecond), c.maxWait)
+		}
+		// Refused now rather than written after the sender gave up: a
+		// write that ends past the deadline is work spent for no
+		// acknowledgement, and the sender sends it again.
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return fmt.Errorf("%w: behind %d queued spans at ~%d spans/s this request would wait ~%s, past the sender's deadline in %s",
+				errBacklog, queued-n, rate, wait.Round(time.Millisecond), time.Until(dl).Round(time.Millisecond))
 		}
 	}
 	p := &pending{spans: spans, done: make(chan error, 1)}
@@ -106,6 +114,17 @@ func (c *committer) write(ctx context.Context, spans []store.Span) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// behind reports whether a write arriving now would be refused for the
+// backlog (as write judges it, less the write's own spans): the admission
+// tap asks, so the refusal comes before the request is read and decoded.
+func (c *committer) behind() bool {
+	queued, rate := c.queued.Load(), c.rate.Load()
+	if c.maxWait <= 0 || rate <= 0 || queued < int64(c.maxSpans) {
+		return false
+	}
+	return time.Duration(float64(queued)/float64(rate)*float64(time.Second)) > c.maxWait
 }
 
 func (c *committer) loop() {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -250,5 +251,75 @@ func TestCommitterRefusesWhatWouldWaitTooLongAndWritesTheRest(t *testing.T) {
 		if spans, err := st.GetTrace(context.Background(), id); err != nil || len(spans) != 10 {
 			t.Errorf("acknowledged trace %s: %d spans, %v", id, len(spans), err)
 		}
+	}
+}
+
+// A write whose sender's deadline comes before its turn is refused at once
+// (it would be written after the sender gave up, and sent again), even
+// with no maxWait bound; behind() says so before any write is attempted.
+func TestCommitterRefusesWhatCannotFinishBeforeTheDeadline(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "t.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Shutdown(context.Background())
+	c := newCommitter(slowWriter{Writer: st, d: 100 * time.Millisecond}, 50, time.Minute)
+	c.start(1)
+	defer c.shutdown(context.Background())
+	gen := agenttrace.NewGenerator(12, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	first, _ := genai.MapTraces(gen.Batch(5, 10), genai.Options{})
+	if err := c.write(context.Background(), first); err != nil { // ~500 spans/s from here on
+		t.Fatal(err)
+	}
+	// Hold the writer: ten writes queued behind it are ~1 s of work.
+	var wg sync.WaitGroup
+	for range 10 {
+		spans, _ := genai.MapTraces(gen.Batch(5, 10), genai.Options{})
+		wg.Go(func() {
+			if err := c.write(context.Background(), spans); err != nil {
+				t.Errorf("queued write without a deadline: %v", err)
+			}
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.queued.Load() < 500 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	late, _ := genai.MapTraces(gen.Batch(5, 10), genai.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	err = c.write(ctx, late)
+	if !errors.Is(err, errBacklog) || !strings.Contains(err.Error(), "past the sender's deadline") {
+		t.Fatalf("write with 200 ms left behind ~1 s of queued work: %v, want an immediate errBacklog naming the deadline", err)
+	}
+	if d := time.Since(began); d > 50*time.Millisecond {
+		t.Errorf("the refusal took %s; it must be immediate", d)
+	}
+	wg.Wait()
+}
+
+// behind() answers as write would judge a write arriving now: only with a
+// maxWait bound, a known rate and more than a full batch queued.
+func TestCommitterBehindJudgesAsWriteDoes(t *testing.T) {
+	c := newCommitter(nil, 50, time.Minute)
+	c.rate.Store(500) // spans per second
+	c.queued.Store(600)
+	c.maxWait = 300 * time.Millisecond
+	if !c.behind() {
+		t.Error("600 spans queued at 500 spans/s (1.2 s) under a 300 ms bound: not behind")
+	}
+	c.maxWait = 2 * time.Second
+	if c.behind() {
+		t.Error("1.2 s of queued work under a 2 s bound: behind")
+	}
+	c.maxWait = 0
+	if c.behind() {
+		t.Error("behind without a bound")
+	}
+	c.maxWait, c.queued = 300*time.Millisecond, atomic.Int64{}
+	c.queued.Store(40)
+	if c.behind() {
+		t.Error("behind with less than a full batch queued")
 	}
 }

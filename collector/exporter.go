@@ -218,6 +218,26 @@ func (e *traceExporter) shutdown(ctx context.Context) error {
 
 func (e *traceExporter) push(ctx context.Context, td ptrace.Traces) error {
 	spans, rejected := genai.MapTraces(td, e.cfg.mapOptions())
+	return e.consumeSpans(ctx, spans, rejected)
+}
+
+// mapOptions and consumeSpans are the direct entry the in-process front
+// uses for OTLP protobuf: it decodes the wire bytes straight into store
+// spans (genai.DecodeProto) instead of building pdata for push to walk.
+func (e *traceExporter) mapOptions() genai.Options { return e.cfg.mapOptions() }
+
+// storeBehind reports whether the committer would refuse a write now for
+// its backlog (never, with the spool: a full spool refuses on its own).
+func (e *traceExporter) storeBehind() bool {
+	e.mu.Lock()
+	c := e.committer
+	e.mu.Unlock()
+	return c != nil && c.behind()
+}
+
+// consumeSpans stores spans already mapped; rejected are the request's
+// spans the mapping refused, reported to the sender.
+func (e *traceExporter) consumeSpans(ctx context.Context, spans []store.Span, rejected []genai.Rejection) error {
 	e.mu.Lock()
 	c, sp, checker := e.committer, e.spooler, e.checker
 	e.mu.Unlock()

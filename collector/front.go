@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/store"
 )
 
 // TracesPath is the OTLP/HTTP traces path.
@@ -41,6 +43,16 @@ type front struct {
 	retryAfter time.Duration
 	log        *slog.Logger
 	admit      *admission
+	// direct, when set, takes OTLP protobuf requests decoded straight to
+	// store spans, skipping pdata (next still gives the memory limiter's
+	// verdict first). OTLP/JSON always goes through next.
+	direct spanSink
+}
+
+// spanSink is the exporter's direct entry (traceExporter implements it).
+type spanSink interface {
+	mapOptions() genai.Options
+	consumeSpans(ctx context.Context, spans []store.Span, rejected []genai.Rejection) error
 }
 
 // export passes td down the chain. On success the response carries
@@ -55,6 +67,48 @@ func (f *front) export(ctx context.Context, req ptraceotlp.ExportRequest) (ptrac
 	if err := f.next.ConsumeTraces(ctx, td); err != nil {
 		st := errorStatus(err, f.retryAfter)
 		f.log.Debug("refused OTLP request", "spans", td.SpanCount(), "code", st.Code().String(), "error", err)
+		return resp, st
+	}
+	if rej := report.get(); len(rej) > 0 {
+		ps := resp.PartialSuccess()
+		ps.SetRejectedSpans(int64(len(rej)))
+		ps.SetErrorMessage(genai.RejectionSummary(rej))
+	}
+	return resp, nil
+}
+
+// exportProto decodes an OTLP protobuf request and passes it down: straight
+// to the direct sink when there is one, else as pdata through next. A
+// malformed request is an error naming where it went wrong.
+func (f *front) exportProto(ctx context.Context, b []byte) (ptraceotlp.ExportResponse, *status.Status) {
+	if f.direct == nil {
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(b); err != nil {
+			return ptraceotlp.ExportResponse{}, status.Newf(codes.InvalidArgument, "decode OTLP protobuf ExportTraceServiceRequest (%d bytes): %v", len(b), err)
+		}
+		return f.export(ctx, req)
+	}
+	spans, rejected, err := genai.DecodeProto(b, f.direct.mapOptions())
+	if err != nil {
+		return ptraceotlp.ExportResponse{}, status.Newf(codes.InvalidArgument, "decode OTLP protobuf ExportTraceServiceRequest (%d bytes): %v", len(b), err)
+	}
+	resp := ptraceotlp.NewExportResponse()
+	n := len(spans) + len(rejected)
+	if n == 0 {
+		return resp, nil
+	}
+	// The memory limiter's verdict: the processor refuses an empty batch
+	// exactly as it refuses a full one (it checks the heap, not the data),
+	// and passes an accepted one on to the exporter, which stores nothing.
+	if err := f.next.ConsumeTraces(ctx, ptrace.NewTraces()); err != nil {
+		st := errorStatus(err, f.retryAfter)
+		f.log.Debug("refused OTLP request", "spans", n, "code", st.Code().String(), "error", err)
+		return resp, st
+	}
+	ctx, report := withRejectionReport(ctx)
+	if err := f.direct.consumeSpans(ctx, spans, rejected); err != nil {
+		st := errorStatus(err, f.retryAfter)
+		f.log.Debug("refused OTLP request", "spans", n, "code", st.Code().String(), "error", err)
 		return resp, st
 	}
 	if rej := report.get(); len(rej) > 0 {
@@ -140,11 +194,7 @@ func (f *front) exportRaw(ctx context.Context, in *rawMessage) (*rawMessage, err
 			return nil, f.admit.refusal(fmt.Sprintf("a %d-byte request", len(in.b))).Err()
 		}
 	}
-	req := ptraceotlp.NewExportRequest()
-	if err := req.UnmarshalProto(in.b); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "decode OTLP protobuf ExportTraceServiceRequest (%d bytes): %v", len(in.b), err)
-	}
-	resp, st := f.export(ctx, req)
+	resp, st := f.exportProto(ctx, in.b)
 	if st != nil {
 		return nil, st.Err()
 	}
@@ -196,22 +246,21 @@ func (f *front) handleHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPStatus(w, mt, http.StatusTooManyRequests, f.admit.refusal(fmt.Sprintf("a %d-byte request", len(body))))
 		return
 	}
-	req := ptraceotlp.NewExportRequest()
+	var (
+		resp ptraceotlp.ExportResponse
+		st   *status.Status
+	)
 	if mt == contentTypeJSON {
-		err = req.UnmarshalJSON(body)
-	} else {
-		err = req.UnmarshalProto(body)
-	}
-	if err != nil {
-		format := "protobuf"
-		if mt == contentTypeJSON {
-			format = "JSON"
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalJSON(body); err != nil {
+			writeHTTPStatus(w, mt, http.StatusBadRequest,
+				status.Newf(codes.InvalidArgument, "decode OTLP JSON ExportTraceServiceRequest (%d bytes): %v", len(body), err))
+			return
 		}
-		writeHTTPStatus(w, mt, http.StatusBadRequest,
-			status.Newf(codes.InvalidArgument, "decode OTLP %s ExportTraceServiceRequest (%d bytes): %v", format, len(body), err))
-		return
+		resp, st = f.export(r.Context(), req)
+	} else {
+		resp, st = f.exportProto(r.Context(), body)
 	}
-	resp, st := f.export(r.Context(), req)
 	if st != nil {
 		writeHTTPStatus(w, mt, httpStatus(st.Code()), st)
 		return

@@ -276,8 +276,14 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		inFlight = int64(limitMiB) << 20 / 32
 	}
 	admit := newAdmission(inFlight, s.cfg.Exporter.retryAfter())
+	if e := s.texp.Load(); e != nil {
+		admit.behind = e.storeBehind
+	}
 	s.admit.Store(admit)
 	f := &front{next: s.proc, retryAfter: s.cfg.Exporter.retryAfter(), log: s.log, admit: admit}
+	if e := s.texp.Load(); e != nil {
+		f.direct = e
+	}
 	if grpcOn {
 		opts := []configgrpc.ToServerOption{
 			configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec())),

@@ -38,6 +38,11 @@ type GuardConfig struct {
 	// TrustedTools are tools whose outputs are not marked untrusted (e.g.
 	// a calculator). Every other tool output is untrusted content.
 	TrustedTools []string
+	// ToolOrigins names where a tool's output comes from when that is not
+	// this process (e.g. "mcp:SERVER/TOOL" for a tool an MCP server
+	// declared, see agents/mcp.Origins): the output's taint origin is
+	// this instead of "tool:NAME", and such a tool is never trusted.
+	ToolOrigins map[string]string
 	// TracerProvider receives one span per decision. Default: none.
 	TracerProvider trace.TracerProvider
 	Clock          func() time.Time
@@ -128,10 +133,15 @@ func (g *Guard) Taint(call runtime.AuthCall) (*Tracker, []string, []string) {
 		switch m.Role {
 		case llm.RoleTool:
 			id := "result:" + m.ToolCallID
-			if !g.trusted[m.ToolName] {
-				origin := "tool:" + m.ToolName
+			remote, isRemote := g.cfg.ToolOrigins[m.ToolName]
+			if !g.trusted[m.ToolName] || isRemote {
+				via := "tool:" + m.ToolName
+				if isRemote {
+					via = remote
+				}
+				origin := via
 				if docs := call.Documents[m.ToolCallID]; len(docs) > 0 {
-					origin = "doc:" + strings.Join(docs, ",") + " via tool:" + m.ToolName
+					origin = "doc:" + strings.Join(docs, ",") + " via " + via
 				}
 				t.MarkUntrusted(id, origin)
 				for _, p := range g.scan(m.Content) {

@@ -531,6 +531,10 @@ func (r *run) execute(ctx context.Context, step int, call llm.ToolCall, args jso
 	in := ToolInput{RunID: r.task.RunID, Step: step, CallID: call.ID, Arguments: args, IdempotencyKey: key, TaskAttributes: r.task.Attributes}
 	if !tool.Effect {
 		out, err := safeRun(ctx, tool, in)
+		if sf := (*StepFailure)(nil); errors.As(err, &sf) {
+			// The caller's bug, not an observation: nothing is journaled.
+			return journal.ToolResult{}, fmt.Errorf("run %s: step %d: tool %s: %w", r.task.RunID, step, call.Name, err)
+		}
 		if cerr := ctx.Err(); cerr != nil {
 			// Cancelled, not failed: nothing is journaled, so a resume runs
 			// the call again.

@@ -187,3 +187,18 @@ func (r *Registry) Names() []string {
 }
 
 func (r *Registry) String() string { return strings.Join(r.Names(), ", ") }
+
+// StepFailure is an error a Tool's Run returns when the call failed in a
+// way the model cannot act on — the caller's bug, e.g. an MCP server
+// answering a JSON-RPC protocol error (-32601, -32602) or a tool list that
+// changed under the run. Unlike every other tool error it is not an
+// observation: the run stops with it, and nothing is journaled for the
+// call, so a resume (after the cause is fixed) calls again.
+type StepFailure struct {
+	// Code is a stable machine-readable class ("-32602", "rug_pull").
+	Code string
+	Err  error
+}
+
+func (e *StepFailure) Error() string { return e.Err.Error() }
+func (e *StepFailure) Unwrap() error { return e.Err }

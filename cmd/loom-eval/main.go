@@ -92,6 +92,8 @@ func commands() map[string]command {
 		"deny":             {"deny a run's approval gate: the run stops there (deny RUN STEP --approver WHO --reason TEXT)", (*Main).runDeny},
 		"audit":            {"verify a policy audit log's hash chain, naming any edited, dropped or reordered entry (audit verify FILE)", (*Main).runAudit},
 		"security-eval":    {"the prompt-injection suite: both reference agents, planted instructions, scripted models, policy off/on/strict (table of attack success and utility)", (*Main).runSecurityEval},
+		"a2a":              {"serve a reference agent over the Agent2Agent protocol (a2a serve --agent research|coding), see docs/protocols.md", (*Main).runA2A},
+		"mcp":              {"serve Loomwork's tools over the Model Context Protocol (mcp serve [--http ADDR]), see docs/protocols.md", (*Main).runMCP},
 		"clickhouse-local": {"run a local ClickHouse 26.7 from libchdb (for tests and the local mode)", (*Main).runClickHouseLocal},
 	}
 }

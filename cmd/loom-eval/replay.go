@@ -74,6 +74,8 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	outFmt := m.addOutputFlags(fs, "text", "json")
 	policyFile := fs.String("policy", "", "re-decide every tool call with this policy rules `file` (journals recorded under a policy carry its decisions)")
 	strict := fs.Bool("strict", false, "also fail (exit 1) when a re-executed tool returns a different result")
+	var mcpLive mcpFlags
+	mcpLive.add(fs, "re-execute the MCP tools of journals that used this server (default: their recorded results; no server needed)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -119,6 +121,11 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	liveMCP, stopMCP, err := m.mcpConnect(ctx, &mcpLive, cfg.TracerProvider)
+	defer stopMCP()
+	if err != nil {
+		return err
+	}
 
 	out := replayOutput{Reports: []journal.ReplayReport{}}
 	badInput := false
@@ -134,6 +141,11 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 			var rep journal.ReplayReport
 			if *rescore {
 				rep, err = replay.Rescore(run)
+			} else if e, ok, merr := mcpReplayEngine(run, cfg, liveMCP); ok || merr != nil {
+				err = merr
+				if err == nil {
+					rep, err = e.Replay(ctx, run)
+				}
 			} else {
 				rep, err = engine.Replay(ctx, run)
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/memory"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
@@ -127,6 +128,8 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	workspaces := fs.String("workspaces", ".loomwork/workspaces", "coding: folder of per-run sandbox workspaces (keep it to resume runs)")
 	memoryDB := fs.String("memory", "", "research: recall from this memory store (SQLite, e.g. .loomwork/memory.db) into the context's memory tier before each run, and distill each finished run into it (scope default/research/default)")
 	deterministic := fs.Bool("deterministic", false, "stamp journal events with a logical clock (2026-01-01T00:00:00Z + 1 ms per event) so a scripted recording is byte-identical on every machine; recorded durations are then logical")
+	var mcpf mcpFlags
+	mcpf.add(fs, "take tools")
 	outFmt := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -267,6 +270,15 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		agent = a
 	}
 
+	// Tools from MCP servers (pinned now; the pins are journaled with
+	// each run's attributes).
+	mcpClients, stopMCP, err := m.mcpConnect(ctx, &mcpf, tp)
+	defer stopMCP()
+	if err != nil {
+		return err
+	}
+	agent = withMCPTools(agent, mcpClients)
+
 	// The journal.
 	if dir := filepath.Dir(*journalPath); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -385,6 +397,11 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 				return usageError("run: %v", err)
 			}
 			task := runtime.Task{RunID: id, Input: t.input, CaseID: t.caseID, Trial: trial, Attributes: t.attrs}
+			if len(mcpClients) > 0 {
+				if task.Attributes, err = mcp.Attributes(t.attrs, mcpClients...); err != nil {
+					return err
+				}
+			}
 			if live {
 				task.Model = *model
 				task.MaxTokens = *maxTokens

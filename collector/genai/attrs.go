@@ -9,8 +9,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
@@ -46,29 +44,70 @@ func boundKey(k string) string {
 	return k[:cut] + "…[key truncated by loomwork: " + strconv.Itoa(len(k)) + " bytes, sha256 " + hex.EncodeToString(sum[:6]) + "]"
 }
 
-// converter turns pdata values into store.Attributes values.
+// valKind is the type of an OTLP AnyValue.
+type valKind uint8
+
+const (
+	kindEmpty valKind = iota // unset, or a kind this mapping does not read (string_value_strindex)
+	kindStr
+	kindBool
+	kindInt
+	kindDouble
+	kindBytes
+	kindArray
+	kindMap
+)
+
+// val is one decoded OTLP AnyValue. Strings and bytes are as sent (not yet
+// UTF-8 repaired); an array's elements are elems with empty keys, a map's
+// entries are elems in wire order, duplicates included.
+type val struct {
+	kind  valKind
+	s     string  // kindStr, kindBytes (the raw bytes)
+	n     int64   // kindInt; kindBool: 0 or 1
+	f     float64 // kindDouble
+	elems []kv    // kindArray, kindMap
+}
+
+// kv is one OTLP KeyValue.
+type kv struct {
+	k string
+	v val
+}
+
+// get returns the first entry of a map value named k, as pcommon.Map.Get
+// does.
+func (v *val) get(k string) (*val, bool) {
+	for i := range v.elems {
+		if v.elems[i].k == k {
+			return &v.elems[i].v, true
+		}
+	}
+	return nil, false
+}
+
+// converter turns decoded values into store.Attributes values.
 type converter struct {
 	max int // size limit of one attribute value in bytes; <= 0 means none
 }
 
-// convertMap converts every entry of m. Entries whose value exceeds the
+// convertMap converts every entry of kvs. Entries whose value exceeds the
 // limit are truncated and their original size recorded under
-// semconv.AttrTruncatedPrefix + key. A duplicated key keeps its first value, as
-// pcommon.Map.Get does. visit, if not nil, sees each kept entry. An empty map
-// converts to nil.
-func (c converter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Value)) store.Attributes {
-	if m.Len() == 0 {
+// semconv.AttrTruncatedPrefix + key. A duplicated key keeps its first value.
+// visit, if not nil, sees each kept entry. An empty list converts to nil.
+func (c converter) convertMap(kvs []kv, visit func(k string, v *val)) store.Attributes {
+	if len(kvs) == 0 {
 		return nil
 	}
-	out := make(store.Attributes, m.Len())
+	out := make(store.Attributes, len(kvs))
 	var truncated map[string]int
-	m.Range(func(k string, v pcommon.Value) bool {
-		k = validUTF8(k)
+	for i := range kvs {
+		k, v := validUTF8(kvs[i].k), &kvs[i].v
 		if c.max > 0 {
 			k = boundKey(k)
 		}
 		if _, dup := out[k]; dup {
-			return true
+			continue
 		}
 		if c.max > 0 {
 			if size := valueSize(v); size > c.max {
@@ -80,15 +119,14 @@ func (c converter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Valu
 				if visit != nil {
 					visit(k, v)
 				}
-				return true
+				continue
 			}
 		}
 		out[k] = plain(v)
 		if visit != nil {
 			visit(k, v)
 		}
-		return true
-	})
+	}
 	for k, size := range truncated {
 		out[semconv.AttrTruncatedPrefix+k] = int64(size)
 	}
@@ -98,27 +136,25 @@ func (c converter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Valu
 // valueSize is the size of a value as the limit counts it: the bytes of a
 // string (bytes values as their base64 text), 8 for a number or bool, and the
 // sum over the elements (and keys) of an array or map.
-func valueSize(v pcommon.Value) int {
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		return len(v.Str())
-	case pcommon.ValueTypeBytes:
-		return base64.StdEncoding.EncodedLen(v.Bytes().Len())
-	case pcommon.ValueTypeSlice:
-		s := v.Slice()
+func valueSize(v *val) int {
+	switch v.kind {
+	case kindStr:
+		return len(v.s)
+	case kindBytes:
+		return base64.StdEncoding.EncodedLen(len(v.s))
+	case kindArray:
 		n := 0
-		for i := 0; i < s.Len(); i++ {
-			n += valueSize(s.At(i))
+		for i := range v.elems {
+			n += valueSize(&v.elems[i].v)
 		}
 		return n
-	case pcommon.ValueTypeMap:
+	case kindMap:
 		n := 0
-		v.Map().Range(func(k string, e pcommon.Value) bool {
-			n += len(k) + valueSize(e)
-			return true
-		})
+		for i := range v.elems {
+			n += len(v.elems[i].k) + valueSize(&v.elems[i].v)
+		}
 		return n
-	case pcommon.ValueTypeEmpty:
+	case kindEmpty:
 		return 0
 	default:
 		return 8
@@ -126,99 +162,96 @@ func valueSize(v pcommon.Value) int {
 }
 
 // plain converts a value without any limit.
-func plain(v pcommon.Value) any {
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		return validUTF8(v.Str())
-	case pcommon.ValueTypeInt:
-		return v.Int()
-	case pcommon.ValueTypeDouble:
-		return double(v.Double())
-	case pcommon.ValueTypeBool:
-		return v.Bool()
-	case pcommon.ValueTypeBytes:
-		return base64.StdEncoding.EncodeToString(v.Bytes().AsRaw())
-	case pcommon.ValueTypeSlice:
-		s := v.Slice()
-		out := make([]any, s.Len())
+func plain(v *val) any {
+	switch v.kind {
+	case kindStr:
+		return validUTF8(v.s)
+	case kindInt:
+		return v.n
+	case kindDouble:
+		return double(v.f)
+	case kindBool:
+		return v.n != 0
+	case kindBytes:
+		return base64.StdEncoding.EncodeToString([]byte(v.s))
+	case kindArray:
+		out := make([]any, len(v.elems))
 		for i := range out {
-			out[i] = plain(s.At(i))
+			out[i] = plain(&v.elems[i].v)
 		}
 		return out
-	case pcommon.ValueTypeMap:
-		m := v.Map()
-		out := make(map[string]any, m.Len())
-		m.Range(func(k string, e pcommon.Value) bool {
-			k = validUTF8(k)
+	case kindMap:
+		out := make(map[string]any, len(v.elems))
+		for i := range v.elems {
+			k := validUTF8(v.elems[i].k)
 			if _, dup := out[k]; !dup {
-				out[k] = plain(e)
+				out[k] = plain(&v.elems[i].v)
 			}
-			return true
-		})
+		}
 		return out
 	default: // empty
 		return nil
 	}
 }
 
+// cuttable reports whether convert can shorten a value of kind k.
+func cuttable(k valKind) bool {
+	return k == kindStr || k == kindBytes || k == kindArray || k == kindMap
+}
+
 // convert converts v keeping at most budget bytes (as valueSize counts
 // them); it reports whether anything was cut.
-func (c converter) convert(v pcommon.Value, budget int) (any, bool) {
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		return cutString(validUTF8(v.Str()), budget)
-	case pcommon.ValueTypeBytes:
-		return cutString(base64.StdEncoding.EncodeToString(v.Bytes().AsRaw()), budget)
-	case pcommon.ValueTypeSlice:
-		s := v.Slice()
+func (c converter) convert(v *val, budget int) (any, bool) {
+	switch v.kind {
+	case kindStr:
+		return cutString(validUTF8(v.s), budget)
+	case kindBytes:
+		return cutString(base64.StdEncoding.EncodeToString([]byte(v.s)), budget)
+	case kindArray:
 		size := valueSize(v)
 		if size <= budget {
 			return plain(v), false
 		}
-		out := make([]any, 0, s.Len()+1)
+		out := make([]any, 0, len(v.elems)+1)
 		left := budget
-		for i := 0; i < s.Len() && left > 0; i++ {
-			e := s.At(i)
+		for i := 0; i < len(v.elems) && left > 0; i++ {
+			e := &v.elems[i].v
 			es := valueSize(e)
 			if es <= left {
 				out = append(out, plain(e))
 				left -= es
 				continue
 			}
-			if t := e.Type(); t == pcommon.ValueTypeStr || t == pcommon.ValueTypeBytes ||
-				t == pcommon.ValueTypeSlice || t == pcommon.ValueTypeMap {
+			if cuttable(e.kind) {
 				cut, _ := c.convert(e, left)
 				out = append(out, cut)
 			}
 			break
 		}
 		return append(out, TruncationMarker(size)), true
-	case pcommon.ValueTypeMap:
+	case kindMap:
 		size := valueSize(v)
 		if size <= budget {
 			return plain(v), false
 		}
 		out := make(map[string]any)
 		left := budget
-		v.Map().Range(func(k string, e pcommon.Value) bool {
-			k = validUTF8(k)
+		for i := range v.elems {
+			k, e := validUTF8(v.elems[i].k), &v.elems[i].v
 			if _, dup := out[k]; dup {
-				return true
+				continue
 			}
 			es := len(k) + valueSize(e)
 			if es <= left {
 				out[k] = plain(e)
 				left -= es
-				return true
+				continue
 			}
-			if left > len(k) {
-				if t := e.Type(); t == pcommon.ValueTypeStr || t == pcommon.ValueTypeBytes ||
-					t == pcommon.ValueTypeSlice || t == pcommon.ValueTypeMap {
-					out[k], _ = c.convert(e, left-len(k))
-				}
+			if left > len(k) && cuttable(e.kind) {
+				out[k], _ = c.convert(e, left-len(k))
 			}
-			return false
-		})
+			break
+		}
 		out[semconv.AttrTruncated] = TruncationMarker(size)
 		return out, true
 	default:

@@ -12,17 +12,6 @@ import (
 	"github.com/loomwork/loomwork/store"
 )
 
-// DecodeProto decodes one OTLP/protobuf ExportTraceServiceRequest and maps
-// it.
-func DecodeProto(b []byte, opts Options) ([]store.Span, []Rejection, error) {
-	req := ptraceotlp.NewExportRequest()
-	if err := req.UnmarshalProto(b); err != nil {
-		return nil, nil, fmt.Errorf("decode OTLP protobuf: %w", err)
-	}
-	spans, rej := MapTraces(req.Traces(), opts)
-	return spans, rej, nil
-}
-
 // DecodeJSON decodes one OTLP/JSON document (an ExportTraceServiceRequest or
 // TracesData object, which share a shape) and maps it.
 func DecodeJSON(b []byte, opts Options) ([]store.Span, []Rejection, error) {

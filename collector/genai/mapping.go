@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/loomwork/loomwork/semconv"
@@ -77,186 +76,85 @@ func RejectionSummary(rs []Rejection) string {
 }
 
 // MapTraces maps every span of td. Spans with invalid identifiers or a
-// negative token count are not mapped but returned as rejections; len(spans)+len(rejected) always equals
-// td.SpanCount(). MapTraces does not modify td.
+// negative token count are not mapped but returned as rejections;
+// len(spans)+len(rejected) always equals td.SpanCount(). MapTraces does not
+// modify td.
 //
-// Spans of one resource share its ResourceAttributes map and spans of one
-// scope its ScopeAttributes map: callers must treat the returned maps as
-// read-only.
+// It encodes td as OTLP protobuf and decodes that with DecodeProto, so the
+// pdata path (OTLP/JSON, the Collector's own receiver) and the wire path map
+// with one implementation. Spans of one resource share its
+// ResourceAttributes map and spans of one scope its ScopeAttributes map:
+// callers must treat the returned maps as read-only.
 func MapTraces(td ptrace.Traces, opts Options) (spans []store.Span, rejected []Rejection) {
-	c := opts.converter()
-	spans = make([]store.Span, 0, td.SpanCount())
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		var service string
-		resAttrs := c.convertMap(rs.Resource().Attributes(), func(k string, v pcommon.Value) {
-			if k == "service.name" && v.Type() == pcommon.ValueTypeStr && service == "" {
-				service = validUTF8(v.Str())
-			}
-		})
-		resSchema := validUTF8(rs.SchemaUrl())
-		resDropped := rs.Resource().DroppedAttributesCount()
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			ss := sss.At(j)
-			scope := ss.Scope()
-			scopeName := validUTF8(scope.Name())
-			scopeVersion := validUTF8(scope.Version())
-			// Shared by the scope's spans, like resAttrs.
-			scopeAttrs := c.convertMap(scope.Attributes(), nil)
-			scopeSchema := validUTF8(ss.SchemaUrl())
-			sp := ss.Spans()
-			for k := 0; k < sp.Len(); k++ {
-				s := sp.At(k)
-				if r, bad := validate(s); bad {
-					rejected = append(rejected, r)
-					continue
+	b, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	if err == nil {
+		spans, rejected, err = DecodeProto(b, opts)
+	}
+	if err != nil {
+		// pdata marshals what it holds and DecodeProto reads what pdata
+		// writes; should that ever fail, no span may vanish silently.
+		rejected = make([]Rejection, 0, td.SpanCount())
+		reason := "internal error re-reading the request: " + err.Error()
+		rss := td.ResourceSpans()
+		for i := 0; i < rss.Len(); i++ {
+			sss := rss.At(i).ScopeSpans()
+			for j := 0; j < sss.Len(); j++ {
+				sp := sss.At(j).Spans()
+				for k := 0; k < sp.Len(); k++ {
+					s := sp.At(k)
+					rejected = append(rejected, newRejection([16]byte(s.TraceID()), [8]byte(s.SpanID()), s.Name(), reason))
 				}
-				out := store.Span{
-					ServiceName:                    service,
-					ScopeName:                      scopeName,
-					ScopeVersion:                   scopeVersion,
-					ScopeAttributes:                scopeAttrs,
-					ScopeDroppedAttributesCount:    scope.DroppedAttributesCount(),
-					ScopeSchemaURL:                 scopeSchema,
-					ResourceAttributes:             resAttrs,
-					ResourceSchemaURL:              resSchema,
-					ResourceDroppedAttributesCount: resDropped,
-				}
-				if reason := mapSpan(c, s, &out); reason != "" {
-					rejected = append(rejected, rejection(s, reason))
-					continue
-				}
-				spans = append(spans, out)
 			}
 		}
+		return nil, rejected
 	}
 	return spans, rejected
 }
 
-// validate checks a span's identifiers.
-func validate(s ptrace.Span) (Rejection, bool) {
-	tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
-	reason := ""
-	switch {
-	case tid.IsEmpty():
-		reason = ReasonEmptyTraceID
-	case sid.IsEmpty():
-		reason = ReasonEmptySpanID
-	case !pid.IsEmpty() && pid == sid:
-		reason = ReasonSelfParent
-	default:
-		return Rejection{}, false
-	}
-	return rejection(s, reason), true
-}
-
-func rejection(s ptrace.Span, reason string) Rejection {
-	tid, sid := s.TraceID(), s.SpanID()
-	r := Rejection{SpanName: validUTF8(s.Name()), Reason: reason}
-	if !tid.IsEmpty() {
+// newRejection describes a refused span by its identifiers as sent.
+func newRejection(tid [16]byte, sid [8]byte, name, reason string) Rejection {
+	r := Rejection{SpanName: validUTF8(name), Reason: reason}
+	if tid != ([16]byte{}) {
 		r.TraceID = hex.EncodeToString(tid[:])
 	}
-	if !sid.IsEmpty() {
+	if sid != ([8]byte{}) {
 		r.SpanID = hex.EncodeToString(sid[:])
 	}
 	return r
 }
 
-// mapSpan maps s into out; a non-empty result is why s must be rejected.
-func mapSpan(c converter, s ptrace.Span, out *store.Span) string {
-	tid, sid := s.TraceID(), s.SpanID()
-	out.TraceID = hex.EncodeToString(tid[:])
-	out.SpanID = hex.EncodeToString(sid[:])
-	if pid := s.ParentSpanID(); !pid.IsEmpty() {
-		out.ParentSpanID = hex.EncodeToString(pid[:])
-	}
-	out.TraceState = validUTF8(s.TraceState().AsRaw())
-	out.Name = validUTF8(s.Name())
-	out.Kind = spanKind(s.Kind())
-	out.StartTime = timestamp(s.StartTimestamp())
-	out.EndTime = timestamp(s.EndTimestamp())
-	out.StatusCode = statusCode(s.Status().Code())
-	out.StatusMessage = validUTF8(s.Status().Message())
-	out.Flags = s.Flags()
-	out.DroppedAttributesCount = s.DroppedAttributesCount()
-	out.DroppedEventsCount = s.DroppedEventsCount()
-	out.DroppedLinksCount = s.DroppedLinksCount()
-
-	x := extractor{max: c.max}
-	out.Attributes = c.convertMap(s.Attributes(), x.visit)
-	if x.invalid != "" {
-		return x.invalid
-	}
-	x.apply(out)
-
-	if evs := s.Events(); evs.Len() > 0 {
-		out.Events = make([]store.Event, evs.Len())
-		for i := range out.Events {
-			e := evs.At(i)
-			out.Events[i] = store.Event{
-				Time:       timestamp(e.Timestamp()),
-				Name:       validUTF8(e.Name()),
-				Attributes: c.convertMap(e.Attributes(), nil),
-
-				DroppedAttributesCount: e.DroppedAttributesCount(),
-			}
-		}
-	}
-	if ls := s.Links(); ls.Len() > 0 {
-		out.Links = make([]store.Link, ls.Len())
-		for i := range out.Links {
-			l := ls.At(i)
-			link := store.Link{
-				TraceState:             validUTF8(l.TraceState().AsRaw()),
-				Attributes:             c.convertMap(l.Attributes(), nil),
-				Flags:                  l.Flags(),
-				DroppedAttributesCount: l.DroppedAttributesCount(),
-			}
-			if t := l.TraceID(); !t.IsEmpty() {
-				link.TraceID = hex.EncodeToString(t[:])
-			}
-			if t := l.SpanID(); !t.IsEmpty() {
-				link.SpanID = hex.EncodeToString(t[:])
-			}
-			out.Links[i] = link
-		}
-	}
-	return ""
-}
-
 // timestamp converts OTLP nanoseconds to UTC time; 0 (unset) stays the Unix
 // epoch so the value round-trips.
-func timestamp(ts pcommon.Timestamp) time.Time {
-	n := uint64(ts)
+func timestamp(n uint64) time.Time {
 	if n > math.MaxInt64 {
 		n = math.MaxInt64
 	}
 	return time.Unix(0, int64(n)).UTC()
 }
 
-func spanKind(k ptrace.SpanKind) string {
+// spanKind names OTLP's SpanKind enum.
+func spanKind(k int32) string {
 	switch k {
-	case ptrace.SpanKindInternal:
+	case 1:
 		return "internal"
-	case ptrace.SpanKindServer:
+	case 2:
 		return "server"
-	case ptrace.SpanKindClient:
+	case 3:
 		return "client"
-	case ptrace.SpanKindProducer:
+	case 4:
 		return "producer"
-	case ptrace.SpanKindConsumer:
+	case 5:
 		return "consumer"
 	}
 	return "unspecified"
 }
 
-func statusCode(c ptrace.StatusCode) string {
+// statusCode names OTLP's Status.StatusCode enum.
+func statusCode(c int32) string {
 	switch c {
-	case ptrace.StatusCodeOk:
+	case 1:
 		return store.StatusOK
-	case ptrace.StatusCodeError:
+	case 2:
 		return store.StatusError
 	}
 	return store.StatusUnset
@@ -298,7 +196,7 @@ type extractor struct {
 // Attribute names. Ranks order the alternatives for one field: the current
 // GenAI convention first, then its deprecated names, then OpenInference,
 // then OpenLLMetry's legacy names.
-func (x *extractor) visit(k string, v pcommon.Value) {
+func (x *extractor) visit(k string, v *val) {
 	x.key = k
 	switch k {
 	// Operation.
@@ -456,7 +354,7 @@ func (x *extractor) offerStr(p *pick[string], s string, rank int8) {
 	}
 }
 
-func (x *extractor) offerInt(p *pick[int64], v pcommon.Value, rank int8) {
+func (x *extractor) offerInt(p *pick[int64], v *val, rank int8) {
 	n, ok := signedCount(v)
 	if !ok {
 		return
@@ -472,16 +370,16 @@ func (x *extractor) offerInt(p *pick[int64], v pcommon.Value, rank int8) {
 	p.offer(n, rank)
 }
 
-func (x *extractor) offerCost(v pcommon.Value, rank int8) {
+func (x *extractor) offerCost(v *val, rank int8) {
 	var f float64
-	switch v.Type() {
-	case pcommon.ValueTypeDouble:
-		f = v.Double()
-	case pcommon.ValueTypeInt:
-		f = float64(v.Int())
-	case pcommon.ValueTypeStr:
+	switch v.kind {
+	case kindDouble:
+		f = v.f
+	case kindInt:
+		f = float64(v.n)
+	case kindStr:
 		var err error
-		if f, err = strconv.ParseFloat(strings.TrimSpace(v.Str()), 64); err != nil {
+		if f, err = strconv.ParseFloat(strings.TrimSpace(v.s), 64); err != nil {
 			return
 		}
 	default:
@@ -542,48 +440,38 @@ func (x *extractor) apply(out *store.Span) {
 }
 
 // str returns a string attribute's value, "" for other types.
-func str(v pcommon.Value) string {
-	if v.Type() != pcommon.ValueTypeStr {
+func str(v *val) string {
+	if v.kind != kindStr {
 		return ""
 	}
-	return validUTF8(v.Str())
+	return validUTF8(v.s)
 }
 
 // scalarString renders a string or int attribute as a string id.
-func scalarString(v pcommon.Value) string {
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		return strings.TrimSpace(validUTF8(v.Str()))
-	case pcommon.ValueTypeInt:
-		return strconv.FormatInt(v.Int(), 10)
+func scalarString(v *val) string {
+	switch v.kind {
+	case kindStr:
+		return strings.TrimSpace(validUTF8(v.s))
+	case kindInt:
+		return strconv.FormatInt(v.n, 10)
 	}
 	return ""
 }
 
-// tokenCount reads a token count sent as an int, an integral double or a
-// numeric string (some SDKs send all of these). Negative counts are ignored.
-func tokenCount(v pcommon.Value) (int64, bool) {
-	n, ok := signedCount(v)
-	if !ok || n < 0 {
-		return 0, false
-	}
-	return n, true
-}
-
 // signedCount reads a whole number from an int, a whole double or a numeric
 // string; ok is false for anything else (which the mapping ignores).
-func signedCount(v pcommon.Value) (int64, bool) {
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		return v.Int(), true
-	case pcommon.ValueTypeDouble:
-		f := v.Double()
+func signedCount(v *val) (int64, bool) {
+	switch v.kind {
+	case kindInt:
+		return v.n, true
+	case kindDouble:
+		f := v.f
 		if f != math.Trunc(f) || math.Abs(f) > math.MaxInt64/2 {
 			return 0, false
 		}
 		return int64(f), true
-	case pcommon.ValueTypeStr:
-		s := strings.TrimSpace(v.Str())
+	case kindStr:
+		s := strings.TrimSpace(v.s)
 		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return i, true
 		}
@@ -599,23 +487,22 @@ func signedCount(v pcommon.Value) (int64, bool) {
 // documentIDs reads document ids from the forms senders use: an array of
 // strings (or ints), an array of maps with an "id", a JSON string holding
 // either of those, or a single id string.
-func documentIDs(v pcommon.Value) []string {
-	switch v.Type() {
-	case pcommon.ValueTypeSlice:
-		s := v.Slice()
-		ids := make([]string, 0, s.Len())
-		for i := 0; i < s.Len(); i++ {
-			e := s.At(i)
-			switch e.Type() {
-			case pcommon.ValueTypeMap:
-				if idv, ok := e.Map().Get("id"); ok {
+func documentIDs(v *val) []string {
+	switch v.kind {
+	case kindArray:
+		ids := make([]string, 0, len(v.elems))
+		for i := range v.elems {
+			e := &v.elems[i].v
+			switch e.kind {
+			case kindMap:
+				if idv, ok := e.get("id"); ok {
 					if id := scalarString(idv); id != "" {
 						ids = append(ids, id)
 					}
 				}
-			case pcommon.ValueTypeStr:
+			case kindStr:
 				// An element may itself be a JSON object with an id.
-				if t := strings.TrimSpace(e.Str()); strings.HasPrefix(t, "{") {
+				if t := strings.TrimSpace(e.s); strings.HasPrefix(t, "{") {
 					if id := jsonObjectID([]byte(t)); id != "" {
 						ids = append(ids, id)
 						continue
@@ -624,13 +511,13 @@ func documentIDs(v pcommon.Value) []string {
 				if id := scalarString(e); id != "" {
 					ids = append(ids, id)
 				}
-			case pcommon.ValueTypeInt:
+			case kindInt:
 				ids = append(ids, scalarString(e))
 			}
 		}
 		return ids
-	case pcommon.ValueTypeStr:
-		t := strings.TrimSpace(validUTF8(v.Str()))
+	case kindStr:
+		t := strings.TrimSpace(validUTF8(v.s))
 		if t == "" {
 			return nil
 		}

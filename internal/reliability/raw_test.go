@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -134,6 +136,9 @@ func flood(addr string, nonce [8]byte, senderBase uint64, workers, spansPer int,
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				var reply []byte
 				err := conn.Invoke(ctx, exportMethod, &msg, &reply, grpc.ForceCodec(rawCodec{}))
+				// Read before cancel: after it, ctx.Err() is always set, and
+				// every failed attempt would look like a timeout.
+				timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 				cancel()
 				acked := false
 				if err == nil {
@@ -145,7 +150,9 @@ func flood(addr string, nonce [8]byte, senderBase uint64, workers, spansPer int,
 					acked = resp.PartialSuccess().RejectedSpans() == 0
 				}
 				name := attemptName(err)
-				if ctx.Err() != nil && err != nil {
+				// The sender's deadline passed: the client saw it, or the
+				// server (which has the same deadline) answered first.
+				if err != nil && (timedOut || status.Code(err) == codes.DeadlineExceeded) {
 					name = "deadline exceeded"
 				}
 				res.outcomes.add(name)

@@ -1,0 +1,172 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/semconv"
+)
+
+// RemoteConfig is a remote A2A agent a run may call.
+type RemoteConfig struct {
+	// BaseURL is where the agent's card is served
+	// (BaseURL/.well-known/agent-card.json). Required.
+	BaseURL string
+	// ToolName is the tool's name for the model (default
+	// "ask_" + the card's name).
+	ToolName string
+	// Timeout bounds one call (default 120 s).
+	Timeout        time.Duration
+	TracerProvider trace.TracerProvider
+}
+
+// Remote is a connection to one remote agent.
+type Remote struct {
+	cfg    RemoteConfig
+	tracer trace.Tracer
+	card   *a2a.AgentCard
+	client *a2aclient.Client
+}
+
+// NewRemote returns a remote; it does no I/O (Start resolves the card).
+func NewRemote(cfg RemoteConfig) (*Remote, error) {
+	if cfg.BaseURL == "" {
+		return nil, errors.New("a2a remote: base_url must be set")
+	}
+	if cfg.Timeout < 0 {
+		return nil, errors.New("a2a remote: timeout must not be negative")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 120 * time.Second
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = noop.NewTracerProvider()
+	}
+	return &Remote{cfg: cfg, tracer: cfg.TracerProvider.Tracer("loomwork/agents/a2a")}, nil
+}
+
+// Start fetches the Agent Card and connects to the endpoint it names.
+func (r *Remote) Start(ctx context.Context) error {
+	card, err := agentcard.DefaultResolver.Resolve(ctx, r.cfg.BaseURL)
+	if err != nil {
+		return fmt.Errorf("a2a remote %s: agent card: %w", r.cfg.BaseURL, err)
+	}
+	c, err := a2aclient.NewFromCard(ctx, card)
+	if err != nil {
+		return fmt.Errorf("a2a remote %s: %w", r.cfg.BaseURL, err)
+	}
+	r.card, r.client = card, c
+	if r.cfg.ToolName == "" {
+		r.cfg.ToolName = "ask_" + toolSafe(card.Name)
+	}
+	return nil
+}
+
+// Shutdown releases the client.
+func (r *Remote) Shutdown(context.Context) error {
+	if r.client == nil {
+		return nil
+	}
+	return r.client.Destroy()
+}
+
+// Card is the resolved Agent Card.
+func (r *Remote) Card() *a2a.AgentCard { return r.card }
+
+// Tool is the remote agent as a runtime tool: {"message": text} → the
+// completed task's artifacts. A remote failure is an error observation.
+func (r *Remote) Tool() runtime.Tool {
+	var skills []string
+	for _, s := range r.card.Skills {
+		skills = append(skills, s.Name+": "+s.Description)
+	}
+	desc := fmt.Sprintf("Ask the remote agent %q (A2A). %s", r.card.Name, r.card.Description)
+	if len(skills) > 0 {
+		desc += " Skills: " + strings.Join(skills, "; ")
+	}
+	return runtime.Tool{
+		Name:        r.cfg.ToolName,
+		Description: desc,
+		Parameters: json.RawMessage(`{"type":"object","properties":{
+			"message":{"type":"string","minLength":1,"maxLength":20000,"description":"the request for the remote agent"}},
+			"required":["message"],"additionalProperties":false}`),
+		Run: func(ctx context.Context, in runtime.ToolInput) (runtime.ToolOutput, error) {
+			var a struct{ Message string }
+			if err := json.Unmarshal(in.Arguments, &a); err != nil {
+				return runtime.ToolOutput{}, err
+			}
+			return r.Send(ctx, a.Message)
+		},
+	}
+}
+
+// Send sends one message (message/send, blocking) and returns the text of
+// the completed task's artifacts.
+func (r *Remote) Send(ctx context.Context, text string) (runtime.ToolOutput, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	ctx, span := r.tracer.Start(ctx, "a2a message/send "+r.card.Name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String(semconv.AttrA2AAgentURL, r.card.URL), attribute.String(semconv.AttrToolName, r.cfg.ToolName)))
+	defer span.End()
+	fail := func(err error) (runtime.ToolOutput, error) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return runtime.ToolOutput{}, err
+	}
+	res, err := r.client.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})})
+	if err != nil {
+		span.SetAttributes(attribute.String(semconv.AttrErrorType, semconv.ErrorTypeOther))
+		return fail(fmt.Errorf("remote agent %s unreachable or refused the message: %w", r.card.Name, err))
+	}
+	switch v := res.(type) {
+	case *a2a.Message:
+		return runtime.ToolOutput{Content: partsText(v.Parts)}, nil
+	case *a2a.Task:
+		span.SetAttributes(attribute.String(semconv.AttrA2ATaskID, string(v.ID)), attribute.String(semconv.AttrA2ATaskState, string(v.Status.State)))
+		if v.Status.State != a2a.TaskStateCompleted {
+			why := ""
+			if v.Status.Message != nil {
+				why = ": " + partsText(v.Status.Message.Parts)
+			}
+			span.SetAttributes(attribute.String(semconv.AttrErrorType, string(v.Status.State)))
+			return fail(fmt.Errorf("remote agent %s: task %s ended %s%s", r.card.Name, v.ID, v.Status.State, why))
+		}
+		var parts []string
+		for _, a := range v.Artifacts {
+			parts = append(parts, partsText(a.Parts))
+		}
+		return runtime.ToolOutput{Content: fmt.Sprintf("remote task %s completed:\n%s", v.ID, strings.Join(parts, "\n"))}, nil
+	default:
+		return fail(fmt.Errorf("remote agent %s: unexpected result %T", r.card.Name, res))
+	}
+}
+
+// GetTask is tasks/get.
+func (r *Remote) GetTask(ctx context.Context, id string) (*a2a.Task, error) {
+	return r.client.GetTask(ctx, &a2a.TaskQueryParams{ID: a2a.TaskID(id)})
+}
+
+func toolSafe(s string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(s) {
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/mcp"
+	"github.com/loomwork/loomwork/agents/research"
+	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/replay"
+	"github.com/loomwork/loomwork/scorer/rollup"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/web"
+)
+
+// runMCP dispatches `loom-eval mcp …`.
+func (m *Main) runMCP(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "serve" {
+		return usageError("mcp: want a subcommand: mcp serve [--http ADDR] ... (see docs/protocols.md)")
+	}
+	return m.runMCPServe(ctx, args[1:])
+}
+
+// runMCPServe serves Loomwork's tools over MCP: stdio by default, or
+// Streamable HTTP with --http (bearer token required).
+func (m *Main) runMCPServe(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces]")
+	httpAddr := fs.String("http", "", "serve Streamable HTTP on this address (path /mcp) instead of stdio")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token HTTP clients must send (default $LOOMWORK_MCP_TOKEN); required with --http")
+	dataset := fs.String("dataset", "", "judged dataset folder the doc tools search (default $LOOMWORK_DATASET, else the shipped set)")
+	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	exclude := fs.String("exclude-issues", "", "issue numbers (comma-separated) no search or read may return, whatever the caller asks")
+	storeURL := m.tracesStoreFlag(fs)
+	noPython := fs.Bool("no-python", false, "do not offer run_python_code")
+	noTraces := fs.Bool("no-traces", false, "do not offer the trace queries")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("mcp serve: unexpected arguments %q", fs.Args())
+	}
+	token := ""
+	if *httpAddr != "" {
+		switch {
+		case *tokenFile != "":
+			b, err := os.ReadFile(*tokenFile)
+			if err != nil {
+				return usageError("mcp serve: --token-file: %v", err)
+			}
+			token = strings.TrimSpace(string(b))
+		case m.Getenv != nil:
+			token = strings.TrimSpace(m.Getenv("LOOMWORK_MCP_TOKEN"))
+		}
+		if token == "" {
+			return usageError("mcp serve: --http needs a bearer token (--token-file or $LOOMWORK_MCP_TOKEN)")
+		}
+	}
+	issues, err := research.ExcludedIssues(splitNonEmpty(*exclude))
+	if err != nil {
+		return usageError("mcp serve: --exclude-issues: %v", err)
+	}
+
+	var tools []runtime.Tool
+	dir, err := m.judgedDataset(*dataset)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "qrels.jsonl")); err != nil {
+		return usageError("mcp serve: research dataset %s: %v (set --dataset or $LOOMWORK_DATASET)", dir, err)
+	}
+	idx := &research.DatasetIndex{Dir: dir, CacheDir: *indexCache}
+	defer idx.Close(context.WithoutCancel(ctx))
+	ra, err := research.New(research.Config{Index: idx})
+	if err != nil {
+		return err
+	}
+	tools = append(tools, ra.Tools...)
+	if !*noPython {
+		sb, stop := lazySandbox(ctx)
+		defer func() { _ = stop() }()
+		tools = append(tools, mcp.Python(sb))
+	}
+	if !*noTraces {
+		st, err := m.tracesOpenStore(ctx, *storeURL)
+		if err != nil {
+			return err
+		}
+		defer st.Shutdown(context.WithoutCancel(ctx))
+		tools = append(tools, mcp.TraceTools(storeQueries{st})...)
+	}
+	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...), Logger: m.mcpLogger()})
+	if err != nil {
+		return err
+	}
+	if *httpAddr == "" {
+		if err := srv.ServeStdio(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("mcp serve: %w", err)}
+		}
+		return nil
+	}
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("mcp serve: %w", err)}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.HTTPHandler(token))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(m.Stderr, "loom-eval mcp serve: Streamable HTTP on http://%s/mcp (bearer token required)\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("mcp serve: %w", err)}
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return hs.Shutdown(sctx)
+	}
+}
+
+func splitNonEmpty(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, "issue:"+strings.TrimPrefix(p, "issue:"))
+		}
+	}
+	return out
+}
+
+// storeQueries adapts the trace store to mcp.TraceQueries (the same rows
+// and rollup `traces list` / `traces get --json` print).
+type storeQueries struct{ st store.Store }
+
+func (q storeQueries) List(ctx context.Context, filters map[string]string) (any, error) {
+	v := url.Values{}
+	for k, val := range filters {
+		v.Set(k, val)
+	}
+	tq, err := store.ParseTraceQuery(v, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	page, err := q.st.ListTraces(ctx, tq)
+	if err != nil {
+		return nil, err
+	}
+	prices, err := scorerLoadPrices("")
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]web.ListRow, 0, len(page.Traces))
+	for _, sum := range page.Traces {
+		rows = append(rows, web.ListRowOf(sum, prices))
+	}
+	return map[string]any{"traces": rows, "next_page_token": page.NextPageToken}, nil
+}
+
+func (q storeQueries) spans(ctx context.Context, id string) (string, []store.Span, error) {
+	if _, err := store.ParseTraceIDPrefix(id); err != nil {
+		return "", nil, err
+	}
+	id, err := store.TraceIDOf(ctx, q.st, id)
+	if err != nil {
+		return "", nil, err
+	}
+	spans, err := q.st.GetTrace(ctx, id)
+	return id, spans, err
+}
+
+func (q storeQueries) Get(ctx context.Context, id string) (any, error) {
+	id, spans, err := q.spans(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"trace_id": id, "spans": spans}, nil
+}
+
+func (q storeQueries) Rollup(ctx context.Context, id string) (any, error) {
+	_, spans, err := q.spans(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	prices, err := scorerLoadPrices("")
+	if err != nil {
+		return nil, err
+	}
+	return rollup.Compute(spans, prices), nil
+}
+
+// mcpFlags are the repeatable flags that take a run's tools from MCP
+// servers (run and replay --mcp-live share them).
+type mcpFlags struct {
+	stdio, urls listFlag
+}
+
+func (f *mcpFlags) add(fs *flag.FlagSet, what string) {
+	fs.Var(&f.stdio, "mcp", what+" from a stdio MCP server: NAME=COMMAND [ARGS] (split on spaces; repeatable)")
+	fs.Var(&f.urls, "mcp-url", what+" from a Streamable HTTP MCP server: NAME=URL (bearer token from $LOOMWORK_MCP_TOKEN; repeatable)")
+}
+
+func (f *mcpFlags) empty() bool { return len(f.stdio) == 0 && len(f.urls) == 0 }
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+// connect starts one client per configured server (tool lists pinned).
+func (m *Main) mcpConnect(ctx context.Context, f *mcpFlags, tp trace.TracerProvider) ([]*mcp.Client, func(), error) {
+	var clients []*mcp.Client
+	stop := func() {
+		for _, c := range clients {
+			_ = c.Shutdown(context.WithoutCancel(ctx))
+		}
+	}
+	add := func(cfg mcp.ClientConfig) error {
+		cfg.Logger = m.mcpLogger()
+		if tp != nil {
+			cfg.TracerProvider = tp
+		}
+		c, err := mcp.NewClient(cfg)
+		if err != nil {
+			return usageError("%v", err)
+		}
+		if err := c.Start(ctx); err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: err}
+		}
+		clients = append(clients, c)
+		return nil
+	}
+	for _, s := range f.stdio {
+		name, cmdline, ok := strings.Cut(s, "=")
+		argv := strings.Fields(cmdline)
+		if !ok || name == "" || len(argv) == 0 {
+			return nil, stop, usageError("--mcp %q: want NAME=COMMAND [ARGS]", s)
+		}
+		if err := add(mcp.ClientConfig{Name: name, Command: argv[0], Args: argv[1:]}); err != nil {
+			return nil, stop, err
+		}
+	}
+	for _, s := range f.urls {
+		name, u, ok := strings.Cut(s, "=")
+		if !ok || name == "" || u == "" {
+			return nil, stop, usageError("--mcp-url %q: want NAME=URL", s)
+		}
+		tok := ""
+		if m.Getenv != nil {
+			tok = m.Getenv("LOOMWORK_MCP_TOKEN")
+		}
+		if err := add(mcp.ClientConfig{Name: name, URL: u, BearerToken: tok}); err != nil {
+			return nil, stop, err
+		}
+	}
+	return clients, stop, nil
+}
+
+// withMCPTools gives agent the servers' tools: a tool with the name of one
+// of the agent's own replaces it (e.g. the research agent's search_docs
+// from `loom-eval mcp serve`), others are added.
+func withMCPTools(agent runtime.Agent, clients []*mcp.Client) runtime.Agent {
+	tools := append([]runtime.Tool(nil), agent.Tools...)
+	for _, c := range clients {
+		for _, t := range c.Tools() {
+			replaced := false
+			for i := range tools {
+				if tools[i].Name == t.Name {
+					tools[i], replaced = t, true
+				}
+			}
+			if !replaced {
+				tools = append(tools, t)
+			}
+		}
+	}
+	agent.Tools = tools
+	return agent
+}
+
+// mcpReplayEngine returns the engine that replays run when the run took
+// tools from MCP servers (its run_started attributes hold their pins):
+// the tools' results come from the journal (no server needed) unless
+// live clients are given, which re-execute the calls — a result that
+// differs is reported like any re-executed tool's. ok is false for a run
+// that used no MCP server.
+func mcpReplayEngine(run journal.Run, cfg replay.Config, live []*mcp.Client) (*replay.Engine, bool, error) {
+	pins, err := mcp.Pins(run)
+	if err != nil || len(pins) == 0 {
+		return nil, false, err
+	}
+	var agent runtime.Agent
+	if len(live) > 0 {
+		agent, err = mcp.LiveAgent(run, nil, live...)
+	} else {
+		agent, err = mcp.RecordedAgent(run, nil)
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	if a, ok := cfg.Registry.Agent(agent.Name); ok {
+		agent.Citations = a.Citations
+	}
+	reg := runtime.NewRegistry()
+	if err := reg.Register(agent); err != nil {
+		return nil, true, err
+	}
+	cfg.Registry = reg
+	e, err := replay.New(cfg)
+	return e, true, err
+}
+
+// mcpLogger is the SDK's logger: warnings and errors on stderr (its
+// per-session INFO lines are noise in a run's output).
+func (m *Main) mcpLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
