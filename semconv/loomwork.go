@@ -63,6 +63,25 @@ const (
 	AttrContextUsageDelta   = "loomwork.context.usage_minus_estimate"
 )
 
+// Tier-builder attribute keys on chat spans, set when the request was
+// assembled by tiers (runtime ContextSpec.Tiers): the window and
+// reservation, the accounting (used + dropped = offered), utilization
+// against the full window, the item ids by decision, and the admitted item
+// in the weakest slot of the U-shaped position curve.
+const (
+	AttrContextTiersWindow      = "loomwork.context.tiers.window"
+	AttrContextTiersReserve     = "loomwork.context.tiers.reserve"
+	AttrContextTiersOffered     = "loomwork.context.tiers.offered"
+	AttrContextTiersUsed        = "loomwork.context.tiers.used"
+	AttrContextTiersDropped     = "loomwork.context.tiers.dropped"
+	AttrContextTiersUtilization = "loomwork.context.tiers.utilization"
+	AttrContextTiersKept        = "loomwork.context.tiers.kept_ids"
+	AttrContextTiersTruncated   = "loomwork.context.tiers.truncated_ids"
+	AttrContextTiersDroppedIDs  = "loomwork.context.tiers.dropped_ids"
+	AttrContextTiersWeakest     = "loomwork.context.tiers.weakest_id"
+	AttrContextTiersMemory      = "loomwork.context.tiers.memory_ids"
+)
+
 // Attribute keys Loomwork sets on the chat span of a summary call (beside
 // the GenAI ones), so a trace tells the context layer's own model calls from
 // the agent's steps.

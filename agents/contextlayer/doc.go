@@ -28,10 +28,16 @@
 // step's chat span so the trace rollup bills it exactly once, and a CallLog
 // lets the caller account for its usage, which the journal does not keep.
 //
-// Builder is the second tool here: it assembles a prompt from tiers
-// (instructions, evidence, tool output, memory, history) with per-tier
-// floors, compacting before it evicts, and reports an accounting identity
-// that always holds: used + dropped = offered.
+// Builder is the second tool here: it fills a window by priority tiers
+// (instructions, evidence, tool output, memory, history). Floors are set
+// aside in tier order, the completion reservation is never used, an item
+// that does not fit whole is compacted only down to its compaction floor
+// and otherwise dropped, and a higher tier is never shrunk to make room for
+// a lower one. Its report has a decision per item (kept, truncated,
+// dropped, with tokens and a reason), utilization against the full window,
+// the weakest slot of a U-shaped position curve, and an accounting
+// identity CheckReport asserts: used + dropped = offered. The runtime uses
+// it when a run's context spec has tiers.
 //
 // Token counts come from a real BPE tokenizer (o200k_base, the encoding of
 // OpenAI's GPT-4o family, embedded in the binary) or, where that is not

@@ -12,6 +12,8 @@ type ContextRecord struct {
 	// SummaryText is the raw text of a model-made summary (journaled so a
 	// resume or replay reuses it instead of asking a model again).
 	SummaryText string `json:"summary_text,omitempty"`
+	// Tiers is the tiered builder's report when the spec asks for tiers.
+	Tiers *TierReport `json:"tiers,omitempty"`
 }
 
 // ContextReport is what one compaction did to a request (the context
@@ -55,4 +57,42 @@ type Pin struct {
 	// recognised by DefaultPinPatterns-like rules. Explicit ones win when
 	// the pin allowance is short.
 	Explicit bool `json:"explicit"`
+}
+
+// TierReport is what the tiered context builder (contextlayer.Builder) did
+// with one request's material: a decision per offered item and the
+// accounting identity Used + Dropped == Offered. The runtime journals it
+// under "tiers" of the context record of a model_request payload.
+type TierReport struct {
+	Window      int            `json:"window"`
+	Reserve     int            `json:"reserve"`
+	Usable      int            `json:"usable"`
+	Offered     int            `json:"offered"`
+	Used        int            `json:"used"`
+	Dropped     int            `json:"dropped"`
+	Utilization float64        `json:"utilization"`
+	ByTier      []TierTokens   `json:"by_tier"`
+	Items       []TierDecision `json:"items"`
+	// Weakest is the index, among the admitted items in window order, of
+	// the slot the U-shaped position curve weighs least (-1: none admitted).
+	Weakest   int    `json:"weakest"`
+	WeakestID string `json:"weakest_id,omitempty"`
+}
+
+// TierTokens is the tokens one tier was offered and used.
+type TierTokens struct {
+	Tier    string `json:"tier"`
+	Offered int    `json:"offered"`
+	Used    int    `json:"used"`
+}
+
+// TierDecision is the builder's decision on one item.
+type TierDecision struct {
+	ID         string   `json:"id"`
+	Tier       string   `json:"tier"`
+	Action     string   `json:"action"` // kept, truncated, dropped
+	Offered    int      `json:"offered"`
+	Tokens     int      `json:"tokens"`
+	Reason     string   `json:"reason"`
+	Provenance []string `json:"provenance,omitempty"`
 }

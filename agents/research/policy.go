@@ -35,6 +35,40 @@ type PolicyConfig struct {
 	// token budgets meaningful and is labelled scripted like everything
 	// else. Default contextlayer.Estimate.
 	Counter contextlayer.Counter
+	// Recall is RecallVerify (default) or RecallTrust.
+	Recall string
+}
+
+// How the policy uses recalled memory (runtime.MemoryHeader in its system
+// prompt) that cites documentation.
+const (
+	// RecallVerify (the default) searches as usual and reads first the
+	// hits the memory cites: memory reorders what retrieval found, it
+	// never adds a page retrieval did not return.
+	RecallVerify = "verify"
+	// RecallTrust reads the cited pages instead of searching.
+	RecallTrust = "trust"
+)
+
+// preferRecalled moves the hits whose page a recalled memory cites to the
+// front, keeping the order otherwise.
+func preferRecalled(hits []hitView, recalled []string) []hitView {
+	if len(recalled) == 0 {
+		return hits
+	}
+	pages := map[string]bool{}
+	for _, id := range recalled {
+		pages[EvidenceID(id)] = true
+	}
+	var first, rest []hitView
+	for _, h := range hits {
+		if pages[EvidenceID(h.ID)] {
+			first = append(first, h)
+		} else {
+			rest = append(rest, h)
+		}
+	}
+	return append(first, rest...)
 }
 
 // QueryStyleForTrial is the formulation the baselines use for trial t.
@@ -46,13 +80,19 @@ func QueryStyleForTrial(t int) int { return ((t % numQueryStyles) + numQueryStyl
 // documentation hits (issues are skipped: the answer must rest on
 // documentation); then it answers, citing exactly the sections it read.
 // When the runtime withholds the tools (step limit) it answers with what is
-// in view. It never knows which page is judged relevant.
+// in view. It never knows which page is judged relevant. With recalled
+// memory in its system prompt (runtime.MemoryHeader) that cites pages, it
+// reads first the search hits the memory cites (RecallVerify), or reads
+// the cited pages instead of searching (RecallTrust).
 func Policy(cfg PolicyConfig) *scripted.Model {
 	if cfg.Read <= 0 {
 		cfg.Read = 3
 	}
 	if cfg.Counter == nil {
 		cfg.Counter = contextlayer.Estimate{}
+	}
+	if cfg.Recall == "" {
+		cfg.Recall = RecallVerify
 	}
 	return scripted.NewFunc(PolicyModel, func(req llm.Request, _ int) (scripted.Turn, error) {
 		t := decide(req, cfg)
@@ -65,7 +105,11 @@ func decide(req llm.Request, cfg PolicyConfig) scripted.Turn {
 	task := ""
 	var search *SearchResult
 	var reads []ReadResult
+	readTried := false
 	for _, m := range req.Messages {
+		if m.Role == llm.RoleTool && m.ToolName == "read_doc" {
+			readTried = true
+		}
 		switch {
 		case m.Role == llm.RoleUser && task == "":
 			task = m.Content
@@ -82,13 +126,32 @@ func decide(req llm.Request, cfg PolicyConfig) scripted.Turn {
 		}
 	}
 	toolsOffered := len(req.Tools) > 0
+	recalled := recalledIDs(req.System)
+	// Trusting recalled memory that names pages which answered a related
+	// task earlier: read those first, without searching. If none can be
+	// read, search.
+	if cfg.Recall == RecallTrust && toolsOffered && search == nil && !readTried && len(recalled) > 0 {
+		var calls []llm.ToolCall
+		for _, id := range recalled {
+			if len(calls) == cfg.Read {
+				break
+			}
+			args, _ := json.Marshal(map[string]string{"id": id})
+			calls = append(calls, llm.ToolCall{ID: fmt.Sprintf("call_recall_%d", len(calls)+1), Name: "read_doc", Arguments: args})
+		}
+		return scripted.Turn{ToolCalls: calls}
+	}
 	switch {
 	case toolsOffered && search == nil && len(reads) == 0:
 		args, _ := json.Marshal(map[string]any{"query": formulate(task, cfg.QueryStyle)})
 		return scripted.Turn{ToolCalls: []llm.ToolCall{{ID: "call_search_1", Name: "search_docs", Arguments: args}}}
 	case toolsOffered && len(reads) == 0:
 		var calls []llm.ToolCall
-		for _, h := range search.Hits {
+		hits := search.Hits
+		if cfg.Recall == RecallVerify {
+			hits = preferRecalled(hits, recalled)
+		}
+		for _, h := range hits {
 			if h.ID == "" || h.Kind == "issue" || len(calls) == cfg.Read {
 				continue
 			}

@@ -41,6 +41,72 @@ type ContextSpec struct {
 	Summarizer string `json:"summarizer,omitempty"`
 	// Pins are facts the task requires kept (contextlayer.Input.Pins).
 	Pins []string `json:"pins,omitempty"`
+	// Tiers, when set, assembles every request by tiers
+	// (contextlayer.Builder) before the layer runs; see TierSpec.
+	Tiers *TierSpec `json:"tiers,omitempty"`
+}
+
+// TierSpec assembles each model request by priority tiers: the system
+// prompt and the task are the instructions, Evidence the retrieved
+// evidence, the conversation's tool results the tool outputs, Memory the
+// records recalled from earlier runs, and the other turns the history.
+//
+// The builder decides every item (kept, truncated, dropped) within
+// Window - Reserve. Admitted evidence and memory, each with its
+// provenance, are appended to the system prompt. The conversation (tool
+// outputs and history) gets the tokens the tiers allotted it, and the
+// layer (Strategy) packs it into them under its own rules: tool results
+// shrink first, the middle is summarised, pins are restored, and a tool
+// result never opens the window without its call. The builder's report is
+// journaled under "tiers" in the model_request's context record.
+//
+// Evidence and memory are part of the spec, so they are journaled in
+// run_started with it and a resumed or replayed run assembles the same
+// requests.
+type TierSpec struct {
+	// Window is the model's context window in tokens.
+	Window int `json:"window"`
+	// Reserve is kept free for the completion; never used by the prompt.
+	Reserve int `json:"reserve"`
+	// Floors sets aside tokens per tier name (instructions, evidence,
+	// tool_output, memory, history).
+	Floors   map[string]int `json:"floors,omitempty"`
+	Evidence []TierDoc      `json:"evidence,omitempty"`
+	Memory   []TierDoc      `json:"memory,omitempty"`
+}
+
+// TierDoc is a piece of evidence or a recalled memory.
+type TierDoc struct {
+	ID         string   `json:"id"`
+	Text       string   `json:"text"`
+	Provenance []string `json:"provenance,omitempty"`
+	Relevance  float64  `json:"relevance,omitempty"`
+}
+
+func (t *TierSpec) validate() []error {
+	var errs []error
+	b := contextlayer.Builder{Window: t.Window, Reserve: t.Reserve}
+	if err := b.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("context.tiers: %w", err))
+	}
+	for name, f := range t.Floors {
+		if _, err := contextlayer.ParseTier(name); err != nil {
+			errs = append(errs, fmt.Errorf("context.tiers.floors: %w", err))
+		}
+		if f < 0 {
+			errs = append(errs, fmt.Errorf("context.tiers.floors[%s]: must not be negative (got %d)", name, f))
+		}
+	}
+	seen := map[string]bool{}
+	for i, d := range append(append([]TierDoc(nil), t.Evidence...), t.Memory...) {
+		if d.ID == "" {
+			errs = append(errs, fmt.Errorf("context.tiers: document %d has no id", i))
+		} else if seen[d.ID] {
+			errs = append(errs, fmt.Errorf("context.tiers: duplicate document id %q", d.ID))
+		}
+		seen[d.ID] = true
+	}
+	return errs
 }
 
 // Tokenizer and summarizer names in a ContextSpec.
@@ -57,7 +123,13 @@ func (s ContextSpec) Validate() error {
 	if _, err := contextlayer.Preset(s.Strategy, max(s.Budget, 1)); err != nil {
 		errs = append(errs, fmt.Errorf("context.strategy: %w", err))
 	}
-	if s.Budget <= 0 {
+	switch {
+	case s.Tiers != nil:
+		errs = append(errs, s.Tiers.validate()...)
+		if usable := s.Tiers.Window - s.Tiers.Reserve; s.Budget != 0 && s.Budget != usable {
+			errs = append(errs, fmt.Errorf("context.budget: with tiers the budget is window - reserve (%d); got %d (leave it 0)", usable, s.Budget))
+		}
+	case s.Budget <= 0:
 		errs = append(errs, fmt.Errorf("context.budget: must be a positive token count (got %d)", s.Budget))
 	}
 	switch s.Tokenizer {
@@ -83,6 +155,9 @@ func (s ContextSpec) normalized() ContextSpec {
 	}
 	if s.Summarizer == "" {
 		s.Summarizer = SummarizerExtract
+	}
+	if s.Tiers != nil && s.Budget == 0 {
+		s.Budget = s.Tiers.Window - s.Tiers.Reserve
 	}
 	return s
 }
@@ -133,14 +208,38 @@ func (rt *Runtime) effectiveContext(task Task) *ContextSpec {
 	return rt.cfg.Context
 }
 
-// compact applies the context layer to msgs for the model call of step. It
-// returns msgs unchanged (and a nil record) when the run has no layer.
-func (r *run) compact(ctx context.Context, step int, system string, msgs []llm.Message) ([]llm.Message, *ContextRecord, error) {
+// compact applies the context layer to msgs for the model call of step and
+// returns the system prompt and messages to send. It returns them
+// unchanged (and a nil record) when the run has no layer.
+func (r *run) compact(ctx context.Context, step int, system string, msgs []llm.Message) (string, []llm.Message, *ContextRecord, error) {
 	spec := r.ctxSpec
 	if spec == nil {
-		return msgs, nil, nil
+		return system, msgs, nil, nil
 	}
-	cfg, err := contextlayer.Preset(spec.Strategy, spec.Budget)
+	budget := spec.Budget
+	var tiers *journal.TierReport
+	if spec.Tiers != nil {
+		counter, err := counterFor(spec.Tokenizer)
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("context tiers: %w", err)
+		}
+		asm, err := assembleTiers(counter, spec.Tiers, system, msgs)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		system, budget, tiers = asm.system, asm.budget, &asm.report
+	}
+	sendMsgs, rec, err := r.applyLayer(ctx, step, spec, budget, system, msgs)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	rec.Tiers = tiers
+	return system, sendMsgs, rec, nil
+}
+
+// applyLayer runs the shrink / summarise / pin layer at budget.
+func (r *run) applyLayer(ctx context.Context, step int, spec *ContextSpec, budget int, system string, msgs []llm.Message) ([]llm.Message, *ContextRecord, error) {
+	cfg, err := contextlayer.Preset(spec.Strategy, budget)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -316,11 +316,11 @@ func (r *run) loop(ctx context.Context) error {
 		// The request sent — and hashed and journaled — is the compacted
 		// conversation; the journal keeps the uncompacted new messages too,
 		// so the full history is never lost.
-		sendMsgs, ctxRec, err := r.compact(ctx, step, c.System, msgs)
+		sendSystem, sendMsgs, ctxRec, err := r.compact(ctx, step, c.System, msgs)
 		if err != nil {
 			return fmt.Errorf("run %s: step %d: %w", task.RunID, step, err)
 		}
-		req := llm.Request{Model: task.Model, System: c.System, Messages: append([]llm.Message(nil), sendMsgs...), MaxTokens: task.MaxTokens}
+		req := llm.Request{Model: task.Model, System: sendSystem, Messages: append([]llm.Message(nil), sendMsgs...), MaxTokens: task.MaxTokens}
 		if !final {
 			req.Tools = c.specs
 		}

@@ -111,7 +111,34 @@ func contextAttrs(rec *ContextRecord) []attribute.KeyValue {
 	if rp.PinsSkipped > 0 {
 		attrs = append(attrs, attribute.Int(semconv.AttrContextPinsSkipped, rp.PinsSkipped))
 	}
-	return attrs
+	return append(attrs, tierAttrs(rec.Tiers)...)
+}
+
+func tierAttrs(t *journal.TierReport) []attribute.KeyValue {
+	if t == nil {
+		return nil
+	}
+	ids := map[string][]string{"kept": {}, "truncated": {}, "dropped": {}}
+	mem := []string{}
+	for _, d := range t.Items {
+		ids[d.Action] = append(ids[d.Action], d.ID)
+		if d.Tier == "memory" && d.Action != "dropped" {
+			mem = append(mem, d.ID)
+		}
+	}
+	return []attribute.KeyValue{
+		attribute.Int(semconv.AttrContextTiersWindow, t.Window),
+		attribute.Int(semconv.AttrContextTiersReserve, t.Reserve),
+		attribute.Int(semconv.AttrContextTiersOffered, t.Offered),
+		attribute.Int(semconv.AttrContextTiersUsed, t.Used),
+		attribute.Int(semconv.AttrContextTiersDropped, t.Dropped),
+		attribute.Float64(semconv.AttrContextTiersUtilization, t.Utilization),
+		attribute.StringSlice(semconv.AttrContextTiersKept, ids["kept"]),
+		attribute.StringSlice(semconv.AttrContextTiersTruncated, ids["truncated"]),
+		attribute.StringSlice(semconv.AttrContextTiersDroppedIDs, ids["dropped"]),
+		attribute.String(semconv.AttrContextTiersWeakest, t.WeakestID),
+		attribute.StringSlice(semconv.AttrContextTiersMemory, mem),
+	}
 }
 
 func (r *run) endChat(span trace.Span, req llm.Request, resp llm.Response, reused bool, err error, rec *ContextRecord) {

@@ -84,6 +84,8 @@ func commands() map[string]command {
 		"ablate":           {"run the retrieval ablation on a judged dataset", (*Main).runAblate},
 		"datasets":         {"build judged query sets from a project's docs and issues", (*Main).runDatasets},
 		"context":          {"measure context-layer strategies under token budgets", (*Main).runContext},
+		"memory-ablate":    {"memory off vs on vs stale for the research agent on a multi-run task set from the judged data (scripted; --doc docs/context.md rewrites its section)", (*Main).runMemoryAblate},
+		"memory":           {"the memory store between runs (memory list | show KEY | forget KEY|--decayed | distill RUN-ID)", (*Main).runMemory},
 		"labels":           {"add human pass/fail labels and report graders' agreement with them (Cohen's κ)", (*Main).runLabels},
 		"spool":            {"repair a corrupt ingest spool (spool repair DIR)", (*Main).runSpool},
 		"workflow":         {"run or resume a durable step graph (workflow run incident --run ID), or show a run (workflow status ID)", (*Main).runWorkflow},

@@ -26,6 +26,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/mcp"
+	"github.com/loomwork/loomwork/agents/memory"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets"
@@ -87,6 +88,9 @@ type runResult struct {
 	CostNote       string   `json:"cost_note,omitempty"`
 	TraceID        string   `json:"trace_id,omitempty"`
 	Journal        string   `json:"journal"`
+	// Recalled are the memory records (--memory) that entered the run's
+	// memory tier.
+	Recalled []string `json:"recalled_memories,omitempty"`
 }
 
 type runTask struct {
@@ -122,6 +126,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	dataset := fs.String("dataset", "", "research corpus: a judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
 	workspaces := fs.String("workspaces", ".loomwork/workspaces", "coding: folder of per-run sandbox workspaces (keep it to resume runs)")
+	memoryDB := fs.String("memory", "", "research: recall from this memory store (SQLite, e.g. .loomwork/memory.db) into the context's memory tier before each run, and distill each finished run into it (scope default/research/default)")
 	deterministic := fs.Bool("deterministic", false, "stamp journal events with a logical clock (2026-01-01T00:00:00Z + 1 ms per event) so a scripted recording is byte-identical on every machine; recorded durations are then logical")
 	var mcpf mcpFlags
 	mcpf.add(fs, "take tools")
@@ -194,6 +199,20 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		spec = &s
 	} else if *ctxBudget > 0 {
 		return usageError("run: --context-budget with --context-strategy none")
+	}
+	var mem *memory.Store
+	memScope := memory.Scope{Tenant: "default", Agent: research.Name, Namespace: "default"}
+	if *memoryDB != "" {
+		if *agentName != research.Name || spec == nil {
+			return usageError("run: --memory is for the research agent with a context layer (the memory tier is part of it)")
+		}
+		if err := os.MkdirAll(filepath.Dir(*memoryDB), 0o755); err != nil {
+			return err
+		}
+		if mem, err = memory.Open(ctx, memory.Config{Path: *memoryDB}); err != nil {
+			return usageError("run: --memory: %v", err)
+		}
+		defer mem.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // every write is committed
 	}
 
 	// Tracing.
@@ -331,6 +350,42 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 				mdl = coding.Policy(coding.PolicyConfig{Trial: trial, Counter: counter})
 			}
 			rcfg := runtime.Config{Model: mdl, Journal: j, TracerProvider: tp, MaxSteps: *maxSteps, Context: spec}
+			var recalled []string
+			id := *runID
+			if id == "" {
+				id = runtime.RunID(*agentName, t.caseID, t.input, trial, time.Now())
+			}
+			resumed := false
+			if mem != nil {
+				// A run already journaled resumes with the memory it recalled
+				// then (recalling again would change its first request), and
+				// is not distilled twice.
+				prev, err := j.Events(ctx, id)
+				if err != nil {
+					return &ExitError{Code: ExitRuntimeErr, Err: err}
+				}
+				if resumed = len(prev) > 0; resumed {
+					if rt, err := runtime.ReplayTask(journal.Run{ID: id, Events: prev}); err == nil && rt.Context != nil {
+						rcfg.Context = rt.Context
+						if rt.Context.Tiers != nil {
+							for _, d := range rt.Context.Tiers.Memory {
+								recalled = append(recalled, strings.TrimPrefix(d.ID, "memory:"))
+							}
+						}
+					}
+				}
+			}
+			if mem != nil && !resumed {
+				docs, scored, err := research.Recall(ctx, mem, memScope, t.input, research.RecallConfig{}, time.Now())
+				if err != nil {
+					return &ExitError{Code: ExitRuntimeErr, Err: err}
+				}
+				for _, sc := range scored {
+					recalled = append(recalled, sc.Record.Key)
+				}
+				rs := research.RecallContext(*spec, docs, research.RecallConfig{Window: spec.Budget + 2000, Reserve: 2000})
+				rcfg.Context = &rs
+			}
 			// The summariser's calls get their own chat spans and are priced
 			// and logged here: the journal keeps only the summary text.
 			sumLog := &contextlayer.CallLog{}
@@ -340,10 +395,6 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			rt, err := runtime.New(rcfg)
 			if err != nil {
 				return usageError("run: %v", err)
-			}
-			id := *runID
-			if id == "" {
-				id = runtime.RunID(*agentName, t.caseID, t.input, trial, time.Now())
 			}
 			task := runtime.Task{RunID: id, Input: t.input, CaseID: t.caseID, Trial: trial, Attributes: t.attrs}
 			if len(mcpClients) > 0 {
@@ -372,7 +423,16 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 				StepLimitReached: res.StepLimitReached, Usage: res.Usage, ModelCalls: res.ModelCalls, Reused: res.Reused,
 				SummaryCalls: rc.SummaryCalls, SummaryUsage: rc.SummaryUsage, SummariesReused: rc.SummariesReused,
 				TotalUsage: rc.Total, CostUSD: rc.CostUSD, KnownCostUSD: rc.KnownCostUSD, UnpricedModels: rc.Unpriced, CostNote: rc.Note,
-				TraceID: res.TraceID, Journal: *journalPath})
+				TraceID: res.TraceID, Journal: *journalPath, Recalled: recalled})
+			if mem != nil && !resumed {
+				evs, err := j.Events(ctx, id)
+				if err != nil {
+					return &ExitError{Code: ExitRuntimeErr, Err: err}
+				}
+				if _, err := distillInto(ctx, mem, memScope, journal.Run{ID: id, Events: evs}, time.Now()); err != nil {
+					return &ExitError{Code: ExitRuntimeErr, Err: err}
+				}
+			}
 		}
 	}
 
