@@ -281,6 +281,87 @@ func walk(b []byte, num int32, fn func([]byte)) {
 	}
 }
 
+// fieldSpec is a known field of a message: its name (for errors) and the
+// wire type it must have.
+type fieldSpec struct {
+	name string
+	wt   int8
+}
+
+// schema lists a message's known fields by number; the rest are skipped as
+// unknown.
+type schema []fieldSpec
+
+// known is one row of a schema's definition.
+type known struct {
+	num  int32
+	name string
+	wt   int8
+}
+
+func fields(list []known) schema {
+	var s schema
+	for _, k := range list {
+		if int(k.num) >= len(s) {
+			s = append(s, make(schema, int(k.num)+1-len(s))...)
+		}
+		s[k.num] = fieldSpec{name: k.name, wt: k.wt}
+	}
+	return s
+}
+
+// The messages of an ExportTraceServiceRequest, as pdata v1.71 knows them.
+var (
+	resourceSpansMsg = fields([]known{{1, "resource", wireLen}, {2, "scope_spans", wireLen}, {3, "schema_url", wireLen}, {1000, "instrumentation_library_spans", wireLen}})
+	resourceMsg      = fields([]known{{1, "attributes", wireLen}, {2, "dropped_attributes_count", wireVarint}, {3, "entity_refs", wireLen}})
+	entityRefMsg     = fields([]known{{1, "schema_url", wireLen}, {2, "type", wireLen}, {3, "id_keys", wireLen}, {4, "description_keys", wireLen}})
+	scopeSpansMsg    = fields([]known{{1, "scope", wireLen}, {2, "spans", wireLen}, {3, "schema_url", wireLen}})
+	scopeMsg         = fields([]known{{1, "name", wireLen}, {2, "version", wireLen}, {3, "attributes", wireLen}, {4, "dropped_attributes_count", wireVarint}})
+	spanMsg          = fields([]known{
+		{1, "trace_id", wireLen}, {2, "span_id", wireLen}, {3, "trace_state", wireLen}, {4, "parent_span_id", wireLen},
+		{5, "name", wireLen}, {6, "kind", wireVarint}, {7, "start_time_unix_nano", wireFixed64}, {8, "end_time_unix_nano", wireFixed64},
+		{9, "attributes", wireLen}, {10, "dropped_attributes_count", wireVarint}, {11, "events", wireLen}, {12, "dropped_events_count", wireVarint},
+		{13, "links", wireLen}, {14, "dropped_links_count", wireVarint}, {15, "status", wireLen}, {16, "flags", wireFixed32},
+	})
+	statusMsg = fields([]known{{2, "message", wireLen}, {3, "code", wireVarint}})
+	eventMsg  = fields([]known{{1, "time_unix_nano", wireFixed64}, {2, "name", wireLen}, {3, "attributes", wireLen}, {4, "dropped_attributes_count", wireVarint}})
+	linkMsg   = fields([]known{
+		{1, "trace_id", wireLen}, {2, "span_id", wireLen}, {3, "trace_state", wireLen}, {4, "attributes", wireLen},
+		{5, "dropped_attributes_count", wireVarint}, {6, "flags", wireFixed32},
+	})
+	// key_strindex and string_value_strindex are profiles dictionary
+	// indexes: meaningless in a trace, but typed.
+	keyValueMsg = fields([]known{{1, "key", wireLen}, {2, "value", wireLen}, {3, "key_strindex", wireVarint}})
+	anyValueMsg = fields([]known{
+		{1, "string_value", wireLen}, {2, "bool_value", wireVarint}, {3, "int_value", wireVarint}, {4, "double_value", wireFixed64},
+		{5, "array_value", wireLen}, {6, "kvlist_value", wireLen}, {7, "bytes_value", wireLen}, {8, "string_value_strindex", wireVarint},
+	})
+	listMsg = fields([]known{{1, "values", wireLen}})
+)
+
+// each reads message b field by field: a known field of the wrong wire type
+// is an error naming it, an unknown one is skipped, and fn sees every known
+// field in wire order.
+func each(b []byte, s schema, fn func(f field) error) error {
+	for pos := 0; pos < len(b); {
+		f, np, err := next(b, pos)
+		if err != nil {
+			return fmt.Errorf("at byte %d: %w", pos, err)
+		}
+		pos = np
+		if int(f.num) >= len(s) || s[f.num].name == "" {
+			continue
+		}
+		if spec := s[f.num]; f.wt != spec.wt {
+			return wrongWire(spec.name, f.wt)
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // resource is what a ResourceSpans shares with its spans.
 type resource struct {
 	service string
@@ -298,37 +379,25 @@ func (d *decoder) resourceSpans(b []byte) error {
 		deprecated [][]byte
 		nres       int
 	)
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
+	err := each(b, resourceSpansMsg, func(f field) error {
 		switch f.num {
 		case 1: // resource, merged when repeated
-			if f.wt != wireLen {
-				return wrongWire("resource", f.wt)
-			}
+			var err error
 			if resKVs, dropped, err = d.resourceMsg(f.bytes, resKVs, dropped); err != nil {
 				return fmt.Errorf("resource[%d]: %w", nres, err)
 			}
 			nres++
 		case 2:
-			if f.wt != wireLen {
-				return wrongWire("scope_spans", f.wt)
-			}
 			scopes = append(scopes, f.bytes)
 		case 3:
-			if f.wt != wireLen {
-				return wrongWire("schema_url", f.wt)
-			}
 			schema = f.bytes
 		case 1000: // the deprecated instrumentation_library_spans
-			if f.wt != wireLen {
-				return wrongWire("instrumentation_library_spans", f.wt)
-			}
 			deprecated = append(deprecated, f.bytes)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	d.scopeRanges = scopes
 
@@ -365,53 +434,32 @@ func (d *decoder) resourceSpans(b []byte) error {
 	return nil
 }
 
-// resourceMsg reads one Resource message, appending its attributes.
-func (d *decoder) resourceMsg(b []byte, kvs []kv, dropped uint32) ([]kv, uint32, error) {
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return nil, 0, fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
-		switch f.num {
-		case 1:
-			if f.wt != wireLen {
-				return nil, 0, wrongWire("attributes", f.wt)
-			}
-			kvs = append(kvs, kv{})
-			if err := d.keyValue(f.bytes, &kvs[len(kvs)-1], 0); err != nil {
-				return nil, 0, fmt.Errorf("attributes[%d]: %w", len(kvs)-1, err)
-			}
-		case 2:
-			if f.wt != wireVarint {
-				return nil, 0, wrongWire("dropped_attributes_count", f.wt)
-			}
-			dropped = uint32(f.u)
-		case 3:
-			if f.wt != wireLen {
-				return nil, 0, wrongWire("entity_refs", f.wt)
-			}
-			if err := checkEntityRef(f.bytes); err != nil {
-				return nil, 0, fmt.Errorf("entity_refs: %w", err)
-			}
-		}
+// attribute appends the KeyValue in b to kvs.
+func (d *decoder) attribute(kvs []kv, b []byte) ([]kv, error) {
+	kvs = append(kvs, kv{})
+	if err := d.keyValue(b, &kvs[len(kvs)-1], 0); err != nil {
+		return kvs, fmt.Errorf("attributes[%d]: %w", len(kvs)-1, err)
 	}
-	return kvs, dropped, nil
+	return kvs, nil
 }
 
-// checkEntityRef validates an EntityRef, which the mapping does not keep.
-func checkEntityRef(b []byte) error {
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
+// resourceMsg reads one Resource message, appending its attributes.
+func (d *decoder) resourceMsg(b []byte, kvs []kv, dropped uint32) ([]kv, uint32, error) {
+	err := each(b, resourceMsg, func(f field) error {
+		var err error
+		switch f.num {
+		case 1:
+			kvs, err = d.attribute(kvs, f.bytes)
+		case 2:
+			dropped = uint32(f.u)
+		case 3: // entity_refs: not kept, but validated
+			if err = each(f.bytes, entityRefMsg, func(field) error { return nil }); err != nil {
+				err = fmt.Errorf("entity_refs: %w", err)
+			}
 		}
-		pos = np
-		if f.num >= 1 && f.num <= 4 && f.wt != wireLen {
-			return wrongWire(fmt.Sprintf("%d", f.num), f.wt)
-		}
-	}
-	return nil
+		return err
+	})
+	return kvs, dropped, err
 }
 
 // scope is what a ScopeSpans shares with its spans.
@@ -423,37 +471,40 @@ type scope struct {
 
 func (d *decoder) scopeSpans(b []byte, res *resource) error {
 	var (
-		kvs           []kv
-		name, version []byte
-		dropped       uint32
-		schema        []byte
-		spans         [][]byte
+		kvs                   []kv
+		name, version, schema []byte
+		dropped               uint32
+		spans                 [][]byte
 	)
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
+	err := each(b, scopeSpansMsg, func(f field) error {
 		switch f.num {
 		case 1: // scope, merged when repeated
-			if f.wt != wireLen {
-				return wrongWire("scope", f.wt)
-			}
-			if kvs, err = d.scopeMsg(f.bytes, kvs, &name, &version, &dropped); err != nil {
+			err := each(f.bytes, scopeMsg, func(f field) error {
+				var err error
+				switch f.num {
+				case 1:
+					name = f.bytes
+				case 2:
+					version = f.bytes
+				case 3:
+					kvs, err = d.attribute(kvs, f.bytes)
+				case 4:
+					dropped = uint32(f.u)
+				}
+				return err
+			})
+			if err != nil {
 				return fmt.Errorf("scope: %w", err)
 			}
 		case 2:
-			if f.wt != wireLen {
-				return wrongWire("spans", f.wt)
-			}
 			spans = append(spans, f.bytes)
 		case 3:
-			if f.wt != wireLen {
-				return wrongWire("schema_url", f.wt)
-			}
 			schema = f.bytes
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	sc := scope{
 		name:    validUTF8(d.str(name)),
@@ -468,42 +519,6 @@ func (d *decoder) scopeSpans(b []byte, res *resource) error {
 		}
 	}
 	return nil
-}
-
-func (d *decoder) scopeMsg(b []byte, kvs []kv, name, version *[]byte, dropped *uint32) ([]kv, error) {
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return nil, fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
-		switch f.num {
-		case 1:
-			if f.wt != wireLen {
-				return nil, wrongWire("name", f.wt)
-			}
-			*name = f.bytes
-		case 2:
-			if f.wt != wireLen {
-				return nil, wrongWire("version", f.wt)
-			}
-			*version = f.bytes
-		case 3:
-			if f.wt != wireLen {
-				return nil, wrongWire("attributes", f.wt)
-			}
-			kvs = append(kvs, kv{})
-			if err := d.keyValue(f.bytes, &kvs[len(kvs)-1], 0); err != nil {
-				return nil, fmt.Errorf("attributes[%d]: %w", len(kvs)-1, err)
-			}
-		case 4:
-			if f.wt != wireVarint {
-				return nil, wrongWire("dropped_attributes_count", f.wt)
-			}
-			*dropped = uint32(f.u)
-		}
-	}
-	return kvs, nil
 }
 
 // id reads a trace or span id: empty is all zero, any other length than
@@ -535,105 +550,56 @@ type rawSpan struct {
 func (d *decoder) span(b []byte, res *resource, sc *scope) error {
 	var r rawSpan
 	d.kvs = d.kvs[:0] // the previous span's, converted already
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
+	err := each(b, spanMsg, func(f field) error {
+		var err error
 		switch f.num {
 		case 1:
-			if f.wt != wireLen {
-				return wrongWire("trace_id", f.wt)
-			}
-			if err := id(r.tid[:], f.bytes, "trace_id"); err != nil {
-				return err
-			}
+			err = id(r.tid[:], f.bytes, "trace_id")
 		case 2:
-			if f.wt != wireLen {
-				return wrongWire("span_id", f.wt)
-			}
-			if err := id(r.sid[:], f.bytes, "span_id"); err != nil {
-				return err
-			}
+			err = id(r.sid[:], f.bytes, "span_id")
 		case 3:
-			if f.wt != wireLen {
-				return wrongWire("trace_state", f.wt)
-			}
 			r.traceState = f.bytes
 		case 4:
-			if f.wt != wireLen {
-				return wrongWire("parent_span_id", f.wt)
-			}
-			if err := id(r.pid[:], f.bytes, "parent_span_id"); err != nil {
-				return err
-			}
+			err = id(r.pid[:], f.bytes, "parent_span_id")
 		case 5:
-			if f.wt != wireLen {
-				return wrongWire("name", f.wt)
-			}
 			r.name = f.bytes
 		case 6:
-			if f.wt != wireVarint {
-				return wrongWire("kind", f.wt)
-			}
 			r.kind = int32(f.u)
 		case 7:
-			if f.wt != wireFixed64 {
-				return wrongWire("start_time_unix_nano", f.wt)
-			}
 			r.start = f.u
 		case 8:
-			if f.wt != wireFixed64 {
-				return wrongWire("end_time_unix_nano", f.wt)
-			}
 			r.end = f.u
 		case 9:
-			if f.wt != wireLen {
-				return wrongWire("attributes", f.wt)
-			}
-			d.kvs = append(d.kvs, kv{})
-			if err := d.keyValue(f.bytes, &d.kvs[len(d.kvs)-1], 0); err != nil {
-				return fmt.Errorf("attributes[%d]: %w", len(d.kvs)-1, err)
-			}
+			d.kvs, err = d.attribute(d.kvs, f.bytes)
 		case 10:
-			if f.wt != wireVarint {
-				return wrongWire("dropped_attributes_count", f.wt)
-			}
 			r.dropped = uint32(f.u)
 		case 11:
-			if f.wt != wireLen {
-				return wrongWire("events", f.wt)
-			}
 			r.events = append(r.events, f.bytes)
 		case 12:
-			if f.wt != wireVarint {
-				return wrongWire("dropped_events_count", f.wt)
-			}
 			r.droppedEvents = uint32(f.u)
 		case 13:
-			if f.wt != wireLen {
-				return wrongWire("links", f.wt)
-			}
 			r.links = append(r.links, f.bytes)
 		case 14:
-			if f.wt != wireVarint {
-				return wrongWire("dropped_links_count", f.wt)
-			}
 			r.droppedLinks = uint32(f.u)
 		case 15: // status, merged when repeated
-			if f.wt != wireLen {
-				return wrongWire("status", f.wt)
-			}
-			if err := statusMsg(f.bytes, &r); err != nil {
-				return fmt.Errorf("status: %w", err)
+			err = each(f.bytes, statusMsg, func(f field) error {
+				if f.num == 2 {
+					r.statusMsg = f.bytes
+				} else {
+					r.statusCode = int32(f.u)
+				}
+				return nil
+			})
+			if err != nil {
+				err = fmt.Errorf("status: %w", err)
 			}
 		case 16:
-			if f.wt != wireFixed32 {
-				return wrongWire("flags", f.wt)
-			}
 			r.flags = uint32(f.u)
 		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 
 	// Events and links are decoded (and so validated) before the span is
@@ -719,68 +685,28 @@ func (d *decoder) span(b []byte, res *resource, sc *scope) error {
 	return nil
 }
 
-func statusMsg(b []byte, r *rawSpan) error {
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
-		switch f.num {
-		case 2:
-			if f.wt != wireLen {
-				return wrongWire("message", f.wt)
-			}
-			r.statusMsg = f.bytes
-		case 3:
-			if f.wt != wireVarint {
-				return wrongWire("code", f.wt)
-			}
-			r.statusCode = int32(f.u)
-		}
-	}
-	return nil
-}
-
 func (d *decoder) event(b []byte, e *store.Event) error {
 	var (
 		kvs  []kv
 		name []byte
 	)
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
+	e.Time = timestamp(0)
+	err := each(b, eventMsg, func(f field) error {
+		var err error
 		switch f.num {
 		case 1:
-			if f.wt != wireFixed64 {
-				return wrongWire("time_unix_nano", f.wt)
-			}
 			e.Time = timestamp(f.u)
 		case 2:
-			if f.wt != wireLen {
-				return wrongWire("name", f.wt)
-			}
 			name = f.bytes
 		case 3:
-			if f.wt != wireLen {
-				return wrongWire("attributes", f.wt)
-			}
-			kvs = append(kvs, kv{})
-			if err := d.keyValue(f.bytes, &kvs[len(kvs)-1], 0); err != nil {
-				return fmt.Errorf("attributes[%d]: %w", len(kvs)-1, err)
-			}
+			kvs, err = d.attribute(kvs, f.bytes)
 		case 4:
-			if f.wt != wireVarint {
-				return wrongWire("dropped_attributes_count", f.wt)
-			}
 			e.DroppedAttributesCount = uint32(f.u)
 		}
-	}
-	if e.Time.IsZero() {
-		e.Time = timestamp(0)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	e.Name = validUTF8(d.str(name))
 	e.Attributes = d.c.convertMap(kvs, nil)
@@ -794,51 +720,26 @@ func (d *decoder) link(b []byte, l *store.Link) error {
 		sid [8]byte
 		ts  []byte
 	)
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
+	err := each(b, linkMsg, func(f field) error {
+		var err error
 		switch f.num {
 		case 1:
-			if f.wt != wireLen {
-				return wrongWire("trace_id", f.wt)
-			}
-			if err := id(tid[:], f.bytes, "trace_id"); err != nil {
-				return err
-			}
+			err = id(tid[:], f.bytes, "trace_id")
 		case 2:
-			if f.wt != wireLen {
-				return wrongWire("span_id", f.wt)
-			}
-			if err := id(sid[:], f.bytes, "span_id"); err != nil {
-				return err
-			}
+			err = id(sid[:], f.bytes, "span_id")
 		case 3:
-			if f.wt != wireLen {
-				return wrongWire("trace_state", f.wt)
-			}
 			ts = f.bytes
 		case 4:
-			if f.wt != wireLen {
-				return wrongWire("attributes", f.wt)
-			}
-			kvs = append(kvs, kv{})
-			if err := d.keyValue(f.bytes, &kvs[len(kvs)-1], 0); err != nil {
-				return fmt.Errorf("attributes[%d]: %w", len(kvs)-1, err)
-			}
+			kvs, err = d.attribute(kvs, f.bytes)
 		case 5:
-			if f.wt != wireVarint {
-				return wrongWire("dropped_attributes_count", f.wt)
-			}
 			l.DroppedAttributesCount = uint32(f.u)
 		case 6:
-			if f.wt != wireFixed32 {
-				return wrongWire("flags", f.wt)
-			}
 			l.Flags = uint32(f.u)
 		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if tid != ([16]byte{}) {
 		l.TraceID = hex.EncodeToString(tid[:])
@@ -858,34 +759,17 @@ func (d *decoder) keyValue(b []byte, out *kv, depth int) error {
 		return errRecursionDepth
 	}
 	depth++
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
+	return each(b, keyValueMsg, func(f field) error {
 		switch f.num {
 		case 1:
-			if f.wt != wireLen {
-				return wrongWire("key", f.wt)
-			}
 			out.k = d.str(f.bytes)
 		case 2:
-			if f.wt != wireLen {
-				return wrongWire("value", f.wt)
-			}
 			if err := d.anyValue(f.bytes, &out.v, depth); err != nil {
 				return fmt.Errorf("value of %q: %w", validUTF8(out.k), err)
 			}
-		case 3:
-			// key_strindex, a profiles dictionary index: meaningless in a
-			// trace and ignored, but typed.
-			if f.wt != wireVarint {
-				return wrongWire("key_strindex", f.wt)
-			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // anyValue reads an AnyValue into v; each field of its oneof replaces what
@@ -895,40 +779,20 @@ func (d *decoder) anyValue(b []byte, v *val, depth int) error {
 		return errRecursionDepth
 	}
 	depth++
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
+	return each(b, anyValueMsg, func(f field) error {
 		switch f.num {
 		case 1:
-			if f.wt != wireLen {
-				return wrongWire("string_value", f.wt)
-			}
 			*v = val{kind: kindStr, s: d.str(f.bytes)}
 		case 2:
-			if f.wt != wireVarint {
-				return wrongWire("bool_value", f.wt)
-			}
 			*v = val{kind: kindBool}
 			if f.u != 0 {
 				v.n = 1
 			}
 		case 3:
-			if f.wt != wireVarint {
-				return wrongWire("int_value", f.wt)
-			}
 			*v = val{kind: kindInt, n: int64(f.u)}
 		case 4:
-			if f.wt != wireFixed64 {
-				return wrongWire("double_value", f.wt)
-			}
 			*v = val{kind: kindDouble, f: math.Float64frombits(f.u)}
 		case 5, 6:
-			if f.wt != wireLen {
-				return wrongWire(map[int32]string{5: "array_value", 6: "kvlist_value"}[f.num], f.wt)
-			}
 			nv := val{kind: kindArray}
 			if f.num == 6 {
 				nv.kind = kindMap
@@ -938,20 +802,13 @@ func (d *decoder) anyValue(b []byte, v *val, depth int) error {
 			}
 			*v = nv
 		case 7:
-			if f.wt != wireLen {
-				return wrongWire("bytes_value", f.wt)
-			}
 			*v = val{kind: kindBytes, s: string(f.bytes)}
 		case 8:
-			if f.wt != wireVarint {
-				return wrongWire("string_value_strindex", f.wt)
-			}
-			// A profiles dictionary index: meaningless in a trace; pdata
-			// reads it as an empty value.
+			// pdata reads a string_value_strindex as an empty value.
 			*v = val{}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // list reads an ArrayValue (v.kind kindArray) or a KeyValueList (kindMap).
@@ -960,20 +817,10 @@ func (d *decoder) list(b []byte, v *val, depth int) error {
 		return errRecursionDepth
 	}
 	depth++
-	for pos := 0; pos < len(b); {
-		f, np, err := next(b, pos)
-		if err != nil {
-			return fmt.Errorf("at byte %d: %w", pos, err)
-		}
-		pos = np
-		if f.num != 1 {
-			continue
-		}
-		if f.wt != wireLen {
-			return wrongWire("values", f.wt)
-		}
+	return each(b, listMsg, func(f field) error {
 		v.elems = append(v.elems, kv{})
 		e := &v.elems[len(v.elems)-1]
+		var err error
 		if v.kind == kindArray {
 			err = d.anyValue(f.bytes, &e.v, depth)
 		} else {
@@ -982,6 +829,6 @@ func (d *decoder) list(b []byte, v *val, depth int) error {
 		if err != nil {
 			return fmt.Errorf("values[%d]: %w", len(v.elems)-1, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
