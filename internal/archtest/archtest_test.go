@@ -62,8 +62,11 @@ var rooms = []room{
 		imports: []string{"retrieval/", "datasets", "semconv/"}},
 	// Models, runtime, gateway, context layer, sandbox, the reference
 	// agents and the journal. Agents reach the trace path only through OTLP.
+	// scorer/stats is arithmetic without I/O: the evaluation harnesses
+	// (the injection suite, the memory ablation) take their intervals from
+	// it rather than keeping copies.
 	{path: "agents/", rule: "agents reach the trace path only through OTLP",
-		imports: []string{"agents/", "retrieval/", "datasets", "semconv/", "internal/stepdiff"}},
+		imports: []string{"agents/", "retrieval/", "datasets", "semconv/", "internal/stepdiff", "scorer/stats"}},
 	// Grader backends: the sandbox and the gateway behind scorer/grade's
 	// CodeRunner and Judge interfaces. The scorer stays free of I/O and of
 	// agents; this row is the one place agents meet it.

@@ -230,7 +230,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		for pi, np := range cfg.Policies {
 			bound, _, _ := np.Policy.FalseAlarmBound(level)
-			lo, hi := wilson(failed[pi], cfg.Reps)
+			lo, hi := stats.Wilson(failed[pi], cfg.Reps, 0.95)
 			cell.Outcomes = append(cell.Outcomes, PolicyOutcome{Policy: np.Name, Failed: failed[pi], Rate: float64(failed[pi]) / n, Lower: lo, Upper: hi, Bound: bound})
 		}
 		res.Cells = append(res.Cells, cell)
@@ -368,16 +368,6 @@ func percentileBootstrap(xs []float64, level float64, resamples int, rng *rand.R
 	lo := means[int(math.Floor(a*float64(resamples-1)))]
 	hi := means[int(math.Ceil((1-a)*float64(resamples-1)))]
 	return lo, hi
-}
-
-// wilson is the 95% Wilson score interval of k successes in n.
-func wilson(k, n int) (float64, float64) {
-	const z = 1.959963984540054
-	p, nf := float64(k)/float64(n), float64(n)
-	den := 1 + z*z/nf
-	mid := (p + z*z/(2*nf)) / den
-	half := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf)) / den
-	return math.Max(0, mid-half), math.Min(1, mid+half)
 }
 
 // binomUpperTail is P(X ≥ k) for X ~ Binomial(n, p).

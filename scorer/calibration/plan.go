@@ -11,6 +11,7 @@ import (
 
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
+	"github.com/loomwork/loomwork/scorer/stats"
 )
 
 // PlanConfig plans a suite from a scored baseline.
@@ -155,7 +156,7 @@ func RunPlan(ctx context.Context, cfg PlanConfig) (*Plan, error) {
 				}
 			}
 			sort.Float64s(mdes)
-			lo, hi := wilson(failed, cfg.Reps)
+			lo, hi := stats.Wilson(failed, cfg.Reps, 0.95)
 			row := PlanRow{Cases: n, Trials: t, Power: float64(failed) / float64(cfg.Reps), Lower: lo, Upper: hi,
 				FalseAlarms: float64(alarms) / float64(cfg.Reps), MedianMDE: mdes[len(mdes)/2]}
 			pl.Rows = append(pl.Rows, row)

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -27,6 +26,7 @@ import (
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/retrieval/judged"
+	"github.com/loomwork/loomwork/scorer/stats"
 )
 
 // Config configures the ablation.
@@ -169,12 +169,8 @@ func Wilson(k, n int) Rate {
 	if n == 0 {
 		return Rate{}
 	}
-	const z = 1.959963984540054
-	p := float64(k) / float64(n)
-	d := 1 + z*z/float64(n)
-	c := (p + z*z/(2*float64(n))) / d
-	h := z * math.Sqrt(p*(1-p)/float64(n)+z*z/(4*float64(n)*float64(n))) / d
-	return Rate{K: k, N: n, P: p, Lo: math.Max(0, c-h), Hi: math.Min(1, c+h)}
+	lo, hi := stats.Wilson(k, n, 0.95)
+	return Rate{K: k, N: n, P: float64(k) / float64(n), Lo: lo, Hi: hi}
 }
 
 func (r Rate) String() string {
