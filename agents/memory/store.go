@@ -12,12 +12,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver
+
+	"github.com/loomwork/loomwork/agents/internal/sqlmeta"
 )
 
 // SchemaVersion is the database schema version this build writes.
@@ -217,33 +218,7 @@ func (s *Store) Start(ctx context.Context) error {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin migration: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	var have string
-	err = tx.QueryRowContext(ctx, `SELECT value FROM memory_meta WHERE key='schema_version'`).Scan(&have)
-	switch {
-	case err == nil:
-		v, perr := strconv.Atoi(have)
-		if perr != nil {
-			return fmt.Errorf("read schema version: %q is not a number", have)
-		}
-		if v > SchemaVersion {
-			return fmt.Errorf("schema version %d is newer than this build supports (%d)", v, SchemaVersion)
-		}
-	case errors.Is(err, sql.ErrNoRows) || strings.Contains(err.Error(), "no such table"):
-	default:
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
-		return fmt.Errorf("create schema: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO memory_meta(key, value) VALUES ('schema_version', ?)`, strconv.Itoa(SchemaVersion)); err != nil {
-		return fmt.Errorf("record schema version: %w", err)
-	}
-	return tx.Commit()
+	return sqlmeta.Apply(ctx, s.db, "memory_meta", schemaSQL, SchemaVersion)
 }
 
 // Shutdown closes the database; safe to call twice and without Start.

@@ -1,0 +1,48 @@
+// Package sqlmeta applies a versioned schema to an agent-side SQLite
+// database (the journal, the memory store): each keeps its schema version
+// in a key/value table of its own, and a file written by a newer build is
+// refused rather than silently downgraded.
+package sqlmeta
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Apply runs schemaSQL (idempotent CREATE … IF NOT EXISTS statements that
+// include the meta table) in one transaction and records version under
+// key 'schema_version' in table meta (columns key, value). It refuses a
+// database whose recorded version is newer than version.
+func Apply(ctx context.Context, db *sql.DB, meta, schemaSQL string, version int) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin migration: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	var have string
+	err = tx.QueryRowContext(ctx, `SELECT value FROM `+meta+` WHERE key='schema_version'`).Scan(&have)
+	switch {
+	case err == nil:
+		v, perr := strconv.Atoi(have)
+		if perr != nil {
+			return fmt.Errorf("read schema version: %q is not a number", have)
+		}
+		if v > version {
+			return fmt.Errorf("schema version %d is newer than this build supports (%d)", v, version)
+		}
+	case errors.Is(err, sql.ErrNoRows) || strings.Contains(err.Error(), "no such table"):
+	default:
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO `+meta+`(key, value) VALUES ('schema_version', ?)`, strconv.Itoa(version)); err != nil {
+		return fmt.Errorf("record schema version: %w", err)
+	}
+	return tx.Commit()
+}
