@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -197,16 +195,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 // Start opens the database and creates or checks its schema.
 func (s *Store) Start(ctx context.Context) error {
-	abs, err := filepath.Abs(s.cfg.Path)
-	if err != nil {
-		return fmt.Errorf("open memory %s: %w", s.cfg.Path, err)
-	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+abs+"?"+q.Encode())
+	db, err := sqlmeta.Open(s.cfg.Path, 5*time.Second, false)
 	if err != nil {
 		return fmt.Errorf("open memory %s: %w", s.cfg.Path, err)
 	}

@@ -9,8 +9,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Apply runs schemaSQL (idempotent CREATE … IF NOT EXISTS statements that
@@ -45,4 +48,25 @@ func Apply(ctx context.Context, db *sql.DB, meta, schemaSQL string, version int)
 		return fmt.Errorf("record schema version: %w", err)
 	}
 	return tx.Commit()
+}
+
+// Open opens the SQLite file at path (made absolute) for a durable store:
+// WAL, synchronous FULL, the given busy timeout, foreign keys when asked,
+// and write transactions that take the lock at BEGIN (no lock upgrade, so
+// no SQLITE_BUSY in the middle of one). The caller's package registers the
+// "sqlite" driver.
+func Open(path string, busy time.Duration, foreignKeys bool) (*sql.DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	if foreignKeys {
+		q.Add("_pragma", "foreign_keys(1)")
+	}
+	q.Set("_txlock", "immediate")
+	return sql.Open("sqlite", "file:"+abs+"?"+q.Encode())
 }

@@ -16,8 +16,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,17 +108,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 // Start opens the database and creates or checks its schema.
 func (s *Store) Start(ctx context.Context) error {
-	abs, err := filepath.Abs(s.cfg.Path)
-	if err != nil {
-		return fmt.Errorf("open journal %s: %w", s.cfg.Path, err)
-	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(s.cfg.BusyTimeout.Milliseconds(), 10)+")")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Set("_txlock", "immediate") // take the write lock at BEGIN: no lock upgrades, no SQLITE_BUSY mid-transaction
-	db, err := sql.Open("sqlite", "file:"+abs+"?"+q.Encode())
+	db, err := sqlmeta.Open(s.cfg.Path, s.cfg.BusyTimeout, true)
 	if err != nil {
 		return fmt.Errorf("open journal %s: %w", s.cfg.Path, err)
 	}
