@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -84,10 +85,16 @@ func (r *Runner) fillPool() {
 	}
 }
 
-// alive reports whether a waiting helper still holds its status pipe open:
-// it writes nothing before its configuration arrives, so anything readable
-// (end of file) means it is gone.
+// alive reports whether a waiting helper is still running and holds its
+// status pipe open: it writes nothing before its configuration arrives, so
+// anything readable (end of file) means it is gone. The process is checked
+// first: once the helper is dead (a zombie: this process has not waited
+// for it), a process of its namespace that is still being torn down can
+// hold the pipe open for a moment, and the pipe alone would call it alive.
 func (sp *spawned) alive() bool {
+	if st, err := os.ReadFile("/proc/" + strconv.Itoa(sp.proc.Pid) + "/stat"); err != nil || !runningState(st) {
+		return false
+	}
 	rc, err := sp.statusR.SyscallConn()
 	if err != nil {
 		return false
@@ -99,6 +106,16 @@ func (sp *spawned) alive() bool {
 		ok = err == nil && n == 0
 	})
 	return ok
+}
+
+// runningState reports whether a /proc/PID/stat line shows a process that
+// has not exited (its state is neither Z, zombie, nor X, dead).
+func runningState(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	return stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
 // PoolReady reports how many pooled sandboxes are ready to be claimed.

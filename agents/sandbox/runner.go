@@ -563,6 +563,14 @@ wait:
 		return nil, fmt.Errorf("sandbox: wait for helper: %w", w.err)
 	}
 	st, haveStatus := so.st, so.have
+	if x.pooled && killReason == "" && !haveStatus && x.released.IsZero() && so.protoErr == nil {
+		// A pooled helper that died while it waited can still take its
+		// configuration (a process of its namespace being torn down holds
+		// the pipe for a moment, so the write succeeds): it never stopped at
+		// the command's exec, so nothing of the request ran, and the run is
+		// started again on a fresh helper, as when the write fails.
+		return nil, fmt.Errorf("sandbox: %w: it ended (%v) before the command was handed off", errHelperGone, w.state)
+	}
 	if so.protoErr != nil {
 		return nil, fmt.Errorf("sandbox: %w", so.protoErr)
 	}
