@@ -24,6 +24,47 @@ func TestProjectIsolation(t *testing.T) {
 	})
 }
 
+// TestSameBatchInTwoProjectsIsStoredForEach: insert deduplication names a
+// batch by its spans' ids and times; the project is part of that name, so
+// beta sending exactly alpha's batch is not dropped as alpha's retry, and
+// the sorting key (which ends with the project) keeps both copies through
+// merges.
+func TestSameBatchInTwoProjectsIsStoredForEach(t *testing.T) {
+	srv := chtestStart(t)
+	s, db := openFresh(t, srv)
+	ctx := context.Background()
+	spans := storetest.GenerateTraces(3, 4, 21)
+	for _, project := range []string{"alpha", "beta", "alpha"} {
+		b := slices.Clone(spans)
+		for i := range b {
+			b[i].Project = project
+		}
+		if err := s.WriteSpans(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := execSQL(srv, "OPTIMIZE TABLE "+db+".spans FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryCount(t, srv, "SELECT count() FROM "+db+".spans"); n != 2*uint64(len(spans)) {
+		t.Errorf("%d span rows after merging, want %d (each project's copy once)", n, 2*len(spans))
+	}
+	for _, project := range []string{"alpha", "beta"} {
+		pctx := store.WithProject(ctx, project)
+		got, err := s.GetTrace(pctx, spans[0].TraceID)
+		if err != nil || len(got) != 4 {
+			t.Errorf("%s reads %d spans, %v; want 4", project, len(got), err)
+		}
+		page, err := s.ListTraces(pctx, store.TraceQuery{})
+		if err != nil || len(page.Traces) != 3 {
+			t.Errorf("%s lists %d traces, %v; want 3", project, len(page.Traces), err)
+		}
+	}
+	if page, err := s.ListTraces(ctx, store.TraceQuery{}); err != nil || len(page.Traces) != 0 {
+		t.Errorf("the default project lists %d traces, %v; want 0", len(page.Traces), err)
+	}
+}
+
 // TestRetentionTTLDeletesExpiredProjectRows: rows carry their expiry
 // (expire_at, from the span's project retention), and the tables' TTL
 // deletes them in the next merge. Project "short" is written with spans

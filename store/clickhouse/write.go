@@ -536,6 +536,15 @@ func batchToken(batches []*PreparedSpans) string {
 	for _, p := range batches {
 		for i := range p.spans {
 			sp := &p.spans[i]
+			if sp.Project != "" {
+				// The same batch sent by two projects is two batches. A
+				// 0 byte cannot occur in the hex ids, and the default
+				// project's tokens stay what they were before projects.
+				binary.LittleEndian.PutUint64(buf[:], uint64(len(sp.Project)))
+				h.Write([]byte{0})
+				h.Write(buf[:])
+				h.Write([]byte(sp.Project))
+			}
 			h.Write([]byte(sp.TraceID))
 			h.Write([]byte(sp.SpanID))
 			binary.LittleEndian.PutUint64(buf[:], uint64(sp.StartTime.UnixNano()))
