@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -31,6 +32,10 @@ type ProjectPolicy struct {
 	// CaptureContent keeps content attributes (semconv.IsContentKey);
 	// false drops them before the spans are written.
 	CaptureContent bool
+	// Retention is how long the project keeps its traces (0: for ever);
+	// it is stamped on each span (store.Span.Retention) for backends that
+	// compute a row's expiry when writing it.
+	Retention time.Duration
 }
 
 // PolicyFunc returns a project's policy ("" is the default project).
@@ -52,10 +57,14 @@ func WithRedactor(r *redact.Redactor) FactoryOption {
 // project does not capture, and redacts.
 func (e *traceExporter) prepare(ctx context.Context, spans []store.Span) {
 	project := store.ProjectOf(ctx)
-	capture := e.policy == nil || e.policy(project).CaptureContent
+	capture, retention := true, time.Duration(0)
+	if e.policy != nil {
+		pol := e.policy(project)
+		capture, retention = pol.CaptureContent, pol.Retention
+	}
 	for i := range spans {
 		sp := &spans[i]
-		sp.Project = project
+		sp.Project, sp.Retention = project, retention
 		if !capture {
 			if n := redact.DropContent(sp); n > 0 {
 				e.contentDropped.Add(int64(n))

@@ -23,15 +23,21 @@ type Span struct {
 	// Project is the project the span was stored under: the project of
 	// the key that sent it, "" (the default project) without keys. The
 	// collector sets it from the authenticated key, never from the span.
-	Project      string    `json:"project,omitempty"`
-	TraceID      string    `json:"trace_id"`
-	SpanID       string    `json:"span_id"`
-	ParentSpanID string    `json:"parent_span_id,omitempty"`
-	TraceState   string    `json:"trace_state,omitempty"`
-	Name         string    `json:"name"`
-	Kind         string    `json:"kind"` // internal, server, client, producer, consumer, unspecified
-	StartTime    time.Time `json:"start_time"`
-	EndTime      time.Time `json:"end_time"`
+	Project string `json:"project,omitempty"`
+	// Retention is how long the span's project keeps its traces (0: for
+	// ever), set by the collector from the project's policy next to
+	// Project. A backend that stamps an expiry on each row when it is
+	// written (ClickHouse's TTL) reads it; the others ignore it. It is not
+	// stored and reads back as 0.
+	Retention    time.Duration `json:"-"`
+	TraceID      string        `json:"trace_id"`
+	SpanID       string        `json:"span_id"`
+	ParentSpanID string        `json:"parent_span_id,omitempty"`
+	TraceState   string        `json:"trace_state,omitempty"`
+	Name         string        `json:"name"`
+	Kind         string        `json:"kind"` // internal, server, client, producer, consumer, unspecified
+	StartTime    time.Time     `json:"start_time"`
+	EndTime      time.Time     `json:"end_time"`
 
 	StatusCode    string `json:"status_code"` // StatusUnset, StatusOK or StatusError
 	StatusMessage string `json:"status_message,omitempty"`

@@ -245,7 +245,7 @@ func servePolicy(reg *projects.Registry) collector.PolicyFunc {
 		if !ok {
 			return collector.ProjectPolicy{CaptureContent: project == ""}
 		}
-		return collector.ProjectPolicy{CaptureContent: p.CaptureContent}
+		return collector.ProjectPolicy{CaptureContent: p.CaptureContent, Retention: time.Duration(p.Retention)}
 	}
 }
 

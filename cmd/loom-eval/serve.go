@@ -325,9 +325,6 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 
-	if keys != nil && loc.Backend == storeurl.ClickHouse {
-		log.Warn("--keys with the ClickHouse store: it keeps the default project only, so spans sent with a project key are refused and key-scoped reads fail (docs/projects.md)")
-	}
 	if keys != nil {
 		if sq, ok := st.(*sqlite.Store); ok {
 			job := &sqlite.RetentionJob{Store: sq, Policies: retentionPolicies(keys), Interval: *retentionEvery, Logger: log}
@@ -335,6 +332,10 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 				return errors.Join(usageError("serve: retention: %v", err), shutdownServe(srv, nil, st, log))
 			}
 			defer job.Shutdown(context.WithoutCancel(ctx))
+		} else if loc.Backend == storeurl.ClickHouse {
+			// ClickHouse: the collector stamps each span with its project's
+			// retention and the store writes the row's expiry; the tables'
+			// TTL deletes expired rows in merges (docs/projects.md).
 		} else if len(retentionPolicies(keys)()) > 0 {
 			log.Warn("project retention is enforced by the embedded store's deletion job; this store does not run it", "store", loc.String())
 		}

@@ -126,3 +126,26 @@ func TestClusterShardsByTraceAndWritesEveryReplica(t *testing.T) {
 		t.Errorf("%d traces have spans on both shards", split)
 	}
 }
+
+// TestClusterProjectIsolation runs the project checks on 2 shards × 2
+// replicas without a coordinator: migration 0006 ran on every node (local
+// and Distributed tables), and the project filter holds through the
+// Distributed tables.
+func TestClusterProjectIsolation(t *testing.T) {
+	c := chtest.StartCluster(t, 2, 2)
+	storetest.RunProjects(t, storetest.Harness{
+		Open: func(t *testing.T) store.Store {
+			return openCluster(t, clusterDSN(c, c.NewDatabaseName(t)))
+		},
+	})
+	db := c.NewDatabaseName(t)
+	s := openCluster(t, clusterDSN(c, db))
+	defer s.Shutdown(context.Background())
+	for _, n := range c.Nodes {
+		for _, table := range []string{"spans_local", "trace_index_local", "spans", "trace_index"} {
+			if got := n.Server().QueryUint(t, "SELECT count() FROM system.columns WHERE database = '"+db+"' AND table = '"+table+"' AND name IN ('project', 'expire_at')"); got != 2 {
+				t.Errorf("node s%dr%d: %s has %d of the columns project, expire_at", n.Shard, n.Replica, table, got)
+			}
+		}
+	}
+}

@@ -36,9 +36,10 @@ type Config struct {
 	// to all of them (remote_servers must set internal_replication=false).
 	// It is the form the libchdb engine can run (docs/clickhouse.md).
 	Coordinator string
-	// TTL, when positive, drops spans and summaries whose day partition is
-	// older than this (whole parts at a time). It applies when the tables
-	// are created.
+	// TTL, when positive, deletes spans and trace index rows whose day is
+	// older than this. It applies when the tables are created; from schema
+	// version 6 it is folded into the rows' per-project expiry (the earlier
+	// of the two), deleted by merges row by row.
 	TTL time.Duration
 	// IndexRepairWindow is how far back Start looks for traces whose spans
 	// were stored without their trace_index row (a process that died

@@ -64,7 +64,7 @@ func checkGolden(t *testing.T, dir string, files map[string]string) {
 func TestClusterDDLUsesOnClusterReplicatedTablesAndDistributedTables(t *testing.T) {
 	files := renderAll(t, newDDL("loomwork", "loomwork_cluster", 30*24*time.Hour))
 	checkGolden(t, "ddl_cluster", files)
-	all := strings.Join([]string{files["0001_spans.sql"], files["0002_trace_summaries.sql"], files["0003_trace_index.sql"], files["0004_otlp_envelope.sql"]}, "")
+	all := strings.Join([]string{files["0001_spans.sql"], files["0002_trace_summaries.sql"], files["0003_trace_index.sql"], files["0004_otlp_envelope.sql"], files["0006_projects.sql"]}, "")
 	for _, want := range []string{
 		"CREATE TABLE IF NOT EXISTS `loomwork`.spans_local ON CLUSTER 'loomwork_cluster'",
 		"ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/spans_local', '{replica}')",
@@ -82,6 +82,16 @@ func TestClusterDDLUsesOnClusterReplicatedTablesAndDistributedTables(t *testing.
 		"TTL toDate(day) + INTERVAL 30 DAY",
 		// Columns are added to the local tables and to the Distributed one.
 		"ALTER TABLE `loomwork`.spans_local ON CLUSTER 'loomwork_cluster'\n    ADD COLUMN IF NOT EXISTS flags UInt32",
+		// Projects (0006): the local tables get the column in their
+		// sorting key, the Distributed ones the column; the configured
+		// TTL is folded into the per-row expiry.
+		"ALTER TABLE `loomwork`.spans_local ON CLUSTER 'loomwork_cluster'\n    ADD COLUMN IF NOT EXISTS project LowCardinality(String)",
+		"MODIFY ORDER BY (toStartOfHour(start), trace_id, span_id, project)",
+		"MODIFY ORDER BY (trace_id, project)",
+		"ALTER TABLE `loomwork`.spans ON CLUSTER 'loomwork_cluster'\n    ADD COLUMN IF NOT EXISTS project LowCardinality(String)",
+		"ALTER TABLE `loomwork`.trace_index ON CLUSTER 'loomwork_cluster'\n    ADD COLUMN IF NOT EXISTS project LowCardinality(String)",
+		"MODIFY TTL least(toDateTime(toDate(start) + INTERVAL 30 DAY, 'UTC'), expire_at)",
+		"MODIFY TTL least(toDateTime(day + INTERVAL 30 DAY, 'UTC'), expire_at)",
 		"ALTER TABLE `loomwork`.spans ON CLUSTER 'loomwork_cluster'\n    ADD COLUMN IF NOT EXISTS flags UInt32,",
 	} {
 		if !strings.Contains(all, want) {
@@ -97,11 +107,18 @@ func TestSingleServerDDLHasNoClusterClauses(t *testing.T) {
 	files := renderAll(t, newDDL("loomwork", "", 0))
 	checkGolden(t, "ddl_single", files)
 	for name, sql := range files {
-		for _, bad := range []string{"ON CLUSTER", "Replicated", "Distributed", "_local", "TTL"} {
+		// No configured TTL: the only TTL is the per-project expiry (0006).
+		for _, bad := range []string{"ON CLUSTER", "Replicated", "Distributed", "_local", "INTERVAL"} {
 			if strings.Contains(sql, bad) {
 				t.Errorf("%s: single-server DDL contains %q", name, bad)
 			}
 		}
+		if strings.Contains(sql, "TTL") && name != "0006_projects.sql" {
+			t.Errorf("%s: single-server DDL without a TTL configured contains TTL", name)
+		}
+	}
+	if n := strings.Count(files["0006_projects.sql"], "MODIFY TTL expire_at"); n != 2 {
+		t.Errorf("0006: %d MODIFY TTL expire_at, want 2 (spans, trace_index):\n%s", n, files["0006_projects.sql"])
 	}
 }
 

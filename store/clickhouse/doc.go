@@ -10,7 +10,11 @@
 // it reads them. Schema changes are versioned migrations (migrations/*.sql,
 // embedded) applied by Start.
 //
-// Writes are idempotent on (trace_id, span_id): identical re-sent blocks are
+// Every row carries its project (store.Span.Project) and its expiry (from
+// store.Span.Retention; the tables' TTL deletes expired rows), and every
+// read is scoped to store.ProjectOf(ctx) (projects.go).
+//
+// Writes are idempotent on (project, trace_id, span_id): identical re-sent blocks are
 // dropped by insert deduplication, other copies are collapsed by
 // ReplacingMergeTree merges and, until then, at read time (LIMIT 1 BY span
 // id in GetTrace, FINAL in summaries); the trace index holds only min and

@@ -28,9 +28,9 @@ func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 	}
 	b := &spanBatch{wholeAttrs: true}
 	b.fill([]*PreparedSpans{p}, len(spans))
-	v4 := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, typedAttrsColumns)), ",")
+	v4 := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(beforeProjects, typedAttrsColumns)), ",")
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(v4, envelopeColumns)), ",")
-	cols := b.columns()
+	cols := b.columns()[:len(b.columns())-projectColumnCount]
 	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1-strings.Count(envelopeColumns, ",")-1], b.filler, proto.NewReader(zeroSource{}), len(spans))
 }
 
@@ -44,10 +44,15 @@ func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) e
 	}
 	b := &spanBatch{wholeAttrs: true}
 	b.fill([]*PreparedSpans{p}, len(spans))
-	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(spanColumns, typedAttrsColumns)), ",")
-	cols := b.columns()
+	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(beforeProjects, typedAttrsColumns)), ",")
+	cols := b.columns()[:len(b.columns())-projectColumnCount]
 	if err := s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], b.filler, proto.NewReader(zeroSource{}), len(spans)); err != nil {
 		return err
 	}
-	return s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", nil, len(b.traces.traceID))
+	return s.insert(ctx, s.traceIndexTable, "trace_id, day, start, end", b.traces.columns()[:4], "", nil, len(b.traces.traceID))
 }
+
+// beforeProjects is the insert column list of schema version 5.
+var beforeProjects = strings.TrimSuffix(spanColumns, ", "+projectColumns)
+
+const projectColumnCount = 2

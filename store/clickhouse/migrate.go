@@ -121,6 +121,16 @@ func (d ddl) TTL(column string) string {
 	return "TTL toDate(" + column + ") + INTERVAL " + strconv.Itoa(d.ttlDays) + " DAY"
 }
 
+// TTLOr is the row TTL expression on expiry (a DateTime column), or the
+// earlier of it and the configured TTL on day (a Date expression) when one
+// is set: a table may have one DELETE rule.
+func (d ddl) TTLOr(day, expiry string) string {
+	if d.ttlDays <= 0 {
+		return expiry
+	}
+	return "least(toDateTime(" + day + " + INTERVAL " + strconv.Itoa(d.ttlDays) + " DAY, 'UTC'), " + expiry + ")"
+}
+
 // bootstrapSQL creates the database and the table recording migrations.
 // Under a cluster every node replicates one schema_migrations table (one
 // replication path for all shards), so any node sees what was applied.

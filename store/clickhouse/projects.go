@@ -2,24 +2,32 @@ package clickhouse
 
 import (
 	"context"
-	"errors"
+	"strings"
 
 	"github.com/loomwork/loomwork/store"
 )
 
-// ErrProjectsUnsupported: this backend stores and reads the default
-// project only (issue 21's project column is in the embedded store; the
-// ClickHouse schema has none yet). It fails closed: a span of another
-// project is refused (the collector answers partial_success, not
-// retryable), and a read scoped to another project is an error, never the
-// default project's data.
-var ErrProjectsUnsupported = errors.New("the ClickHouse store keeps the default project only; use the embedded store for projects")
+// Projects (migration 0006): every row of spans and trace_index carries
+// its project, and every read is scoped to store.ProjectOf(ctx). Each query
+// on either table gets the condition projectCond returns, in every
+// subquery that reads a table: a trace id, a prefix, a session or a search
+// matching another project's rows finds nothing.
 
-// defaultProjectOnly refuses reads scoped to a project other than the
-// default one.
-func defaultProjectOnly(ctx context.Context) error {
-	if store.ProjectOf(ctx) != "" {
-		return ErrProjectsUnsupported
+// projectCond is the condition selecting ctx's project's rows. The project
+// is a string literal, not a bound parameter: it goes into subqueries whose
+// positional arguments are assembled in many places, and a literal cannot
+// end up in the wrong position. quoteString escapes it.
+func projectCond(ctx context.Context) string {
+	return "project = " + quoteString(store.ProjectOf(ctx))
+}
+
+// and joins conditions with AND, skipping empty ones.
+func and(conds ...string) string {
+	var out []string
+	for _, c := range conds {
+		if c != "" {
+			out = append(out, c)
+		}
 	}
-	return nil
+	return strings.Join(out, " AND ")
 }

@@ -26,16 +26,13 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	if err := defaultProjectOnly(ctx); err != nil {
-		return nil, fmt.Errorf("get trace: %w", err)
-	}
 	if err := checkID(traceID, 16); err != nil {
 		return nil, fmt.Errorf("get trace: %w: %w", store.ErrBadTraceID, err)
 	}
 	// LIMIT 1 BY collapses copies of a span that merges have not collapsed
 	// yet (a retried batch that arrived as a different block).
 	q := "SELECT " + selectSpanColumns + " FROM " + s.spansTable +
-		" WHERE trace_id = ? ORDER BY start, span_id LIMIT 1 BY span_id"
+		" WHERE trace_id = ? AND " + projectCond(ctx) + " ORDER BY start, span_id LIMIT 1 BY span_id"
 	rows, err := s.conn.Query(ctx, q, traceID)
 	if err != nil {
 		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
@@ -43,7 +40,7 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	defer rows.Close()
 	var spans []store.Span
 	for rows.Next() {
-		sp := store.Span{TraceID: traceID}
+		sp := store.Span{TraceID: traceID, Project: store.ProjectOf(ctx)}
 		var attrs, resource, events, links, scopeAttrs string
 		var inColumns uint32
 		if err := rows.Scan(&sp.SpanID, &sp.ParentSpanID, &sp.TraceState, &sp.Name, &sp.Kind, &sp.StartTime, &sp.EndTime,
@@ -92,13 +89,10 @@ func (s *Store) ResolveTraceID(ctx context.Context, idOrPrefix string) (string, 
 	if err := s.usable(); err != nil {
 		return "", err
 	}
-	if err := defaultProjectOnly(ctx); err != nil {
-		return "", fmt.Errorf("resolve trace id: %w", err)
-	}
 	return store.ResolveTraceIDWith(ctx, idOrPrefix, func(ctx context.Context, lo, hi string, limit int) ([]string, error) {
 		// DISTINCT: a trace has a row per batch until merges fold them.
 		q := "SELECT DISTINCT trace_id FROM " + s.traceIndexTable +
-			" WHERE trace_id >= ? AND trace_id <= ? ORDER BY trace_id LIMIT " + strconv.Itoa(limit)
+			" WHERE trace_id >= ? AND trace_id <= ? AND " + projectCond(ctx) + " ORDER BY trace_id LIMIT " + strconv.Itoa(limit)
 		rows, err := s.conn.Query(ctx, q, lo, hi)
 		if err != nil {
 			return nil, err
@@ -203,10 +197,7 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err := s.usable(); err != nil {
 		return store.TracePage{}, err
 	}
-	if err := defaultProjectOnly(ctx); err != nil {
-		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
-	}
-	plan, err := s.planList(&q)
+	plan, err := s.planList(&q, projectCond(ctx))
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
@@ -304,7 +295,9 @@ func (s *Store) pageIDs(ctx context.Context, plan listPlan) (ids []string, first
 // ListTraces then reads full summaries of the page's traces from their
 // spans, within the page's time range (the primary key starts with the
 // hour) and by trace id.
-func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
+//
+// pc (projectCond) is added to every read of spans and trace_index.
+func (s *Store) planList(q *store.TraceQuery, pc string) (listPlan, error) {
 	var p listPlan
 	var err error
 	if p.PlannedQuery, err = q.Plan(checkTime); err != nil {
@@ -357,14 +350,14 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			cond += " AND " + fromStart
 			memberArgs = append(memberArgs, q.Start.UnixNano())
 		}
-		member = append(member, "trace_id IN (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+")")
+		member = append(member, "trace_id IN (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+" AND "+pc+")")
 	}
 	var sc []string
 	var sa []any
 	if q.Start.IsZero() {
-		sc, sa = s.searchConds(&p.TraceQuery, "", nil)
+		sc, sa = s.searchConds(&p.TraceQuery, pc, nil)
 	} else {
-		sc, sa = s.searchConds(&p.TraceQuery, fromStart, []any{q.Start.UnixNano()})
+		sc, sa = s.searchConds(&p.TraceQuery, fromStart+" AND "+pc, []any{q.Start.UnixNano()})
 	}
 	member = append(member, sc...)
 	memberArgs = append(memberArgs, sa...)
@@ -378,13 +371,13 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 	}
 
 	if bounded || indexOnly {
-		var where, having []string
+		where, having := []string{pc}, []string(nil)
 		if !q.Start.IsZero() {
 			// A trace starting at or after Start has every index row on
 			// or after Start, in partitions from Start's day on; its start
 			// is the minimum over all its rows, earlier days included.
 			where = append(where, "trace_id IN (SELECT trace_id FROM "+s.traceIndexTable+
-				" WHERE day >= toDate(fromUnixTimestamp64Nano(?), 'UTC') AND start >= fromUnixTimestamp64Nano(?))")
+				" WHERE day >= toDate(fromUnixTimestamp64Nano(?), 'UTC') AND start >= fromUnixTimestamp64Nano(?) AND "+pc+")")
 			args = append(args, q.Start.UnixNano(), q.Start.UnixNano())
 		}
 		if indexOnly {
@@ -430,7 +423,7 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 			pageSQL += fmt.Sprintf(" ORDER BY %s LIMIT %d", order, p.Limit+1)
 		}
 	} else {
-		var spanWhere []string
+		spanWhere := []string{pc}
 		if bounded {
 			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM cand)")
 		}
@@ -458,9 +451,6 @@ func (s *Store) planList(q *store.TraceQuery) (listPlan, error) {
 		if p.After != nil && !byTokens {
 			where = append(where, "(sort_value, trace_id) "+cmp+" (?, ?)")
 			args = append(args, p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
-		}
-		if len(spanWhere) == 0 {
-			spanWhere = append(spanWhere, "1")
 		}
 		whereSQL := ""
 		if len(where) > 0 {

@@ -47,6 +47,8 @@ func (p *pendingIndex) hold(r *traceRows) {
 		p.rows.day = append(p.rows.day[:0], p.rows.day[over:]...)
 		p.rows.start = append(p.rows.start[:0], p.rows.start[over:]...)
 		p.rows.end = append(p.rows.end[:0], p.rows.end[over:]...)
+		p.rows.project = append(p.rows.project[:0], p.rows.project[over:]...)
+		p.rows.expires = append(p.rows.expires[:0], p.rows.expires[over:]...)
 		p.dropped += over
 	}
 }
@@ -86,11 +88,14 @@ func (s *Store) RepairTraceIndex(ctx context.Context, since time.Time) (uint64, 
 
 func (s *Store) repairTraceIndex(ctx context.Context, since time.Time) (uint64, error) {
 	since = since.UTC()
-	missing := `SELECT trace_id, toDate(min(start), 'UTC') AS first_day, min(start) AS first_start, max(end) AS last_end
+	// Per (trace, project): the index row's expiry is the latest of its
+	// spans' (each project's trace has its own row).
+	missing := `SELECT trace_id, toDate(min(start), 'UTC') AS first_day, min(start) AS first_start, max(end) AS last_end,
+	project, max(expire_at) AS last_expiry
 FROM ` + s.spansTable + `
 WHERE start >= ?
-GROUP BY trace_id
-HAVING trace_id NOT IN (SELECT trace_id FROM ` + s.traceIndexTable + ` WHERE day >= toDate(?, 'UTC'))`
+GROUP BY trace_id, project
+HAVING (trace_id, project) NOT IN (SELECT trace_id, project FROM ` + s.traceIndexTable + ` WHERE day >= toDate(?, 'UTC'))`
 	var n uint64
 	if err := s.conn.QueryRow(ctx, "SELECT count() FROM ("+missing+")", since, since).Scan(&n); err != nil {
 		return 0, fmt.Errorf("find traces missing from the trace index since %s: %w", since.Format(time.RFC3339), err)

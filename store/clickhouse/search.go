@@ -49,9 +49,10 @@ func valueMatch(c store.SearchClause, eq bool) (string, []any) {
 }
 
 // searchConds returns conditions on spans (each "trace_id IN (...)" or
-// NOT IN) for q's search clauses and session, with their arguments. from,
-// when not empty, is a condition on spans every subquery may add (with
-// fromArgs): no span of a matching trace is outside it.
+// NOT IN) for q's search clauses and session, with their arguments. from
+// is a condition on spans every subquery adds (with fromArgs): the
+// project's (projectCond), and maybe a time bound no span of a matching
+// trace is outside of.
 func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([]string, []any) {
 	var conds []string
 	var args []any
@@ -166,9 +167,6 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 	if err := s.usable(); err != nil {
 		return store.SessionPage{}, err
 	}
-	if err := defaultProjectOnly(ctx); err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
 	p, err := q.Plan()
 	if err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
@@ -177,9 +175,10 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 	b.WriteString(`SELECT session, groupArray(m.trace_id) AS ids, max(toUnixTimestamp64Nano(t.t_start)) AS last_ns
 	FROM (SELECT DISTINCT conversation_id AS session, trace_id FROM `)
 	b.WriteString(s.spansTable)
-	b.WriteString(" WHERE conversation_id != '') AS m INNER JOIN (SELECT trace_id, min(start) AS t_start FROM ")
+	pc := projectCond(ctx)
+	b.WriteString(" WHERE conversation_id != '' AND " + pc + ") AS m INNER JOIN (SELECT trace_id, min(start) AS t_start FROM ")
 	b.WriteString(s.traceIndexTable)
-	b.WriteString(" GROUP BY trace_id) AS t ON t.trace_id = m.trace_id GROUP BY session")
+	b.WriteString(" WHERE " + pc + " GROUP BY trace_id) AS t ON t.trace_id = m.trace_id GROUP BY session")
 	var args []any
 	if p.After != nil {
 		b.WriteString(" HAVING (last_ns, session) < (?, ?)")

@@ -22,8 +22,13 @@ func (s *Store) CheckSpan(sp *store.Span) error {
 }
 
 // spoolMagic starts every spooled batch: the format and its version. A
-// change to the encoding takes a new version; DecodeBatch refuses others.
-const spoolMagic = "LWC1"
+// change to the encoding takes a new version; DecodeBatch reads this one
+// and spoolMagicV1 (written before projects: every span of the default
+// project, kept for ever) and refuses others.
+const (
+	spoolMagic   = "LWC2"
+	spoolMagicV1 = "LWC1"
+)
 
 // AppendBatch appends the spool encoding of a batch PrepareSpans made: the
 // span fields the insert reads and the attribute JSON it already encoded,
@@ -84,6 +89,10 @@ func (s *Store) AppendBatch(dst []byte, b store.PreparedBatch) ([]byte, error) {
 			dst = binary.AppendUvarint(dst, uint64(at.from))
 			dst = binary.AppendUvarint(dst, uint64(at.to))
 		}
+		// Version 2: the project and its retention, from which the
+		// insert computes the rows' expiry.
+		dst = appendBytes(dst, unsafe.Slice(unsafe.StringData(sp.Project), len(sp.Project)))
+		dst = binary.AppendVarint(dst, int64(sp.Retention))
 	}
 	return dst, nil
 }
@@ -191,9 +200,10 @@ func decodeSpooled(src []byte) (*PreparedSpans, error) {
 // memory from an earlier batch (which must be unused by now: a batch is
 // consumed by its write).
 func (p *PreparedSpans) decodeSpooled(src []byte) error {
-	if len(src) < len(spoolMagic) || string(src[:len(spoolMagic)]) != spoolMagic {
+	if len(src) < len(spoolMagic) || (string(src[:len(spoolMagic)]) != spoolMagic && string(src[:len(spoolMagic)]) != spoolMagicV1) {
 		return fmt.Errorf("spooled batch: no %q header (another format or version): %w", spoolMagic, store.ErrBadSpoolRecord)
 	}
+	v2 := string(src[:len(spoolMagic)]) == spoolMagic
 	// The copy goes into p.buf, which no string of p's previous use is
 	// read from any more.
 	p.buf = append(p.buf[:0], src...)
@@ -279,6 +289,11 @@ func (p *PreparedSpans) decodeSpooled(src []byte) error {
 				d.fail(fmt.Sprintf("JSON range %d..%d outside the %d-byte arena", from, to, len(arena)))
 			}
 			at.from, at.to = int(from), int(to)
+		}
+		sp.Project, sp.Retention = "", 0
+		if v2 {
+			sp.Project = d.str("project")
+			sp.Retention = time.Duration(d.varint("retention"))
 		}
 		if d.err != nil {
 			return fmt.Errorf("span %d of %d: %w", i, n, d.err)

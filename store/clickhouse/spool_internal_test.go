@@ -3,7 +3,9 @@ package clickhouse
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -34,8 +36,18 @@ func TestSpooledBatchInsertsTheSameRows(t *testing.T) {
 	spans[3].CostUSD = &zero
 	spans[4].RetrievedDocs = []string{}
 	spans[5].ScopeAttributes = store.Attributes{}
+	// Projects and retention (spool format 2): the project and expiry
+	// columns and the trace index rows come back the same.
+	for i := range spans {
+		if spans[i].TraceID[0] < '8' {
+			spans[i].Project, spans[i].Retention = "alpha", 72*time.Hour
+		}
+	}
 	p := prepareForTest(t, spans)
 	want := columnsOf(p)
+	if exp := want[len(want)-1].([]time.Time); slices.Equal(exp, slices.Repeat([]time.Time{keepForever}, len(exp))) {
+		t.Fatal("no trace index row has a finite expiry: the test sets no retention")
+	}
 	enc, err := new(Store).AppendBatch([]byte("prefix"), p)
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,8 @@ const lightColumns = `trace_id, span_id, parent_span_id, toString(name), start, 
 // the spans table, FINAL) and returns each trace's summary, by trace id.
 // Rows come ordered by trace, so only one trace's spans are held at a time.
 func (s *Store) summarize(ctx context.Context, where string, args ...any) (map[string]*store.TraceSummary, error) {
-	q := "SELECT " + lightColumns + " FROM " + s.spansTable + " FINAL WHERE " + where + " ORDER BY trace_id"
+	// Scoped to ctx's project here, for every caller.
+	q := "SELECT " + lightColumns + " FROM " + s.spansTable + " FINAL WHERE " + projectCond(ctx) + " AND (" + where + ") ORDER BY trace_id"
 	rows, err := s.conn.Query(ctx, q, append([]any{semconv.AttrModelLabel}, args...)...)
 	if err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ const spanColumns = `trace_id, span_id, parent_span_id, trace_state, name, kind,
 	tool_name, tool_call_id, model_call, has_usage, input_tokens, output_tokens,
 	cache_read_tokens, cache_creation_tokens, reasoning_tokens, cost_usd,
 	retrieved_docs, cited_docs, attributes, resource_attributes, events, links, ` + envelopeColumns + `,
-	` + typedAttrsColumns
+	` + typedAttrsColumns + `, ` + projectColumns
 
 // envelopeColumns are the columns migration 0004 added, last in spanColumns
 // and in spanBatch.columns (so that tests can still write the older schema
@@ -38,6 +38,9 @@ const envelopeColumns = `flags, dropped_attributes_count, dropped_events_count, 
 // typedAttrsColumns are the columns migration 0005 added, after the
 // envelope columns (typedattrs.go).
 const typedAttrsColumns = `attributes_in_columns`
+
+// projectColumns are the columns migration 0006 added, last in spanColumns.
+const projectColumns = `project, expire_at`
 
 // Storable time range: DateTime64(9) holds 1900-01-01 to 2262-04-11.
 var (
@@ -62,6 +65,8 @@ type spanBatch struct {
 	scopeAttrs, scopeSchema, resSchema                      []string
 	scopeDropped, resDropped                                []uint32
 	attrsInColumns                                          []uint32
+	project                                                 []string
+	expireAt                                                []time.Time
 
 	// traces is the insert's trace_index rows.
 	traces traceRows
@@ -184,6 +189,7 @@ func (b *spanBatch) columns() []any {
 		b.scopeAttrs, b.scopeDropped, b.scopeSchema,
 		b.resSchema, b.resDropped,
 		b.attrsInColumns,
+		b.project, b.expireAt,
 	}
 }
 
@@ -439,6 +445,7 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	b.scopeAttrs, b.scopeDropped, b.scopeSchema = resize(b.scopeAttrs, n), resize(b.scopeDropped, n), resize(b.scopeSchema, n)
 	b.resSchema, b.resDropped = resize(b.resSchema, n), resize(b.resDropped, n)
 	b.attrsInColumns = resize(b.attrsInColumns, n)
+	b.project, b.expireAt = resize(b.project, n), resize(b.expireAt, n)
 	b.traces.reset()
 	// Leaving typed attributes out happens here, on a copy, not in
 	// PrepareSpans: a prepared batch (and its spooled form) keeps the whole
@@ -485,6 +492,7 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 			b.scopeAttrs[i] = all[p.scopeAt[k].from:p.scopeAt[k].to]
 			b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
 			b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
+			b.project[i], b.expireAt[i] = sp.Project, p.traces.expiryOf(sp)
 			attrTotal += len(b.attrs[i])
 			resTotal += p.resAt[k].to - p.resAt[k].from
 			i++
@@ -528,6 +536,15 @@ func batchToken(batches []*PreparedSpans) string {
 	for _, p := range batches {
 		for i := range p.spans {
 			sp := &p.spans[i]
+			if sp.Project != "" {
+				// The same batch sent by two projects is two batches. A
+				// 0 byte cannot occur in the hex ids, and the default
+				// project's tokens stay what they were before projects.
+				binary.LittleEndian.PutUint64(buf[:], uint64(len(sp.Project)))
+				h.Write([]byte{0})
+				h.Write(buf[:])
+				h.Write([]byte(sp.Project))
+			}
 			h.Write([]byte(sp.TraceID))
 			h.Write([]byte(sp.SpanID))
 			binary.LittleEndian.PutUint64(buf[:], uint64(sp.StartTime.UnixNano()))
@@ -547,9 +564,6 @@ func nonNil(s []string) []string {
 }
 
 func validateSpan(sp *store.Span) error {
-	if sp.Project != "" {
-		return fmt.Errorf("project %q: %w", sp.Project, ErrProjectsUnsupported)
-	}
 	if err := checkID(sp.TraceID, 16); err != nil {
 		return fmt.Errorf("trace_id: %w", err)
 	}
