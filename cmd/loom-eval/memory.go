@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -55,6 +56,20 @@ func (m *Main) runMemory(ctx context.Context, args []string) error {
 	}
 	if sub != "list" && *agent == "" {
 		return usageError("memory %s: --agent is required (the scope is tenant/agent/namespace)", sub)
+	}
+	dbGiven := false
+	fs.Visit(func(f *flag.Flag) { dbGiven = dbGiven || f.Name == "db" })
+	if sub == "list" && !dbGiven {
+		// Nothing written yet at the default place is an empty store, not
+		// a usage error (run --memory and memory distill create it); a
+		// --db that names a missing file is an error, as it may be a typo.
+		if _, err := os.Stat(*db); errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(m.Stderr, "loom-eval: memory list: no memory store at %s yet (run --memory and memory distill write one)\n", *db)
+			if format == "json" {
+				return writeJSON(m.Stdout, []struct{}{})
+			}
+			return nil
+		}
 	}
 	if sub != "distill" {
 		if _, err := os.Stat(*db); err != nil {
