@@ -67,14 +67,10 @@ func (m *Main) runA2AServe(ctx context.Context, args []string) error {
 	)
 	switch *agentName {
 	case research.Name:
-		dir, err := m.judgedDataset(*dataset)
+		idx, err := m.researchIndex("a2a serve", *dataset, *indexCache)
 		if err != nil {
 			return err
 		}
-		if _, err := os.Stat(filepath.Join(dir, "qrels.jsonl")); err != nil {
-			return usageError("a2a serve: research dataset %s: %v (set --dataset or $LOOMWORK_DATASET)", dir, err)
-		}
-		idx := &research.DatasetIndex{Dir: dir, CacheDir: *indexCache}
 		defer idx.Close(context.WithoutCancel(ctx))
 		a, err := research.New(research.Config{Index: idx})
 		if err != nil {

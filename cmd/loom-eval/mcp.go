@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -74,14 +73,10 @@ func (m *Main) runMCPServe(ctx context.Context, args []string) error {
 	}
 
 	var tools []runtime.Tool
-	dir, err := m.judgedDataset(*dataset)
+	idx, err := m.researchIndex("mcp serve", *dataset, *indexCache)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "qrels.jsonl")); err != nil {
-		return usageError("mcp serve: research dataset %s: %v (set --dataset or $LOOMWORK_DATASET)", dir, err)
-	}
-	idx := &research.DatasetIndex{Dir: dir, CacheDir: *indexCache}
 	defer idx.Close(context.WithoutCancel(ctx))
 	ra, err := research.New(research.Config{Index: idx})
 	if err != nil {

@@ -236,14 +236,10 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	var agent runtime.Agent
 	switch *agentName {
 	case research.Name:
-		dir, err := m.judgedDataset(*dataset)
+		idx, err := m.researchIndex("run", *dataset, *indexCache)
 		if err != nil {
 			return err
 		}
-		if _, err := os.Stat(filepath.Join(dir, "qrels.jsonl")); err != nil {
-			return usageError("run: research dataset %s: %v (set --dataset or $LOOMWORK_DATASET)", dir, err)
-		}
-		idx := &research.DatasetIndex{Dir: dir, CacheDir: *indexCache}
 		if tp != nil {
 			idx.Tracer = tp.Tracer("github.com/loomwork/loomwork/retrieval")
 		}
@@ -543,4 +539,19 @@ func exportRuns(ctx context.Context, j *journaldb.Store, path string, ids []stri
 		return fmt.Errorf("run: export journal: %w", err)
 	}
 	return os.Rename(tmp, path)
+}
+
+// researchIndex is the research agent's search index over the judged
+// dataset (--dataset, else $LOOMWORK_DATASET or the shipped copy), for the
+// commands that run the agent or serve its tools; cmd names the command in
+// the error when the dataset has no judgements.
+func (m *Main) researchIndex(cmd, dataset, cacheDir string) (*research.DatasetIndex, error) {
+	dir, err := m.judgedDataset(dataset)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "qrels.jsonl")); err != nil {
+		return nil, usageError("%s: research dataset %s: %v (set --dataset or $LOOMWORK_DATASET)", cmd, dir, err)
+	}
+	return &research.DatasetIndex{Dir: dir, CacheDir: cacheDir}, nil
 }
