@@ -162,7 +162,9 @@ func (e executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 	}
 	res, err := s.cfg.Runtime.Run(runCtx, s.cfg.Agent, runtime.Task{RunID: string(rc.TaskID), Input: input, Attributes: s.cfg.TaskAttributes})
 	switch {
-	case err != nil && runCtx.Err() != nil && ctx.Err() == nil:
+	case err != nil && runCtx.Err() != nil:
+		// Cancelled by tasks/cancel: either this server's cancel or the SDK
+		// ending the execution once it has read the canceled event.
 		span.SetStatus(codes.Error, "canceled")
 		return state(a2a.TaskStateCanceled, agentText(rc, "canceled"), true)
 	case err != nil:
@@ -184,20 +186,26 @@ func (e executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 	return state(a2a.TaskStateCompleted, nil, true)
 }
 
-// Cancel stops a running task's run. (a2a-go also cancels Execute's
-// context on tasks/cancel — measured: the cancel test passes without the
-// explicit cancel below — which is kept so the run stops whatever the
-// SDK's execution manager does.)
+// Cancel stops a running task's run. The canceled event goes on the
+// execution's queue first: a2a-go's execution manager ends the execution
+// when it reads that final event and cancels Execute's context, which stops
+// the run. Cancelling the run first raced it: Execute could finish, and the
+// SDK close the queue, before this write, and tasks/cancel then answered
+// "internal error" (TestCancelStopsTheRun failed so once in CI; a 200 ms
+// sleep before the write made it fail every run, and after the write every
+// run passes). The explicit cancel after the write is kept so the run stops
+// whatever the SDK does.
 func (e executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, agentText(rc, "canceled"))
+	ev.Final = true
+	err := q.Write(ctx, ev)
 	e.s.mu.Lock()
 	cancel := e.s.running[rc.TaskID]
 	e.s.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
-	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, agentText(rc, "canceled"))
-	ev.Final = true
-	return q.Write(ctx, ev)
+	return err
 }
 
 func agentText(rc *a2asrv.RequestContext, text string) *a2a.Message {
