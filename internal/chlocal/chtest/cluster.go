@@ -42,8 +42,9 @@ type Cluster struct {
 type Node struct {
 	Shard, Replica int // 1-based, as in the server's macros
 	Dir            string
-	// TCPPort and HTTPPort are the server's own listeners; everyone
-	// (the other nodes, tests, serve) reaches it through ProxyPort.
+	// TCPPort and HTTPPort are the server's own listeners, picked by the
+	// OS at each start; everyone (the other nodes, tests, serve) reaches it
+	// through ProxyPort.
 	TCPPort, HTTPPort int
 	// ProxyPort is the node's address in remote_servers and DSNs: a
 	// gentleProxy in front of TCPPort (see proxy.go for why).
@@ -106,13 +107,9 @@ func StartCluster(t testing.TB, shards, replicas int) *Cluster {
 	}
 	for s := 1; s <= shards; s++ {
 		for r := 1; r <= replicas; r++ {
-			ports, err := freePorts(2)
-			if err != nil {
-				t.Fatalf("StartCluster: %v", err)
-			}
-			n := &Node{Shard: s, Replica: r,
-				Dir: filepath.Join(root, fmt.Sprintf("s%dr%d", s, r)), TCPPort: ports[0], HTTPPort: ports[1]}
-			n.proxy, err = newGentleProxy(chlocal.ListenHost+":0", chlocal.ListenHost+":"+strconv.Itoa(n.TCPPort))
+			n := &Node{Shard: s, Replica: r, Dir: filepath.Join(root, fmt.Sprintf("s%dr%d", s, r))}
+			var err error
+			n.proxy, err = newGentleProxy(chlocal.ListenHost + ":0")
 			if err != nil {
 				t.Fatalf("StartCluster: proxy: %v", err)
 			}
@@ -172,13 +169,18 @@ func (c *Cluster) Start(i int) error {
 		Dir:            n.Dir,
 		ExitWithParent: true,
 		ConfigFile:     cfg,
-		TCPPort:        n.TCPPort,
-		HTTPPort:       n.HTTPPort,
+		// Ports 0: the server binds ports the OS picks, so nothing can take
+		// them between choosing and binding (ports chosen by listening and
+		// closing first lost that race to parallel test packages in CI:
+		// "Address already in use"). Everyone reaches the node through its
+		// proxy, whose port never changes; the proxy follows the node.
 	})
 	if err != nil {
 		return fmt.Errorf("start clickhouse node s%dr%d: %w", n.Shard, n.Replica, err)
 	}
 	n.Process = p
+	n.TCPPort, n.HTTPPort = p.TCPPort, p.HTTPPort
+	n.proxy.setTarget(net.JoinHostPort(chlocal.ListenHost, strconv.Itoa(p.TCPPort)))
 	return nil
 }
 
@@ -190,6 +192,7 @@ func (c *Cluster) Kill(i int) error {
 	}
 	err := n.Process.Kill()
 	n.Process = nil
+	n.proxy.setTarget("") // until it starts again, on new ports
 	return err
 }
 
@@ -238,27 +241,6 @@ func (c *Cluster) NodeConfig(n *Node) string {
 	fmt.Fprintf(&b, "  </%s></remote_servers>\n", ClusterName)
 	b.WriteString("</clickhouse>\n")
 	return b.String()
-}
-
-// freePorts asks the OS for n free ports on 127.0.0.1. They are free when
-// returned, not reserved; a node that loses one fails to start, loudly.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", chlocal.ListenHost+":0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // Server is node n as a Server (its DSN, Exec and QueryUint); n must be

@@ -20,19 +20,20 @@ import (
 // what the node still sends, and closes once the node has.
 type gentleProxy struct {
 	ln     net.Listener
-	target string
 	wg     sync.WaitGroup
 	mu     sync.Mutex
+	target string // guarded by mu; "" until the node has started
 	conns  map[net.Conn]struct{}
 	closed bool
 }
 
-func newGentleProxy(listen, target string) (*gentleProxy, error) {
+// newGentleProxy listens on listen; setTarget names the node once it runs.
+func newGentleProxy(listen string) (*gentleProxy, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}
-	p := &gentleProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &gentleProxy{ln: ln, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -67,9 +68,23 @@ func (p *gentleProxy) track(c net.Conn, add bool) bool {
 	return true
 }
 
+// setTarget points new connections at addr (the node's TCP listener,
+// which changes each time the node starts).
+func (p *gentleProxy) setTarget(addr string) {
+	p.mu.Lock()
+	p.target = addr
+	p.mu.Unlock()
+}
+
 func (p *gentleProxy) forward(c net.Conn) {
 	defer c.Close()
-	up, err := net.DialTimeout("tcp", p.target, 2*time.Second)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	if target == "" {
+		return // the node has not started yet
+	}
+	up, err := net.DialTimeout("tcp", target, 2*time.Second)
 	if err != nil {
 		return // the node is down: the client sees the connection end
 	}
