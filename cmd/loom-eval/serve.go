@@ -163,7 +163,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	receiver := fs.String("receiver", collector.ReceiverLoomwork, "OTLP receiver: loomwork (partial_success, precise errors) or otlp (the Collector's core otlpreceiver)")
 	memMiB := fs.Uint("memory-limit-mib", 0, fmt.Sprintf("refuse data (retryably) above this heap size; 0: an eighth of the machine's (or cgroup's) memory, between 512 and 2048 (here %d)", collector.DefaultMemoryLimitMiB()))
 	maxReqMiB := fs.Int("max-request-mib", 64, "largest request accepted (gRPC message; HTTP body after decompression); larger ones are refused without being decoded")
-	inFlightMiB := fs.Int("max-in-flight-mib", 0, "request bytes admitted at once (read, decoded and handed on); more are refused retryably before being read; 0: a thirty-second of the memory limit")
+	inFlightMiB := fs.Int("max-in-flight-mib", 0, "request bytes admitted at once (read, decoded and handed on); more are refused retryably before being read; 0: a 128th of the memory limit")
 	spoolDir := fs.String("spool-dir", "", "durable spool for the ClickHouse store: acknowledge once fsynced here, feed ClickHouse in large inserts, ride out its outages; off: write directly; default "+defaultSpoolDir+" (the embedded store always writes directly)")
 	spoolMaxMiB := fs.Int("spool-max-mib", collector.DefaultSpoolMaxMiB, "bound on the spool's unconsumed data; a full spool refuses retryably (429 / RESOURCE_EXHAUSTED)")
 	gcPercent := fs.Int("gc-percent", 0, fmt.Sprintf("Go GC target percentage (GOGC); 0: $GOGC when set, else %d (trades heap for CPU; the memory limit still applies)", collector.DefaultGCPercent))

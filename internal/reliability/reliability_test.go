@@ -55,7 +55,9 @@ func TestReliability(t *testing.T) {
 			r, rate := manyExporters(t, bin, "1. same, --memory-limit-mib 512", scale+" (issue: limit 1024)", []string{"--memory-limit-mib", "512"})
 			r.check(t, r.Mem.HWM <= 512<<20, "serve's VmHWM %s is over the 512 MiB limit", mib(r.Mem.HWM))
 			if capacityRef > 0 {
-				// Open: 85-95% across runs on this shared machine.
+				// A rate, so recorded rather than failed (under CI's parallel
+				// packages it measures the neighbours too): 98–111% in quiet
+				// runs since the admission budget became a 128th of the limit.
 				r.open(t, rate >= 0.9*capacityRef, "goodput %.0f spans/s is under 90%% of the same load's with default flags (%.0f spans/s)", rate, capacityRef)
 			}
 		})
@@ -119,9 +121,16 @@ func manyExporters(t *testing.T, bin, row, scale string, flags []string) (*rowRe
 		t.Fatal(err)
 	}
 	time.Sleep(15 * time.Second)
+	// Goodput is what was acknowledged while the senders were sending. The
+	// whole run's rate (stopping waits for senders asleep in the SDK's
+	// 5–30 s retry backoff) is a note: its tail measured the backoff of the
+	// last refused senders, not serve, and made the two runs of this row
+	// differ by the refusals near the end.
+	window := time.Since(l.start)
+	rate := float64(l.ackedSpans()) / window.Seconds()
 	finishSQLite(t, r, s, l, dbPath)
-	rate := float64(r.C.Acked) / l.end.Sub(l.start).Seconds()
-	r.note("acknowledged %.0f spans/s over %s", rate, l.end.Sub(l.start).Round(time.Second))
+	r.note("acknowledged %.0f spans/s while sending (%s); %.0f spans/s over the whole run (%s, until the last sender's retries ended)",
+		rate, window.Round(time.Second), float64(r.C.Acked)/l.end.Sub(l.start).Seconds(), l.end.Sub(l.start).Round(time.Second))
 	r.spanTargets(t)
 	deadlines := l.tries.get("DeadlineExceeded")
 	// Open under load: held on a quiet machine (4 timeouts against 123
@@ -156,8 +165,10 @@ func floodRow(t *testing.T, bin string) {
 	r.Finals = fmt.Sprintf("%d of %d flood requests accepted", ok, len(fl.recs))
 	r.note("capacity (4 senders) %.0f spans/s; goodput under the flood %.0f spans/s (%.0f%%)", capacity, goodput, 100*goodput/capacity)
 	r.spanTargets(t)
-	// The flood's three aims are open (docs/reliability.md, "Open").
-	r.open(t, r.Mem.HWM <= 512<<20, "serve's VmHWM %s is over the 512 MiB limit", mib(r.Mem.HWM))
+	r.check(t, r.Mem.HWM <= 512<<20, "serve's VmHWM %s is over the 512 MiB limit", mib(r.Mem.HWM))
+	// Rates and timeouts depend on the CPU the flood gets, so they are
+	// recorded (OPEN when missed) rather than failed: met in quiet runs
+	// (goodput 98–110% of capacity, no deadline), not promised under CI.
 	r.open(t, goodput >= 0.9*capacity, "goodput %.0f spans/s under the flood is below 90%% of capacity %.0f spans/s", goodput, capacity)
 	r.open(t, fl.outcomes.get("deadline exceeded") == 0, "%d requests ran into the sender's 10 s deadline: accepted work must finish, the rest be refused early", fl.outcomes.get("deadline exceeded"))
 	r.check(t, fl.refusals == fl.retryOK, "%d of %d refusals carry no RetryInfo", fl.refusals-fl.retryOK, fl.refusals)
