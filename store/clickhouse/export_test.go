@@ -31,7 +31,7 @@ func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 	v4 := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(beforeProjects, typedAttrsColumns)), ",")
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(v4, envelopeColumns)), ",")
 	cols := b.columns()[:len(b.columns())-projectColumnCount]
-	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1-strings.Count(envelopeColumns, ",")-1], b.filler, proto.NewReader(zeroSource{}), len(spans))
+	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1-strings.Count(envelopeColumns, ",")-1], b.filler, proto.NewReader(emptySource{}), len(spans))
 }
 
 // InsertSpansAtVersion4 writes spans the way schema version 4 did: the
@@ -46,7 +46,7 @@ func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) e
 	b.fill([]*PreparedSpans{p}, len(spans))
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(beforeProjects, typedAttrsColumns)), ",")
 	cols := b.columns()[:len(b.columns())-projectColumnCount]
-	if err := s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], b.filler, proto.NewReader(zeroSource{}), len(spans)); err != nil {
+	if err := s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], b.filler, proto.NewReader(emptySource{}), len(spans)); err != nil {
 		return err
 	}
 	return s.insert(ctx, s.traceIndexTable, "trace_id, day, start, end", b.traces.columns()[:4], "", nil, len(b.traces.traceID))

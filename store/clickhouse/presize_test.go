@@ -54,7 +54,7 @@ func TestPresizedColumnsEncodeLikeFreshOnes(t *testing.T) {
 	}
 	filler := strings.Repeat("\x00", 1<<16)
 	presized := newCols()
-	presizeColumns(presized, data, rows, filler, proto.NewReader(zeroSource{}))
+	presizeColumns(presized, data, rows, filler, proto.NewReader(emptySource{}))
 	for i, c := range presized {
 		if c.Rows() != 0 {
 			t.Fatalf("presized %s column holds %d rows, want 0", types[i], c.Rows())
@@ -71,7 +71,7 @@ func TestPresizedColumnsEncodeLikeFreshOnes(t *testing.T) {
 		return testing.AllocsPerRun(20, func() {
 			c, _ := column.Type("String").Column("c", &column.ServerContext{})
 			if presize {
-				presizeColumns([]column.Interface{c}, []any{strs}, rows, filler, proto.NewReader(zeroSource{}))
+				presizeColumns([]column.Interface{c}, []any{strs}, rows, filler, proto.NewReader(emptySource{}))
 			}
 			_, _ = c.Append(strs)
 		})
@@ -110,7 +110,7 @@ func BenchmarkAppendColumns(b *testing.B) {
 			name = "presized"
 		}
 		b.Run(name, func(b *testing.B) {
-			empty := proto.NewReader(zeroSource{})
+			empty := proto.NewReader(emptySource{})
 			var buf proto.Buffer
 			b.ReportAllocs()
 			for b.Loop() {
