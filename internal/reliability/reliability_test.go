@@ -56,7 +56,7 @@ func TestReliability(t *testing.T) {
 			r.check(t, r.Mem.HWM <= 512<<20, "serve's VmHWM %s is over the 512 MiB limit", mib(r.Mem.HWM))
 			if capacityRef > 0 {
 				// A rate, so recorded rather than failed (under CI's parallel
-				// packages it measures the neighbours too): 98–111% in quiet
+				// packages it measures the neighbours too): 101–115% in quiet
 				// runs since the admission budget became a 128th of the limit.
 				r.open(t, rate >= 0.9*capacityRef, "goodput %.0f spans/s is under 90%% of the same load's with default flags (%.0f spans/s)", rate, capacityRef)
 			}
@@ -167,8 +167,9 @@ func floodRow(t *testing.T, bin string) {
 	r.spanTargets(t)
 	r.check(t, r.Mem.HWM <= 512<<20, "serve's VmHWM %s is over the 512 MiB limit", mib(r.Mem.HWM))
 	// Rates and timeouts depend on the CPU the flood gets, so they are
-	// recorded (OPEN when missed) rather than failed: met in quiet runs
-	// (goodput 98–110% of capacity, no deadline), not promised under CI.
+	// recorded (OPEN when missed) rather than failed: in seven quiet runs
+	// goodput was 89–110% of capacity and no request hit its deadline;
+	// under CI the flood shares the cores with other packages.
 	r.open(t, goodput >= 0.9*capacity, "goodput %.0f spans/s under the flood is below 90%% of capacity %.0f spans/s", goodput, capacity)
 	r.open(t, fl.outcomes.get("deadline exceeded") == 0, "%d requests ran into the sender's 10 s deadline: accepted work must finish, the rest be refused early", fl.outcomes.get("deadline exceeded"))
 	r.check(t, fl.refusals == fl.retryOK, "%d of %d refusals carry no RetryInfo", fl.refusals-fl.retryOK, fl.refusals)
