@@ -8,11 +8,19 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loomwork/loomwork/agents/mcp"
+	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/internal/projects"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/storeurl"
 )
 
 type createdKey struct {
@@ -198,5 +206,110 @@ func TestKeysServeAndTheCLIKeepProjectsApart(t *testing.T) {
 	}
 	if !strings.Contains(logs, "OTLP collector listening") {
 		t.Errorf("serve's log capture is empty; the secret check proves nothing:\n%s", logs)
+	}
+}
+
+// TestMCPServeReadsOnlyItsKeysProject: `loom-eval mcp serve` started with
+// $LOOMWORK_KEY answers its trace tools from that key's project only — a
+// full id, a prefix and a listing of another project's traces all come
+// back empty or "not found" — and an unknown key does not start it. The
+// other paths (API, UI, CLI) are TestKeysServeAndTheCLIKeepProjectsApart
+// and the web package's TestCrossProjectReadsFailOnEveryPath.
+func TestMCPServeReadsOnlyItsKeysProject(t *testing.T) {
+	dir := t.TempDir()
+	keysFile := filepath.Join(dir, "keys.json")
+	var keys []createdKey
+	for _, p := range []string{"alpha", "beta"} {
+		var out bytes.Buffer
+		m := &Main{Stdout: &out, Stderr: &out, Getenv: func(k string) string { return map[string]string{envKeysFile: keysFile}[k] }}
+		if err := m.Run(context.Background(), []string{"keys", "create", "--project", p, "--kind", "read", "--json"}); err != nil {
+			t.Fatalf("keys create: %v %s", err, out.String())
+		}
+		var k createdKey
+		if err := json.Unmarshal(out.Bytes(), &k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	alpha, beta := keys[0], keys[1]
+
+	// One trace in each project, written as serve writes them.
+	db := filepath.Join(dir, "traces.db")
+	st, err := storeurl.Open(context.Background(), db, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{"alpha": "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1", "beta": "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2"}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for project, id := range ids {
+		sp := store.Span{Project: projects.StoreID(project), TraceID: id, SpanID: "0000000000000001", Name: "invoke_agent " + project,
+			Kind: "internal", StartTime: t0, EndTime: t0.Add(time.Second), StatusCode: store.StatusOK, ServiceName: "svc-" + project}
+		if err := st.WriteSpans(context.Background(), []store.Span{sp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Shutdown(context.Background())
+
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("mcp-token-for-the-test\n"), 0o600)
+	ds := datasettest.ShippedDir(t)
+	cache := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := func(key string) *exec.Cmd {
+		cmd := loomEval(ctx, t.TempDir(), "mcp", "serve", "--http", "127.0.0.1:0", "--token-file", tokenFile,
+			"--dataset", ds, "--index-cache", cache, "--store", db, "--no-python")
+		cmd.Env = append(cmd.Env, envKeysFile+"="+keysFile, envKey+"="+key)
+		return cmd
+	}
+
+	// An unknown key: the server refuses to start, without quoting it.
+	bad := start("lwk_not-a-key-not-a-key-not-a-key-not-a-key0")
+	out, err := bad.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "is not a live key") || strings.Contains(string(out), "lwk_not-a-key") {
+		t.Fatalf("mcp serve with an unknown key: %v\n%s", err, out)
+	}
+
+	url := startMCPHTTP(t, start(alpha.Secret))
+	c, err := mcp.NewClient(mcp.ClientConfig{Name: "loomwork", URL: url, BearerToken: "mcp-token-for-the-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown(ctx)
+	res, err := c.Call(ctx, "trace_list", json.RawMessage(`{"limit":50}`))
+	if err != nil || !strings.Contains(res.Content, ids["alpha"]) || strings.Contains(res.Content, ids["beta"]) {
+		t.Fatalf("trace_list as alpha = %.400q, %v (want alpha's trace and not beta's)", res.Content, err)
+	}
+	if res, err := c.Call(ctx, "trace_get", json.RawMessage(`{"trace_id":"`+ids["alpha"]+`"}`)); err != nil || !strings.Contains(res.Content, "invoke_agent alpha") {
+		t.Fatalf("trace_get of alpha's trace as alpha = %.300q, %v", res.Content, err)
+	}
+	for _, id := range []string{ids["beta"], ids["beta"][:8]} {
+		res, err := c.Call(ctx, "trace_get", json.RawMessage(`{"trace_id":"`+id+`"}`))
+		var sf *runtime.StepFailure
+		if err == nil || errors.As(err, &sf) || strings.Contains(res.Content, "invoke_agent beta") {
+			t.Errorf("trace_get %s (beta's) as alpha = %.300q, %v (want a tool error: not found)", id, res.Content, err)
+		}
+		res, err = c.Call(ctx, "trace_rollup", json.RawMessage(`{"trace_id":"`+id+`"}`))
+		if err == nil || strings.Contains(res.Content, "beta") {
+			t.Errorf("trace_rollup %s (beta's) as alpha = %.300q, %v (want a tool error)", id, res.Content, err)
+		}
+	}
+	// The same ids are there for beta's key: the refusals above are the
+	// scope, not a broken lookup.
+	bc, err := mcp.NewClient(mcp.ClientConfig{Name: "loomwork", URL: startMCPHTTP(t, start(beta.Secret)), BearerToken: "mcp-token-for-the-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Shutdown(ctx)
+	for _, id := range []string{ids["beta"], ids["beta"][:8]} {
+		if res, err := bc.Call(ctx, "trace_get", json.RawMessage(`{"trace_id":"`+id+`"}`)); err != nil || !strings.Contains(res.Content, "invoke_agent beta") {
+			t.Errorf("trace_get %s as beta = %.300q, %v", id, res.Content, err)
+		}
 	}
 }
