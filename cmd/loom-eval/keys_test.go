@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets/datasettest"
 	"github.com/loomwork/loomwork/internal/projects"
@@ -270,15 +269,7 @@ func TestMCPServeReadsOnlyItsKeysProject(t *testing.T) {
 		t.Fatalf("mcp serve with an unknown key: %v\n%s", err, out)
 	}
 
-	url := startMCPHTTP(t, start(alpha.Secret))
-	c, err := mcp.NewClient(mcp.ClientConfig{Name: "loomwork", URL: url, BearerToken: "mcp-token-for-the-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown(ctx)
+	c := startMCPClient(ctx, t, startMCPHTTP(t, start(alpha.Secret)), "mcp-token-for-the-test")
 	res, err := c.Call(ctx, "trace_list", json.RawMessage(`{"limit":50}`))
 	if err != nil || !strings.Contains(res.Content, ids["alpha"]) || strings.Contains(res.Content, ids["beta"]) {
 		t.Fatalf("trace_list as alpha = %.400q, %v (want alpha's trace and not beta's)", res.Content, err)
@@ -299,14 +290,7 @@ func TestMCPServeReadsOnlyItsKeysProject(t *testing.T) {
 	}
 	// The same ids are there for beta's key: the refusals above are the
 	// scope, not a broken lookup.
-	bc, err := mcp.NewClient(mcp.ClientConfig{Name: "loomwork", URL: startMCPHTTP(t, start(beta.Secret)), BearerToken: "mcp-token-for-the-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer bc.Shutdown(ctx)
+	bc := startMCPClient(ctx, t, startMCPHTTP(t, start(beta.Secret)), "mcp-token-for-the-test")
 	for _, id := range []string{ids["beta"], ids["beta"][:8]} {
 		if res, err := bc.Call(ctx, "trace_get", json.RawMessage(`{"trace_id":"`+id+`"}`)); err != nil || !strings.Contains(res.Content, "invoke_agent beta") {
 			t.Errorf("trace_get %s as beta = %.300q, %v", id, res.Content, err)

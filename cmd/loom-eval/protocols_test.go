@@ -167,14 +167,7 @@ func TestMCPServeWire(t *testing.T) {
 	if err := bad.Start(ctx); err == nil {
 		t.Fatal("a wrong bearer token was accepted")
 	}
-	c, err := mcp.NewClient(mcp.ClientConfig{Name: "loomwork", URL: url, BearerToken: "t0ken-for-the-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Shutdown(ctx)
+	c := startMCPClient(ctx, t, url, "t0ken-for-the-test")
 	var names []string
 	for _, tl := range c.Tools() {
 		names = append(names, tl.Name)
@@ -191,6 +184,21 @@ func TestMCPServeWire(t *testing.T) {
 	if err == nil || errors.As(err, &sf) {
 		t.Fatalf("trace_get of an unknown trace = %v (want a tool error)", err)
 	}
+}
+
+// startMCPClient connects the Go SDK client to the Streamable HTTP server
+// at url with token; it is shut down when the test ends.
+func startMCPClient(ctx context.Context, t *testing.T, url, token string) *mcp.Client {
+	t.Helper()
+	c, err := mcp.NewClient(mcp.ClientConfig{Name: "loomwork", URL: url, BearerToken: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Shutdown(context.Background()) })
+	return c
 }
 
 // startMCPHTTP starts `loom-eval mcp serve --http …` and returns its URL

@@ -130,7 +130,7 @@ type jsonSpan struct{ from, to int }
 // is ignored), and appending one
 // filler value of exactly a String column's total bytes sizes its byte
 // buffer.
-func presizeColumns(cols []column.Interface, data []any, rows int, filler string, zeros *proto.Reader) {
+func presizeColumns(cols []column.Interface, data []any, rows int, filler string, empty *proto.Reader) {
 	for i, c := range cols {
 		if i >= len(data) {
 			break
@@ -143,7 +143,7 @@ func presizeColumns(cols []column.Interface, data []any, rows int, filler string
 					// is empty again before the real append.
 					_ = col.(interface {
 						Decode(*proto.Reader, int) error
-					}).Decode(zeros, rows)
+					}).Decode(empty, rows)
 					col.(interface{ Reset() }).Reset()
 				}
 			}
