@@ -50,6 +50,12 @@ type Config struct {
 	// SpoolMaxMiB bounds the spool's unconsumed bytes; a full spool answers
 	// RESOURCE_EXHAUSTED / 429. Default 1024.
 	SpoolMaxMiB int `mapstructure:"spool_max_mib"`
+	// SpoolBatchMiB is how much of the spool the feeder reads for one
+	// insert: ClickHouse spends less CPU on few large inserts (fewer parts
+	// to write and merge), the collector holds that much (and the
+	// driver's copy) in memory. Default 32; the collector server derives
+	// it from its memory limit (DefaultSpoolBatchMiB).
+	SpoolBatchMiB int `mapstructure:"spool_batch_mib"`
 	// RetryAfter is the delay suggested to senders (gRPC RetryInfo, HTTP
 	// Retry-After) when the store fails. Default 1s.
 	RetryAfter time.Duration `mapstructure:"retry_after"`
@@ -64,6 +70,7 @@ const (
 	DefaultRetryAfter    = time.Second
 	DefaultTimeout       = 30 * time.Second
 	DefaultSpoolMaxMiB   = 1024
+	defaultSpoolBatchMiB = 32
 	DefaultMaxQueueWait  = 2 * time.Second
 	maxWriters           = 64
 )
@@ -96,6 +103,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxQueueWait < -1 {
 		errs = append(errs, fmt.Errorf("max_queue_wait: must be -1 (no bound), 0 (default %s) or positive (got %s)", DefaultMaxQueueWait, c.MaxQueueWait))
+	}
+	if c.SpoolBatchMiB < 0 || c.SpoolBatchMiB > 1024 {
+		errs = append(errs, fmt.Errorf("spool_batch_mib: must be between 0 (default) and 1024 (got %d)", c.SpoolBatchMiB))
 	}
 	if c.SpoolMaxMiB < 0 {
 		errs = append(errs, fmt.Errorf("spool_max_mib: must not be negative (got %d)", c.SpoolMaxMiB))
@@ -137,6 +147,13 @@ func (c *Config) maxQueueWait() time.Duration {
 		return 0
 	}
 	return c.MaxQueueWait
+}
+
+func (c *Config) spoolBatchBytes() int {
+	if c.SpoolBatchMiB == 0 {
+		return defaultSpoolBatchMiB << 20
+	}
+	return c.SpoolBatchMiB << 20
 }
 
 func (c *Config) spoolMaxBytes() int64 {

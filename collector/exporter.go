@@ -161,7 +161,7 @@ func (e *traceExporter) start(ctx context.Context, _ component.Host) error {
 			e.closeOwned(ctx)
 			return fmt.Errorf("loomwork exporter: open spool: %w", err)
 		}
-		sp := newSpooler(sw, wal, e.log, e.cfg.retryAfter(), writeTimeout)
+		sp := newSpooler(sw, wal, e.log, e.cfg.retryAfter(), writeTimeout, e.cfg.spoolBatchBytes())
 		sp.start()
 		e.mu.Lock()
 		e.spooler, e.checker = sp, checker

@@ -53,6 +53,25 @@ func DefaultInFlightMiB(limitMiB uint32) int64 {
 	return max(int64(limitMiB)/128, 1)
 }
 
+// memoryLimitMiB is the memory limit the server runs with.
+func (s *Server) memoryLimitMiB() uint32 {
+	switch {
+	case s.cfg.MemoryLimitMiB > 0:
+		return s.cfg.MemoryLimitMiB
+	case s.cfg.MemoryLimitPercent > 0:
+		return uint32(availableMemory() >> 20 * uint64(s.cfg.MemoryLimitPercent) / 100)
+	}
+	return DefaultMemoryLimitMiB()
+}
+
+// DefaultSpoolBatchMiB is how much of the spool the feeder reads for one
+// insert under a memory limit of limitMiB: a sixteenth, between 16 and
+// 128 MiB (an insert holds the records and the driver's copy of their
+// columns, about twice as much). 128 MiB is ~180k agent spans.
+func DefaultSpoolBatchMiB(limitMiB uint32) int {
+	return int(min(max(limitMiB/16, 16), 128))
+}
+
 // DefaultGCPercent is the Go GC target (GOGC) `loom-eval serve` runs with
 // unless told otherwise. Ingest allocates for every span it decodes, maps
 // and encodes, and at the default of 100 the collector spent about a quarter
@@ -244,6 +263,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	host := nopHost{}
 
 	expCfg := s.cfg.Exporter
+	if expCfg.SpoolBatchMiB == 0 {
+		expCfg.SpoolBatchMiB = DefaultSpoolBatchMiB(s.memoryLimitMiB())
+	}
 	expSet := exporter.Settings{ID: component.NewID(componentType), TelemetrySettings: tel, BuildInfo: build}
 	red, err := redact.New(s.cfg.Redact)
 	if err != nil {
@@ -260,15 +282,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	mlFactory := memorylimiterprocessor.NewFactory()
 	mlCfg := mlFactory.CreateDefaultConfig().(*memorylimiterprocessor.Config)
 	mlCfg.CheckInterval = orDefault(s.cfg.MemoryCheckInterval, time.Second)
-	limitMiB := s.cfg.MemoryLimitMiB
-	if limitMiB == 0 && s.cfg.MemoryLimitPercent > 0 {
+	limitMiB := s.memoryLimitMiB()
+	if s.cfg.MemoryLimitMiB == 0 && s.cfg.MemoryLimitPercent > 0 {
 		mlCfg.MemoryLimitPercentage = s.cfg.MemoryLimitPercent
 		mlCfg.MemorySpikePercentage = mlCfg.MemoryLimitPercentage / 4
-		limitMiB = uint32(availableMemory() >> 20 * uint64(s.cfg.MemoryLimitPercent) / 100)
 	} else {
-		if limitMiB == 0 {
-			limitMiB = DefaultMemoryLimitMiB()
-		}
 		// The limit is for the process's RSS, which is more than the heap
 		// the limiter measures (stacks, runtime, fragmentation): its hard
 		// limit sits at 90% and it refuses from 70% (spike 20%); Go's soft

@@ -42,12 +42,12 @@ func openClickHouse(t *testing.T) (*clickhouse.Store, *chtest.Server, string) {
 }
 
 // flaky is the real ClickHouse store with injected write failures: while
-// down is set, WriteBatches fails without writing. Everything else is the
+// down is set, WriteBatches and WriteSpooled fail without writing. Everything else is the
 // store's own (the spool capability included).
 type flaky struct {
 	*clickhouse.Store
 	down   atomic.Bool
-	writes atomic.Int64 // WriteBatches calls that reached the store
+	writes atomic.Int64 // WriteBatches and WriteSpooled calls that reached the store
 	spans  atomic.Int64 // spans they carried
 }
 
@@ -65,6 +65,18 @@ func (f *flaky) WriteBatches(ctx context.Context, bs []store.PreparedBatch) erro
 		f.spans.Add(int64(n))
 	}
 	return err
+}
+
+func (f *flaky) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
+	if f.down.Load() {
+		return 0, errors.New("injected: store unreachable")
+	}
+	n, err := f.Store.WriteSpooled(ctx, recs)
+	if err == nil {
+		f.writes.Add(1)
+		f.spans.Add(int64(n))
+	}
+	return n, err
 }
 
 // uniqueBatch is an agent-shaped request whose trace ids no other call

@@ -67,17 +67,19 @@ type SpanChecker interface {
 // the store large batches later, without encoding the spans twice.
 //
 // AppendBatch appends a self-describing encoding of b (which this store
-// prepared) to dst and consumes b, as WriteBatches would; DecodeBatch turns such an encoding back into a batch
-// WriteBatches stores exactly as it would have stored b. DecodeBatch copies
-// what it keeps, so src may be reused once it returns; its error wraps
-// ErrBadSpoolRecord and names the offset for input it did not write.
+// prepared) to dst and consumes b, as WriteBatches would. WriteSpooled
+// stores such encodings, in order, exactly as WriteBatches would have
+// stored the batches they came from, and returns how many spans they
+// hold; recs must stay unchanged until it returns. Its error wraps
+// ErrBadSpoolRecord, naming the record and offset, for input AppendBatch
+// did not write (and then nothing is stored).
 type SpoolingWriter interface {
 	PreparingWriter
 	AppendBatch(dst []byte, b PreparedBatch) ([]byte, error)
-	DecodeBatch(src []byte) (PreparedBatch, error)
+	WriteSpooled(ctx context.Context, recs [][]byte) (int, error)
 }
 
-// ErrBadSpoolRecord is wrapped by DecodeBatch for input that is not an
+// ErrBadSpoolRecord is wrapped by WriteSpooled for input that is not an
 // encoding AppendBatch wrote (truncated, another format, a newer version).
 var ErrBadSpoolRecord = errors.New("not a spooled batch this store can read")
 

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -37,11 +38,18 @@ type pendingIndex struct {
 	dropped int
 }
 
-// hold keeps a copy of rows whose insert failed.
+// hold keeps a copy of rows whose insert failed. The ids are copied too:
+// r's strings point into memory of the batch or spooled record they came
+// from, which is reused once the write returns.
 func (p *pendingIndex) hold(r *traceRows) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	from := len(p.rows.traceID)
 	p.rows.add(r)
+	for i := from; i < len(p.rows.traceID); i++ {
+		p.rows.traceID[i] = strings.Clone(p.rows.traceID[i])
+		p.rows.project[i] = strings.Clone(p.rows.project[i])
+	}
 	if over := len(p.rows.traceID) - maxPendingIndexRows; over > 0 {
 		p.rows.traceID = append(p.rows.traceID[:0], p.rows.traceID[over:]...)
 		p.rows.day = append(p.rows.day[:0], p.rows.day[over:]...)

@@ -22,11 +22,17 @@ func (s *Store) CheckSpan(sp *store.Span) error {
 }
 
 // spoolMagic starts every spooled batch: the format and its version. A
-// change to the encoding takes a new version; DecodeBatch reads this one
-// and spoolMagicV1 (written before projects: every span of the default
-// project, kept for ever) and refuses others.
+// change to the encoding takes a new version; DecodeBatch reads this one,
+// spoolMagicV2 (written before the digest: the same body without it) and
+// spoolMagicV1 (written before projects: every span of the default
+// project, kept for ever), and refuses others.
+//
+// Version 3 puts the batch's digest (batchDigest) after the magic, so an
+// insert of many spooled records gets its deduplication token without
+// decoding them first (WriteSpooled decodes each only when its turn comes).
 const (
-	spoolMagic   = "LWC2"
+	spoolMagic   = "LWC3"
+	spoolMagicV2 = "LWC2"
 	spoolMagicV1 = "LWC1"
 )
 
@@ -44,6 +50,7 @@ func (s *Store) AppendBatch(dst []byte, b store.PreparedBatch) ([]byte, error) {
 		s.prepared.Put(p)
 	}()
 	dst = append(dst, spoolMagic...)
+	dst = append(dst, p.digest[:]...)
 	dst = binary.AppendUvarint(dst, uint64(len(p.spans)))
 	dst = appendBytes(dst, p.arena)
 	for i := range p.spans {
@@ -109,7 +116,7 @@ func (s *Store) DecodeBatch(src []byte) (store.PreparedBatch, error) {
 	if p == nil {
 		p = new(PreparedSpans)
 	}
-	if err := p.decodeSpooled(src); err != nil {
+	if err := p.decodeSpooled(src, true); err != nil {
 		p.spans = nil
 		s.prepared.Put(p)
 		return nil, err
@@ -190,30 +197,75 @@ func (d *spoolDecoder) u32(what string) uint32 {
 // decodeSpooled reads a batch AppendBatch encoded into a new batch.
 func decodeSpooled(src []byte) (*PreparedSpans, error) {
 	p := new(PreparedSpans)
-	if err := p.decodeSpooled(src); err != nil {
+	if err := p.decodeSpooled(src, true); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// decodeSpooled reads a batch AppendBatch encoded into p, reusing p's
-// memory from an earlier batch (which must be unused by now: a batch is
-// consumed by its write).
-func (p *PreparedSpans) decodeSpooled(src []byte) error {
-	if len(src) < len(spoolMagic) || (string(src[:len(spoolMagic)]) != spoolMagic && string(src[:len(spoolMagic)]) != spoolMagicV1) {
-		return fmt.Errorf("spooled batch: no %q header (another format or version): %w", spoolMagic, store.ErrBadSpoolRecord)
+// spoolHeader is what a spooled record says before its spans.
+type spoolHeader struct {
+	version int // 1, 2 or 3
+	digest  [32]byte
+	spans   int
+}
+
+// readSpoolHeader reads the header of a spooled record; d is left at the
+// attribute JSON.
+func readSpoolHeader(d *spoolDecoder) spoolHeader {
+	var h spoolHeader
+	src := d.buf
+	if len(src) < len(spoolMagic) {
+		d.fail(fmt.Sprintf("no %q header (another format or version)", spoolMagic))
+		return h
 	}
-	v2 := string(src[:len(spoolMagic)]) == spoolMagic
-	// The copy goes into p.buf, which no string of p's previous use is
-	// read from any more.
-	p.buf = append(p.buf[:0], src...)
-	d := &spoolDecoder{buf: p.buf, off: len(spoolMagic)}
+	switch string(src[:len(spoolMagic)]) {
+	case spoolMagic:
+		h.version = 3
+	case spoolMagicV2:
+		h.version = 2
+	case spoolMagicV1:
+		h.version = 1
+	default:
+		d.fail(fmt.Sprintf("no %q header (another format or version)", spoolMagic))
+		return h
+	}
+	d.off = len(spoolMagic)
+	if h.version >= 3 {
+		if len(src)-d.off < len(h.digest) {
+			d.fail("truncated digest")
+			return h
+		}
+		copy(h.digest[:], src[d.off:])
+		d.off += len(h.digest)
+	}
 	n := d.uvarint("span count")
 	// Every span takes well over one byte, so a count beyond the record's
 	// length is corrupt; checked before allocating.
 	if d.err == nil && n > uint64(len(d.buf)) {
 		d.fail("span count larger than the record")
 	}
+	h.spans = int(n)
+	return h
+}
+
+// decodeSpooled reads a batch AppendBatch encoded into p, reusing p's
+// memory from an earlier batch (which must be unused by now: a batch is
+// consumed by its write). With own, p keeps a copy of src; without, p's
+// strings point into src, which must then stay unchanged while p is used.
+func (p *PreparedSpans) decodeSpooled(src []byte, own bool) error {
+	if own {
+		// The copy goes into p.buf, which no string of p's previous use
+		// is read from any more.
+		p.buf = append(p.buf[:0], src...)
+		src = p.buf
+	}
+	d := &spoolDecoder{buf: src}
+	h := readSpoolHeader(d)
+	if d.err != nil {
+		return d.err
+	}
+	n := uint64(h.spans)
 	arena := d.bytes("attribute JSON")
 	if d.err != nil {
 		return d.err
@@ -291,7 +343,7 @@ func (p *PreparedSpans) decodeSpooled(src []byte) error {
 			at.from, at.to = int(from), int(to)
 		}
 		sp.Project, sp.Retention = "", 0
-		if v2 {
+		if h.version >= 2 {
 			sp.Project = d.str("project")
 			sp.Retention = time.Duration(d.varint("retention"))
 		}
@@ -308,5 +360,10 @@ func (p *PreparedSpans) decodeSpooled(src []byte) error {
 		return d.err
 	}
 	p.traces.build(p.spans)
+	if h.version >= 3 {
+		p.digest = h.digest
+	} else {
+		p.digest = batchDigest(p.spans)
+	}
 	return nil
 }

@@ -106,10 +106,10 @@ func TestDecodeIntoRecycledBatchInsertsTheSameRows(t *testing.T) {
 	want := columnsOf(fresh)
 
 	recycled := prepareForTest(t, storetest.GenerateTraces(20, 10, 3)) // encode's memory
-	if err := recycled.decodeSpooled(big); err != nil {                // then a larger decode's
+	if err := recycled.decodeSpooled(big, true); err != nil {          // then a larger decode's
 		t.Fatal(err)
 	}
-	if err := recycled.decodeSpooled(small); err != nil {
+	if err := recycled.decodeSpooled(small, true); err != nil {
 		t.Fatal(err)
 	}
 	if got := columnsOf(recycled); !reflect.DeepEqual(want, got) {
@@ -146,7 +146,7 @@ func FuzzDecodeBatch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		p, err := decodeSpooled(in)
-		rerr := fuzzRecycled.decodeSpooled(in)
+		rerr := fuzzRecycled.decodeSpooled(in, true)
 		if (err == nil) != (rerr == nil) {
 			t.Fatalf("fresh decode: %v; recycled decode: %v", err, rerr)
 		}

@@ -84,6 +84,10 @@ type spanBatch struct {
 	// column's total bytes, for presizeColumns; never written.
 	zeros  []byte
 	filler string
+	// need is the longest String column's bytes in the last fill.
+	need int
+	// one holds the batch writeItems fills next.
+	one [1]*PreparedSpans
 	// empty has nothing to read, for presizeColumns.
 	empty *proto.Reader
 }
@@ -110,6 +114,9 @@ type PreparedSpans struct {
 	events, links          []string
 	resources, scopes      map[uintptr]jsonSpan
 	traces                 traceRows
+	// digest identifies the batch by its spans (batchDigest); spooled
+	// with it, so an insert's deduplication token needs no decoding.
+	digest [32]byte
 }
 
 // jsonSpan locates one JSON document in PreparedSpans.arena.
@@ -159,6 +166,11 @@ func presizeColumns(cols []column.Interface, data []any, rows int, filler string
 		total := 0
 		for _, v := range vals {
 			total += len(v)
+		}
+		if len(vals) > 0 && rows > len(vals) {
+			// data is the first part of a longer insert (writeItems):
+			// the rest is assumed alike, with a little to spare.
+			total = int(float64(total) * float64(rows) / float64(len(vals)) * 1.05)
 		}
 		if total < 4096 || total > len(filler) {
 			continue
@@ -259,13 +271,92 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
+	items := make([]insertItem, len(batches))
 	n := 0
-	for _, p := range batches {
+	for i, p := range batches {
+		items[i] = insertItem{p: p, digest: p.digest}
 		n += len(p.spans)
 	}
 	if n == 0 {
 		return nil
 	}
+	return s.writeItems(ctx, items, n)
+}
+
+// WriteSpooled stores records AppendBatch encoded with one INSERT into
+// spans and one into trace_index, exactly as WriteBatches would store the
+// batches DecodeBatch makes of them, and returns how many spans they
+// hold. It decodes each record only when its turn in the insert comes,
+// into memory the next one reuses: an insert of a hundred thousand spans
+// never has them all decoded at once (the garbage collector would scan
+// them all, and the memory limit would hold fewer). The spans' strings
+// point into recs, which must stay unchanged until it returns. A record
+// it cannot read fails the whole insert (nothing is stored) with an error
+// wrapping store.ErrBadSpoolRecord that names the record.
+func (s *Store) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("write spans: %w", err)
+	}
+	items := make([]insertItem, 0, len(recs))
+	var legacy []*PreparedSpans
+	defer func() {
+		for _, p := range legacy {
+			p.spans = nil
+			s.prepared.Put(p)
+		}
+	}()
+	n := 0
+	for i, rec := range recs {
+		d := &spoolDecoder{buf: rec}
+		h := readSpoolHeader(d)
+		if d.err != nil {
+			return 0, fmt.Errorf("write spans: spooled record %d of %d: %w", i, len(recs), d.err)
+		}
+		if h.version < 3 {
+			// Spooled by an older version, without the digest the
+			// token needs: decoded now.
+			p := s.preparedSpans()
+			if err := p.decodeSpooled(rec, false); err != nil {
+				s.prepared.Put(p)
+				return 0, fmt.Errorf("write spans: spooled record %d of %d: %w", i, len(recs), err)
+			}
+			legacy = append(legacy, p)
+			items = append(items, insertItem{p: p, digest: p.digest})
+		} else {
+			items = append(items, insertItem{rec: rec, digest: h.digest})
+		}
+		n += h.spans
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, s.writeItems(ctx, items, n)
+}
+
+func (s *Store) preparedSpans() *PreparedSpans {
+	p, _ := s.prepared.Get().(*PreparedSpans)
+	if p == nil {
+		p = new(PreparedSpans)
+	}
+	return p
+}
+
+// insertItem is one batch of an insert: decoded (p), or a spooled record
+// (rec) decoded when the insert reaches it.
+type insertItem struct {
+	p      *PreparedSpans
+	rec    []byte
+	digest [32]byte
+}
+
+// writeItems sends one INSERT of the n spans of items into spans, batch
+// by batch (the driver copies each batch's values into its own columns,
+// so the batch's memory is free again at once), then their trace_index
+// rows.
+func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error {
 	if err := s.flushPendingIndex(ctx); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
@@ -274,36 +365,90 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 		b = new(spanBatch)
 	}
 	defer s.batches.Put(b)
-	b.fill(batches, n)
-	// The deduplication token names the batch by its spans' identities, so
-	// an OTLP retry of the same batch is dropped whole by the server (within
-	// the last non_replicated_deduplication_window / replicated window
-	// blocks) without hashing the block's data; the first copy wins, as in
-	// the embedded store. Each table deduplicates on its own, so one token
-	// serves both inserts. optimize_on_insert=0 skips collapsing duplicates
-	// inside the block (ReplacingMergeTree's insert-time merge, ~1 CPU-µs a
-	// span on the server): reads collapse copies anyway, and merges do later.
-	// low_cardinality_allow_in_native_format=0 has the server take the
-	// LowCardinality columns as plain strings and build their dictionaries
-	// itself: the driver's LowCardinality append hashes every value through
-	// an interface map, 8% of ingest CPU in the profile; 1.5-2 CPU-µs a span
-	// less end to end, ClickHouse's CPU unchanged (BenchmarkIngest -ingest.spool).
+	digests := make([][32]byte, len(items))
+	for i := range items {
+		digests[i] = items[i].digest
+	}
+	// The deduplication token names the insert by its spans' identities, so
+	// an OTLP retry of the same batches is dropped whole by the server
+	// (within the last non_replicated_deduplication_window / replicated
+	// window blocks) without hashing the block's data; the first copy wins,
+	// as in the embedded store. Each table deduplicates on its own, so one
+	// token serves both inserts. optimize_on_insert=0 skips collapsing
+	// duplicates inside the block (ReplacingMergeTree's insert-time merge,
+	// ~1 CPU-µs a span on the server): reads collapse copies anyway, and
+	// merges do later. low_cardinality_allow_in_native_format=0 has the
+	// server take the LowCardinality columns as plain strings and build
+	// their dictionaries itself: the driver's LowCardinality append hashes
+	// every value through an interface map, 8% of ingest CPU in the
+	// profile; 1.5-2 CPU-µs a span less end to end, ClickHouse's CPU
+	// unchanged (BenchmarkIngest -ingest.spool).
 	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{
 		"insert_deduplicate":                     1,
-		"insert_deduplication_token":             batchToken(batches),
+		"insert_deduplication_token":             insertToken(digests),
 		"optimize_on_insert":                     0,
 		"low_cardinality_allow_in_native_format": 0,
 	}))
+	if b.empty == nil {
+		b.empty = proto.NewReader(emptySource{})
+	}
 	// Spans first: a failure between the two inserts leaves spans without
 	// their index row (the trace is not listed yet, GetTrace finds it), never
 	// an index row of spans that are not there. The sender's retry (nothing
 	// was acknowledged) writes the row; if none comes, the held rows are
 	// written before the next write, or Start's repair finds them (repair.go).
-	if b.empty == nil {
-		b.empty = proto.NewReader(emptySource{})
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.spansTable+" ("+spanColumns+")")
+	if err != nil {
+		return fmt.Errorf("write spans: prepare insert into %s: %w", s.spansTable, err)
 	}
-	if err := s.insert(ctx, s.spansTable, spanColumns, b.columns(), b.filler, b.empty, n); err != nil {
-		return fmt.Errorf("write spans: %w", err)
+	sent := false
+	defer func() {
+		if !sent {
+			_ = batch.Abort()
+		}
+	}()
+	b.traces.reset()
+	var scratch *PreparedSpans
+	defer func() {
+		if scratch != nil {
+			scratch.spans = nil
+			s.prepared.Put(scratch)
+		}
+	}()
+	presized := false
+	for k, it := range items {
+		p := it.p
+		if p == nil {
+			if scratch == nil {
+				scratch = s.preparedSpans()
+			}
+			if err := scratch.decodeSpooled(it.rec, false); err != nil {
+				return fmt.Errorf("write spans: spooled record %d of %d: %w", k, len(items), err)
+			}
+			p = scratch
+		}
+		if len(p.spans) == 0 {
+			continue
+		}
+		b.one[0] = p
+		b.fill(b.one[:], len(p.spans))
+		b.one[0] = nil
+		cols := b.columns()
+		if !presized {
+			// Sized for the whole insert from its first batch.
+			b.growFiller(int(float64(b.need) * float64(n) / float64(len(p.spans)) * 1.1))
+			presizeColumns(batch.Columns(), cols, n, b.filler, b.empty)
+			presized = true
+		}
+		for i, col := range cols {
+			if err := batch.Column(i).Append(col); err != nil {
+				return fmt.Errorf("write spans: insert into %s: column %d: %w", s.spansTable, i, err)
+			}
+		}
+	}
+	sent = true
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("write spans: insert %d rows into %s: %w", n, s.spansTable, err)
 	}
 	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", nil, len(b.traces.traceID)); err != nil {
 		s.pending.hold(&b.traces) // written before the next write, if this one is never retried
@@ -424,6 +569,7 @@ func (p *PreparedSpans) encode(spans []store.Span) error {
 		}
 	}
 	p.traces.build(spans)
+	p.digest = batchDigest(spans)
 	return nil
 }
 
@@ -450,7 +596,6 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	b.resSchema, b.resDropped = resize(b.resSchema, n), resize(b.resDropped, n)
 	b.attrsInColumns = resize(b.attrsInColumns, n)
 	b.project, b.expireAt = resize(b.project, n), resize(b.expireAt, n)
-	b.traces.reset()
 	// Leaving typed attributes out happens here, on a copy, not in
 	// PrepareSpans: a prepared batch (and its spooled form) keeps the whole
 	// JSON, so a batch filled again or read back from a spool loses nothing.
@@ -505,7 +650,12 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	}
 	// Columns longer than the filler are not presized and just grow as
 	// the driver grows them.
-	need := max(attrTotal, resTotal)
+	b.need = max(attrTotal, resTotal)
+	b.growFiller(b.need)
+}
+
+// growFiller makes b.filler at least need bytes long.
+func (b *spanBatch) growFiller(need int) {
 	if len(b.zeros) < need {
 		b.zeros = make([]byte, need+need/4)
 	}
@@ -532,32 +682,43 @@ func (b *spanBatch) attributes(js string, sp *store.Span) (string, uint32) {
 	return unsafe.String(unsafe.SliceData(short), len(short)), mask
 }
 
-// batchToken identifies an insert by the ordered (trace id, span id, start,
-// end) of its spans.
-func batchToken(batches []*PreparedSpans) string {
+// batchDigest identifies a batch by the ordered (project, trace id, span
+// id, start, end) of its spans.
+func batchDigest(spans []store.Span) [32]byte {
 	h := sha256.New()
 	var buf [8]byte
-	for _, p := range batches {
-		for i := range p.spans {
-			sp := &p.spans[i]
-			if sp.Project != "" {
-				// The same batch sent by two projects is two batches. A
-				// 0 byte cannot occur in the hex ids, and the default
-				// project's tokens stay what they were before projects.
-				binary.LittleEndian.PutUint64(buf[:], uint64(len(sp.Project)))
-				h.Write([]byte{0})
-				h.Write(buf[:])
-				h.Write([]byte(sp.Project))
-			}
-			h.Write([]byte(sp.TraceID))
-			h.Write([]byte(sp.SpanID))
-			binary.LittleEndian.PutUint64(buf[:], uint64(sp.StartTime.UnixNano()))
+	for i := range spans {
+		sp := &spans[i]
+		if sp.Project != "" {
+			// The same spans sent by two projects are two batches. A 0
+			// byte cannot occur in the hex ids.
+			binary.LittleEndian.PutUint64(buf[:], uint64(len(sp.Project)))
+			h.Write([]byte{0})
 			h.Write(buf[:])
-			binary.LittleEndian.PutUint64(buf[:], uint64(sp.EndTime.UnixNano()))
-			h.Write(buf[:])
+			h.Write([]byte(sp.Project))
 		}
+		h.Write([]byte(sp.TraceID))
+		h.Write([]byte(sp.SpanID))
+		binary.LittleEndian.PutUint64(buf[:], uint64(sp.StartTime.UnixNano()))
+		h.Write(buf[:])
+		binary.LittleEndian.PutUint64(buf[:], uint64(sp.EndTime.UnixNano()))
+		h.Write(buf[:])
 	}
-	return "loomwork-v1-" + hex.EncodeToString(h.Sum(nil))
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// insertToken is the deduplication token of an insert of batches with
+// these digests, in order: the same batches in the same order are the
+// same insert, however they reached it (prepared, or read back from the
+// spool).
+func insertToken(digests [][32]byte) string {
+	h := sha256.New()
+	for i := range digests {
+		h.Write(digests[i][:])
+	}
+	return "loomwork-v2-" + hex.EncodeToString(h.Sum(nil))
 }
 
 func nonNil(s []string) []string {
