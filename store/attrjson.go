@@ -19,7 +19,18 @@ func (a Attributes) AppendJSON(dst []byte) ([]byte, error) {
 	if a == nil {
 		return append(dst, "null"...), nil
 	}
-	return appendJSONMap(dst, a)
+	return appendJSONMap(dst, a, nil)
+}
+
+// AppendJSONExcept is AppendJSON leaving out the members skip reports
+// true for (a map whose members are all left out is "{}"). A store that
+// keeps some attributes in columns of their own writes the rest this way,
+// without encoding the others first and cutting them out again.
+func (a Attributes) AppendJSONExcept(dst []byte, skip func(k string, v any) bool) ([]byte, error) {
+	if a == nil {
+		return append(dst, "null"...), nil
+	}
+	return appendJSONMap(dst, a, skip)
 }
 
 // member is one map entry, sorted by key before it is written.
@@ -28,7 +39,7 @@ type member struct {
 	v any
 }
 
-func appendJSONMap(dst []byte, m map[string]any) ([]byte, error) {
+func appendJSONMap(dst []byte, m map[string]any, skip func(string, any) bool) ([]byte, error) {
 	// The entries of a span's attribute map fit on the stack: no
 	// allocation, and no second map lookup per key after sorting.
 	var small [24]member
@@ -37,6 +48,9 @@ func appendJSONMap(dst []byte, m map[string]any) ([]byte, error) {
 		ms = make([]member, 0, len(m))
 	}
 	for k, v := range m {
+		if skip != nil && skip(k, v) {
+			continue
+		}
 		ms = append(ms, member{k, v})
 	}
 	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.k, b.k) })
@@ -106,9 +120,9 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case map[string]any:
-		return appendJSONMap(dst, t)
+		return appendJSONMap(dst, t, nil)
 	case Attributes:
-		return appendJSONMap(dst, t)
+		return appendJSONMap(dst, t, nil)
 	default:
 		return nil, fmt.Errorf("unsupported attribute value type %T", v)
 	}

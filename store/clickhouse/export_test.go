@@ -23,7 +23,7 @@ func OpenAtVersion(ctx context.Context, cfg Config, version int) (*Store, error)
 // the columns version 4 added.
 func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 	p := new(PreparedSpans)
-	if err := p.encode(spans); err != nil {
+	if err := p.encodeWith(spans, false); err != nil {
 		return err
 	}
 	b := &spanBatch{wholeAttrs: true}
@@ -39,7 +39,7 @@ func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 // trace_index rows.
 func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) error {
 	p := new(PreparedSpans)
-	if err := p.encode(spans); err != nil {
+	if err := p.encodeWith(spans, false); err != nil {
 		return err
 	}
 	b := &spanBatch{wholeAttrs: true}
@@ -56,3 +56,13 @@ func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) e
 var beforeProjects = strings.TrimSuffix(spanColumns, ", "+projectColumns)
 
 const projectColumnCount = 2
+
+// SpoolRecordV2 is spans as a spool record of format version 2, as
+// written before format 3: no digest, the attribute JSON whole.
+func SpoolRecordV2(spans []store.Span) ([]byte, error) {
+	p := new(PreparedSpans)
+	if err := p.encodeWith(spans, false); err != nil {
+		return nil, err
+	}
+	return appendSpooled(nil, p, 2), nil
+}

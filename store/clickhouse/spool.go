@@ -29,7 +29,9 @@ func (s *Store) CheckSpan(sp *store.Span) error {
 //
 // Version 3 puts the batch's digest (batchDigest) after the magic, so an
 // insert of many spooled records gets its deduplication token without
-// decoding them first (WriteSpooled decodes each only when its turn comes).
+// decoding them first (WriteSpooled decodes each only when its turn comes),
+// and its attribute JSON leaves out what typed columns hold, with each
+// span's mask of those (so the feeder neither cuts them out nor copies).
 const (
 	spoolMagic   = "LWC3"
 	spoolMagicV2 = "LWC2"
@@ -49,8 +51,18 @@ func (s *Store) AppendBatch(dst []byte, b store.PreparedBatch) ([]byte, error) {
 		p.spans = nil
 		s.prepared.Put(p)
 	}()
-	dst = append(dst, spoolMagic...)
-	dst = append(dst, p.digest[:]...)
+	return appendSpooled(dst, p, 3), nil
+}
+
+// appendSpooled encodes p in spool format version (3; tests write 2, which
+// needs p's attribute JSON whole, to check that older records still read).
+func appendSpooled(dst []byte, p *PreparedSpans, version int) []byte {
+	if version >= 3 {
+		dst = append(dst, spoolMagic...)
+		dst = append(dst, p.digest[:]...)
+	} else {
+		dst = append(dst, spoolMagicV2...)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(p.spans)))
 	dst = appendBytes(dst, p.arena)
 	for i := range p.spans {
@@ -96,12 +108,17 @@ func (s *Store) AppendBatch(dst []byte, b store.PreparedBatch) ([]byte, error) {
 			dst = binary.AppendUvarint(dst, uint64(at.from))
 			dst = binary.AppendUvarint(dst, uint64(at.to))
 		}
+		// Version 3: the attribute JSON leaves out what typed columns
+		// hold; the mask says what (attributes_in_columns).
+		if version >= 3 {
+			dst = binary.AppendUvarint(dst, uint64(p.attrMask[i]))
+		}
 		// Version 2: the project and its retention, from which the
 		// insert computes the rows' expiry.
 		dst = appendBytes(dst, unsafe.Slice(unsafe.StringData(sp.Project), len(sp.Project)))
 		dst = binary.AppendVarint(dst, int64(sp.Retention))
 	}
-	return dst, nil
+	return dst
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -272,6 +289,7 @@ func (p *PreparedSpans) decodeSpooled(src []byte, own bool) error {
 	}
 	p.ownSpans = resize(p.ownSpans, int(n))
 	p.spans, p.arena = p.ownSpans, arena
+	p.elided, p.attrMask = h.version >= 3, resize(p.attrMask, int(n))
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, int(n)), resize(p.resAt, int(n)), resize(p.scopeAt, int(n))
 	p.events, p.links = resize(p.events, int(n)), resize(p.links, int(n))
 	p.docs = p.docs[:0]
@@ -341,6 +359,13 @@ func (p *PreparedSpans) decodeSpooled(src []byte, own bool) error {
 				d.fail(fmt.Sprintf("JSON range %d..%d outside the %d-byte arena", from, to, len(arena)))
 			}
 			at.from, at.to = int(from), int(to)
+		}
+		p.attrMask[i] = 0
+		if h.version >= 3 {
+			p.attrMask[i] = d.u32("typed attribute mask")
+			if d.err == nil && p.attrMask[i]>>len(typedAttrs) != 0 {
+				d.fail("typed attribute mask names unknown columns")
+			}
 		}
 		sp.Project, sp.Retention = "", 0
 		if h.version >= 2 {

@@ -124,6 +124,67 @@ func (a *typedAttr) appendValueJSON(dst []byte, sp *store.Span) ([]byte, bool) {
 	}
 }
 
+// holds reports whether the column holds v, the value of a.key in
+// sp.Attributes, exactly as restoreTypedAttrs would put it back: the same
+// string (valid UTF-8), the same integer, the same non-empty strings.
+// encode leaves such attributes out of the JSON it writes; a value that
+// differs in any way (a double, an int stored as a string) stays in.
+func (a *typedAttr) holds(sp *store.Span, v any) bool {
+	switch a.kind {
+	case attrString:
+		s, ok := v.(string)
+		return ok && s == a.str(sp) && utf8.ValidString(s)
+	case attrInt:
+		switch n := v.(type) {
+		case int64:
+			return n == a.num(sp)
+		case int:
+			return int64(n) == a.num(sp)
+		}
+		return false
+	default:
+		arr, ok := v.([]any)
+		want := a.strs(sp)
+		if !ok || len(want) == 0 || len(arr) != len(want) {
+			return false
+		}
+		for i, e := range arr {
+			s, ok := e.(string)
+			if !ok || s != want[i] || !utf8.ValidString(s) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// typedAttrKey returns the bit of an attribute key a column holds.
+func typedAttrKey(k string) (int, bool) {
+	n := len(k)
+	if n >= 64*len(typedKeyLens) || typedKeyLens[n/64]&(1<<(n%64)) == 0 || !strings.HasPrefix(k, typedKeyStart) {
+		return 0, false
+	}
+	bit, ok := typedAttrIndex[k]
+	return bit, ok
+}
+
+// appendElidedJSON appends the JSON of sp.Attributes without the members
+// a typed column of sp holds (typedAttr.holds), and returns the bits of
+// those left out: what elideTypedAttrs makes of the whole JSON, without
+// writing the members first.
+func appendElidedJSON(dst []byte, sp *store.Span) ([]byte, uint32, error) {
+	var mask uint32
+	dst, err := sp.Attributes.AppendJSONExcept(dst, func(k string, v any) bool {
+		bit, ok := typedAttrKey(k)
+		if !ok || !typedAttrs[bit].holds(sp, v) {
+			return false
+		}
+		mask |= 1 << bit
+		return true
+	})
+	return dst, mask, err
+}
+
 // value is the attribute the column stands for, as decoding its JSON gives
 // it (store.Attributes' UnmarshalJSON: strings, int64, []any).
 func (a *typedAttr) value(sp *store.Span) any {

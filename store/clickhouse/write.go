@@ -117,6 +117,12 @@ type PreparedSpans struct {
 	// digest identifies the batch by its spans (batchDigest); spooled
 	// with it, so an insert's deduplication token needs no decoding.
 	digest [32]byte
+	// elided: the attribute JSON in arena leaves out what typed columns
+	// hold, and attrMask says what (attributes_in_columns). Batches
+	// encode makes are; those read from spool records written before
+	// format 3 hold the whole JSON, and fill leaves attributes out then.
+	elided   bool
+	attrMask []uint32
 }
 
 // jsonSpan locates one JSON document in PreparedSpans.arena.
@@ -492,10 +498,19 @@ func resize[T any](s []T, n int) []T {
 }
 
 // encode checks spans and encodes their JSON into p, reusing p's memory
-// from an earlier batch.
+// from an earlier batch. The attribute JSON leaves out what typed columns
+// hold (typedattrs.go).
 func (p *PreparedSpans) encode(spans []store.Span) error {
+	return p.encodeWith(spans, true)
+}
+
+// encodeWith is encode; without elide the attribute JSON is whole (for
+// tests that write schemas older than version 5).
+func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	n := len(spans)
 	p.spans = spans
+	p.elided = elide
+	p.attrMask = resize(p.attrMask, n)
 	p.events, p.links = resize(p.events, n), resize(p.links, n)
 	// Attribute JSON for the whole batch goes into one buffer, sliced per
 	// span when the insert is built: no allocation per span. Spans from one
@@ -521,7 +536,12 @@ func (p *PreparedSpans) encode(spans []store.Span) error {
 		var err error
 		if sp.Attributes != nil {
 			from := len(arena)
-			if arena, err = sp.Attributes.AppendJSON(arena); err != nil {
+			if elide {
+				arena, p.attrMask[i], err = appendElidedJSON(arena, sp)
+			} else {
+				arena, err = sp.Attributes.AppendJSON(arena)
+			}
+			if err != nil {
 				return fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
 			}
 			p.attrAt[i] = jsonSpan{from, len(arena)}
@@ -596,12 +616,13 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	b.resSchema, b.resDropped = resize(b.resSchema, n), resize(b.resDropped, n)
 	b.attrsInColumns = resize(b.attrsInColumns, n)
 	b.project, b.expireAt = resize(b.project, n), resize(b.expireAt, n)
-	// Leaving typed attributes out happens here, on a copy, not in
-	// PrepareSpans: a prepared batch (and its spooled form) keeps the whole
-	// JSON, so a batch filled again or read back from a spool loses nothing.
+	// A batch read from a spool record older than format 3 holds the
+	// whole attribute JSON: typed attributes are left out here, on a copy.
 	arenas := 0
 	for _, p := range batches {
-		arenas += len(p.arena)
+		if !p.elided {
+			arenas += len(p.arena)
+		}
 	}
 	if cap(b.attrBuf) < arenas {
 		b.attrBuf = make([]byte, 0, arenas+arenas/4)
@@ -633,7 +654,11 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 			b.cacheRead[i], b.cacheCreation[i], b.reasoning[i] = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
 			b.cost[i] = sp.CostUSD
 			b.retrieved[i], b.cited[i] = nonNil(sp.RetrievedDocs), nonNil(sp.CitedDocs)
-			b.attrs[i], b.attrsInColumns[i] = b.attributes(all[p.attrAt[k].from:p.attrAt[k].to], sp)
+			if js := all[p.attrAt[k].from:p.attrAt[k].to]; p.elided {
+				b.attrs[i], b.attrsInColumns[i] = js, p.attrMask[k]
+			} else {
+				b.attrs[i], b.attrsInColumns[i] = b.attributes(js, sp)
+			}
 			b.resource[i] = all[p.resAt[k].from:p.resAt[k].to]
 			b.events[i], b.links[i] = p.events[k], p.links[k]
 			b.flags[i], b.droppedAttrs[i] = sp.Flags, sp.DroppedAttributesCount

@@ -8,6 +8,7 @@ import (
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
 	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/clickhouse"
 	"github.com/loomwork/loomwork/store/storetest"
 )
 
@@ -20,9 +21,17 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
 	ctx := context.Background()
-	record := func(seed int64) ([]byte, int) {
+	record := func(seed int64) ([]byte, []store.Span) {
 		t.Helper()
 		spans := storetest.GenerateTraces(30, 10, seed)
+		if seed == 102 {
+			// Spooled by version 2: no digest, the attribute JSON whole.
+			rec, err := clickhouse.SpoolRecordV2(spans)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rec, spans
+		}
 		b, err := s.Prepare(spans)
 		if err != nil {
 			t.Fatal(err)
@@ -31,21 +40,19 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rec, len(spans)
+		return rec, spans
 	}
 	var recs [][]byte
+	var all []store.Span
 	want := 0
 	for seed := range int64(4) {
-		rec, n := record(100 + seed)
-		if seed == 2 {
-			// The same body as version 2 wrote it: magic, no digest.
-			if !strings.HasPrefix(string(rec), "LWC3") {
-				t.Fatalf("record starts %q, want the version-3 magic", rec[:4])
-			}
-			rec = append([]byte("LWC2"), rec[4+32:]...)
+		rec, spans := record(100 + seed)
+		if magic := map[bool]string{true: "LWC2", false: "LWC3"}[seed == 2]; !strings.HasPrefix(string(rec), magic) {
+			t.Fatalf("record %d starts %q, want %q", seed, rec[:4], magic)
 		}
 		recs = append(recs, rec)
-		want += n
+		all = append(all, spans...)
+		want += len(spans)
 	}
 	n, err := s.WriteSpooled(ctx, recs)
 	if err != nil {
@@ -67,6 +74,34 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	}
 	if len(page.Traces) != want/10 {
 		t.Fatalf("ListTraces lists %d traces, want %d", len(page.Traces), want/10)
+	}
+
+	// Every span reads back as written, from either format (the typed
+	// attributes left out when encoded, or when a version-2 record was
+	// inserted).
+	byTrace := map[string]map[string]store.Span{}
+	for _, sp := range all {
+		if byTrace[sp.TraceID] == nil {
+			byTrace[sp.TraceID] = map[string]store.Span{}
+		}
+		byTrace[sp.TraceID][sp.SpanID] = sp
+	}
+	for id, spans := range byTrace {
+		got, err := s.GetTrace(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(spans) {
+			t.Fatalf("trace %s: %d spans read, want %d", id, len(got), len(spans))
+		}
+		for _, g := range got {
+			w := spans[g.SpanID]
+			gj, _ := g.Attributes.MarshalJSON()
+			wj, _ := w.Attributes.MarshalJSON()
+			if string(gj) != string(wj) || g.Name != w.Name || g.RequestModel != w.RequestModel || g.InputTokens != w.InputTokens {
+				t.Fatalf("span %s/%s reads back as %s (%s, %q, %d), want %s (%s, %q, %d)", id, g.SpanID, gj, g.Name, g.RequestModel, g.InputTokens, wj, w.Name, w.RequestModel, w.InputTokens)
+			}
+		}
 	}
 
 	// A replay of the same records (a crash before the spool committed
