@@ -23,7 +23,7 @@ func (s *Store) CheckSpan(sp *store.Span) error {
 
 // spoolMagic starts every spooled batch: the format and its version. A
 // change to the encoding takes a new version; DecodeBatch reads this one,
-// spoolMagicV2 (written before the digest: the same body without it) and
+// spoolMagicV2 (no digest, no masks, the attribute JSON whole) and
 // spoolMagicV1 (written before projects: every span of the default
 // project, kept for ever), and refuses others.
 //
