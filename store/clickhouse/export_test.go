@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/ClickHouse/ch-go/proto"
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/loomwork/loomwork/store"
@@ -27,11 +26,11 @@ func (s *Store) InsertSpansOnly(ctx context.Context, spans []store.Span) error {
 		return err
 	}
 	b := &spanBatch{wholeAttrs: true}
-	b.fill([]*PreparedSpans{p}, len(spans))
+	b.fill(p)
 	v4 := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(beforeProjects, typedAttrsColumns)), ",")
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(v4, envelopeColumns)), ",")
 	cols := b.columns()[:len(b.columns())-projectColumnCount]
-	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1-strings.Count(envelopeColumns, ",")-1], b.filler, proto.NewReader(emptySource{}), len(spans))
+	return s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1-strings.Count(envelopeColumns, ",")-1], len(spans))
 }
 
 // InsertSpansAtVersion4 writes spans the way schema version 4 did: the
@@ -43,13 +42,13 @@ func (s *Store) InsertSpansAtVersion4(ctx context.Context, spans []store.Span) e
 		return err
 	}
 	b := &spanBatch{wholeAttrs: true}
-	b.fill([]*PreparedSpans{p}, len(spans))
+	b.fill(p)
 	old := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(beforeProjects, typedAttrsColumns)), ",")
 	cols := b.columns()[:len(b.columns())-projectColumnCount]
-	if err := s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], b.filler, proto.NewReader(emptySource{}), len(spans)); err != nil {
+	if err := s.insert(ctx, s.spansTable, old, cols[:len(cols)-strings.Count(typedAttrsColumns, ",")-1], len(spans)); err != nil {
 		return err
 	}
-	return s.insert(ctx, s.traceIndexTable, "trace_id, day, start, end", b.traces.columns()[:4], "", nil, len(b.traces.traceID))
+	return s.insert(ctx, s.traceIndexTable, "trace_id, day, start, end", b.traces.columns()[:4], len(b.traces.traceID))
 }
 
 // beforeProjects is the insert column list of schema version 5.
@@ -65,4 +64,16 @@ func SpoolRecordV2(spans []store.Span) ([]byte, error) {
 		return nil, err
 	}
 	return appendSpooled(nil, p, 2), nil
+}
+
+// DecodeBatch reads a batch AppendBatch encoded, as its own copy in
+// memory from the store's pool (the feeder decodes in WriteSpooled
+// instead, one record at a time, without a copy).
+func (s *Store) DecodeBatch(src []byte) (store.PreparedBatch, error) {
+	p := s.preparedSpans()
+	if err := p.decodeSpooled(src, true); err != nil {
+		s.recycle(p)
+		return nil, err
+	}
+	return p, nil
 }

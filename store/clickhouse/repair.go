@@ -75,7 +75,7 @@ func (s *Store) flushPendingIndex(ctx context.Context) error {
 	if n == 0 {
 		return nil
 	}
-	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, p.rows.columns(), "", nil, n); err != nil {
+	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, p.rows.columns(), n); err != nil {
 		return fmt.Errorf("write the %d trace index rows of an earlier failed write: %w", n, err)
 	}
 	p.rows.reset()

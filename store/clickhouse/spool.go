@@ -22,7 +22,7 @@ func (s *Store) CheckSpan(sp *store.Span) error {
 }
 
 // spoolMagic starts every spooled batch: the format and its version. A
-// change to the encoding takes a new version; DecodeBatch reads this one,
+// change to the encoding takes a new version; the decoder reads this one,
 // spoolMagicV2 (no digest, no masks, the attribute JSON whole) and
 // spoolMagicV1 (written before projects: every span of the default
 // project, kept for ever), and refuses others.
@@ -47,10 +47,7 @@ func (s *Store) AppendBatch(dst []byte, b store.PreparedBatch) ([]byte, error) {
 	if !ok {
 		return dst, fmt.Errorf("spool batch (%T): %w", b, store.ErrForeignBatch)
 	}
-	defer func() {
-		p.spans = nil
-		s.prepared.Put(p)
-	}()
+	defer s.recycle(p)
 	return appendSpooled(dst, p, 3), nil
 }
 
@@ -124,21 +121,6 @@ func appendSpooled(dst []byte, p *PreparedSpans, version int) []byte {
 func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
 	return append(dst, b...)
-}
-
-// DecodeBatch reads a batch AppendBatch encoded. The batch keeps one copy
-// of src, which its strings share, in memory recycled from earlier batches.
-func (s *Store) DecodeBatch(src []byte) (store.PreparedBatch, error) {
-	p, _ := s.prepared.Get().(*PreparedSpans)
-	if p == nil {
-		p = new(PreparedSpans)
-	}
-	if err := p.decodeSpooled(src, true); err != nil {
-		p.spans = nil
-		s.prepared.Put(p)
-		return nil, err
-	}
-	return p, nil
 }
 
 // spoolDecoder reads from one owned copy of the record; strings point into

@@ -14,7 +14,7 @@ import (
 // columnsOf is what an insert of p would send.
 func columnsOf(p *PreparedSpans) []any {
 	var b spanBatch
-	b.fill([]*PreparedSpans{p}, len(p.spans))
+	b.fill(p)
 	return append(b.columns(), b.traces.columns()...)
 }
 

@@ -174,7 +174,7 @@ func TestEncodeLeavesOutWhatFillWould(t *testing.T) {
 	}
 	fill := func(q *PreparedSpans) ([]string, []uint32) {
 		b := new(spanBatch)
-		b.fill([]*PreparedSpans{q}, len(spans))
+		b.fill(q)
 		return append([]string(nil), b.attrs...), append([]uint32(nil), b.attrsInColumns...)
 	}
 	first, firstMask := fill(p)

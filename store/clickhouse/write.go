@@ -86,8 +86,6 @@ type spanBatch struct {
 	filler string
 	// need is the longest String column's bytes in the last fill.
 	need int
-	// one holds the batch writeItems fills next.
-	one [1]*PreparedSpans
 	// empty has nothing to read, for presizeColumns.
 	empty *proto.Reader
 }
@@ -248,12 +246,9 @@ func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
-	p, _ := s.prepared.Get().(*PreparedSpans)
-	if p == nil {
-		p = new(PreparedSpans)
-	}
+	p := s.preparedSpans()
 	if err := p.encode(spans); err != nil {
-		s.prepared.Put(p)
+		s.recycle(p)
 		return nil, fmt.Errorf("write spans: %w", err)
 	}
 	return p, nil
@@ -266,8 +261,7 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	defer func() {
 		for _, p := range batches {
 			if p != nil {
-				p.spans = nil
-				s.prepared.Put(p)
+				s.recycle(p)
 			}
 		}
 	}()
@@ -291,7 +285,7 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 
 // WriteSpooled stores records AppendBatch encoded with one INSERT into
 // spans and one into trace_index, exactly as WriteBatches would store the
-// batches DecodeBatch makes of them, and returns how many spans they
+// batches they were encoded from, and returns how many spans they
 // hold. It decodes each record only when its turn in the insert comes,
 // into memory the next one reuses: an insert of a hundred thousand spans
 // never has them all decoded at once (the garbage collector would scan
@@ -310,8 +304,7 @@ func (s *Store) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
 	var legacy []*PreparedSpans
 	defer func() {
 		for _, p := range legacy {
-			p.spans = nil
-			s.prepared.Put(p)
+			s.recycle(p)
 		}
 	}()
 	n := 0
@@ -326,7 +319,7 @@ func (s *Store) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
 			// token needs: decoded now.
 			p := s.preparedSpans()
 			if err := p.decodeSpooled(rec, false); err != nil {
-				s.prepared.Put(p)
+				s.recycle(p)
 				return 0, fmt.Errorf("write spans: spooled record %d of %d: %w", i, len(recs), err)
 			}
 			legacy = append(legacy, p)
@@ -342,12 +335,19 @@ func (s *Store) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
 	return n, s.writeItems(ctx, items, n)
 }
 
+// preparedSpans is a batch from the pool, whose memory an earlier batch
+// may have grown; recycle gives one back once nothing reads it.
 func (s *Store) preparedSpans() *PreparedSpans {
 	p, _ := s.prepared.Get().(*PreparedSpans)
 	if p == nil {
 		p = new(PreparedSpans)
 	}
 	return p
+}
+
+func (s *Store) recycle(p *PreparedSpans) {
+	p.spans = nil
+	s.prepared.Put(p)
 }
 
 // insertItem is one batch of an insert: decoded (p), or a spooled record
@@ -371,10 +371,6 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 		b = new(spanBatch)
 	}
 	defer s.batches.Put(b)
-	digests := make([][32]byte, len(items))
-	for i := range items {
-		digests[i] = items[i].digest
-	}
 	// The deduplication token names the insert by its spans' identities, so
 	// an OTLP retry of the same batches is dropped whole by the server
 	// (within the last non_replicated_deduplication_window / replicated
@@ -391,7 +387,7 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	// unchanged (BenchmarkIngest -ingest.spool).
 	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{
 		"insert_deduplicate":                     1,
-		"insert_deduplication_token":             insertToken(digests),
+		"insert_deduplication_token":             insertToken(items),
 		"optimize_on_insert":                     0,
 		"low_cardinality_allow_in_native_format": 0,
 	}))
@@ -417,8 +413,7 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	var scratch *PreparedSpans
 	defer func() {
 		if scratch != nil {
-			scratch.spans = nil
-			s.prepared.Put(scratch)
+			s.recycle(scratch)
 		}
 	}()
 	presized := false
@@ -436,9 +431,7 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 		if len(p.spans) == 0 {
 			continue
 		}
-		b.one[0] = p
-		b.fill(b.one[:], len(p.spans))
-		b.one[0] = nil
+		b.fill(p)
 		cols := b.columns()
 		if !presized {
 			// Sized for the whole insert from its first batch.
@@ -456,23 +449,19 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("write spans: insert %d rows into %s: %w", n, s.spansTable, err)
 	}
-	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), "", nil, len(b.traces.traceID)); err != nil {
+	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), len(b.traces.traceID)); err != nil {
 		s.pending.hold(&b.traces) // written before the next write, if this one is never retried
 		return fmt.Errorf("write spans: trace index: %w", err)
 	}
 	return nil
 }
 
-// insert sends one INSERT of rows given column by column.
-// empty, when not nil, has the driver's columns presized first
-// (presizeColumns, with filler).
-func (s *Store) insert(ctx context.Context, table, columns string, data []any, filler string, empty *proto.Reader, rows int) error {
+// insert sends one INSERT of rows given column by column (the trace
+// index, and tests writing older schemas; spans go through writeItems).
+func (s *Store) insert(ctx context.Context, table, columns string, data []any, rows int) error {
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+columns+")")
 	if err != nil {
 		return fmt.Errorf("prepare insert into %s: %w", table, err)
-	}
-	if empty != nil {
-		presizeColumns(batch.Columns(), data, rows, filler, empty)
 	}
 	for i, col := range data {
 		if err := batch.Column(i).Append(col); err != nil {
@@ -593,9 +582,10 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	return nil
 }
 
-// fill builds the insert's columns from prepared batches holding n spans in
-// all, reusing b's memory from an earlier insert.
-func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
+// fill builds columns of p's spans, reusing b's memory from an earlier
+// fill, and adds p's trace_index rows to b.traces.
+func (b *spanBatch) fill(p *PreparedSpans) {
+	n := len(p.spans)
 	b.traceID, b.spanID, b.parentID = resize(b.traceID, n), resize(b.spanID, n), resize(b.parentID, n)
 	b.traceState, b.name, b.kind = resize(b.traceState, n), resize(b.name, n), resize(b.kind, n)
 	b.start, b.end = resize(b.start, n), resize(b.end, n)
@@ -619,64 +609,56 @@ func (b *spanBatch) fill(batches []*PreparedSpans, n int) {
 	// A batch read from a spool record older than format 3 holds the
 	// whole attribute JSON: typed attributes are left out here, on a copy.
 	arenas := 0
-	for _, p := range batches {
-		if !p.elided {
-			arenas += len(p.arena)
-		}
+	if !p.elided {
+		arenas = len(p.arena)
 	}
 	if cap(b.attrBuf) < arenas {
 		b.attrBuf = make([]byte, 0, arenas+arenas/4)
 	}
 	b.attrBuf = b.attrBuf[:0]
-	i := 0
 	attrTotal, resTotal := 0, 0
-	for _, p := range batches {
-		// The arena is not written again until this insert has been sent
-		// (the driver copies every value into its own column buffers) and
-		// the PreparedSpans is reused, so the strings share its memory
-		// instead of copying tens of megabytes per insert. No string cut
-		// from it may outlive WritePrepared.
-		all := unsafe.String(unsafe.SliceData(p.arena), len(p.arena))
-		for k := range p.spans {
-			sp := &p.spans[k]
-			b.traceID[i], b.spanID[i], b.parentID[i] = sp.TraceID, sp.SpanID, sp.ParentSpanID
-			b.traceState[i], b.name[i], b.kind[i] = sp.TraceState, sp.Name, sp.Kind
-			b.start[i], b.end[i] = sp.StartTime, sp.EndTime
-			b.statusCode[i], b.statusMessage[i] = sp.StatusCode, sp.StatusMessage
-			b.service[i], b.scope[i], b.scopeVer[i] = sp.ServiceName, sp.ScopeName, sp.ScopeVersion
-			b.operation[i], b.provider[i] = sp.Operation, sp.Provider
-			b.reqModel[i], b.respModel[i] = sp.RequestModel, sp.ResponseModel
-			b.agent[i], b.convID[i] = sp.AgentName, sp.ConversationID
-			b.toolName[i], b.toolCallID[i] = sp.ToolName, sp.ToolCallID
-			b.modelCall[i] = semconv.IsModelCallOperation(sp.Operation)
-			b.hasUsage[i] = sp.HasUsage
-			b.input[i], b.output[i] = sp.InputTokens, sp.OutputTokens
-			b.cacheRead[i], b.cacheCreation[i], b.reasoning[i] = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
-			b.cost[i] = sp.CostUSD
-			b.retrieved[i], b.cited[i] = nonNil(sp.RetrievedDocs), nonNil(sp.CitedDocs)
-			if js := all[p.attrAt[k].from:p.attrAt[k].to]; p.elided {
-				b.attrs[i], b.attrsInColumns[i] = js, p.attrMask[k]
-			} else {
-				b.attrs[i], b.attrsInColumns[i] = b.attributes(js, sp)
-			}
-			b.resource[i] = all[p.resAt[k].from:p.resAt[k].to]
-			b.events[i], b.links[i] = p.events[k], p.links[k]
-			b.flags[i], b.droppedAttrs[i] = sp.Flags, sp.DroppedAttributesCount
-			b.droppedEvents[i], b.droppedLinks[i] = sp.DroppedEventsCount, sp.DroppedLinksCount
-			b.scopeAttrs[i] = all[p.scopeAt[k].from:p.scopeAt[k].to]
-			b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
-			b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
-			b.project[i], b.expireAt[i] = sp.Project, p.traces.expiryOf(sp)
-			attrTotal += len(b.attrs[i])
-			resTotal += p.resAt[k].to - p.resAt[k].from
-			i++
+	// The arena is not written again until this insert has been sent
+	// (the driver copies every value into its own column buffers) and
+	// the PreparedSpans is reused, so the strings share its memory
+	// instead of copying tens of megabytes per insert. No string cut
+	// from it may outlive the insert.
+	all := unsafe.String(unsafe.SliceData(p.arena), len(p.arena))
+	for i := range p.spans {
+		sp := &p.spans[i]
+		b.traceID[i], b.spanID[i], b.parentID[i] = sp.TraceID, sp.SpanID, sp.ParentSpanID
+		b.traceState[i], b.name[i], b.kind[i] = sp.TraceState, sp.Name, sp.Kind
+		b.start[i], b.end[i] = sp.StartTime, sp.EndTime
+		b.statusCode[i], b.statusMessage[i] = sp.StatusCode, sp.StatusMessage
+		b.service[i], b.scope[i], b.scopeVer[i] = sp.ServiceName, sp.ScopeName, sp.ScopeVersion
+		b.operation[i], b.provider[i] = sp.Operation, sp.Provider
+		b.reqModel[i], b.respModel[i] = sp.RequestModel, sp.ResponseModel
+		b.agent[i], b.convID[i] = sp.AgentName, sp.ConversationID
+		b.toolName[i], b.toolCallID[i] = sp.ToolName, sp.ToolCallID
+		b.modelCall[i] = semconv.IsModelCallOperation(sp.Operation)
+		b.hasUsage[i] = sp.HasUsage
+		b.input[i], b.output[i] = sp.InputTokens, sp.OutputTokens
+		b.cacheRead[i], b.cacheCreation[i], b.reasoning[i] = sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens
+		b.cost[i] = sp.CostUSD
+		b.retrieved[i], b.cited[i] = nonNil(sp.RetrievedDocs), nonNil(sp.CitedDocs)
+		if js := all[p.attrAt[i].from:p.attrAt[i].to]; p.elided {
+			b.attrs[i], b.attrsInColumns[i] = js, p.attrMask[i]
+		} else {
+			b.attrs[i], b.attrsInColumns[i] = b.attributes(js, sp)
 		}
-		b.traces.add(&p.traces)
+		b.resource[i] = all[p.resAt[i].from:p.resAt[i].to]
+		b.events[i], b.links[i] = p.events[i], p.links[i]
+		b.flags[i], b.droppedAttrs[i] = sp.Flags, sp.DroppedAttributesCount
+		b.droppedEvents[i], b.droppedLinks[i] = sp.DroppedEventsCount, sp.DroppedLinksCount
+		b.scopeAttrs[i] = all[p.scopeAt[i].from:p.scopeAt[i].to]
+		b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
+		b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
+		b.project[i], b.expireAt[i] = sp.Project, p.traces.expiryOf(sp)
+		attrTotal += len(b.attrs[i])
+		resTotal += p.resAt[i].to - p.resAt[i].from
 	}
-	// Columns longer than the filler are not presized and just grow as
-	// the driver grows them.
+	b.traces.add(&p.traces)
+	// What the insert presizes its String columns from (writeItems).
 	b.need = max(attrTotal, resTotal)
-	b.growFiller(b.need)
 }
 
 // growFiller makes b.filler at least need bytes long.
@@ -734,14 +716,13 @@ func batchDigest(spans []store.Span) [32]byte {
 	return d
 }
 
-// insertToken is the deduplication token of an insert of batches with
-// these digests, in order: the same batches in the same order are the
-// same insert, however they reached it (prepared, or read back from the
-// spool).
-func insertToken(digests [][32]byte) string {
+// insertToken is the deduplication token of an insert of items, from
+// their digests in order: the same batches in the same order are the same
+// insert, however they reached it (prepared, or read back from the spool).
+func insertToken(items []insertItem) string {
 	h := sha256.New()
-	for i := range digests {
-		h.Write(digests[i][:])
+	for i := range items {
+		h.Write(items[i].digest[:])
 	}
 	return "loomwork-v2-" + hex.EncodeToString(h.Sum(nil))
 }
