@@ -277,7 +277,7 @@ func (s *Store) migrate(ctx context.Context, upTo int) ([]int, error) {
 		return nil, err
 	}
 	applied := map[int]bool{}
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT version FROM "+s.ddl.DB+".schema_migrations")
+	rows, err := s.query(ctx, "SELECT DISTINCT version FROM "+s.ddl.DB+".schema_migrations")
 	if err != nil {
 		return nil, fmt.Errorf("read schema_migrations: %w", err)
 	}

@@ -26,7 +26,7 @@ func (s *Store) nodeConns(ctx context.Context) ([]nodeConn, error) {
 	if !s.ddl.eachNode {
 		return nil, nil
 	}
-	rows, err := s.conn.Query(ctx, "SELECT host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num", s.ddl.cluster)
+	rows, err := s.query(ctx, "SELECT host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num", s.ddl.cluster)
 	if err != nil {
 		return nil, fmt.Errorf("list the nodes of cluster %s: %w", s.ddl.cluster, err)
 	}

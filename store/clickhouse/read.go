@@ -33,7 +33,7 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	// yet (a retried batch that arrived as a different block).
 	q := "SELECT " + selectSpanColumns + " FROM " + s.spansTable +
 		" WHERE trace_id = ? AND " + projectCond(ctx) + " ORDER BY start, span_id LIMIT 1 BY span_id"
-	rows, err := s.conn.Query(ctx, q, traceID)
+	rows, err := s.query(ctx, q, traceID)
 	if err != nil {
 		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
 	}
@@ -93,7 +93,7 @@ func (s *Store) ResolveTraceID(ctx context.Context, idOrPrefix string) (string, 
 		// DISTINCT: a trace has a row per batch until merges fold them.
 		q := "SELECT DISTINCT trace_id FROM " + s.traceIndexTable +
 			" WHERE trace_id >= ? AND trace_id <= ? AND " + projectCond(ctx) + " ORDER BY trace_id LIMIT " + strconv.Itoa(limit)
-		rows, err := s.conn.Query(ctx, q, lo, hi)
+		rows, err := s.query(ctx, q, lo, hi)
 		if err != nil {
 			return nil, err
 		}
@@ -259,7 +259,7 @@ type listPlan struct {
 // pageIDs runs the page query: the page's trace ids in order and the time
 // range their spans lie in.
 func (s *Store) pageIDs(ctx context.Context, plan listPlan) (ids []string, first, last time.Time, err error) {
-	rows, err := s.conn.Query(ctx, plan.sql, plan.args...)
+	rows, err := s.query(ctx, plan.sql, plan.args...)
 	if err != nil {
 		return nil, first, last, err
 	}

@@ -105,7 +105,7 @@ WHERE start >= ?
 GROUP BY trace_id, project
 HAVING (trace_id, project) NOT IN (SELECT trace_id, project FROM ` + s.traceIndexTable + ` WHERE day >= toDate(?, 'UTC'))`
 	var n uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM ("+missing+")", since, since).Scan(&n); err != nil {
+	if err := s.queryRow(ctx, "SELECT count() FROM ("+missing+")", since, since).Scan(&n); err != nil {
 		return 0, fmt.Errorf("find traces missing from the trace index since %s: %w", since.Format(time.RFC3339), err)
 	}
 	if n == 0 {

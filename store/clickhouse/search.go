@@ -185,7 +185,7 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 		args = append(args, p.After.LastStartNS, p.After.SessionID)
 	}
 	fmt.Fprintf(&b, " ORDER BY last_ns DESC, session DESC LIMIT %d", p.Limit+1)
-	rows, err := s.conn.Query(ctx, b.String(), args...)
+	rows, err := s.query(ctx, b.String(), args...)
 	if err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}

@@ -32,7 +32,7 @@ const lightColumns = `trace_id, span_id, parent_span_id, toString(name), start, 
 func (s *Store) summarize(ctx context.Context, where string, args ...any) (map[string]*store.TraceSummary, error) {
 	// Scoped to ctx's project here, for every caller.
 	q := "SELECT " + lightColumns + " FROM " + s.spansTable + " FINAL WHERE " + projectCond(ctx) + " AND (" + where + ") ORDER BY trace_id"
-	rows, err := s.conn.Query(ctx, q, append([]any{semconv.AttrModelLabel}, args...)...)
+	rows, err := s.query(ctx, q, append([]any{semconv.AttrModelLabel}, args...)...)
 	if err != nil {
 		return nil, err
 	}
