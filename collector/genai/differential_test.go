@@ -155,6 +155,31 @@ func wireSeeds(t testing.TB) [][]byte {
 		kvF(9, "retrieval.documents.1.document.id", varintF(3, 42)),
 		kvF(9, "retrieval.documents.0.document.id", anyStr("first")),
 	))))
+	// KeyValue and AnyValue shapes around the fast path for the usual
+	// encoding (key and one value, either order; one scalar field).
+	kvRaw := func(fields ...[]byte) []byte { return bytesF(9, msg(fields...)) }
+	long := string(make([]byte, 300))
+	add(one(ss(sp(
+		kvRaw(bytesF(2, anyStr("value first")), bytesF(1, str("vf"))),
+		kvRaw(bytesF(1, str("key only"))),
+		kvRaw(bytesF(2, anyStr("value only"))),
+		kvRaw(bytesF(1, str("k2")), bytesF(2, anyStr("one")), bytesF(2, varintF(3, 2))),
+		kvRaw(bytesF(1, str("k3")), bytesF(1, str("k3 again")), bytesF(2, anyStr("v"))),
+		kvRaw(bytesF(1, str("empty value")), bytesF(2, nil)),
+		kvRaw(bytesF(1, str("two fields")), bytesF(2, msg(anyStr("s"), varintF(2, 1)))),
+		kvRaw(bytesF(1, str("bool")), bytesF(2, varintF(2, 0))),
+		kvRaw(bytesF(1, str("bool big")), bytesF(2, varintF(2, 1<<40))),
+		kvRaw(bytesF(1, str("int")), bytesF(2, []byte{0x18, 0x80, 0x80, 0x00})),
+		kvRaw(bytesF(1, str("neg")), bytesF(2, varintF(3, uint64(1<<64-1)))),
+		kvRaw(bytesF(1, str("double")), bytesF(2, fixed64F(4, 0x400921FB54442D18))),
+		kvRaw(bytesF(1, str("long string")), bytesF(2, anyStr(long))),
+		kvRaw(bytesF(1, str(long)), bytesF(2, anyStr("long key"))),
+		kvRaw(bytesF(1, str("unknown after")), bytesF(2, anyStr("v")), varintF(7, 1)),
+	))))
+	add(one(ss(sp(kvRaw(bytesF(1, str("double cut")), bytesF(2, []byte{0x21, 1, 2, 3}))))))
+	add(one(ss(sp(kvRaw(bytesF(1, str("wrong wire")), bytesF(2, fixed32F(1, 5)))))))
+	add(one(ss(sp(kvRaw(bytesF(1, str("key")), []byte{0x12, 0x05, 0x0a}))))) // value overruns
+	add(one(ss(sp(kvRaw([]byte{0x0a, 0x80}))))) // truncated key length
 	// Too deep, and just deep enough.
 	deep := func(n int) []byte {
 		v := anyStr("leaf")
