@@ -67,6 +67,7 @@ type val struct {
 	n     int64   // kindInt; kindBool: 0 or 1
 	f     float64 // kindDouble
 	elems []kv    // kindArray, kindMap
+	box   any     // kindStr: validUTF8(s) boxed, when the decoder shares it; else nil
 }
 
 // kv is one OTLP KeyValue.
@@ -165,6 +166,9 @@ func valueSize(v *val) int {
 func plain(v *val) any {
 	switch v.kind {
 	case kindStr:
+		if v.box != nil {
+			return v.box
+		}
 		return validUTF8(v.s)
 	case kindInt:
 		return v.n

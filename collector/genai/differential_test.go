@@ -179,7 +179,7 @@ func wireSeeds(t testing.TB) [][]byte {
 	add(one(ss(sp(kvRaw(bytesF(1, str("double cut")), bytesF(2, []byte{0x21, 1, 2, 3}))))))
 	add(one(ss(sp(kvRaw(bytesF(1, str("wrong wire")), bytesF(2, fixed32F(1, 5)))))))
 	add(one(ss(sp(kvRaw(bytesF(1, str("key")), []byte{0x12, 0x05, 0x0a}))))) // value overruns
-	add(one(ss(sp(kvRaw([]byte{0x0a, 0x80}))))) // truncated key length
+	add(one(ss(sp(kvRaw([]byte{0x0a, 0x80})))))                              // truncated key length
 	// Too deep, and just deep enough.
 	deep := func(n int) []byte {
 		v := anyStr("leaf")

@@ -444,6 +444,9 @@ func str(v *val) string {
 	if v.kind != kindStr {
 		return ""
 	}
+	if s, ok := v.box.(string); ok {
+		return s
+	}
 	return validUTF8(v.s)
 }
 

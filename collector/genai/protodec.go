@@ -214,6 +214,7 @@ const maxInternedLen = 64
 // map here (hashing, probing) was a tenth of the decoder's time.
 type internTable [512]struct {
 	s    string
+	box  any  // validUTF8(s) as an interface value, made once: see strVal
 	used bool // found again since it was stored or last spared
 }
 
@@ -239,24 +240,43 @@ func internSlot(b []byte) int {
 // request (attribute keys, service and model names) instead of allocating
 // each again.
 func (d *decoder) str(b []byte) string {
+	s, _ := d.intern.get(b, false)
+	return s
+}
+
+// strVal is str for a string attribute value. It also returns the value
+// as the attributes map will hold it (repaired UTF-8 in an interface),
+// shared like the string, or nil when the string is not shared: boxing
+// each repeated model or provider name again was an allocation per value.
+func (d *decoder) strVal(b []byte) (string, any) {
+	return d.intern.get(b, true)
+}
+
+func (t *internTable) get(b []byte, boxed bool) (string, any) {
 	if len(b) == 0 {
-		return ""
+		return "", nil
 	}
 	if len(b) > maxInternedLen {
-		return string(b)
+		return string(b), nil
 	}
-	slot := &d.intern[internSlot(b)]
+	slot := &t[internSlot(b)]
 	if slot.s == string(b) {
 		slot.used = true
-		return slot.s
+		if boxed && slot.box == nil {
+			slot.box = validUTF8(slot.s)
+		}
+		return slot.s, slot.box
 	}
 	s := string(b)
 	if slot.used {
 		slot.used = false // spared once
-	} else {
-		slot.s = s
+		return s, nil
 	}
-	return s
+	slot.s, slot.box = s, nil
+	if boxed {
+		slot.box = validUTF8(s)
+	}
+	return s, slot.box
 }
 
 // DecodeProto decodes one OTLP/protobuf ExportTraceServiceRequest (or
@@ -872,7 +892,8 @@ func (d *decoder) scalar(b []byte, v *val) bool {
 		if err != nil || e != len(b) {
 			return false
 		}
-		*v = val{kind: kindStr, s: d.str(b[s:e])}
+		*v = val{kind: kindStr}
+		v.s, v.box = d.strVal(b[s:e])
 	case 2<<3 | wireVarint, 3<<3 | wireVarint:
 		u, e, err := consumeVarint(b, 1)
 		if err != nil || e != len(b) {
@@ -907,7 +928,8 @@ func (d *decoder) anyValue(b []byte, v *val, depth int) error {
 	return each(b, anyValueMsg, func(f field) error {
 		switch f.num {
 		case 1:
-			*v = val{kind: kindStr, s: d.str(f.bytes)}
+			*v = val{kind: kindStr}
+			v.s, v.box = d.strVal(f.bytes)
 		case 2:
 			*v = val{kind: kindBool}
 			if f.u != 0 {
