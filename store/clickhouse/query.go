@@ -11,16 +11,17 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 )
 
-// readAttempts bounds how often a read is sent: once, and again on a fresh
-// connection when the first one was found broken.
+// readAttempts bounds how often a read is sent: once, and up to twice more
+// while the connection it went out on turns out broken (the pool can hold
+// more than one connection to a server that has just died).
 const readAttempts = 3
 
 // query runs a read. The driver hands out pooled connections; one whose
 // server died since it was last used (a replica killed, a proxy restarted)
 // fails the first query sent on it with a reset or an end of stream before
 // any row arrives. A SELECT is safe to send again, and the driver has
-// discarded that connection, so the second attempt dials a live node (the
-// DSN's other hosts). database/sql retries driver.ErrBadConn the same way.
+// discarded that connection, so the next attempt goes out on another one
+// (pooled, or dialled to a live host of the DSN). database/sql retries driver.ErrBadConn the same way.
 // Errors after rows began to arrive are returned to the caller: a partial
 // result cannot be retried invisibly.
 func (s *Store) query(ctx context.Context, q string, args ...any) (driver.Rows, error) {
