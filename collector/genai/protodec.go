@@ -886,36 +886,49 @@ func (d *decoder) scalar(b []byte, v *val) bool {
 	if len(b) < 2 {
 		return false
 	}
+	f := field{num: int32(b[0] >> 3)}
 	switch b[0] {
 	case 1<<3 | wireLen:
 		s, e, err := consumeLen(b, 1)
 		if err != nil || e != len(b) {
 			return false
 		}
-		*v = val{kind: kindStr}
-		v.s, v.box = d.strVal(b[s:e])
+		f.bytes = b[s:e]
 	case 2<<3 | wireVarint, 3<<3 | wireVarint:
 		u, e, err := consumeVarint(b, 1)
 		if err != nil || e != len(b) {
 			return false
 		}
-		if b[0] == 3<<3|wireVarint {
-			*v = val{kind: kindInt, n: int64(u)}
-		} else {
-			*v = val{kind: kindBool}
-			if u != 0 {
-				v.n = 1
-			}
-		}
+		f.u = u
 	case 4<<3 | wireFixed64:
 		if len(b) != 9 {
 			return false
 		}
-		*v = val{kind: kindDouble, f: math.Float64frombits(binary.LittleEndian.Uint64(b[1:]))}
+		f.u = binary.LittleEndian.Uint64(b[1:])
 	default:
 		return false
 	}
+	d.setScalar(f, v)
 	return true
+}
+
+// setScalar stores an AnyValue's string, bool, int or double field (of
+// the right wire type) in v, replacing what an earlier field set.
+func (d *decoder) setScalar(f field, v *val) {
+	switch f.num {
+	case 1:
+		*v = val{kind: kindStr}
+		v.s, v.box = d.strVal(f.bytes)
+	case 2:
+		*v = val{kind: kindBool}
+		if f.u != 0 {
+			v.n = 1
+		}
+	case 3:
+		*v = val{kind: kindInt, n: int64(f.u)}
+	case 4:
+		*v = val{kind: kindDouble, f: math.Float64frombits(f.u)}
+	}
 }
 
 // anyValue reads an AnyValue into v; each field of its oneof replaces what
@@ -927,18 +940,8 @@ func (d *decoder) anyValue(b []byte, v *val, depth int) error {
 	depth++
 	return each(b, anyValueMsg, func(f field) error {
 		switch f.num {
-		case 1:
-			*v = val{kind: kindStr}
-			v.s, v.box = d.strVal(f.bytes)
-		case 2:
-			*v = val{kind: kindBool}
-			if f.u != 0 {
-				v.n = 1
-			}
-		case 3:
-			*v = val{kind: kindInt, n: int64(f.u)}
-		case 4:
-			*v = val{kind: kindDouble, f: math.Float64frombits(f.u)}
+		case 1, 2, 3, 4:
+			d.setScalar(f, v)
 		case 5, 6:
 			nv := val{kind: kindArray}
 			if f.num == 6 {
