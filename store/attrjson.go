@@ -130,6 +130,17 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 
 const jsonHexDigits = "0123456789abcdef"
 
+// jsonPlain[b] is whether the byte b stands for itself in a JSON string
+// AppendJSONString writes: ASCII but not a control character, '"', '\\',
+// '<', '>' or '&'. One load per byte where six comparisons were: most of
+// what ingest quotes is plain ASCII.
+var jsonPlain = func() (t [256]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+	}
+	return t
+}()
+
 // AppendJSONString quotes s exactly as encoding/json does with HTML
 // escaping on (its default): control characters, '"', '\\', '<', '>', '&',
 // U+2028 and U+2029 escaped; invalid UTF-8 replaced by \ufffd.
@@ -138,11 +149,11 @@ func AppendJSONString(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		b := s[i]
+		if jsonPlain[b] {
+			i++
+			continue
+		}
 		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch b {
 			case '\\', '"':

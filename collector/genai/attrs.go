@@ -100,13 +100,45 @@ func (c converter) convertMap(kvs []kv, visit func(k string, v *val)) store.Attr
 	if len(kvs) == 0 {
 		return nil
 	}
-	out := make(store.Attributes, len(kvs))
-	var truncated map[string]int
+	// Each key is repaired and bounded once, here.
+	var small [32]string
+	keys := small[:0]
+	if len(kvs) > len(small) {
+		keys = make([]string, 0, len(kvs))
+	}
+	over := false
 	for i := range kvs {
-		k, v := validUTF8(kvs[i].k), &kvs[i].v
+		k := validUTF8(kvs[i].k)
 		if c.max > 0 {
 			k = boundKey(k)
+			over = over || valueSize(&kvs[i].v) > c.max
 		}
+		keys = append(keys, k)
+	}
+	out := make(store.Attributes, len(kvs))
+	if !over {
+		// The common case, no value to cut: filled last entry first, the
+		// first of two entries with one key is the one that stays, without
+		// looking each key up before storing it (a lookup per attribute was
+		// an eighth of building the map). A map shorter than the list had
+		// a duplicate, and then the general pass below decides what
+		// visit sees.
+		for i := len(kvs) - 1; i >= 0; i-- {
+			out[keys[i]] = plain(&kvs[i].v)
+		}
+		if len(out) == len(kvs) {
+			if visit != nil {
+				for i := range kvs {
+					visit(keys[i], &kvs[i].v)
+				}
+			}
+			return out
+		}
+		clear(out)
+	}
+	var truncated map[string]int
+	for i := range kvs {
+		k, v := keys[i], &kvs[i].v
 		if _, dup := out[k]; dup {
 			continue
 		}

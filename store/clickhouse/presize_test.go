@@ -27,8 +27,9 @@ func TestPresizedColumnsEncodeLikeFreshOnes(t *testing.T) {
 		times[i] = time.Unix(1700000000, int64(i)).UTC()
 		bools[i] = i%3 == 0
 	}
-	types := []column.Type{"String", "Int64", "UInt32", "DateTime64(9)", "Bool"}
-	data := []any{strs, ints, u32s, times, bools}
+	// Two String columns: the sizer one column leaves must size the next.
+	types := []column.Type{"String", "Int64", "String", "UInt32", "DateTime64(9)", "Bool"}
+	data := []any{strs, ints, strs[:rows/2], u32s, times, bools}
 	newCols := func() []column.Interface {
 		cols := make([]column.Interface, len(types))
 		for i, typ := range types {
@@ -52,9 +53,8 @@ func TestPresizedColumnsEncodeLikeFreshOnes(t *testing.T) {
 		}
 		return out
 	}
-	filler := strings.Repeat("\x00", 1<<16)
 	presized := newCols()
-	presizeColumns(presized, data, rows, filler, proto.NewReader(emptySource{}))
+	presizeColumns(presized, data, rows, newSizer())
 	for i, c := range presized {
 		if c.Rows() != 0 {
 			t.Fatalf("presized %s column holds %d rows, want 0", types[i], c.Rows())
@@ -71,7 +71,7 @@ func TestPresizedColumnsEncodeLikeFreshOnes(t *testing.T) {
 		return testing.AllocsPerRun(20, func() {
 			c, _ := column.Type("String").Column("c", &column.ServerContext{})
 			if presize {
-				presizeColumns([]column.Interface{c}, []any{strs}, rows, filler, proto.NewReader(emptySource{}))
+				presizeColumns([]column.Interface{c}, []any{strs}, rows, newSizer())
 			}
 			_, _ = c.Append(strs)
 		})
@@ -103,14 +103,13 @@ func BenchmarkAppendColumns(b *testing.B) {
 		data, types = append(data, make([]int64, rows)), append(types, "Int64")
 		data, types = append(data, make([]uint32, rows)), append(types, "UInt32")
 	}
-	filler := strings.Repeat("\x00", 2<<20)
 	for _, presize := range []bool{false, true} {
 		name := "fresh"
 		if presize {
 			name = "presized"
 		}
 		b.Run(name, func(b *testing.B) {
-			empty := proto.NewReader(emptySource{})
+			z := newSizer()
 			var buf proto.Buffer
 			b.ReportAllocs()
 			for b.Loop() {
@@ -119,7 +118,7 @@ func BenchmarkAppendColumns(b *testing.B) {
 					cols[i], _ = typ.Column("c", &column.ServerContext{})
 				}
 				if presize {
-					presizeColumns(cols, data, rows, filler, empty)
+					presizeColumns(cols, data, rows, z)
 				}
 				buf.Reset()
 				for i, c := range cols {

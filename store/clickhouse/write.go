@@ -80,14 +80,8 @@ type spanBatch struct {
 	attrBuf, scratch []byte
 	wholeAttrs       bool
 
-	// zeros backs filler, a string at least as long as any String
-	// column's total bytes, for presizeColumns; never written.
-	zeros  []byte
-	filler string
-	// need is the longest String column's bytes in the last fill.
-	need int
-	// empty has nothing to read, for presizeColumns.
-	empty *proto.Reader
+	// sizer presizes the driver's columns (presizeColumns).
+	sizer *sizer
 }
 
 // PreparedSpans is a batch checked and encoded for ClickHouse by
@@ -134,68 +128,94 @@ type jsonSpan struct{ from, to int }
 // 16-byte position of every value of every String column was, before
 // they were presized too, three quarters of the driver's allocations).
 //
-// Two public ways in, each leaving the column empty again (Reset keeps
-// capacity, the server is sent nothing): decoding rows from a source with
-// nothing in it sizes a column's value or position slice exactly (ch-go's
-// DecodeColumn allocates the rows at once, then fails to read; the error
-// is ignored), and appending one
-// filler value of exactly a String column's total bytes sizes its byte
-// buffer.
-func presizeColumns(cols []column.Interface, data []any, rows int, filler string, empty *proto.Reader) {
+// The only public way in is the column's Decode, and z feeds it (sizer):
+// ch-go's DecodeColumn allocates a column's rows before it reads the first
+// one, and a String column's byte buffer for the first value's length
+// when that is long, then fails at the first read it cannot make. The
+// error is ignored and the column reset, which keeps the capacity: it is
+// empty again before the real append, whatever happened.
+func presizeColumns(cols []column.Interface, data []any, rows int, z *sizer) {
+	if rows < 256 {
+		return
+	}
 	for i, c := range cols {
 		if i >= len(data) {
 			break
 		}
-		if rows >= 256 {
-			switch col := c.(type) {
-			case *column.String, *column.Int64, *column.UInt32, *column.DateTime64, *column.Bool:
-				if col.Rows() == 0 {
-					// Only an optimisation: whatever happens, the column
-					// is empty again before the real append.
-					_ = col.(interface {
-						Decode(*proto.Reader, int) error
-					}).Decode(empty, rows)
-					col.(interface{ Reset() }).Reset()
+		switch col := c.(type) {
+		case *column.String:
+			total := 0
+			if vals, ok := data[i].([]string); ok && len(vals) > 0 {
+				for _, v := range vals {
+					total += len(v)
+				}
+				if rows > len(vals) {
+					// data is the first part of a longer insert
+					// (writeItems): the rest is assumed alike, with a
+					// little to spare.
+					total = int(float64(total) * float64(rows) / float64(len(vals)) * 1.05)
 				}
 			}
+			if col.Rows() == 0 {
+				z.decode(col, rows, total)
+				col.Reset()
+			}
+		case *column.Int64, *column.UInt32, *column.DateTime64, *column.Bool:
+			if col.Rows() == 0 {
+				z.decode(col.(decodingColumn), rows, 0)
+				col.(interface{ Reset() }).Reset()
+			}
 		}
-		col, ok := c.(*column.String)
-		if !ok {
-			continue
-		}
-		vals, ok := data[i].([]string)
-		if !ok {
-			continue
-		}
-		total := 0
-		for _, v := range vals {
-			total += len(v)
-		}
-		if len(vals) > 0 && rows > len(vals) {
-			// data is the first part of a longer insert (writeItems):
-			// the rest is assumed alike, with a little to spare.
-			total = int(float64(total) * float64(rows) / float64(len(vals)) * 1.05)
-		}
-		if total < 4096 || total > len(filler) {
-			continue
-		}
-		if _, err := col.Append([]string{filler[:total]}); err != nil {
-			continue // only an optimisation; the real append reports errors
-		}
-		col.Reset()
 	}
 }
 
-// emptySource has nothing to read. ch-go's DecodeColumn allocates a
-// column's rows before it reads the first one, so decoding rows from it
-// sizes the column at once and fails with io.EOF at the first read (the
-// column stays empty). It replaced a source of endless zero bytes, which
-// made the driver read a length for every row of every String column:
-// 5–7% of serve's CPU at ingest (BenchmarkIngest's profile) for a
-// capacity that the allocation alone provides.
-type emptySource struct{}
+// decodingColumn is a driver column that reads itself from the wire.
+type decodingColumn interface {
+	Decode(*proto.Reader, int) error
+}
 
-func (emptySource) Read([]byte) (int, error) { return 0, io.EOF }
+// sizer is the source presizeColumns has columns decode from: the first
+// value's length and then nothing. A String column told its first value
+// is the whole column's bytes long allocates that at once, without the
+// copy of a filler value of that size that sized it before (3% of serve's
+// CPU at ingest: BenchmarkIngest's profile); any other column allocates
+// its rows and fails at the first read. It replaced a source of endless
+// zero bytes, which made the driver read a length for every row of every
+// String column: 5–7% of serve's CPU for a capacity that the allocation
+// alone provides.
+type sizer struct {
+	pending []byte // what Read gives next
+	r       *proto.Reader
+	lenBuf  [binary.MaxVarintLen64]byte
+}
+
+func newSizer() *sizer {
+	z := &sizer{}
+	z.r = proto.NewReader(z)
+	return z
+}
+
+func (z *sizer) Read(p []byte) (int, error) {
+	if len(z.pending) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, z.pending)
+	z.pending = z.pending[n:]
+	return n, nil
+}
+
+// decode has c decode rows values, the first of them bytes long, from a
+// source that ends after that length (small lengths are not given: the
+// driver would allocate length × rows for them).
+func (z *sizer) decode(c decodingColumn, rows, bytes int) {
+	z.pending = nil
+	if bytes >= 4096 {
+		z.pending = binary.AppendUvarint(z.lenBuf[:0], uint64(bytes))
+	}
+	// Only an optimisation: the error is the end of the source.
+	_ = c.Decode(z.r, rows)
+	z.pending = nil
+}
 
 func (b *spanBatch) columns() []any {
 	return []any{
@@ -391,8 +411,8 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 		"optimize_on_insert":                     0,
 		"low_cardinality_allow_in_native_format": 0,
 	}))
-	if b.empty == nil {
-		b.empty = proto.NewReader(emptySource{})
+	if b.sizer == nil {
+		b.sizer = newSizer()
 	}
 	// Spans first: a failure between the two inserts leaves spans without
 	// their index row (the trace is not listed yet, GetTrace finds it), never
@@ -435,8 +455,7 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 		cols := b.columns()
 		if !presized {
 			// Sized for the whole insert from its first batch.
-			b.growFiller(int(float64(b.need) * float64(n) / float64(len(p.spans)) * 1.1))
-			presizeColumns(batch.Columns(), cols, n, b.filler, b.empty)
+			presizeColumns(batch.Columns(), cols, n, b.sizer)
 			presized = true
 		}
 		for i, col := range cols {
@@ -616,7 +635,6 @@ func (b *spanBatch) fill(p *PreparedSpans) {
 		b.attrBuf = make([]byte, 0, arenas+arenas/4)
 	}
 	b.attrBuf = b.attrBuf[:0]
-	attrTotal, resTotal := 0, 0
 	// The arena is not written again until this insert has been sent
 	// (the driver copies every value into its own column buffers) and
 	// the PreparedSpans is reused, so the strings share its memory
@@ -653,20 +671,8 @@ func (b *spanBatch) fill(p *PreparedSpans) {
 		b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
 		b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
 		b.project[i], b.expireAt[i] = sp.Project, p.traces.expiryOf(sp)
-		attrTotal += len(b.attrs[i])
-		resTotal += p.resAt[i].to - p.resAt[i].from
 	}
 	b.traces.add(&p.traces)
-	// What the insert presizes its String columns from (writeItems).
-	b.need = max(attrTotal, resTotal)
-}
-
-// growFiller makes b.filler at least need bytes long.
-func (b *spanBatch) growFiller(need int) {
-	if len(b.zeros) < need {
-		b.zeros = make([]byte, need+need/4)
-	}
-	b.filler = unsafe.String(unsafe.SliceData(b.zeros), len(b.zeros))
 }
 
 // attributes returns the attribute JSON to store for sp, whose whole JSON
