@@ -182,3 +182,20 @@ func BenchmarkAppendJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendJSONString quotes the strings of an agent span: keys,
+// names, an id and a longer passage of text, all plain ASCII as most of
+// what ingest quotes is.
+func BenchmarkAppendJSONString(b *testing.B) {
+	ss := []string{
+		"gen_ai.request.model", "claude-sonnet-4-5", "chat", "call_8f3a9b2c1d", "gen_ai.usage.input_tokens",
+		"The quick brown fox jumps over the lazy dog; a retrieved passage of documentation text that is moderately long, as agent spans carry.",
+	}
+	buf := make([]byte, 0, 4096)
+	for b.Loop() {
+		buf = buf[:0]
+		for _, s := range ss {
+			buf = AppendJSONString(buf, s)
+		}
+	}
+}

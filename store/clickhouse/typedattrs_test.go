@@ -269,3 +269,26 @@ func FuzzMemberEnd(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkTypedAttrKey looks up every typed key and six common attribute
+// keys that are not typed, as appendElidedJSON does for each attribute of
+// each span written.
+func BenchmarkTypedAttrKey(b *testing.B) {
+	keys := []string{"gen_ai.request.temperature", "service.name", "gen_ai.response.id",
+		"gen_ai.response.finish_reasons", "loomwork.step", "gen_ai.request.max_tokens"}
+	for i := range typedAttrs {
+		keys = append(keys, typedAttrs[i].key)
+	}
+	found, rounds := 0, 0
+	for b.Loop() {
+		rounds++
+		for _, k := range keys {
+			if _, ok := typedAttrKey(k); ok {
+				found++
+			}
+		}
+	}
+	if found != rounds*len(typedAttrs) {
+		b.Fatalf("found %d typed keys in %d rounds, want %d a round", found, rounds, len(typedAttrs))
+	}
+}
