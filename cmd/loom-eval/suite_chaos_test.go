@@ -125,7 +125,20 @@ func TestSuiteChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 
-	root := t.TempDir()
+	// Kept when the test fails: the two runs' journals and every attempt's
+	// folder are what tells a resumed trial's divergence apart (a CI run
+	// once recorded 3 tokens fewer for one resumed trial).
+	root, err := os.MkdirTemp("", "loomwork-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kept the runs' folders for inspection: %s", root)
+			return
+		}
+		_ = os.RemoveAll(root)
+	})
 	cases := suiteCases(t, root, 10)
 	index := filepath.Join(root, "index")
 	single, multi := filepath.Join(root, "single"), filepath.Join(root, "multi")
