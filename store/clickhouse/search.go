@@ -87,7 +87,7 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 		// raw value is the column's value as JSON. When only a string can
 		// match, a string column is compared directly.
 		rawExpr := "JSONExtractRaw(attributes, ?)"
-		if bit, ok := typedAttrIndex[c.Key]; ok {
+		if bit, ok := typedAttrKey(c.Key); ok {
 			ta := &typedAttrs[bit]
 			colJSON := "toJSONString(toString(" + ta.column + "))"
 			switch ta.kind {

@@ -63,14 +63,10 @@ type typedAttr struct {
 	prefix []byte
 }
 
-// typedAttrIndex maps an attribute key to its bit in attributes_in_columns.
-var typedAttrIndex = map[string]int{}
-
 func init() {
 	for i := range typedAttrs {
 		a := &typedAttrs[i]
 		a.prefix = append(store.AppendJSONString(nil, a.key), ':')
-		typedAttrIndex[a.key] = i
 		// typedAttrKey spells the table out as a switch; a key it does not
 		// find at its own bit is a table changed without it.
 		if bit, ok := typedAttrKey(a.key); !ok || bit != i {
