@@ -18,10 +18,13 @@ type Runner interface {
 	Run(ctx context.Context, req sandbox.Request) (*sandbox.Result, error)
 }
 
-// Sandbox runs code graders in the sandbox: each in a fresh workspace
-// (mounted at /work) holding the trial's files, the grader and the
-// harness, under Limits — by default the coding agent's (no network, no
-// host filesystem beyond the interpreter, 10 s wall, 5 s CPU, 256 MiB).
+// Sandbox runs code graders in the sandbox: every request in a fresh
+// workspace (mounted at /work) and a fresh sandbox, under Limits — by
+// default the coding agent's (no network, no host filesystem beyond the
+// interpreter, 10 s wall, 5 s CPU, 256 MiB), with at least MinOutput of
+// output. scorer/grade sends a code grader's two runs (the grader alone,
+// then the solution under its driver) as two requests, so they never
+// share a workspace, a process or a sandbox.
 // It implements grade.CodeRunner.
 type Sandbox struct {
 	Runner Runner
@@ -32,6 +35,9 @@ type Sandbox struct {
 }
 
 var _ grade.CodeRunner = (*Sandbox)(nil)
+
+// MinOutput is the least stdout and stderr a grader's run may keep, each.
+const MinOutput = 64 << 20
 
 // RunCode implements grade.CodeRunner.
 func (s *Sandbox) RunCode(ctx context.Context, req grade.CodeRequest) (grade.CodeResult, error) {
@@ -48,7 +54,13 @@ func (s *Sandbox) RunCode(ctx context.Context, req grade.CodeRequest) (grade.Cod
 			return grade.CodeResult{}, err
 		}
 	}
-	res, err := s.Runner.Run(ctx, sandbox.Request{Command: req.Command, Workspace: ws, Stdin: req.Stdin, Limits: s.Limits})
+	lim := s.Limits
+	if lim.Output < MinOutput {
+		// The grader's verdict, its plan and the solution's results travel
+		// on stdout: a limit meant for an agent's program would cut them.
+		lim.Output = MinOutput
+	}
+	res, err := s.Runner.Run(ctx, sandbox.Request{Command: req.Command, Workspace: ws, Stdin: req.Stdin, Limits: lim})
 	if err != nil {
 		return grade.CodeResult{}, fmt.Errorf("graders: %w", err)
 	}

@@ -65,13 +65,10 @@ func gradeCode(t *testing.T, sb *graders.Sandbox, src string, files map[string]s
 	return trials[0].Grades[0]
 }
 
-const hiddenTests = `import solution
+const hiddenTests = `from loomwork_checks import run_checks
 
 def grade(transcript, outcome):
-    cases = [((1, 2), 3), ((-1, 1), 0), ((10**12, 1), 10**12 + 1)]
-    passed = [c for c in cases if solution.add(*c[0]) == c[1]]
-    return {"passed": len(passed) == len(cases), "score": len(passed) / len(cases),
-            "reason": "%d/%d hidden tests passed" % (len(passed), len(cases))}
+    return run_checks("add", [((1, 2), 3), ((-1, 1), 0), ((10**12, 1), 10**12 + 1)])
 `
 
 func TestCodeGraderRunsHiddenTestsAgainstTheRunsFiles(t *testing.T) {
@@ -82,12 +79,19 @@ func TestCodeGraderRunsHiddenTestsAgainstTheRunsFiles(t *testing.T) {
 	}
 	// Passes the visible example (1+2) but not the hidden edge cases.
 	bad := gradeCode(t, sb, hiddenTests, map[string]string{"solution.py": "def add(a, b):\n    return abs(a) + abs(b) if a < 10 else 0\n"})
-	if bad.Passed || bad.Score != 1.0/3 || bad.Reason != "1/3 hidden tests passed" {
+	if bad.Passed || bad.Score != 1.0/3 || !strings.HasPrefix(bad.Reason, "1/3 hidden tests passed; first failure: add(-1, 1) returned 2, want 0") {
 		t.Fatalf("buggy solution: %+v", bad)
 	}
 	missing := gradeCode(t, sb, hiddenTests, nil)
-	if missing.Passed || missing.Error != "" || !strings.Contains(missing.Reason, "No module named 'solution' (grader.py line 1: import solution)") {
+	if missing.Passed || missing.Error != "" || missing.Reason != "import solution failed: ModuleNotFoundError: No module named 'solution'" {
 		t.Fatalf("no solution file: want a failed verdict naming the import, got %+v", missing)
+	}
+	// A grader that imports the run's code into its own process is the
+	// grader's bug: the run's files are never in the grader's sandbox.
+	raw := gradeCode(t, sb, "import solution\n\ndef grade(transcript, outcome):\n    return solution.add(1, 2) == 3\n",
+		map[string]string{"solution.py": "def add(a, b):\n    return a + b\n"})
+	if raw.Passed || !strings.Contains(raw.Error, "grader.py imports solution, a file of the run") {
+		t.Fatalf("a grader importing the run's code: want a grader error, got %+v", raw)
 	}
 	if missing.Sandbox == nil || missing.Sandbox.Reason != "exit" {
 		t.Fatalf("sandbox account missing: %+v", missing.Sandbox)
@@ -141,7 +145,7 @@ func TestCodeGraderTimeoutIsAFailedVerdictNamingTheLimit(t *testing.T) {
 	lim := coding.Limits()
 	lim.WallTime, lim.CPUTime = 2*time.Second, 2*time.Second
 	sb := newSandbox(t, lim)
-	gr := gradeCode(t, sb, "import solution\n\ndef grade(transcript, outcome):\n    return solution.fib(40) == 102334155\n",
+	gr := gradeCode(t, sb, "from loomwork_checks import run_checks\n\ndef grade(transcript, outcome):\n    return run_checks('fib', [((40,), 102334155)])\n",
 		map[string]string{"solution.py": "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"})
 	if gr.Passed || gr.Error != "" || !strings.Contains(gr.Reason, "sandbox ended the run") {
 		t.Fatalf("want a failed verdict from the limit, got %+v", gr)
@@ -158,7 +162,7 @@ func TestCodeGraderCannotBeFooledByAPrintedVerdict(t *testing.T) {
 		"import sys\nsys.stdout = open('/dev/null', 'w')\ndef add(a, b):\n    return 0\n"}
 	gr := gradeCode(t, sb, hiddenTests, files)
 	// add(-1, 1) == 0 is the one hidden test a constant 0 passes.
-	if gr.Passed || gr.Reason != "1/3 hidden tests passed" || !strings.Contains(gr.Output, "forged") {
+	if gr.Passed || !strings.HasPrefix(gr.Reason, "1/3 hidden tests passed") || !strings.Contains(gr.Output, "forged") {
 		t.Fatalf("forged verdict accepted, or not recorded as output: %+v", gr)
 	}
 }

@@ -47,12 +47,10 @@ func TestRootScoreGradesWithCodeNumberAndScriptedJudgeGraders(t *testing.T) {
 	writeFiles(t, dir, map[string]string{
 		"cases.jsonl":  cases,
 		"trials.jsonl": trials,
-		"graders/mean.py": `import solution
+		"graders/mean.py": `from loomwork_checks import run_checks
 
 def grade(transcript, outcome):
-    assert abs(solution.mean([1, 2, 4]) - 7 / 3) < 1e-9, "mean([1, 2, 4])"
-    assert solution.mean([]) == 0, "mean([]) should be 0"
-    return True
+    return run_checks("mean", [(([1, 2, 4],), 7 / 3), (([],), 0)])
 `,
 	})
 	stdout, stderr, code := runBinary(t, bin, dir, envWithoutKeys(), "score", "trials.jsonl", "--cases", "cases.jsonl", "--judge", "scripted", "--format", "json")

@@ -8,13 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/loomwork/loomwork/datasets"
 )
 
-// harness is the program the sandbox runs for a code grader (see its
-// header for the protocol).
+// harness is the program the grader's sandbox runs (see its header for
+// the protocol).
 //
 //go:embed harness.py
 var harness []byte
@@ -25,18 +26,38 @@ var harness []byte
 //go:embed loomwork_checks.py
 var checks []byte
 
-// Code grader layout inside the sandbox workspace (mounted at /work).
+// values is loomwork_values, the typed value encoding both sandboxes use.
+//
+//go:embed loomwork_values.py
+var values []byte
+
+// driver is the program the solution's sandbox runs: it calls the
+// solution with a plan's arguments and reports what came back.
+//
+//go:embed driver.py
+var driver []byte
+
+// Code grader layout. The grader and the solution never share a sandbox:
+// the grader's workspace holds graderDir only, the solution's holds the
+// run's files and driverDir (each mounted at /work in its own sandbox).
 const (
 	graderDir     = "_loomwork_grader"
 	graderFile    = graderDir + "/grader.py"
 	harnessFile   = graderDir + "/harness.py"
 	checksFile    = graderDir + "/loomwork_checks.py"
+	valuesFile    = graderDir + "/loomwork_values.py"
+	driverDir     = "_loomwork_driver"
+	driverFile    = driverDir + "/driver.py"
+	driverValues  = driverDir + "/loomwork_values.py"
 	verdictPrefix = "LOOMWORK-GRADE "
+	resultPrefix  = "LOOMWORK-RESULT "
 	// Python is the interpreter code graders run under; the sandbox mounts
 	// /usr read-only and nothing outside it.
 	Python = "/usr/bin/python3"
 	// maxOutput caps the grader output kept on the grade.
 	maxOutput = 4000
+	// maxChecks bounds a plan (a grader's table).
+	maxChecks = 10000
 )
 
 // CodeInput is the JSON a code grader's grade(transcript, outcome)
@@ -45,6 +66,9 @@ type CodeInput struct {
 	Nonce      string              `json:"nonce"`
 	Transcript datasets.Transcript `json:"transcript"`
 	Outcome    Outcome             `json:"outcome"`
+	// RunModules are the Python modules the run's files make (so the
+	// harness can name a grader that imports one as the grader's bug).
+	RunModules []string `json:"run_modules"`
 }
 
 // Outcome is what a code grader is told about the trial beyond its
@@ -81,10 +105,11 @@ func nonNil(s []string) []string {
 
 // verdict is the harness's last line.
 type verdict struct {
-	Status string   `json:"status"`
-	Passed *bool    `json:"passed"`
-	Score  *float64 `json:"score"`
-	Reason string   `json:"reason"`
+	Status string     `json:"status"`
+	Passed *bool      `json:"passed"`
+	Score  *float64   `json:"score"`
+	Reason string     `json:"reason"`
+	Plan   *checkPlan `json:"plan"`
 }
 
 func codeGrader(ctx context.Context, run CodeRunner, g *datasets.Grader, in Input, gr *datasets.Grade) error {
@@ -100,22 +125,16 @@ func codeGrader(ctx context.Context, run CodeRunner, g *datasets.Grader, in Inpu
 	if in.Transcript != nil {
 		tr = *in.Transcript
 	}
-	files := map[string][]byte{}
-	for p, content := range tr.Files {
-		clean := path.Clean(p)
-		if path.IsAbs(p) || clean != p || strings.HasPrefix(clean, "../") || clean == ".." || clean == graderDir || strings.HasPrefix(clean, graderDir+"/") {
-			// A run's file may not shadow the grader or leave the workspace.
-			return fmt.Errorf("transcript file %q: not a clean relative path outside %s/", p, graderDir)
-		}
-		files[p] = []byte(content)
+	runFiles, modules, err := runFiles(tr)
+	if err != nil {
+		return err
 	}
-	files[graderFile] = g.Source
-	files[harnessFile] = harness
-	files[checksFile] = checks
-	stdin, err := json.Marshal(CodeInput{Nonce: nonce, Transcript: tr, Outcome: outcomeOf(in)})
+	stdin, err := json.Marshal(CodeInput{Nonce: nonce, Transcript: tr, Outcome: outcomeOf(in), RunModules: modules})
 	if err != nil {
 		return fmt.Errorf("grader input: %w", err)
 	}
+	// First sandbox: the grader alone, with the run as data.
+	files := map[string][]byte{graderFile: g.Source, harnessFile: harness, checksFile: checks, valuesFile: values}
 	res, err := run.RunCode(ctx, CodeRequest{Files: files, Command: []string{Python, "-I", "/work/" + harnessFile}, Stdin: stdin})
 	if err != nil {
 		return fmt.Errorf("code grader %s: sandbox: %w", g.File, err)
@@ -125,15 +144,16 @@ func codeGrader(ctx context.Context, run CodeRunner, g *datasets.Grader, in Inpu
 	gr.Output = capOutput(stdout, res.Stderr)
 	switch {
 	case !found && res.Reason != "" && res.Reason != "exit":
-		// The sandbox ended it (wall time, memory, ...): the code under
-		// test did not finish, which is a failure, not a grader bug.
-		gr.Reason = fmt.Sprintf("the grader's sandbox ended the run: %s%s", res.Reason, evidence(res.Evidence))
+		// No code of the run was in that sandbox: its limit is the grader's.
+		gr.Error = fmt.Sprintf("the grader's own sandbox ended its run: %s%s", res.Reason, evidence(res.Evidence))
 		return nil
 	case !found:
 		gr.Error = fmt.Sprintf("the grader printed no verdict (exit code %d)", res.ExitCode)
 		return nil
 	}
 	switch v.Status {
+	case "plan":
+		return runPlan(ctx, run, g, v.Plan, runFiles, gr)
 	case "ok":
 		threshold := 1.0
 		if g.Threshold != nil {
@@ -146,8 +166,10 @@ func codeGrader(ctx context.Context, run CodeRunner, g *datasets.Grader, in Inpu
 			gr.Passed, gr.Score = *v.Passed, *v.Score
 		case v.Passed != nil:
 			gr.Passed, gr.Score = *v.Passed, b2f(*v.Passed)
-		default:
+		case v.Score != nil:
 			gr.Passed, gr.Score = *v.Score >= threshold, *v.Score
+		default:
+			gr.Error = "grade() returned neither passed nor score"
 		}
 		gr.Reason = v.Reason
 		if gr.Reason == "" {
@@ -159,6 +181,33 @@ func codeGrader(ctx context.Context, run CodeRunner, g *datasets.Grader, in Inpu
 		gr.Error = v.Reason
 	}
 	return nil
+}
+
+// runFiles checks the run's files for the solution's sandbox and names
+// the Python modules they make.
+func runFiles(tr datasets.Transcript) (map[string][]byte, []string, error) {
+	files := map[string][]byte{}
+	mods := map[string]bool{}
+	for p, content := range tr.Files {
+		clean := path.Clean(p)
+		if path.IsAbs(p) || clean != p || strings.HasPrefix(clean, "../") || clean == ".." || clean == driverDir || strings.HasPrefix(clean, driverDir+"/") {
+			// A run's file may not shadow the driver or leave the workspace.
+			return nil, nil, fmt.Errorf("transcript file %q: not a clean relative path outside %s/", p, driverDir)
+		}
+		files[p] = []byte(content)
+		top, _, nested := strings.Cut(clean, "/")
+		if nested {
+			mods[top] = true
+		} else if m, ok := strings.CutSuffix(top, ".py"); ok {
+			mods[m] = true
+		}
+	}
+	out := make([]string, 0, len(mods))
+	for m := range mods {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return files, out, nil
 }
 
 func evidence(ev []string) string {
