@@ -163,6 +163,10 @@ type TrialScore struct {
 	// required. Retrieved but not cited is the retrieval ceiling.
 	RetrievedOK *bool `json:"evidence_retrieved_ok"`
 	CitedOK     *bool `json:"evidence_cited_ok"`
+	// CitationPrecision is the share of the distinct cited ids that are
+	// required evidence (CitationPrecision); nil when none is required or
+	// nothing was cited.
+	CitationPrecision *float64 `json:"citation_precision,omitempty"`
 
 	Budgets    []BudgetVerdict `json:"budgets"`
 	DurationMS *float64        `json:"duration_ms"`
@@ -209,7 +213,10 @@ type CaseResult struct {
 	RetrievedRate         *float64 `json:"evidence_retrieved_rate"`
 	CitedRate             *float64 `json:"evidence_cited_rate"`
 	RetrievedNotCitedRate *float64 `json:"retrieved_not_cited_rate"`
-	Diverged              int      `json:"diverged,omitempty"` // trials whose replay diverged
+	// CitationPrecision is the mean citation precision of the trials that
+	// cited anything; nil when none did or no evidence is required.
+	CitationPrecision *float64 `json:"citation_precision,omitempty"`
+	Diverged          int      `json:"diverged,omitempty"` // trials whose replay diverged
 
 	// Means per trial; nil when any trial's value is unknown.
 	MeanCostUSD    *float64 `json:"mean_cost_usd"`
@@ -234,6 +241,11 @@ type Rates struct {
 	EvidenceRetrieved *stats.Interval `json:"evidence_retrieved"`
 	EvidenceCited     *stats.Interval `json:"evidence_cited"`
 	RetrievedNotCited *stats.Interval `json:"retrieved_not_cited"`
+	// CitationPrecision is the mean citation precision over the
+	// PrecisionCases cases with a trial that cited anything (each case the
+	// mean over those trials); nil when none did.
+	PrecisionCases    int             `json:"precision_cases,omitempty"`
+	CitationPrecision *stats.Interval `json:"citation_precision,omitempty"`
 }
 
 // GraderRates is one grader's record over a suite: its pass rate with an
@@ -459,8 +471,8 @@ func RatesOf(cases []CaseResult, level float64) (Rates, error) {
 	if len(cases) == 0 {
 		return r, nil
 	}
-	var rates, scores, ret, cit, rnc []float64
-	evTrials := 0
+	var rates, scores, ret, cit, rnc, prec []float64
+	evTrials, precTrials := 0, 0
 	for _, c := range cases {
 		r.Trials += c.Trials
 		rates = append(rates, c.PassRate)
@@ -468,6 +480,10 @@ func RatesOf(cases []CaseResult, level float64) (Rates, error) {
 		if c.CitedRate != nil {
 			ret, cit, rnc = append(ret, *c.RetrievedRate), append(cit, *c.CitedRate), append(rnc, *c.RetrievedNotCitedRate)
 			evTrials += c.Trials
+		}
+		if c.CitationPrecision != nil {
+			prec = append(prec, *c.CitationPrecision)
+			precTrials += c.Trials
 		}
 	}
 	r.TrialsPerCase = float64(r.Trials) / float64(r.Cases)
@@ -494,6 +510,11 @@ func RatesOf(cases []CaseResult, level float64) (Rates, error) {
 			return r, fmt.Errorf("retrieved but not cited: %w", err)
 		}
 	}
+	if r.PrecisionCases = len(prec); r.PrecisionCases > 0 {
+		if r.CitationPrecision, err = iv(prec, float64(precTrials)/float64(r.PrecisionCases)); err != nil {
+			return r, fmt.Errorf("citation precision: %w", err)
+		}
+	}
 	return r, nil
 }
 
@@ -511,7 +532,8 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 	labels := map[string]bool{}
 	agents := map[string]bool{}
 	var sum, cost, dur float64
-	var ret, cit, rnc int
+	var ret, cit, rnc, nPrec int
+	var sumPrec float64
 	costOK, durOK := true, true
 	for _, t := range ts {
 		sum += t.Score
@@ -531,6 +553,10 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 			cit += b2i(ci)
 			rnc += b2i(r && !ci)
 		}
+		if t.CitationPrecision != nil {
+			sumPrec += *t.CitationPrecision
+			nPrec++
+		}
 		if t.CostUSD != nil {
 			cost += *t.CostUSD
 		} else {
@@ -549,6 +575,9 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 	cr.Flaky = cr.Passes > 0 && cr.Passes < len(ts)
 	if len(c.RequiredEvidence) > 0 {
 		cr.RetrievedRate, cr.CitedRate, cr.RetrievedNotCitedRate = ptr(float64(ret)/n), ptr(float64(cit)/n), ptr(float64(rnc)/n)
+		if nPrec > 0 {
+			cr.CitationPrecision = ptr(sumPrec / float64(nPrec))
+		}
 	}
 	if costOK {
 		cr.MeanCostUSD = ptr(cost / n)

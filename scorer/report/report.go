@@ -158,6 +158,12 @@ func rateRows(r *scorer.Rates) []struct {
 			v    *stats.Interval
 		}{"retrieved, not cited", r.RetrievedNotCited})
 	}
+	if r.CitationPrecision != nil {
+		rows = append(rows, struct {
+			name string
+			v    *stats.Interval
+		}{"citation precision", r.CitationPrecision})
+	}
 	return rows
 }
 
@@ -186,7 +192,7 @@ func writeText(w io.Writer, r *Report) error {
 			ew.printf("  %-22s %s\n", row.name, iv(row.v, false))
 		}
 		if s.EvidenceCases > 0 {
-			ew.printf("  (evidence rates over the %d cases that require evidence)\n", s.EvidenceCases)
+			ew.printf("  (evidence rates over the %d cases that require evidence; citation precision over the %d whose trials cited anything)\n", s.EvidenceCases, s.PrecisionCases)
 		}
 		ew.printf("  cases passing every trial: %d/%d; trials finished: %d/%d, outcome met: %d/%d\n", s.CasesPassed, s.NCases, s.Finished, s.NTrials, s.Successes, s.NTrials)
 	}
@@ -194,6 +200,9 @@ func writeText(w io.Writer, r *Report) error {
 		ew.printf("  agent %s: %d cases, %d trials: pass rate %s", a.Agent, a.Cases, a.Trials, iv(a.PassRate, false))
 		if a.EvidenceCases > 0 {
 			ew.printf("; retrieved %s, cited %s, retrieved not cited %s", iv(a.EvidenceRetrieved, false), iv(a.EvidenceCited, false), iv(a.RetrievedNotCited, false))
+		}
+		if a.CitationPrecision != nil {
+			ew.printf(", citation precision %s", iv(a.CitationPrecision, false))
 		}
 		ew.printf("\n")
 	}
@@ -336,14 +345,14 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	if s.PassRate != nil {
 		ew.printf("\nIntervals: %.0f%% %s, over cases, %.1f trials per case", 100*s.Level, s.PassRate.Method, s.TrialsPerCase)
 		if s.EvidenceCases > 0 {
-			ew.printf("; evidence rates over the %d cases that require evidence", s.EvidenceCases)
+			ew.printf("; evidence rates over the %d cases that require evidence (citation precision over the %d whose trials cited anything)", s.EvidenceCases, s.PrecisionCases)
 		}
 		ew.printf(".\n")
 	}
 	if len(s.Agents) > 0 {
-		ew.printf("\n| agent | cases | trials | pass rate | evidence retrieved | evidence cited | retrieved, not cited |\n|---|---:|---:|---|---|---|---|\n")
+		ew.printf("\n| agent | cases | trials | pass rate | evidence retrieved | evidence cited | retrieved, not cited | citation precision |\n|---|---:|---:|---|---|---|---|---|\n")
 		for _, a := range s.Agents {
-			ew.printf("| %s | %d | %d | %s | %s | %s | %s |\n", mdEscape(a.Agent), a.Cases, a.Trials, iv(a.PassRate, false), iv(a.EvidenceRetrieved, false), iv(a.EvidenceCited, false), iv(a.RetrievedNotCited, false))
+			ew.printf("| %s | %d | %d | %s | %s | %s | %s | %s |\n", mdEscape(a.Agent), a.Cases, a.Trials, iv(a.PassRate, false), iv(a.EvidenceRetrieved, false), iv(a.EvidenceCited, false), iv(a.RetrievedNotCited, false), iv(a.CitationPrecision, false))
 		}
 	}
 	if len(s.Graders) > 0 {
