@@ -276,6 +276,56 @@ type JudgeTotals struct {
 	// Labels counts grades per judge model label ("scripted", "live").
 	Labels map[string]int `json:"model_labels"`
 	Models []string       `json:"models"`
+	// PositionBias is the share of pairwise grades whose two orders
+	// disagreed (undecided, failed); nil when no pairwise grade recorded
+	// a decision.
+	PositionBias *WilsonRate `json:"position_bias,omitempty"`
+	// SelfDisagreement is the share of model grades, asked two or more
+	// times, whose samples split (undecided, failed); nil when none was.
+	SelfDisagreement *WilsonRate `json:"self_disagreement,omitempty"`
+}
+
+// WilsonRate is K of N with its Wilson score interval at Level. Judge
+// consistency is counted per grade, each grade one observation: grades of
+// one case share a prompt, so the interval is narrower than a per-case
+// one would be.
+type WilsonRate struct {
+	K     int     `json:"k"`
+	N     int     `json:"n"`
+	Rate  float64 `json:"rate"`
+	Lower float64 `json:"lower"`
+	Upper float64 `json:"upper"`
+	Level float64 `json:"level"`
+}
+
+// Wilson returns k of n with its Wilson interval at level; nil for n = 0.
+func Wilson(k, n int, level float64) *WilsonRate {
+	if n == 0 {
+		return nil
+	}
+	lo, hi := stats.Wilson(k, n, level)
+	return &WilsonRate{K: k, N: n, Rate: float64(k) / float64(n), Lower: lo, Upper: hi, Level: level}
+}
+
+// JudgeConsistency counts, over grades, the pairwise grades whose orders
+// disagreed and the model grades (of two or more samples) whose samples
+// split, each with its Wilson interval at level; a grade that records no
+// decision (Judge.Disagreed nil) is not counted.
+func JudgeConsistency(grades []datasets.Grade, level float64) (positionBias, selfDisagreement *WilsonRate) {
+	var pk, pn, mk, mn int
+	for _, g := range grades {
+		if g.Judge == nil || g.Judge.Disagreed == nil {
+			continue
+		}
+		d := b2i(*g.Judge.Disagreed)
+		switch {
+		case g.Type == datasets.GraderPairwise:
+			pk, pn = pk+d, pn+1
+		case g.Type == datasets.GraderModel && len(g.Judge.Replies) >= 2:
+			mk, mn = mk+d, mn+1
+		}
+	}
+	return Wilson(pk, pn, level), Wilson(mk, mn, level)
 }
 
 // AgentRates are one agent's rates within a suite.
@@ -458,6 +508,15 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 		return nil, fmt.Errorf("score: %w", err)
 	}
 	s.Judge = judgeTotals(s.Cases)
+	if s.Judge != nil {
+		var all []datasets.Grade
+		for _, c := range s.Cases {
+			for _, t := range c.Results {
+				all = append(all, t.Grades...)
+			}
+		}
+		s.Judge.PositionBias, s.Judge.SelfDisagreement = JudgeConsistency(all, cfg.Level)
+	}
 	s.PassAtK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassAtK })
 	s.PassHatK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassHatK })
 	return s, nil

@@ -214,6 +214,9 @@ func writeText(w io.Writer, r *Report) error {
 	ew.printf("  cost         total %s (known %s), per successful trial %s\n", usd(s.TotalCostUSD), usd(&s.KnownCostUSD), usd(s.CostPerSuccessUSD))
 	if j := s.Judge; j != nil {
 		ew.printf("  judge        %s (not in the agent's cost)\n", judgeText(j))
+		for _, l := range JudgeConsistencyLines(j.PositionBias, j.SelfDisagreement) {
+			ew.printf("  judge        %s\n", l)
+		}
 	}
 	for _, n := range s.Notes {
 		ew.printf("  note: %s\n", n)
@@ -363,6 +366,9 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	}
 	if j := s.Judge; j != nil {
 		ew.printf("\nJudge: %s (not in the agent's cost).\n", mdEscape(judgeText(j)))
+		for _, l := range JudgeConsistencyLines(j.PositionBias, j.SelfDisagreement) {
+			ew.printf("\nJudge %s.\n", mdEscape(l))
+		}
 	}
 	for _, n := range s.Notes {
 		ew.printf("\n> %s\n", mdEscape(n))
@@ -506,6 +512,9 @@ func writeJUnit(w io.Writer, r *Report) error {
 	}
 	if j := s.Judge; j != nil {
 		prop("judge", judgeText(j))
+		for _, l := range JudgeConsistencyLines(j.PositionBias, j.SelfDisagreement) {
+			prop("judge_consistency", l)
+		}
 	}
 	prop("pass_at_k", kvs(s.PassAtK))
 	prop("pass_hat_k", kvs(s.PassHatK))
@@ -609,6 +618,25 @@ func errorsText(g scorer.GraderRates) string {
 		return ""
 	}
 	return fmt.Sprintf("; %d grader errors (no verdict)", g.Errors)
+}
+
+// JudgeConsistencyLines say how far a suite's judge agreed with itself:
+// the pairwise grades whose two orders disagreed (position bias) and the
+// model grades whose samples split (self-disagreement), each with its
+// Wilson interval; both fail closed. No line for a rate with no grades.
+func JudgeConsistencyLines(positionBias, selfDisagreement *scorer.WilsonRate) []string {
+	var out []string
+	if r := positionBias; r != nil {
+		out = append(out, fmt.Sprintf("position bias: the two orders disagreed on %d of %d pairwise grades, %s (undecided: failed)", r.K, r.N, wilsonText(r)))
+	}
+	if r := selfDisagreement; r != nil {
+		out = append(out, fmt.Sprintf("self-consistency: the samples split on %d of %d model grades, %s (undecided: failed)", r.K, r.N, wilsonText(r)))
+	}
+	return out
+}
+
+func wilsonText(r *scorer.WilsonRate) string {
+	return fmt.Sprintf("%.3f [%.3f, %.3f] (%.0f%% Wilson)", r.Rate, r.Lower, r.Upper, 100*r.Level)
 }
 
 func judgeText(j *scorer.JudgeTotals) string {
