@@ -1,7 +1,8 @@
 // Package scorer scores trials against cases, aggregates them per case
 // (pass@k, pass^k, flakiness) and per suite and agent (rates with
-// confidence intervals: pass rate, mean score, evidence retrieved, cited
-// and retrieved-but-not-cited), and compares a candidate run with a
+// confidence intervals: pass rate, mean score, evidence retrieved, cited,
+// retrieved-but-not-cited and citation precision; the judge's position
+// bias and self-consistency with Wilson intervals), and compares a candidate run with a
 // baseline case by case (paired intervals of the pass-rate and score
 // deltas with their minimum detectable drop, Fisher's exact test per case
 // with a multiple-testing correction, the exact McNemar test on flips).
