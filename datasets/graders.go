@@ -31,7 +31,10 @@ const (
 	GraderNumber = "number"
 	// GraderEvidenceCited / GraderEvidenceRetrieved: the evidence ids (by
 	// default the case's required_evidence) are among the trial's cited /
-	// retrieved ids, per match (default the case's evidence_match).
+	// retrieved ids, per match (default the case's evidence_match). An
+	// evidence_cited grader also needs the citations to be precise: at
+	// least min_precision (default DefaultMinPrecision) of the distinct
+	// cited ids are among the evidence ids, so citing everything fails.
 	GraderEvidenceCited     = "evidence_cited"
 	GraderEvidenceRetrieved = "evidence_retrieved"
 	// GraderToolCalled: tool was called (with arguments whose compact JSON
@@ -42,12 +45,31 @@ const (
 	// GraderCode: a Python function in file (relative to the case file's
 	// folder) decides, run in the sandbox with the transcript and outcome.
 	GraderCode = "code"
-	// GraderModel: a judge model scores the answer against rubric.
+	// GraderModel: a judge model scores the answer against rubric, asked
+	// samples times (default DefaultJudgeSamples) in varied presentations;
+	// passes only when every sample passes (a split is undecided: fails).
 	GraderModel = "model"
 	// GraderPairwise: a judge model compares the answer with reference,
-	// asked in both orders; passes unless the reference wins both.
+	// asked in both orders; passes only when both orders agree the answer
+	// wins or ties (orders that disagree are undecided: fails).
 	GraderPairwise = "pairwise"
 )
+
+// DefaultMinPrecision is an evidence_cited grader's default min_precision:
+// at least half of what a trial cites must be evidence the case's
+// judgements mark relevant. An honest answer may cite a supporting page
+// beside the judged one; an answer citing three unjudged pages for each
+// judged one is a spray, not a grounded answer (docs/scoring.md,
+// "Citation precision").
+const DefaultMinPrecision = 0.5
+
+// DefaultJudgeSamples is a model grader's default samples: two, one with
+// the rubric before the answer and one after it, so a judge swayed by the
+// order shows as a split verdict rather than as a pass.
+const DefaultJudgeSamples = 2
+
+// MaxJudgeSamples bounds samples (each is a paid judge call).
+const MaxJudgeSamples = 9
 
 // Trace grader metrics.
 const (
@@ -101,6 +123,10 @@ type Grader struct {
 
 	Evidence []string `json:"evidence,omitempty"` // evidence_*: default the case's required_evidence
 	Match    string   `json:"match,omitempty"`    // evidence_*: "all" or "any" (default the case's evidence_match)
+	// MinPrecision (evidence_cited) is the share of the distinct cited ids
+	// that must be evidence ids (default DefaultMinPrecision; 0 turns the
+	// precision rule off).
+	MinPrecision *float64 `json:"min_precision,omitempty"`
 
 	Tool string   `json:"tool,omitempty"` // tool_called
 	Min  *float64 `json:"min,omitempty"`  // tool_called (count, default 1), trace
@@ -114,6 +140,10 @@ type Grader struct {
 	Rubric    string `json:"rubric,omitempty"`    // model, pairwise
 	Reference string `json:"reference,omitempty"` // pairwise: the answer to compare with
 	Model     string `json:"model,omitempty"`     // model, pairwise: the judge model (default: the judge's)
+	// Samples (model) is how many times the judge is asked, alternating
+	// the rubric before and after the answer (default
+	// DefaultJudgeSamples, at most MaxJudgeSamples).
+	Samples *int `json:"samples,omitempty"`
 
 	// Threshold is the score a code or model grader needs to pass
 	// (default 1 for code, 0.5 for model).
@@ -159,13 +189,30 @@ var applies = map[string][]string{
 	GraderRegex:             {"target", "pattern", "ignore_case"},
 	GraderJSONSchema:        {"target", "schema"},
 	GraderNumber:            {"target", "expected", "abs_tol", "rel_tol", "pattern"},
-	GraderEvidenceCited:     {"evidence", "match"},
+	GraderEvidenceCited:     {"evidence", "match", "min_precision"},
 	GraderEvidenceRetrieved: {"evidence", "match"},
 	GraderToolCalled:        {"tool", "pattern", "min", "max"},
 	GraderTrace:             {"metric", "span", "min", "max"},
 	GraderCode:              {"file", "threshold"},
-	GraderModel:             {"rubric", "model", "threshold"},
+	GraderModel:             {"rubric", "model", "threshold", "samples"},
 	GraderPairwise:          {"rubric", "reference", "model"},
+}
+
+// MinCitationPrecision is the min_precision an evidence_cited grader
+// holds citations to.
+func (g *Grader) MinCitationPrecision() float64 {
+	if g.MinPrecision != nil {
+		return *g.MinPrecision
+	}
+	return DefaultMinPrecision
+}
+
+// JudgeSamples is how many times a model grader asks its judge.
+func (g *Grader) JudgeSamples() int {
+	if g.Samples != nil {
+		return *g.Samples
+	}
+	return DefaultJudgeSamples
 }
 
 // IsRequired reports whether the grader decides the trial's success.
@@ -269,6 +316,9 @@ func (g *Grader) Validate(c *Case) error {
 		default:
 			return fieldErr("match", fmt.Errorf("must be %q or %q, got %q", EvidenceAll, EvidenceAny, g.Match))
 		}
+		if p := g.MinPrecision; p != nil && !(*p >= 0 && *p <= 1) {
+			return fieldErr("min_precision", fmt.Errorf("must be in [0, 1], got %v", *p))
+		}
 	case GraderToolCalled:
 		if err := need("tool", g.Tool != ""); err != nil {
 			return err
@@ -307,6 +357,9 @@ func (g *Grader) Validate(c *Case) error {
 	case GraderModel:
 		if err := need("rubric", strings.TrimSpace(g.Rubric) != ""); err != nil {
 			return err
+		}
+		if n := g.Samples; n != nil && (*n < 1 || *n > MaxJudgeSamples) {
+			return fieldErr("samples", fmt.Errorf("must be 1 to %d, got %d", MaxJudgeSamples, *n))
 		}
 	case GraderPairwise:
 		if err := need("rubric", strings.TrimSpace(g.Rubric) != ""); err != nil {
@@ -422,6 +475,31 @@ type JudgeUsage struct {
 	// Orders are a pairwise judgment's verdicts per order ("answer first:
 	// A", "reference first: B"), so a position-biased judge is visible.
 	Orders []string `json:"orders,omitempty"`
+	// Replies are every judge call's raw reply with what produced it, in
+	// the order asked: a rescore re-decides the grade from them (the
+	// undecided and agreement rules) without calling a model.
+	Replies []JudgeCall `json:"replies,omitempty"`
+	// Disagreed: the pairwise orders, or the model grader's samples, did
+	// not agree (the grade is undecided and fails); nil when the grade
+	// records no decision (a judge error, or a grade from before replies
+	// were recorded).
+	Disagreed *bool `json:"disagreed,omitempty"`
+}
+
+// JudgeCall is one judge call of a grade: how the material was presented,
+// the prompt's SHA-256 (the prompt itself is rebuilt from the case), the
+// reply as received, and its account.
+type JudgeCall struct {
+	// Presentation names the order asked: "answer first" / "reference
+	// first" (pairwise), "rubric first" / "answer first" (model).
+	Presentation string   `json:"presentation"`
+	PromptSHA256 string   `json:"prompt_sha256"`
+	ModelLabel   string   `json:"model_label"`
+	Model        string   `json:"model,omitempty"`
+	Reply        string   `json:"reply"`
+	InputTokens  int64    `json:"input_tokens"`
+	OutputTokens int64    `json:"output_tokens"`
+	CostUSD      *float64 `json:"cost_usd"`
 }
 
 // Transcript is what a run did, as graders see it: the task, the final

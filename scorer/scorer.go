@@ -1,7 +1,8 @@
 // Package scorer scores trials against cases, aggregates them per case
 // (pass@k, pass^k, flakiness) and per suite and agent (rates with
-// confidence intervals: pass rate, mean score, evidence retrieved, cited
-// and retrieved-but-not-cited), and compares a candidate run with a
+// confidence intervals: pass rate, mean score, evidence retrieved, cited,
+// retrieved-but-not-cited and citation precision; the judge's position
+// bias and self-consistency with Wilson intervals), and compares a candidate run with a
 // baseline case by case (paired intervals of the pass-rate and score
 // deltas with their minimum detectable drop, Fisher's exact test per case
 // with a multiple-testing correction, the exact McNemar test on flips).
@@ -163,6 +164,10 @@ type TrialScore struct {
 	// required. Retrieved but not cited is the retrieval ceiling.
 	RetrievedOK *bool `json:"evidence_retrieved_ok"`
 	CitedOK     *bool `json:"evidence_cited_ok"`
+	// CitationPrecision is the share of the distinct cited ids that are
+	// required evidence (CitationPrecision); nil when none is required or
+	// nothing was cited.
+	CitationPrecision *float64 `json:"citation_precision,omitempty"`
 
 	Budgets    []BudgetVerdict `json:"budgets"`
 	DurationMS *float64        `json:"duration_ms"`
@@ -209,7 +214,10 @@ type CaseResult struct {
 	RetrievedRate         *float64 `json:"evidence_retrieved_rate"`
 	CitedRate             *float64 `json:"evidence_cited_rate"`
 	RetrievedNotCitedRate *float64 `json:"retrieved_not_cited_rate"`
-	Diverged              int      `json:"diverged,omitempty"` // trials whose replay diverged
+	// CitationPrecision is the mean citation precision of the trials that
+	// cited anything; nil when none did or no evidence is required.
+	CitationPrecision *float64 `json:"citation_precision,omitempty"`
+	Diverged          int      `json:"diverged,omitempty"` // trials whose replay diverged
 
 	// Means per trial; nil when any trial's value is unknown.
 	MeanCostUSD    *float64 `json:"mean_cost_usd"`
@@ -234,6 +242,11 @@ type Rates struct {
 	EvidenceRetrieved *stats.Interval `json:"evidence_retrieved"`
 	EvidenceCited     *stats.Interval `json:"evidence_cited"`
 	RetrievedNotCited *stats.Interval `json:"retrieved_not_cited"`
+	// CitationPrecision is the mean citation precision over the
+	// PrecisionCases cases with a trial that cited anything (each case the
+	// mean over those trials); nil when none did.
+	PrecisionCases    int             `json:"precision_cases,omitempty"`
+	CitationPrecision *stats.Interval `json:"citation_precision,omitempty"`
 }
 
 // GraderRates is one grader's record over a suite: its pass rate with an
@@ -264,6 +277,56 @@ type JudgeTotals struct {
 	// Labels counts grades per judge model label ("scripted", "live").
 	Labels map[string]int `json:"model_labels"`
 	Models []string       `json:"models"`
+	// PositionBias is the share of pairwise grades whose two orders
+	// disagreed (undecided, failed); nil when no pairwise grade recorded
+	// a decision.
+	PositionBias *WilsonRate `json:"position_bias,omitempty"`
+	// SelfDisagreement is the share of model grades, asked two or more
+	// times, whose samples split (undecided, failed); nil when none was.
+	SelfDisagreement *WilsonRate `json:"self_disagreement,omitempty"`
+}
+
+// WilsonRate is K of N with its Wilson score interval at Level. Judge
+// consistency is counted per grade, each grade one observation: grades of
+// one case share a prompt, so the interval is narrower than a per-case
+// one would be.
+type WilsonRate struct {
+	K     int     `json:"k"`
+	N     int     `json:"n"`
+	Rate  float64 `json:"rate"`
+	Lower float64 `json:"lower"`
+	Upper float64 `json:"upper"`
+	Level float64 `json:"level"`
+}
+
+// Wilson returns k of n with its Wilson interval at level; nil for n = 0.
+func Wilson(k, n int, level float64) *WilsonRate {
+	if n == 0 {
+		return nil
+	}
+	lo, hi := stats.Wilson(k, n, level)
+	return &WilsonRate{K: k, N: n, Rate: float64(k) / float64(n), Lower: lo, Upper: hi, Level: level}
+}
+
+// JudgeConsistency counts, over grades, the pairwise grades whose orders
+// disagreed and the model grades (of two or more samples) whose samples
+// split, each with its Wilson interval at level; a grade that records no
+// decision (Judge.Disagreed nil) is not counted.
+func JudgeConsistency(grades []datasets.Grade, level float64) (positionBias, selfDisagreement *WilsonRate) {
+	var pk, pn, mk, mn int
+	for _, g := range grades {
+		if g.Judge == nil || g.Judge.Disagreed == nil {
+			continue
+		}
+		d := b2i(*g.Judge.Disagreed)
+		switch {
+		case g.Type == datasets.GraderPairwise:
+			pk, pn = pk+d, pn+1
+		case g.Type == datasets.GraderModel && len(g.Judge.Replies) >= 2:
+			mk, mn = mk+d, mn+1
+		}
+	}
+	return Wilson(pk, pn, level), Wilson(mk, mn, level)
 }
 
 // AgentRates are one agent's rates within a suite.
@@ -446,6 +509,15 @@ func Score(cases []datasets.Case, trials []datasets.Trial, cfg Config) (*Suite, 
 		return nil, fmt.Errorf("score: %w", err)
 	}
 	s.Judge = judgeTotals(s.Cases)
+	if s.Judge != nil {
+		var all []datasets.Grade
+		for _, c := range s.Cases {
+			for _, t := range c.Results {
+				all = append(all, t.Grades...)
+			}
+		}
+		s.Judge.PositionBias, s.Judge.SelfDisagreement = JudgeConsistency(all, cfg.Level)
+	}
 	s.PassAtK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassAtK })
 	s.PassHatK = meanK(s.Cases, cfg.Ks, func(c *CaseResult) []KValue { return c.PassHatK })
 	return s, nil
@@ -459,8 +531,8 @@ func RatesOf(cases []CaseResult, level float64) (Rates, error) {
 	if len(cases) == 0 {
 		return r, nil
 	}
-	var rates, scores, ret, cit, rnc []float64
-	evTrials := 0
+	var rates, scores, ret, cit, rnc, prec []float64
+	evTrials, precTrials := 0, 0
 	for _, c := range cases {
 		r.Trials += c.Trials
 		rates = append(rates, c.PassRate)
@@ -468,6 +540,10 @@ func RatesOf(cases []CaseResult, level float64) (Rates, error) {
 		if c.CitedRate != nil {
 			ret, cit, rnc = append(ret, *c.RetrievedRate), append(cit, *c.CitedRate), append(rnc, *c.RetrievedNotCitedRate)
 			evTrials += c.Trials
+		}
+		if c.CitationPrecision != nil {
+			prec = append(prec, *c.CitationPrecision)
+			precTrials += c.Trials
 		}
 	}
 	r.TrialsPerCase = float64(r.Trials) / float64(r.Cases)
@@ -494,6 +570,11 @@ func RatesOf(cases []CaseResult, level float64) (Rates, error) {
 			return r, fmt.Errorf("retrieved but not cited: %w", err)
 		}
 	}
+	if r.PrecisionCases = len(prec); r.PrecisionCases > 0 {
+		if r.CitationPrecision, err = iv(prec, float64(precTrials)/float64(r.PrecisionCases)); err != nil {
+			return r, fmt.Errorf("citation precision: %w", err)
+		}
+	}
 	return r, nil
 }
 
@@ -511,7 +592,8 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 	labels := map[string]bool{}
 	agents := map[string]bool{}
 	var sum, cost, dur float64
-	var ret, cit, rnc int
+	var ret, cit, rnc, nPrec int
+	var sumPrec float64
 	costOK, durOK := true, true
 	for _, t := range ts {
 		sum += t.Score
@@ -531,6 +613,10 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 			cit += b2i(ci)
 			rnc += b2i(r && !ci)
 		}
+		if t.CitationPrecision != nil {
+			sumPrec += *t.CitationPrecision
+			nPrec++
+		}
 		if t.CostUSD != nil {
 			cost += *t.CostUSD
 		} else {
@@ -549,6 +635,9 @@ func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, err
 	cr.Flaky = cr.Passes > 0 && cr.Passes < len(ts)
 	if len(c.RequiredEvidence) > 0 {
 		cr.RetrievedRate, cr.CitedRate, cr.RetrievedNotCitedRate = ptr(float64(ret)/n), ptr(float64(cit)/n), ptr(float64(rnc)/n)
+		if nPrec > 0 {
+			cr.CitationPrecision = ptr(sumPrec / float64(nPrec))
+		}
 	}
 	if costOK {
 		cr.MeanCostUSD = ptr(cost / n)

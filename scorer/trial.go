@@ -20,7 +20,8 @@ import (
 //   - Finished is the trial's success field (or its trace): the run ended
 //     with an answer. A trial whose replay diverged did not finish.
 //   - When the case requires evidence, Success = finished and the required
-//     evidence cited (per evidence_match; Outcome "evidence_cited").
+//     evidence cited (per evidence_match) with a citation precision of at
+//     least the case's bar (Outcome "evidence_cited").
 //     Otherwise the trial's account is all there is (Outcome "trial") and
 //     the suite notes it.
 //
@@ -28,7 +29,9 @@ import (
 //   - success: 1 if the outcome was met;
 //   - evidence retrieved / cited: the share of required evidence among the
 //     retrieved / cited ids; with evidence_match "any", 1 as soon as one is
-//     there;
+//     there. The cited credit is scaled by min(1, precision / bar), where
+//     precision is CitationPrecision and bar the case's min_precision
+//     (CitationBar): citing every id earns next to nothing;
 //   - tool precision / recall: over the DISTINCT tool names called against
 //     the expected set (calling the right tool twice is not imprecise);
 //   - budgets: the share of budgets whose verdict is pass (unknown counts as
@@ -81,6 +84,12 @@ func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, er
 		rs, rFound := support(c.RequiredEvidence, retrieved)
 		cs, cFound := support(c.RequiredEvidence, cited)
 		ts.EvidenceRetrieved, ts.EvidenceCited = &rs, &cs
+		bar := CitationBar(c)
+		prec, hits, nCited := CitationPrecision(c.RequiredEvidence, cited)
+		precise := bar == 0 || (nCited > 0 && prec >= bar)
+		if nCited > 0 {
+			ts.CitationPrecision = &prec
+		}
 		need := len(uniq(c.RequiredEvidence))
 		if anyMode {
 			need = 1
@@ -92,9 +101,13 @@ func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, er
 			}
 			return share
 		}
-		evNum = w.EvidenceRetrieved*credit(rs, rFound) + w.EvidenceCited*credit(cs, cFound)
+		scale := 1.0
+		if bar > 0 && prec < bar {
+			scale = prec / bar
+		}
+		evNum = w.EvidenceRetrieved*credit(rs, rFound) + w.EvidenceCited*credit(cs, cFound)*scale
 		evDen = w.EvidenceRetrieved + w.EvidenceCited
-		ts.Success, ts.Outcome = ts.Finished && *ts.CitedOK, OutcomeEvidenceCited
+		ts.Success, ts.Outcome = ts.Finished && *ts.CitedOK && precise, OutcomeEvidenceCited
 		switch {
 		case len(c.Graders) > 0:
 			// The graders decide and give their own reasons.
@@ -104,6 +117,8 @@ func ScoreTrial(c *datasets.Case, t *datasets.Trial, cfg Config) (TrialScore, er
 			ts.Reasons = append(ts.Reasons, "required evidence neither retrieved nor cited")
 		case !*ts.CitedOK:
 			ts.Reasons = append(ts.Reasons, fmt.Sprintf("cited %d of %d required evidence ids", cFound, need))
+		case !precise:
+			ts.Reasons = append(ts.Reasons, fmt.Sprintf("citation precision %.3f below %g: %d cited ids, %d of them judged relevant", prec, bar, nCited, hits))
 		}
 	}
 	if len(c.Graders) > 0 {
@@ -206,6 +221,43 @@ func toolPR(expected, called []string) (precision, recall float64, missing, extr
 		precision = float64(hit) / float64(len(got))
 	}
 	return precision, recall, missing, extra
+}
+
+// CitationPrecision is the share of the distinct cited ids that are among
+// relevant (the ids the case's judgements mark relevant: its required
+// evidence). A cited id relevant does not hold — another corpus page, an
+// issue, an id outside the corpus such as "output:…" — counts as not
+// relevant: unjudged is not relevant, so an answer cannot raise its
+// precision by citing what nobody judged. n is the number of distinct
+// cited ids; with n = 0 precision is 0 and undefined (callers report it
+// as absent).
+func CitationPrecision(relevant, cited []string) (precision float64, hits, n int) {
+	rel := map[string]bool{}
+	for _, r := range relevant {
+		rel[r] = true
+	}
+	for _, c := range uniq(cited) {
+		n++
+		if rel[c] {
+			hits++
+		}
+	}
+	if n == 0 {
+		return 0, 0, 0
+	}
+	return float64(hits) / float64(n), hits, n
+}
+
+// CitationBar is the citation precision a case holds its citations to:
+// the min_precision of its first evidence_cited grader, else
+// datasets.DefaultMinPrecision (the implicit evidence rule's).
+func CitationBar(c *datasets.Case) float64 {
+	for i := range c.Graders {
+		if c.Graders[i].Type == datasets.GraderEvidenceCited {
+			return c.Graders[i].MinCitationPrecision()
+		}
+	}
+	return datasets.DefaultMinPrecision
 }
 
 // support is the share of required ids present in have.

@@ -15,7 +15,8 @@ import (
 // grade.Trials with the gateway judge against each provider's fake: the
 // rubric prompts reach the provider, the verdicts come back as grades,
 // the judge's tokens and cost are on the grade (never the trial's own
-// cost), and the pairwise grader asks twice with the two answers swapped.
+// cost), the model grader asks twice (the rubric first, then the answer
+// first) and the pairwise grader twice with the two answers swapped.
 func TestGradeTrialsWithTheGatewayJudgeEndToEnd(t *testing.T) {
 	const (
 		answer    = "Raise wal_keep_size to 2GB; the standby fell behind because the primary recycled WAL it still needed."
@@ -38,11 +39,12 @@ func TestGradeTrialsWithTheGatewayJudgeEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := newFakeJudge(t, provider)
-			// The model grader's verdict, then the pairwise grader's two
-			// orders: a judge that prefers whatever it reads first
-			// (position bias), which the two orders turn into a tie.
+			// The model grader's two samples, then the pairwise grader's
+			// two orders: a judge that prefers whatever it reads first
+			// (position bias), which the two orders leave undecided.
 			f.srv.Enqueue(
 				f.answer(`{"score": 0.8, "passed": true, "reason": "names wal_keep_size and the recycled WAL"}`, 900, 0, 40),
+				f.answer(`{"score": 0.9, "passed": true, "reason": "names wal_keep_size"}`, 910, 0, 30),
 				f.answer("```json\n{\"winner\": \"A\", \"reason\": \"first is more specific\"}\n```", 700, 128, 25),
 				f.answer(`{"winner": "A", "reason": "first is more specific"}`, 710, 128, 24),
 			)
@@ -50,20 +52,29 @@ func TestGradeTrialsWithTheGatewayJudgeEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if sum.Graded != 2 || f.srv.Count() != 3 {
-				t.Fatalf("summary %+v, %d requests at the fake; want 2 graded and 3 requests", sum, f.srv.Count())
+			if sum.Graded != 2 || f.srv.Count() != 4 {
+				t.Fatalf("summary %+v, %d requests at the fake; want 2 graded and 4 requests", sum, f.srv.Count())
 			}
 			reqs := f.srv.Requests()
 
-			// The model grader: the rubric prompt went out, the verdict came back.
+			// The model grader: the rubric prompt went out in both orders,
+			// the verdicts came back and agree.
 			if got := userText(t, reqs[0].JSON()); got != grade.ModelPrompt(cases[0].Task, cases[0].Graders[0].Rubric, answer) {
 				t.Errorf("model grader prompt:\n%s", got)
 			}
+			if got := userText(t, reqs[1].JSON()); got != grade.ModelPromptAnswerFirst(cases[0].Task, cases[0].Graders[0].Rubric, answer) {
+				t.Errorf("model grader's second prompt:\n%s", got)
+			}
 			mg := trials[0].Grades[0]
-			if mg.Name != "explains_fix" || !mg.Passed || mg.Score != 0.8 || mg.Error != "" || mg.Reason != "names wal_keep_size and the recycled WAL" {
+			if mg.Name != "explains_fix" || !mg.Passed || math.Abs(mg.Score-0.85) > 1e-12 || mg.Error != "" ||
+				mg.Reason != "names wal_keep_size and the recycled WAL (2 of 2 samples pass: rubric first pass 0.8, answer first pass 0.9)" {
 				t.Errorf("model grade %+v", mg)
 			}
-			wantUsage(t, "model grade", mg.Judge, f, 1, 900, 40, listCost(t, f.model, 900, 0, 40))
+			wantUsage(t, "model grade", mg.Judge, f, 2, 1810, 70, listCost(t, f.model, 900, 0, 40)+listCost(t, f.model, 910, 0, 30))
+			if r := mg.Judge.Replies; len(r) != 2 || r[0].Reply != `{"score": 0.8, "passed": true, "reason": "names wal_keep_size and the recycled WAL"}` ||
+				r[0].ModelLabel != "live" || r[0].InputTokens != 900 || r[0].CostUSD == nil || r[1].OutputTokens != 30 {
+				t.Errorf("model grade replies %+v", r)
+			}
 
 			// The pairwise grader: two requests, the answers swapped.
 			tag := func(body, name string) string {
@@ -73,14 +84,14 @@ func TestGradeTrialsWithTheGatewayJudgeEndToEnd(t *testing.T) {
 				}
 				return m[1]
 			}
-			first, second := userText(t, reqs[1].JSON()), userText(t, reqs[2].JSON())
+			first, second := userText(t, reqs[2].JSON()), userText(t, reqs[3].JSON())
 			if tag(first, "response_a") != answer || tag(first, "response_b") != reference ||
 				tag(second, "response_a") != reference || tag(second, "response_b") != answer {
 				t.Errorf("the two pairwise requests do not swap the answers:\nfirst:\n%s\nsecond:\n%s", first, second)
 			}
 			pg := trials[1].Grades[0]
-			if pg.Name != "vs_reference" || !pg.Passed || pg.Score != 0.5 || !strings.Contains(pg.Reason, "position bias") {
-				t.Errorf("pairwise grade %+v, want a tie (passed, 0.5) from disagreeing orders", pg)
+			if pg.Name != "vs_reference" || pg.Passed || pg.Score != 0 || !strings.HasPrefix(pg.Reason, "undecided: the orders disagree") {
+				t.Errorf("pairwise grade %+v, want undecided (failed, 0) from disagreeing orders", pg)
 			}
 			if pg.Judge == nil || len(pg.Judge.Orders) != 2 || !strings.Contains(pg.Judge.Orders[0], "answer first: a (answer win)") ||
 				!strings.Contains(pg.Judge.Orders[1], "reference first: a (answer loss)") {

@@ -14,6 +14,7 @@ import (
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/grade"
 	"github.com/loomwork/loomwork/scorer/pricing"
+	"github.com/loomwork/loomwork/scorer/report"
 )
 
 // runGrade runs a case file's graders on a trials file and writes the
@@ -105,6 +106,7 @@ func (m *Main) runGrade(ctx context.Context, args []string) error {
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	passed, failed := 0, 0
+	var all []datasets.Grade
 	for i := range trials {
 		t := trials[i]
 		if !inline[i] {
@@ -113,6 +115,7 @@ func (m *Main) runGrade(ctx context.Context, args []string) error {
 		if !spans[i] {
 			t.Spans = nil // loaded from the store: the trace_id already points at them
 		}
+		all = append(all, t.Grades...)
 		for _, gr := range t.Grades {
 			if gr.Passed {
 				passed++
@@ -132,8 +135,11 @@ func (m *Main) runGrade(ctx context.Context, args []string) error {
 			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: %w", err)}
 		}
 	}
-	fmt.Fprintf(m.Stderr, "graded %d trials: %d verdicts reached now, %d kept as recorded; %d passed, %d failed\n",
-		sum.Trials, sum.Graded, sum.Recorded, passed, failed)
+	fmt.Fprintf(m.Stderr, "graded %d trials: %d verdicts reached now, %d kept as recorded (%d of them decided again from their recorded judge replies); %d passed, %d failed\n",
+		sum.Trials, sum.Graded, sum.Recorded, sum.Redecided, passed, failed)
+	for _, l := range report.JudgeConsistencyLines(scorer.JudgeConsistency(all, scorer.DefaultConfig().Level)) {
+		fmt.Fprintln(m.Stderr, "judge:", l)
+	}
 	for _, n := range sum.Notes {
 		fmt.Fprintln(m.Stderr, "note:", n)
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/graders"
@@ -20,7 +21,7 @@ type gradingFlags struct {
 }
 
 func (g *gradingFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.judge, "judge", "", `judge for model and pairwise graders: "scripted" (the deterministic rule judge, labelled scripted in every grade; see docs/scoring.md); --judge-config for a provider`)
+	fs.StringVar(&g.judge, "judge", "", `judge for model and pairwise graders: "scripted" (the deterministic rule judge, labelled scripted in every grade; see docs/scoring.md), or a scripted test judge: "scripted-position-biased" (always prefers what it reads first) or "scripted-random" (answers at random, seed 1); --judge-config for a provider`)
 	fs.StringVar(&g.judgeConfig, "judge-config", "", "judge config JSON (provider, model, base_url, api_key_env, budget_usd; docs/scoring.md): model graders ask that provider through the gateway")
 	fs.BoolVar(&g.regrade, "regrade", false, "rerun code and model graders even on trials that carry their verdicts")
 }
@@ -35,8 +36,12 @@ func (g *gradingFlags) env(ctx context.Context, stderr io.Writer, getenv func(st
 		return env, stop, usageError("--judge and --judge-config: give one (the scripted judge, or a provider's config)")
 	case g.judge == "scripted":
 		env.Judge = grade.ScriptedJudge{}
+	case g.judge == "scripted-position-biased":
+		env.Judge = grade.ScriptedJudge{Model: g.judge, Decide: grade.PositionBiasedJudge}
+	case g.judge == "scripted-random":
+		env.Judge = grade.ScriptedJudge{Model: g.judge, Decide: grade.RandomJudge(rand.New(rand.NewPCG(1, 1)))}
 	case g.judge != "":
-		return env, stop, usageError("--judge: %q: want \"scripted\" (a provider's judge comes from --judge-config FILE)", g.judge)
+		return env, stop, usageError("--judge: %q: want \"scripted\", \"scripted-position-biased\" or \"scripted-random\" (a provider's judge comes from --judge-config FILE)", g.judge)
 	case g.judgeConfig != "":
 		cfg, err := graders.LoadJudgeConfig(g.judgeConfig)
 		if err != nil {

@@ -103,12 +103,13 @@ def grade(transcript, outcome):
 			t.Errorf("grader %s: %d/%d, want %d/3", g.Name, g.Passed, g.Trials, want[g.Name])
 		}
 	}
-	if rep.Suite.Judge.Calls != 3 || rep.Suite.Judge.Labels["scripted"] != 3 {
+	if rep.Suite.Judge.Calls != 6 || rep.Suite.Judge.Labels["scripted"] != 3 { // two samples a grade
 		t.Errorf("judge totals: %+v", rep.Suite.Judge)
 	}
 	// The text report names every grader with its interval, and the judge.
 	stdout, _, code = runBinary(t, bin, dir, envWithoutKeys(), "score", "trials.jsonl", "--cases", "cases.jsonl", "--judge", "scripted")
-	for _, w := range []string{"grader hidden_tests (code, required): 2/3 trials over 1 cases, pass rate", "grader explains (model, optional)", "judge        3 calls"} {
+	for _, w := range []string{"grader hidden_tests (code, required): 2/3 trials over 1 cases, pass rate", "grader explains (model, optional)", "judge        6 calls",
+		"judge        self-consistency: the samples split on 0 of 3 model grades, 0.000 [0.000, 0.561] (95% Wilson) (undecided: failed)"} {
 		if code != ExitOK || !strings.Contains(stdout, w) {
 			t.Errorf("text report lacks %q (exit %d):\n%s", w, code, stdout)
 		}
@@ -122,7 +123,8 @@ def grade(transcript, outcome):
 	// grade records the verdicts once; score then reuses the costly ones
 	// (sandbox, judge) without a judge or a sandbox run, and says so.
 	_, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "grade", "trials.jsonl", "--cases", "cases.jsonl", "--judge", "scripted", "--out", "graded.jsonl")
-	if code != ExitOK || !strings.Contains(stderr, "graded 3 trials: 9 verdicts reached now, 0 kept as recorded; 6 passed, 3 failed") {
+	if code != ExitOK || !strings.Contains(stderr, "graded 3 trials: 9 verdicts reached now, 0 kept as recorded (0 of them decided again from their recorded judge replies); 6 passed, 3 failed") ||
+		!strings.Contains(stderr, "judge: self-consistency: the samples split on 0 of 3 model grades") {
 		t.Fatalf("grade: exit %d: %s", code, stderr)
 	}
 	stdout, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "score", "graded.jsonl", "--cases", "cases.jsonl")
@@ -140,8 +142,10 @@ def grade(transcript, outcome):
 func TestScoreJudgeConfigAsksTheProvider(t *testing.T) {
 	const key = "sk-judge-test-0123456789"
 	srv := providertest.NewOpenAI(t, key)
-	srv.Enqueue(providertest.OpenAICompletion(providertest.OpenAIAnswer{Model: "gpt-4o-mini-2024-07-18",
-		Content: `{"score": 0.9, "passed": true, "reason": "names the pool"}`, Prompt: 500, Completion: 20}))
+	for range 2 { // the model grader's two samples
+		srv.Enqueue(providertest.OpenAICompletion(providertest.OpenAIAnswer{Model: "gpt-4o-mini-2024-07-18",
+			Content: `{"score": 0.9, "passed": true, "reason": "names the pool"}`, Prompt: 500, Completion: 20}))
+	}
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
 		"judge.json":   `{"provider": "openai", "model": "gpt-4o-mini", "base_url": "` + srv.URL + `/v1", "api_key_env": "JUDGE_KEY"}`,
@@ -160,11 +164,11 @@ func TestScoreJudgeConfigAsksTheProvider(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errb.String())
 	}
-	if srv.Count() != 1 {
-		t.Fatalf("%d requests at the provider, want 1", srv.Count())
+	if srv.Count() != 2 {
+		t.Fatalf("%d requests at the provider, want 2", srv.Count())
 	}
 	got := out.String()
-	for _, w := range []string{"grader rubric (model, required): 1/1 trials", "judge        1 calls, 500 input + 20 output tokens", "models gpt-4o-mini-2024-07-18", "grades by label: live 1",
+	for _, w := range []string{"grader rubric (model, required): 1/1 trials", "judge        2 calls, 1000 input + 40 output tokens", "models gpt-4o-mini-2024-07-18", "grades by label: live 1",
 		"cost         total $0.010000"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("report lacks %q:\n%s", w, got)

@@ -12,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/scorer"
 )
 
 // target returns the text a deterministic grader reads and a name for it
@@ -255,6 +256,24 @@ func evidenceGrader(g *datasets.Grader, in Input, gr *datasets.Grade) {
 	gr.Reason = fmt.Sprintf("%s %d of %d evidence ids (need %s)", what, len(found), n, map[bool]string{true: "any", false: "all"}[match == datasets.EvidenceAny])
 	if len(missing) > 0 && !gr.Passed {
 		gr.Reason += "; missing " + strings.Join(missing, ", ")
+	}
+	if g.Type == datasets.GraderEvidenceCited && gr.Passed {
+		citationPrecision(g, ids, have, gr)
+	}
+}
+
+// citationPrecision holds an evidence_cited grade to its min_precision: a
+// trial that cites the required page among many others has not shown which
+// page its answer rests on, so a spray of citations fails (and scores 0)
+// however complete it is. The precision is scorer.CitationPrecision over
+// the grader's evidence ids: an unjudged citation counts as not relevant.
+func citationPrecision(g *datasets.Grader, relevant, cited []string, gr *datasets.Grade) {
+	bar := g.MinCitationPrecision()
+	p, hits, n := scorer.CitationPrecision(relevant, cited)
+	gr.Reason += fmt.Sprintf("; precision %d/%d = %.3f (need %g)", hits, n, p, bar)
+	if p < bar {
+		gr.Passed, gr.Score = false, 0
+		gr.Reason += ": too many citations the judgements do not mark relevant"
 	}
 }
 

@@ -28,13 +28,18 @@ type Summary struct {
 	Trials   int // trials whose case has graders
 	Graded   int // verdicts reached by running a grader
 	Recorded int // code and model verdicts kept from the trial (not rerun)
-	Notes    []string
+	// Redecided counts the recorded model and pairwise verdicts decided
+	// again from their recorded judge replies (Redecide; no model called).
+	Redecided int
+	Notes     []string
 }
 
 // Trials grades every trial whose case has graders and writes the
 // verdicts to trial.Grades, in the case's order. Deterministic graders
 // always run; a code or model grader's verdict the trial already carries
-// (same name and type) is kept unless env.Regrade. A trial naming a case
+// (same name and type) is kept unless env.Regrade, and a model or
+// pairwise verdict that records its judge replies is decided again from
+// them under the current rules (Redecide), without calling a model. A trial naming a case
 // not in cases is left alone (Score reports it). A grader that needs a
 // backend env lacks fails the whole call with ErrNoBackend: a grade is
 // never skipped silently.
@@ -70,6 +75,12 @@ func Trials(ctx context.Context, env Env, cases []datasets.Case, trials []datase
 			name := g.DisplayName()
 			if old, ok := recorded[name]; ok && old.Type == g.Type && costly(g.Type) && !env.Regrade {
 				old.Required = g.IsRequired()
+				if redone, note := Redecide(g, &old); redone {
+					sum.Redecided++
+					if note != "" {
+						sum.Notes = append(sum.Notes, fmt.Sprintf("trial %d of case %q: grader %q: %s", t.Trial, t.CaseID, name, note))
+					}
+				}
 				out = append(out, old)
 				sum.Recorded++
 				continue

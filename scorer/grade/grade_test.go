@@ -2,6 +2,8 @@ package grade_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"math"
@@ -287,7 +289,7 @@ func TestTraceGraderCriticalPathShare(t *testing.T) {
 	}
 }
 
-func TestPairwiseAsksBothOrdersAndCancelsPositionBias(t *testing.T) {
+func TestPairwiseAsksBothOrdersAndFailsClosedWhenTheyDisagree(t *testing.T) {
 	c := datasets.Case{ID: "c", Task: "Explain the outage.", Graders: []datasets.Grader{
 		{Type: datasets.GraderPairwise, Name: "vs_reference", Rubric: `Prefer the answer that names "connection pool" and "timeout".`,
 			Reference: "The connection pool ran dry, so requests hit the timeout."},
@@ -308,26 +310,36 @@ func TestPairwiseAsksBothOrdersAndCancelsPositionBias(t *testing.T) {
 		t.Fatalf("the second call must swap the positions: %q / %q", prompts[0], prompts[1])
 	}
 	// A judge that always picks the first position disagrees with itself
-	// across orders: a tie, not a win for whoever came first.
-	if !g.Passed || g.Score != 0.5 || !strings.Contains(g.Reason, "position bias, counted as a tie") {
+	// across orders: undecided, which fails closed.
+	if g.Passed || g.Score != 0 || !strings.HasPrefix(g.Reason, "undecided: the orders disagree (answer win when first, loss when second)") {
 		t.Errorf("position-biased judge: %+v", g)
 	}
-	if g.Judge == nil || g.Judge.Calls != 2 || g.Judge.ModelLabel != datasets.LabelScripted ||
+	if g.Judge == nil || g.Judge.Calls != 2 || g.Judge.ModelLabel != datasets.LabelScripted || g.Judge.Disagreed == nil || !*g.Judge.Disagreed ||
 		strings.Join(g.Judge.Orders, " | ") != "answer first: a (answer win) | reference first: a (answer loss)" {
 		t.Errorf("judge account: %+v", g.Judge)
 	}
+	// Every call is recorded: its order, the prompt's hash, the raw reply.
+	if r := g.Judge.Replies; len(r) != 2 || r[0].Presentation != "answer first" || r[1].Presentation != "reference first" ||
+		r[0].Reply != `{"winner": "A", "reason": "A reads better"}` || r[0].PromptSHA256 != sha(prompts[0]) || r[1].PromptSHA256 != sha(prompts[1]) ||
+		r[0].ModelLabel != datasets.LabelScripted || r[0].InputTokens == 0 {
+		t.Errorf("replies: %+v", g.Judge.Replies)
+	}
 	// The rule judge (scripted) decides on content: the reference mentions
-	// both phrases and wins both orders, so the answer loses and fails.
+	// both phrases and wins both orders, so the answer loses and fails; an
+	// answer mentioning as much ties in both orders and passes at 0.5.
 	gs = gradeOne(t, grade.Env{Judge: grade.ScriptedJudge{}}, c, answered("Something broke."))
-	if gs[0].Passed || gs[0].Score != 0 {
+	if gs[0].Passed || gs[0].Score != 0 || gs[0].Reason != "against the reference: loss in both orders" {
 		t.Errorf("worse answer: %+v", gs[0])
 	}
 	gs = gradeOne(t, grade.Env{Judge: grade.ScriptedJudge{}}, c, answered("The connection pool was exhausted and clients saw a timeout."))
-	if !gs[0].Passed || gs[0].Score != 0.5 || !strings.Contains(gs[0].Reason, "tie") {
-		// Equal phrase counts: the rule judge answers "A" both times (its
-		// deliberate position bias), which the two orders cancel.
+	if !gs[0].Passed || gs[0].Score != 0.5 || gs[0].Reason != "against the reference: tie in both orders" || *gs[0].Judge.Disagreed {
 		t.Errorf("equal answer: %+v", gs[0])
 	}
+}
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 func TestModelGrader(t *testing.T) {
@@ -336,7 +348,10 @@ func TestModelGrader(t *testing.T) {
 	}}
 	gs := gradeOne(t, grade.Env{Judge: grade.ScriptedJudge{}}, c, answered("A timeout, from the connection pool."))
 	g := gs[0]
-	if !g.Passed || g.Score != 1 || g.Judge == nil || g.Judge.ModelLabel != "scripted" || g.Judge.Model != "scripted-judge" || g.Judge.Calls != 1 {
+	// Two samples by default, the rubric first and then the answer first.
+	if !g.Passed || g.Score != 1 || g.Judge == nil || g.Judge.ModelLabel != "scripted" || g.Judge.Model != "scripted-judge" || g.Judge.Calls != 2 ||
+		g.Reason != "mentions 2 of 2 rubric phrases (2 of 2 samples pass: rubric first pass 1, answer first pass 1)" ||
+		len(g.Judge.Replies) != 2 || g.Judge.Replies[0].Presentation != "rubric first" || g.Judge.Replies[1].Presentation != "answer first" {
 		t.Errorf("model grader: %+v judge %+v", g, g.Judge)
 	}
 	gs = gradeOne(t, grade.Env{Judge: grade.ScriptedJudge{}}, c, answered("A timeout."))

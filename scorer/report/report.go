@@ -158,6 +158,12 @@ func rateRows(r *scorer.Rates) []struct {
 			v    *stats.Interval
 		}{"retrieved, not cited", r.RetrievedNotCited})
 	}
+	if r.CitationPrecision != nil {
+		rows = append(rows, struct {
+			name string
+			v    *stats.Interval
+		}{"citation precision", r.CitationPrecision})
+	}
 	return rows
 }
 
@@ -186,7 +192,7 @@ func writeText(w io.Writer, r *Report) error {
 			ew.printf("  %-22s %s\n", row.name, iv(row.v, false))
 		}
 		if s.EvidenceCases > 0 {
-			ew.printf("  (evidence rates over the %d cases that require evidence)\n", s.EvidenceCases)
+			ew.printf("  (evidence rates over the %d cases that require evidence; citation precision over the %d whose trials cited anything)\n", s.EvidenceCases, s.PrecisionCases)
 		}
 		ew.printf("  cases passing every trial: %d/%d; trials finished: %d/%d, outcome met: %d/%d\n", s.CasesPassed, s.NCases, s.Finished, s.NTrials, s.Successes, s.NTrials)
 	}
@@ -194,6 +200,9 @@ func writeText(w io.Writer, r *Report) error {
 		ew.printf("  agent %s: %d cases, %d trials: pass rate %s", a.Agent, a.Cases, a.Trials, iv(a.PassRate, false))
 		if a.EvidenceCases > 0 {
 			ew.printf("; retrieved %s, cited %s, retrieved not cited %s", iv(a.EvidenceRetrieved, false), iv(a.EvidenceCited, false), iv(a.RetrievedNotCited, false))
+		}
+		if a.CitationPrecision != nil {
+			ew.printf(", citation precision %s", iv(a.CitationPrecision, false))
 		}
 		ew.printf("\n")
 	}
@@ -205,6 +214,9 @@ func writeText(w io.Writer, r *Report) error {
 	ew.printf("  cost         total %s (known %s), per successful trial %s\n", usd(s.TotalCostUSD), usd(&s.KnownCostUSD), usd(s.CostPerSuccessUSD))
 	if j := s.Judge; j != nil {
 		ew.printf("  judge        %s (not in the agent's cost)\n", judgeText(j))
+		for _, l := range JudgeConsistencyLines(j.PositionBias, j.SelfDisagreement) {
+			ew.printf("  judge        %s\n", l)
+		}
 	}
 	for _, n := range s.Notes {
 		ew.printf("  note: %s\n", n)
@@ -336,14 +348,14 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	if s.PassRate != nil {
 		ew.printf("\nIntervals: %.0f%% %s, over cases, %.1f trials per case", 100*s.Level, s.PassRate.Method, s.TrialsPerCase)
 		if s.EvidenceCases > 0 {
-			ew.printf("; evidence rates over the %d cases that require evidence", s.EvidenceCases)
+			ew.printf("; evidence rates over the %d cases that require evidence (citation precision over the %d whose trials cited anything)", s.EvidenceCases, s.PrecisionCases)
 		}
 		ew.printf(".\n")
 	}
 	if len(s.Agents) > 0 {
-		ew.printf("\n| agent | cases | trials | pass rate | evidence retrieved | evidence cited | retrieved, not cited |\n|---|---:|---:|---|---|---|---|\n")
+		ew.printf("\n| agent | cases | trials | pass rate | evidence retrieved | evidence cited | retrieved, not cited | citation precision |\n|---|---:|---:|---|---|---|---|---|\n")
 		for _, a := range s.Agents {
-			ew.printf("| %s | %d | %d | %s | %s | %s | %s |\n", mdEscape(a.Agent), a.Cases, a.Trials, iv(a.PassRate, false), iv(a.EvidenceRetrieved, false), iv(a.EvidenceCited, false), iv(a.RetrievedNotCited, false))
+			ew.printf("| %s | %d | %d | %s | %s | %s | %s | %s |\n", mdEscape(a.Agent), a.Cases, a.Trials, iv(a.PassRate, false), iv(a.EvidenceRetrieved, false), iv(a.EvidenceCited, false), iv(a.RetrievedNotCited, false), iv(a.CitationPrecision, false))
 		}
 	}
 	if len(s.Graders) > 0 {
@@ -354,6 +366,9 @@ func writeMarkdown(w io.Writer, r *Report) error {
 	}
 	if j := s.Judge; j != nil {
 		ew.printf("\nJudge: %s (not in the agent's cost).\n", mdEscape(judgeText(j)))
+		for _, l := range JudgeConsistencyLines(j.PositionBias, j.SelfDisagreement) {
+			ew.printf("\nJudge %s.\n", mdEscape(l))
+		}
 	}
 	for _, n := range s.Notes {
 		ew.printf("\n> %s\n", mdEscape(n))
@@ -497,6 +512,9 @@ func writeJUnit(w io.Writer, r *Report) error {
 	}
 	if j := s.Judge; j != nil {
 		prop("judge", judgeText(j))
+		for _, l := range JudgeConsistencyLines(j.PositionBias, j.SelfDisagreement) {
+			prop("judge_consistency", l)
+		}
 	}
 	prop("pass_at_k", kvs(s.PassAtK))
 	prop("pass_hat_k", kvs(s.PassHatK))
@@ -600,6 +618,25 @@ func errorsText(g scorer.GraderRates) string {
 		return ""
 	}
 	return fmt.Sprintf("; %d grader errors (no verdict)", g.Errors)
+}
+
+// JudgeConsistencyLines say how far a suite's judge agreed with itself:
+// the pairwise grades whose two orders disagreed (position bias) and the
+// model grades whose samples split (self-disagreement), each with its
+// Wilson interval; both fail closed. No line for a rate with no grades.
+func JudgeConsistencyLines(positionBias, selfDisagreement *scorer.WilsonRate) []string {
+	var out []string
+	if r := positionBias; r != nil {
+		out = append(out, fmt.Sprintf("position bias: the two orders disagreed on %d of %d pairwise grades, %s (undecided: failed)", r.K, r.N, wilsonText(r)))
+	}
+	if r := selfDisagreement; r != nil {
+		out = append(out, fmt.Sprintf("self-consistency: the samples split on %d of %d model grades, %s (undecided: failed)", r.K, r.N, wilsonText(r)))
+	}
+	return out
+}
+
+func wilsonText(r *scorer.WilsonRate) string {
+	return fmt.Sprintf("%.3f [%.3f, %.3f] (%.0f%% Wilson)", r.Rate, r.Lower, r.Upper, 100*r.Level)
 }
 
 func judgeText(j *scorer.JudgeTotals) string {
