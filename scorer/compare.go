@@ -97,6 +97,11 @@ type Comparison struct {
 	// TrialsPerCase is the smaller side's mean trials per paired case: the
 	// weight of the intervals' pseudo-observations.
 	TrialsPerCase float64 `json:"trials_per_case"`
+	// IntervalTrials is what the pseudo-observations weigh: TrialsPerCase
+	// divided by the estimated run-to-run design effect (at least 1), since
+	// correlated trials of a case in one run are worth fewer independent
+	// ones (with every trial of a case agreeing, one).
+	IntervalTrials float64 `json:"interval_trials_per_case"`
 	// PassRateDelta and MeanDelta are paired intervals of mean(cand − base)
 	// of per-case pass rates and mean scores (stats.PairedDeltaInterval);
 	// nil when no case is in both runs.
@@ -240,13 +245,17 @@ func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 	}
 	if n := len(bs); n > 0 {
 		cmp.TrialsPerCase = math.Min(float64(bTrials), float64(cTrials)) / float64(n)
+		cmp.IntervalTrials = cmp.TrialsPerCase
+		if d := cmp.CaseDispersion; d != nil && d.Estimate > 1 {
+			cmp.IntervalTrials = math.Max(1, cmp.TrialsPerCase/d.Estimate)
+		}
 		for _, x := range []struct {
 			b, c []float64
 			iv   **stats.Interval
 			mde  **float64
 			name string
 		}{{br, cr, &cmp.PassRateDelta, &cmp.PassRateMDE, "pass rate"}, {bs, cs, &cmp.MeanDelta, &cmp.ScoreMDE, "mean score"}} {
-			iv, err := pairedInterval(x.b, x.c, groups, grouped, cmp.TrialsPerCase, cfg.Level)
+			iv, err := pairedInterval(x.b, x.c, groups, grouped, cmp.IntervalTrials, cfg.Level)
 			if err != nil {
 				return nil, fmt.Errorf("compare: %s: %w", x.name, err)
 			}

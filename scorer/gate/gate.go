@@ -246,6 +246,29 @@ func (p *Policy) FalseAlarmBound(level float64) (bound float64, parts []string, 
 	return math.Min(1, bound), parts, unbounded
 }
 
+// CheckBounds is each calibrated change check's own false-alarm bound, by
+// check name (the terms FalseAlarmBound adds up): what calibration holds
+// each check to.
+func (p *Policy) CheckBounds(level float64) map[string]float64 {
+	if p.Confidence != 0 {
+		level = p.Confidence
+	}
+	m := map[string]float64{}
+	if p.Regression != nil {
+		m["regression"] = (1 - level) / 2
+	}
+	if r := p.CaseRegressions; r != nil {
+		m["case_regressions"] = r.Alpha
+		if r.Alpha == 0 {
+			m["case_regressions"] = 0.05
+		}
+	}
+	if v := p.McNemarAlpha; v != nil {
+		m["mcnemar_alpha"] = *v / 2
+	}
+	return m
+}
+
 // ParseNamed decodes and validates the policy file called name (its path,
 // as the user gave it), whose bytes the caller read: errors start
 // "policy NAME: ". Like Parse it is strict: unknown keys are errors.
