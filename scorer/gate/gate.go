@@ -372,8 +372,8 @@ func Evaluate(p *Policy, cand *scorer.Suite, cmp *scorer.Comparison) *Result {
 			add("regression", false, "no case is in both runs, so there is no interval")
 		} else {
 			mde := iv.MinDetectableDrop(r.Margin, cmp.Power) // +Inf with one case: printed as such
-			add("regression", !(iv.Upper < -r.Margin), "%s delta %+.3f, %.0f%% interval [%+.3f, %+.3f] over %d cases; fails when the whole interval is below %s (false alarms ≤ %.1f%% when nothing changed); this comparison detects a drop of %.3f with %.0f%% power",
-				name, iv.Estimate, 100*iv.Level, iv.Lower, iv.Upper, iv.SampleSize, negMargin(r.Margin), 100*(1-iv.Level)/2, mde, 100*cmp.Power)
+			add("regression", !(iv.Upper < -r.Margin), "%s delta %+.3f, %.0f%% interval [%+.3f, %+.3f] over %d cases%s; fails when the whole interval is below %s (false alarms ≤ %.1f%% when nothing changed); this comparison detects a drop of %.3f with %.0f%% power",
+				name, iv.Estimate, 100*iv.Level, iv.Lower, iv.Upper, iv.SampleSize, clustered(iv), negMargin(r.Margin), 100*(1-iv.Level)/2, mde, 100*cmp.Power)
 			if v := p.MaxDetectableDrop; v != nil {
 				add("max_detectable_drop", mde <= *v, "smallest %s drop detected with %.0f%% power: %.3f; the policy requires %.3f%s",
 					name, 100*cmp.Power, mde, *v, map[bool]string{true: "", false: fmt.Sprintf(" (needs about %d cases at this spread)", casesFor(iv, r.Margin, *v, cmp.Power))}[mde <= *v])
@@ -494,6 +494,15 @@ func Evaluate(p *Policy, cand *scorer.Suite, cmp *scorer.Comparison) *Result {
 			map[bool]string{true: " (fail_on_missing)", false: " (reported, not a regression)"}[p.FailOnMissing])
 	}
 	return r
+}
+
+// clustered says when an interval's variance is cluster-robust over the
+// cases' declared groups.
+func clustered(iv *stats.Interval) string {
+	if iv.Clusters == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (cluster-robust over %d groups)", iv.Clusters)
 }
 
 // negMargin prints −margin ("0" for no margin, not "-0.000").
