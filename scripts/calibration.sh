@@ -2,7 +2,7 @@
 # Regenerate the calibration table in docs/scoring.md: the committed gate
 # policy and the old one, gated side by side on seeded random agents
 # (loom-eval calibrate; 200 pairs per design, seed 1, independent and correlated
-# designs (ICC, grouped shocks); about 3 min on 2 shared cores).
+# designs (ICC, grouped shocks); about 4 min on 2 shared cores with --bootstrap).
 # Exit non-zero when the committed policy violates a requirement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
