@@ -14,6 +14,7 @@ package datasets
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/loomwork/loomwork/store"
 )
@@ -35,6 +36,12 @@ type Case struct {
 	// MustPass marks a case a gate fails on whenever it does not pass.
 	MustPass bool     `json:"must_pass,omitempty"`
 	Tags     []string `json:"tags,omitempty"`
+	// Group names what the case shares with other cases that can fail
+	// together in one run (a tool, a data source, a topic), e.g.
+	// "tool:search". Comparisons then treat a group, not a case, as the
+	// unit of the suite interval (cluster-robust variance). Empty: the
+	// case is a group of its own.
+	Group string `json:"group,omitempty"`
 	// Graders decide the outcome: a trial succeeds when every required
 	// grader passed (and the run finished). A case without graders keeps
 	// the evidence rule: the required evidence cited, per evidence_match
@@ -154,6 +161,9 @@ func (c *Case) Validate() error {
 	default:
 		return fieldErr("evidence_match", fmt.Errorf("must be %q or %q, got %q", EvidenceAll, EvidenceAny, c.EvidenceMatch))
 	}
+	if err := validateGroup(c.Group); err != nil {
+		return err
+	}
 	if err := noEmpty("expected_tools", c.ExpectedTools); err != nil {
 		return err
 	}
@@ -227,6 +237,31 @@ func (t *Trial) Validate() error {
 	}{{"tools_called", t.ToolsCalled}, {"evidence_retrieved", t.EvidenceRetrieved}, {"evidence_cited", t.EvidenceCited}} {
 		if err := noEmpty(f.name, f.v); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// MaxGroupLen bounds a case group's name.
+const MaxGroupLen = 100
+
+// validateGroup: a group is a short printable name (letters, digits and
+// "_.:/@+-", starting with a letter or digit), so that a typo such as a
+// trailing space does not silently split one group into two.
+func validateGroup(g string) error {
+	if g == "" {
+		return nil
+	}
+	if len(g) > MaxGroupLen {
+		return fieldErr("group", fmt.Errorf("%d bytes, at most %d", len(g), MaxGroupLen))
+	}
+	for i, r := range g {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+		if i > 0 && strings.ContainsRune("_.:/@+-", r) {
+			ok = true
+		}
+		if !ok {
+			return fieldErr("group", fmt.Errorf("%q: character %q at byte %d; a group is letters, digits and _.:/@+- (starting with a letter or digit), e.g. \"tool:search\"", g, r, i))
 		}
 	}
 	return nil

@@ -45,6 +45,11 @@ func TestBadCaseLinesNameFileLineAndField(t *testing.T) {
 		{"bad budget", `{"id":"a","task":"t","budgets":{"ms":-1}}`, "budgets.ms", "positive", 1},
 		{"bad evidence mode", `{"id":"a","task":"t","evidence_match":"most"}`, "evidence_match", "most", 1},
 		{"empty tool name", `{"id":"a","task":"t","expected_tools":["x",""]}`, "expected_tools[1]", "empty", 1},
+		{"empty group", "{\"id\":\"a\",\"task\":\"t\",\"group\":\"tool:search\"}\n{\"id\":\"b\",\"task\":\"t\",\"group\":\"\"}", "group", "empty", 2},
+		{"group with a space", `{"id":"a","task":"t","group":"tool:search "}`, "group", "character ' ' at byte 11", 1},
+		{"group starting with a colon", `{"id":"a","task":"t","group":":search"}`, "group", "starting with a letter or digit", 1},
+		{"group not a string", `{"id":"a","task":"t","group":3}`, "group", "wrong type", 1},
+		{"group too long", `{"id":"a","task":"t","group":"` + strings.Repeat("g", 101) + `"}`, "group", "at most 100", 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -57,6 +62,16 @@ func TestBadCaseLinesNameFileLineAndField(t *testing.T) {
 				t.Errorf("error = %q (file %q line %d field %q), want line %d field %q containing %q", err, le.File, le.Line, le.Field, c.line, c.field, c.msg)
 			}
 		})
+	}
+}
+
+func TestCaseGroupIsRead(t *testing.T) {
+	cs, err := ReadCases(strings.NewReader(`{"id":"a","task":"t","group":"tool:search"}`+"\n"+`{"id":"b","task":"t"}`), "cases.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs[0].Group != "tool:search" || cs[1].Group != "" {
+		t.Errorf("groups %q, %q", cs[0].Group, cs[1].Group)
 	}
 }
 

@@ -63,6 +63,9 @@ func ReadCases(r io.Reader, name string) ([]Case, error) {
 		if err := decodeStrict(b, &c, "id", "task"); err != nil {
 			return lineErr(name, line, err)
 		}
+		if c.Group == "" && hasKey(b, "group") {
+			return &LineError{File: name, Line: line, Field: "group", Err: errors.New(`empty; leave the key out for a case of its own group, or name one, e.g. "tool:search"`)}
+		}
 		if err := c.Validate(); err != nil {
 			return lineErr(name, line, err)
 		}
@@ -151,6 +154,12 @@ func decodeStrict(b []byte, v any, required ...string) error {
 		return describe(err)
 	}
 	return nil
+}
+
+// hasKey: b (already decoded without error) has the top-level key k.
+func hasKey(b []byte, k string) bool {
+	keys, err := topLevelKeys(b)
+	return err == nil && keys[k]
 }
 
 // topLevelKeys checks that b holds exactly one JSON object with no repeated

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/loomwork/loomwork/datasets"
@@ -25,8 +26,9 @@ const (
 // Per-case verdicts.
 const (
 	// VerdictRegressed: the case's own trials say it got worse (corrected
-	// one-sided Fisher p < case alpha), or, with both sides scripted, a
-	// trial that passed now fails.
+	// one-sided p < case alpha of Fisher's test on the counts deflated by
+	// the run-to-run design effect), or, with both sides scripted, a trial
+	// that passed now fails.
 	VerdictRegressed = "regressed"
 	// VerdictImproved: the same, the other way.
 	VerdictImproved = "improved"
@@ -41,6 +43,7 @@ const (
 type CaseDelta struct {
 	CaseID    string  `json:"case_id"`
 	MustPass  bool    `json:"must_pass,omitempty"`
+	Group     string  `json:"group,omitempty"`
 	BaseScore float64 `json:"base_score"`
 	CandScore float64 `json:"cand_score"`
 	Delta     float64 `json:"delta"`
@@ -52,8 +55,10 @@ type CaseDelta struct {
 	BaseTrials int `json:"base_trials"`
 	CandPasses int `json:"cand_passes"`
 	CandTrials int `json:"cand_trials"`
-	// PValue is the one-sided Fisher p-value that the candidate passes
-	// less often; AdjustedP the same after the correction across cases.
+	// PValue is the one-sided p-value that the candidate passes less
+	// often (Fisher's test on the counts deflated by the comparison's
+	// design effect, stats.OverdispersedFisher); AdjustedP the same after
+	// the correction across cases.
 	PValue    float64 `json:"p_value"`
 	AdjustedP float64 `json:"adjusted_p"`
 	// TrialsRegressed / TrialsFixed count trial indices present on both
@@ -92,6 +97,11 @@ type Comparison struct {
 	// TrialsPerCase is the smaller side's mean trials per paired case: the
 	// weight of the intervals' pseudo-observations.
 	TrialsPerCase float64 `json:"trials_per_case"`
+	// IntervalTrials is what the pseudo-observations weigh: TrialsPerCase
+	// divided by the estimated run-to-run design effect (at least 1), since
+	// correlated trials of a case in one run are worth fewer independent
+	// ones (with every trial of a case agreeing, one).
+	IntervalTrials float64 `json:"interval_trials_per_case"`
 	// PassRateDelta and MeanDelta are paired intervals of mean(cand − base)
 	// of per-case pass rates and mean scores (stats.PairedDeltaInterval);
 	// nil when no case is in both runs.
@@ -110,11 +120,21 @@ type Comparison struct {
 	// Per-case verdicts: Regressed and Improved are what the evidence
 	// supports (CaseTest says how), WithinNoise changed pass counts that
 	// it does not; BaseFlaky are cases whose baseline trials disagree.
-	CaseTest    string   `json:"case_test"`
-	Regressed   []string `json:"regressed"`
-	Improved    []string `json:"improved"`
-	WithinNoise []string `json:"changed_within_noise"`
-	BaseFlaky   []string `json:"base_flaky"`
+	CaseTest string `json:"case_test"`
+	// CaseDispersion is the run-to-run design effect of per-case pass
+	// counts, estimated across the paired cases: trials of a case in one
+	// run share that run's state of the case, so they count as fewer
+	// independent trials (stats.EstimateDispersion). Nil for a
+	// deterministic comparison.
+	CaseDispersion *stats.Dispersion `json:"case_dispersion,omitempty"`
+	// CaseTestCanFire: at these trial counts and this design effect, some
+	// outcome (every case all passed → all failed) would be declared
+	// regressed. False: the per-case test cannot fire, and CaseTest says so.
+	CaseTestCanFire bool     `json:"case_test_can_fire"`
+	Regressed       []string `json:"regressed"`
+	Improved        []string `json:"improved"`
+	WithinNoise     []string `json:"changed_within_noise"`
+	BaseFlaky       []string `json:"base_flaky"`
 	// Deterministic: both sides are entirely scripted, so a trial's outcome
 	// is a function of the code, not a draw; every change is real.
 	Deterministic bool `json:"deterministic"`
@@ -135,9 +155,11 @@ type Comparison struct {
 }
 
 // Compare pairs cases by id. The paired intervals run on per-case pass
-// rates and mean scores (the case is the unit that is paired); each case
-// gets an exact test on its own pass counts, corrected across cases; the
-// McNemar test runs on the all-trials-passed flips.
+// rates and mean scores (the case is the unit that is paired; when cases
+// declare groups, the group is the unit of the variance: cluster-robust);
+// each case gets an exact test on its own pass counts deflated by the
+// run-to-run design effect estimated across cases, corrected across cases;
+// the McNemar test runs on the all-trials-passed flips.
 func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("compare: %w", err)
@@ -157,6 +179,8 @@ func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 		cm[cand.Cases[i].CaseID] = &cand.Cases[i]
 	}
 	var bs, cs, br, cr []float64
+	var groups []string
+	grouped := false
 	var bCost, cCost, bDur, cDur []*float64
 	var bTrials, cTrials int
 	for i := range cand.Cases {
@@ -166,7 +190,7 @@ func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 			cmp.MissingFromBaseline = append(cmp.MissingFromBaseline, c.CaseID)
 			continue
 		}
-		d := CaseDelta{CaseID: c.CaseID, MustPass: c.MustPass || b.MustPass, BaseScore: b.MeanScore, CandScore: c.MeanScore,
+		d := CaseDelta{CaseID: c.CaseID, MustPass: c.MustPass || b.MustPass, Group: c.Group, BaseScore: b.MeanScore, CandScore: c.MeanScore,
 			Delta: c.MeanScore - b.MeanScore, BasePass: b.Passed, CandPass: c.Passed,
 			BasePasses: b.Passes, BaseTrials: b.Trials, CandPasses: c.Passes, CandTrials: c.Trials,
 			BaseFlaky: b.Flaky, CandDiverged: c.Diverged,
@@ -174,11 +198,15 @@ func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 		d.CostDeltaUSD = diff(d.CandCostUSD, d.BaseCostUSD)
 		d.DurationDeltaMS = diff(d.CandDurationMS, d.BaseDurationMS)
 		d.TrialsRegressed, d.TrialsFixed = trialFlips(b, c)
-		p, err := stats.FisherOneSided(b.Passes, b.Trials, c.Passes, c.Trials)
-		if err != nil {
+		if _, err := stats.FisherOneSided(b.Passes, b.Trials, c.Passes, c.Trials); err != nil {
 			return nil, fmt.Errorf("compare: case %q: %w", c.CaseID, err)
 		}
-		d.PValue = p
+		if d.Group == "" {
+			d.Group = b.Group
+		} else if b.Group != "" && b.Group != c.Group {
+			cmp.Warnings = append(cmp.Warnings, fmt.Sprintf("case %q: group %q in the baseline, %q in the candidate; the candidate's is used", c.CaseID, b.Group, c.Group))
+		}
+		grouped = grouped || d.Group != ""
 		switch {
 		case b.Passed && !c.Passed:
 			d.Change = ChangeRegressed
@@ -196,6 +224,7 @@ func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 			cmp.BaseFlaky = append(cmp.BaseFlaky, c.CaseID)
 		}
 		cmp.Pairs = append(cmp.Pairs, d)
+		groups = append(groups, d.Group)
 		bs, cs = append(bs, b.MeanScore), append(cs, c.MeanScore)
 		br, cr = append(br, b.PassRate), append(cr, c.PassRate)
 		bTrials, cTrials = bTrials+b.Trials, cTrials+c.Trials
@@ -216,13 +245,17 @@ func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 	}
 	if n := len(bs); n > 0 {
 		cmp.TrialsPerCase = math.Min(float64(bTrials), float64(cTrials)) / float64(n)
+		cmp.IntervalTrials = cmp.TrialsPerCase
+		if d := cmp.CaseDispersion; d != nil && d.Estimate > 1 {
+			cmp.IntervalTrials = math.Max(1, cmp.TrialsPerCase/d.Estimate)
+		}
 		for _, x := range []struct {
 			b, c []float64
 			iv   **stats.Interval
 			mde  **float64
 			name string
 		}{{br, cr, &cmp.PassRateDelta, &cmp.PassRateMDE, "pass rate"}, {bs, cs, &cmp.MeanDelta, &cmp.ScoreMDE, "mean score"}} {
-			iv, err := stats.PairedDeltaInterval(x.b, x.c, cmp.TrialsPerCase, cfg.Level)
+			iv, err := pairedInterval(x.b, x.c, groups, grouped, cmp.IntervalTrials, cfg.Level)
 			if err != nil {
 				return nil, fmt.Errorf("compare: %s: %w", x.name, err)
 			}
@@ -231,6 +264,9 @@ func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 				*x.mde = ptr(m)
 			}
 		}
+	}
+	if iv := cmp.PassRateDelta; grouped && iv != nil && iv.Clusters == 0 {
+		cmp.Warnings = append(cmp.Warnings, "every paired case is in one group: a cluster-robust interval needs at least 2 groups, so the suite intervals treat cases as independent and are too narrow if the group shares a per-run shock")
 	}
 	m, err := stats.McNemarExact(len(cmp.NewFailures), len(cmp.Fixed))
 	if err != nil {
@@ -244,20 +280,51 @@ func Compare(base, cand *Suite, cfg Config) (*Comparison, error) {
 	return cmp, nil
 }
 
-// caseVerdicts corrects the per-case p-values across cases and sets each
-// case's verdict. Both directions are tested at CaseAlpha; with both sides
-// scripted the trials are deterministic and a single flipped trial is a
-// real change.
+// pairedInterval is the paired delta interval: cluster-robust over the
+// cases' groups when any case declares one (and there are at least two),
+// else the per-case interval.
+func pairedInterval(base, cand []float64, groups []string, grouped bool, trials, level float64) (stats.Interval, error) {
+	if grouped {
+		return stats.ClusteredPairedDeltaInterval(base, cand, groups, trials, level)
+	}
+	return stats.PairedDeltaInterval(base, cand, trials, level)
+}
+
+// caseVerdicts tests every case, corrects the p-values across cases and
+// sets each case's verdict. Both directions are tested at CaseAlpha.
+//
+// Trials of one case in one run are not independent (they share that
+// run's state of the case), so Fisher's test on trial counts would
+// false-alarm; the counts are first deflated by the run-to-run design
+// effect estimated across cases (stats.EstimateDispersion, its upper
+// bound). With both sides scripted the trials are deterministic and a
+// single flipped trial is a real change.
 func (cmp *Comparison) caseVerdicts(cfg Config) error {
+	pairs := make([]stats.Pair, len(cmp.Pairs))
+	for i, d := range cmp.Pairs {
+		pairs[i] = stats.Pair{BasePass: d.BasePasses, BaseN: d.BaseTrials, CandPass: d.CandPasses, CandN: d.CandTrials}
+	}
 	worse := make([]float64, len(cmp.Pairs))
 	better := make([]float64, len(cmp.Pairs))
-	for i, d := range cmp.Pairs {
-		worse[i] = d.PValue
-		p, err := stats.FisherOneSided(d.CandPasses, d.CandTrials, d.BasePasses, d.BaseTrials)
+	phi := 1.0
+	if !cmp.Deterministic {
+		disp, err := stats.EstimateDispersion(pairs)
 		if err != nil {
-			return fmt.Errorf("compare: case %q: %w", d.CaseID, err)
+			return fmt.Errorf("compare: %w", err)
 		}
-		better[i] = p
+		cmp.CaseDispersion, phi = &disp, disp.Upper
+	}
+	for i, p := range pairs {
+		w, err := stats.OverdispersedFisher(p, phi)
+		if err != nil {
+			return fmt.Errorf("compare: case %q: %w", cmp.Pairs[i].CaseID, err)
+		}
+		b, err := stats.OverdispersedFisher(stats.Pair{BasePass: p.CandPass, BaseN: p.CandN, CandPass: p.BasePass, CandN: p.BaseN}, phi)
+		if err != nil {
+			return fmt.Errorf("compare: case %q: %w", cmp.Pairs[i].CaseID, err)
+		}
+		worse[i], better[i] = w, b
+		cmp.Pairs[i].PValue = w
 	}
 	aw, err := stats.Adjust(worse, cfg.CaseCorrection)
 	if err != nil {
@@ -267,9 +334,8 @@ func (cmp *Comparison) caseVerdicts(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("compare: %w", err)
 	}
-	cmp.CaseTest = fmt.Sprintf("one-sided Fisher exact test per case, %s-corrected across %d cases, alpha %g", correctionName(cfg.CaseCorrection), len(cmp.Pairs), cfg.CaseAlpha)
-	if cmp.Deterministic {
-		cmp.CaseTest = "both runs scripted (deterministic): a case regressed when a trial that passed in the baseline fails in the candidate (same trial index)"
+	if err := cmp.describeCaseTest(pairs, phi, cfg); err != nil {
+		return err
 	}
 	for i := range cmp.Pairs {
 		d := &cmp.Pairs[i]
@@ -298,6 +364,69 @@ func (cmp *Comparison) caseVerdicts(cfg Config) error {
 		}
 	}
 	return nil
+}
+
+// describeCaseTest sets CaseTest and CaseTestCanFire: what the per-case
+// test assumes, the design effect it used, and whether any outcome at
+// these trial counts could reach the corrected alpha.
+func (cmp *Comparison) describeCaseTest(pairs []stats.Pair, phi float64, cfg Config) error {
+	if cmp.Deterministic {
+		cmp.CaseTest = "both runs scripted (deterministic): a case regressed when a trial that passed in the baseline fails in the candidate (same trial index)"
+		cmp.CaseTestCanFire = len(pairs) > 0
+		return nil
+	}
+	corr := fmt.Sprintf("%s-corrected across %d cases, alpha %g", correctionName(cfg.CaseCorrection), len(pairs), cfg.CaseAlpha)
+	lo, hi := trialRange(pairs)
+	trials := strconv.Itoa(lo)
+	if hi != lo {
+		trials = fmt.Sprintf("%d–%d", lo, hi)
+	}
+	d := cmp.CaseDispersion
+	var how string
+	if phi <= 1 {
+		how = fmt.Sprintf("one-sided Fisher exact test per case (run-to-run design effect %.2f, %.0f%% upper bound %.2f, estimated across %d cases that vary: trials count as independent)",
+			d.Estimate, 100*stats.DispersionUpperQuantile, d.Upper, d.Cases)
+	} else {
+		how = fmt.Sprintf("one-sided Fisher exact test per case on pass counts deflated by the run-to-run design effect %.2f (%.0f%% upper bound; estimate %.2f across %d cases that vary): %s trials per run count as %s",
+			phi, 100*stats.DispersionUpperQuantile, d.Estimate, d.Cases, trials, effRange(lo, hi, phi))
+	}
+	cmp.CaseTest = how + ", " + corr
+	if len(pairs) == 0 {
+		return nil
+	}
+	smallest, err := stats.SmallestAdjusted(pairs, phi, cfg.CaseCorrection)
+	if err != nil {
+		return fmt.Errorf("compare: %w", err)
+	}
+	cmp.CaseTestCanFire = smallest < cfg.CaseAlpha
+	if !cmp.CaseTestCanFire {
+		cmp.CaseTest = fmt.Sprintf("the per-case test cannot fire at %s trials per case (even every case going from all passed to all failed reaches only p = %.3g after correction, needs < %g; more trials, or fewer cases, would let it); %s",
+			trials, smallest, cfg.CaseAlpha, cmp.CaseTest)
+	}
+	return nil
+}
+
+// trialRange is the fewest and most trials a side has in any pair.
+func trialRange(pairs []stats.Pair) (lo, hi int) {
+	for i, p := range pairs {
+		a, b := min(p.BaseN, p.CandN), max(p.BaseN, p.CandN)
+		if i == 0 || a < lo {
+			lo = a
+		}
+		if b > hi {
+			hi = b
+		}
+	}
+	return lo, hi
+}
+
+// effRange is how many effective trials lo–hi trials count as.
+func effRange(lo, hi int, phi float64) string {
+	e := func(n int) int { return stats.Pair{BaseN: n, CandN: n}.Effective(phi).BaseN }
+	if e(lo) == e(hi) {
+		return strconv.Itoa(e(lo))
+	}
+	return fmt.Sprintf("%d–%d", e(lo), e(hi))
 }
 
 func correctionName(c string) string {

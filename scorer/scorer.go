@@ -197,6 +197,8 @@ type CaseResult struct {
 	Tags     []string `json:"tags,omitempty"`
 	MustPass bool     `json:"must_pass,omitempty"`
 	Agent    string   `json:"agent,omitempty"`
+	// Group is the case file's group (datasets.Case.Group).
+	Group string `json:"group,omitempty"`
 
 	Trials    int     `json:"trials"`
 	Passes    int     `json:"passes"`
@@ -587,7 +589,7 @@ func lineSuffix(line int) string {
 
 func aggregateCase(c *datasets.Case, ts []TrialScore, ks []int) (CaseResult, error) {
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Trial < ts[j].Trial })
-	cr := CaseResult{CaseID: c.ID, Task: c.Task, Tags: c.Tags, MustPass: c.MustPass, Trials: len(ts), Results: ts,
+	cr := CaseResult{CaseID: c.ID, Task: c.Task, Tags: c.Tags, MustPass: c.MustPass, Group: c.Group, Trials: len(ts), Results: ts,
 		PassAtK: []KValue{}, PassHatK: []KValue{}}
 	labels := map[string]bool{}
 	agents := map[string]bool{}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate the calibration table in docs/scoring.md: the committed gate
 # policy and the old one, gated side by side on seeded random agents
-# (loom-eval calibrate; 200 pairs per design, seed 1, about 20 s on 2 cores).
+# (loom-eval calibrate; 200 pairs per design, seed 1, independent and correlated
+# designs (ICC, grouped shocks); about 4 min on 2 shared cores with --bootstrap).
 # Exit non-zero when the committed policy violates a requirement.
 set -euo pipefail
 cd "$(dirname "$0")/.."

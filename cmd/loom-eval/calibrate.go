@@ -16,7 +16,7 @@ import (
 // false alarms, detection and interval coverage for a policy. Exit 1 when a
 // calibration requirement is violated (see calibration.Result.Check).
 func (m *Main) runCalibrate(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("calibrate", "calibrate [--policy POLICY.json] [--against OLD.json] [--reps N] [--seed N] [--cases 5,20,100 --trials 1,3 --effects 0,-0.05,-0.15] [--format text|json|markdown]")
+	fs := m.newFlagSet("calibrate", "calibrate [--policy POLICY.json] [--against OLD.json] [--reps N] [--seed N] [--cases 5,20,100 --trials 1,3 --effects 0,-0.05,-0.15 --icc 0,0.25 --groups 10 --shock-sd 0.5] [--format text|json|markdown]")
 	policyPath := fs.String("policy", "baselines/policy.json", "gate policy to calibrate")
 	against := fs.String("against", "", "a second policy gated on the same draws, side by side (e.g. the old one)")
 	reps := fs.Int("reps", 200, "simulated baseline/candidate pairs per design")
@@ -24,6 +24,9 @@ func (m *Main) runCalibrate(ctx context.Context, args []string) error {
 	casesF := fs.String("cases", "", "comma-separated case counts (default: the documented grid)")
 	trialsF := fs.String("trials", "", "comma-separated trials per case (with --cases)")
 	effectsF := fs.String("effects", "0,-0.05,-0.15", "comma-separated true effects on pass probability (with --cases)")
+	iccF := fs.String("icc", "0", "comma-separated within-case intra-class correlations of trials in one run, 0 to 1 (with --cases)")
+	groups := fs.Int("groups", 0, "split the cases into this many declared groups (with --cases; 0: none)")
+	shockSD := fs.Float64("shock-sd", 0, "SD of each group's per-run shock on the logit scale (with --groups)")
 	lo := fs.Float64("difficulty-lo", 0.2, "lowest case pass probability")
 	hi := fs.Float64("difficulty-hi", 0.9, "highest case pass probability")
 	bootstrap := fs.Bool("bootstrap", false, "also measure the percentile bootstrap's coverage on the same draws (slow)")
@@ -38,7 +41,7 @@ func (m *Main) runCalibrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := calibration.Config{Reps: *reps, Seed: *seed, DifficultyLo: *lo, DifficultyHi: *hi, Progress: m.Stderr, Designs: calibration.DefaultDesigns(), Bootstrap: *bootstrap}
+	cfg := calibration.Config{Reps: *reps, Seed: *seed, DifficultyLo: *lo, DifficultyHi: *hi, Progress: m.Stderr, Designs: append(calibration.DefaultDesigns(), calibration.CorrelatedDesigns()...), Bootstrap: *bootstrap}
 	if *casesF != "" || *trialsF != "" {
 		ns, err := intList("calibrate: --cases", *casesF)
 		if err != nil {
@@ -52,14 +55,13 @@ func (m *Main) runCalibrate(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		cfg.Designs = nil
-		for _, n := range ns {
-			for _, t := range ts {
-				for _, e := range es {
-					cfg.Designs = append(cfg.Designs, calibration.Design{Cases: n, Trials: t, Effect: e})
-				}
-			}
+		iccs, err := floatList("calibrate: --icc", *iccF)
+		if err != nil {
+			return err
 		}
+		cfg.Designs = calibration.Grid(ns, ts, es, iccs, *groups, *shockSD)
+	} else if *iccF != "0" || *groups != 0 || *shockSD != 0 {
+		return usageError("calibrate: --icc, --groups and --shock-sd need --cases and --trials (the default grid has its own correlated designs)")
 	}
 	p, err := loadPolicy(*policyPath)
 	if err != nil {

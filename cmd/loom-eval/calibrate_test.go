@@ -12,7 +12,7 @@ func TestCalibrateReportsTheCommittedPolicyAgainstTheOld(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
-	for _, want := range []string{"| 20 × 3 | +0.00 |", "`../../baselines/policy.json` fails", "`../../scorer/calibration/testdata/old-policy.json` fails", "false alarms ≤ 5.0%", "| yes |"} {
+	for _, want := range []string{"| 20 × 3 | +0.00 |", "`../../baselines/policy.json` fails", "`../../scorer/calibration/testdata/old-policy.json` fails", "false alarms ≤ 5.0%", "| holds |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
 		}
@@ -20,6 +20,18 @@ func TestCalibrateReportsTheCommittedPolicyAgainstTheOld(t *testing.T) {
 	// A policy whose false alarms exceed what it states fails (exit 1).
 	if _, code, err := scorerCLI(t, "calibrate", "--policy", "../../scorer/calibration/testdata/noisy-policy.json", "--cases", "20", "--trials", "3", "--effects", "0", "--reps", "60"); code != ExitFailure || !strings.Contains(err.Error(), "false alarms") {
 		t.Errorf("noisy policy: exit %d: %v", code, err)
+	}
+	// Correlated designs: flags reach the grid, and need --cases.
+	out, errb, code = cli(t, "calibrate", "--policy", "../../baselines/policy.json", "--cases", "20", "--trials", "10", "--icc", "1", "--effects", "0", "--reps", "30", "--format", "markdown")
+	if code != ExitOK || !strings.Contains(out, "| 20 × 10, ICC 1 | +0.00 |") {
+		t.Errorf("--icc 1: exit %d: %s%s", code, out, errb)
+	}
+	out, errb, code = cli(t, "calibrate", "--policy", "../../baselines/policy.json", "--cases", "20", "--trials", "3", "--groups", "5", "--shock-sd", "0.5", "--effects", "0", "--reps", "30", "--format", "markdown")
+	if code != ExitOK || !strings.Contains(out, "| 20 × 3, 5 groups, shock 0.5 | +0.00 |") {
+		t.Errorf("--groups 5 --shock-sd 0.5: exit %d: %s%s", code, out, errb)
+	}
+	if _, code, err := scorerCLI(t, "calibrate", "--icc", "0.5"); code != ExitUsage || !strings.Contains(err.Error(), "need --cases") {
+		t.Errorf("--icc without --cases: exit %d: %v", code, err)
 	}
 	if _, code, err := scorerCLI(t, "calibrate", "--cases", "20", "--trials", "x"); code != ExitUsage || !strings.Contains(err.Error(), `--trials: "x"`) {
 		t.Errorf("bad --trials: exit %d: %v", code, err)

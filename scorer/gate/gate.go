@@ -246,6 +246,29 @@ func (p *Policy) FalseAlarmBound(level float64) (bound float64, parts []string, 
 	return math.Min(1, bound), parts, unbounded
 }
 
+// CheckBounds is each calibrated change check's own false-alarm bound, by
+// check name (the terms FalseAlarmBound adds up): what calibration holds
+// each check to.
+func (p *Policy) CheckBounds(level float64) map[string]float64 {
+	if p.Confidence != 0 {
+		level = p.Confidence
+	}
+	m := map[string]float64{}
+	if p.Regression != nil {
+		m["regression"] = (1 - level) / 2
+	}
+	if r := p.CaseRegressions; r != nil {
+		m["case_regressions"] = r.Alpha
+		if r.Alpha == 0 {
+			m["case_regressions"] = 0.05
+		}
+	}
+	if v := p.McNemarAlpha; v != nil {
+		m["mcnemar_alpha"] = *v / 2
+	}
+	return m
+}
+
 // ParseNamed decodes and validates the policy file called name (its path,
 // as the user gave it), whose bytes the caller read: errors start
 // "policy NAME: ". Like Parse it is strict: unknown keys are errors.
@@ -349,8 +372,8 @@ func Evaluate(p *Policy, cand *scorer.Suite, cmp *scorer.Comparison) *Result {
 			add("regression", false, "no case is in both runs, so there is no interval")
 		} else {
 			mde := iv.MinDetectableDrop(r.Margin, cmp.Power) // +Inf with one case: printed as such
-			add("regression", !(iv.Upper < -r.Margin), "%s delta %+.3f, %.0f%% interval [%+.3f, %+.3f] over %d cases; fails when the whole interval is below %s (false alarms ≤ %.1f%% when nothing changed); this comparison detects a drop of %.3f with %.0f%% power",
-				name, iv.Estimate, 100*iv.Level, iv.Lower, iv.Upper, iv.SampleSize, negMargin(r.Margin), 100*(1-iv.Level)/2, mde, 100*cmp.Power)
+			add("regression", !(iv.Upper < -r.Margin), "%s delta %+.3f, %.0f%% interval [%+.3f, %+.3f] over %d cases%s; fails when the whole interval is below %s (false alarms ≤ %.1f%% when nothing changed); this comparison detects a drop of %.3f with %.0f%% power",
+				name, iv.Estimate, 100*iv.Level, iv.Lower, iv.Upper, iv.SampleSize, clustered(iv), negMargin(r.Margin), 100*(1-iv.Level)/2, mde, 100*cmp.Power)
 			if v := p.MaxDetectableDrop; v != nil {
 				add("max_detectable_drop", mde <= *v, "smallest %s drop detected with %.0f%% power: %.3f; the policy requires %.3f%s",
 					name, 100*cmp.Power, mde, *v, map[bool]string{true: "", false: fmt.Sprintf(" (needs about %d cases at this spread)", casesFor(iv, r.Margin, *v, cmp.Power))}[mde <= *v])
@@ -471,6 +494,15 @@ func Evaluate(p *Policy, cand *scorer.Suite, cmp *scorer.Comparison) *Result {
 			map[bool]string{true: " (fail_on_missing)", false: " (reported, not a regression)"}[p.FailOnMissing])
 	}
 	return r
+}
+
+// clustered says when an interval's variance is cluster-robust over the
+// cases' declared groups.
+func clustered(iv *stats.Interval) string {
+	if iv.Clusters == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (cluster-robust over %d groups)", iv.Clusters)
 }
 
 // negMargin prints −margin ("0" for no margin, not "-0.000").

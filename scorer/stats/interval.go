@@ -40,6 +40,10 @@ type Interval struct {
 	StdErr   float64 `json:"std_err"`
 	Quantile float64 `json:"quantile"`
 	Shrink   float64 `json:"shrink"`
+	// Clusters is the number of groups a cluster-robust interval's
+	// variance was computed over (ClusteredPairedDeltaInterval); 0 when
+	// cases were treated as independent.
+	Clusters int `json:"clusters,omitempty"`
 }
 
 // MeanInterval is the confidence interval of the mean of xs, values on
@@ -149,4 +153,65 @@ func (iv Interval) MinDetectableDrop(margin, power float64) float64 {
 	}
 	zp := distuv.UnitNormal.Quantile(power)
 	return ((iv.Quantile+zp)*iv.StdErr + margin) / iv.Shrink
+}
+
+// MethodClusteredPaired is ClusteredPairedDeltaInterval's method (with the
+// number of groups).
+const MethodClusteredPaired = "paired adjusted Wald, cluster-robust (CR2) over %d groups, t with %d df"
+
+// ClusteredPairedDeltaInterval is PairedDeltaInterval when cases come in
+// groups that share a per-run shock (a tool or topic that was bad in that
+// run): the deltas of one group move together, so they are one
+// observation, not many. groups[i] names case i's group; an empty name is
+// a group of its own. Same adjusted center as PairedDeltaInterval; the
+// variance is the cluster-robust CR2 estimator (Bell & McCaffrey 2002),
+// which for a mean is Σ_g S_g² / (1 − n_g/W) / W² with S_g the group's
+// summed residuals (plus the two pseudo-observations' terms), with a t
+// quantile on G − 1 degrees of freedom. Clusters says G.
+//
+// With fewer than 2 groups no between-group variance can be estimated: it
+// returns PairedDeltaInterval's interval with Clusters 0, and callers say
+// so (see scorer.Compare).
+func ClusteredPairedDeltaInterval(base, cand []float64, groups []string, trials, level float64) (Interval, error) {
+	if len(groups) != len(base) {
+		return Interval{}, fmt.Errorf("clustered interval: %d groups for %d cases", len(groups), len(base))
+	}
+	iv, err := PairedDeltaInterval(base, cand, trials, level)
+	if err != nil {
+		return Interval{}, err
+	}
+	idx := map[string]int{}
+	var sums, sizes []float64
+	for i, g := range groups {
+		k, ok := idx[g]
+		if !ok || g == "" {
+			k = len(sums)
+			sums, sizes = append(sums, 0), append(sizes, 0)
+			if g != "" {
+				idx[g] = k
+			}
+		}
+		sums[k] += cand[i] - base[i] - iv.Center
+		sizes[k]++
+	}
+	G := len(sums)
+	if G < 2 {
+		return iv, nil
+	}
+	n := float64(len(base))
+	w := 1 / trials
+	W := n + 2*w
+	c := iv.Center
+	v := w*(-1-c)*(-1-c) + w*(1-c)*(1-c)
+	for k := range sums {
+		h := sizes[k] / W // the group's leverage for a mean
+		v += sums[k] * sums[k] / (1 - h)
+	}
+	se := math.Sqrt(v) / W
+	q := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(G - 1)}.Quantile((1 + level) / 2)
+	iv.StdErr, iv.Quantile, iv.Clusters = se, q, G
+	iv.Lower = math.Max(-1, c-q*se)
+	iv.Upper = math.Min(1, c+q*se)
+	iv.Method = fmt.Sprintf(MethodClusteredPaired, G, G-1)
+	return iv, nil
 }

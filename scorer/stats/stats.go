@@ -3,9 +3,11 @@
 // intervals for a suite's rates and for paired deltas whose coverage holds
 // at 5–20 cases (adjusted t and paired adjusted Wald, both analytic, so a
 // report needs no seed); the minimum detectable drop of a comparison;
-// Fisher's exact test for one case's pass counts with Holm and
-// Benjamini–Hochberg corrections across cases; and the exact McNemar test
-// on pass/fail flips.
+// Fisher's exact test for one case's pass counts, deflated by the
+// run-to-run design effect estimated across cases (trials of a case in
+// one run are correlated), with Holm and Benjamini–Hochberg corrections
+// across cases; a cluster-robust (CR2) paired interval for cases that
+// declare groups; and the exact McNemar test on pass/fail flips.
 //
 // Every method's error rate is measured by the seeded simulation in
 // scorer/calibration (docs/scoring.md).
