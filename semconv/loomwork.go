@@ -207,6 +207,11 @@ const (
 	// the root span. Optional: without it, a case's trials are numbered in
 	// the order their roots started.
 	AttrTrial = "loomwork.trial"
+	// AttrExperimentID is the id of the experiment a run belongs to (a
+	// string): `loom-eval experiment run` sets it, with AttrCaseID and
+	// AttrTrial, on the root span it opens around each trial and in the
+	// agent's OTEL_RESOURCE_ATTRIBUTES (package internal/experiment).
+	AttrExperimentID = "loomwork.experiment.id"
 )
 
 // Workflow keys (package agents/workflow): the step graph around the model.

@@ -105,6 +105,13 @@ var rooms = []room{
 	// queue it without pulling in agents.
 	{path: "internal/coord/", rule: "coord is a leaf",
 		imports: []string{"internal/coord/"}},
+	// The experiment runner (issue 34): a user's agent over a case file,
+	// cases × trials, traced through an in-process collector into a store,
+	// graded and gated. It sits above the collector, the store and the
+	// scorer and below cmd; cmd hands it the grading backends (the sandbox,
+	// a judge) through scorer/grade's interfaces, so it imports no agent.
+	{path: "internal/experiment/", rule: "the experiment runner drives a user's agent, never ours",
+		imports: []string{"internal/experiment/", "collector", "store/", "datasets", "scorer/", "semconv/"}},
 	{path: "internal/chlocal/", rule: "chlocal is a leaf",
 		imports: []string{"internal/chlocal/"}},
 	// Projects and their API keys (issue 21): the keys file, hashed keys,
