@@ -1,0 +1,302 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomwork/loomwork/collector"
+	"github.com/loomwork/loomwork/semconv"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/storeurl"
+)
+
+// Service names.
+const (
+	// RunnerService is the service.name of the runner's root spans.
+	RunnerService = "loom-eval-experiment"
+	// DefaultAgentService is OTEL_SERVICE_NAME for a command whose
+	// environment sets none.
+	DefaultAgentService = "agent-under-test"
+)
+
+// TracesConfig says where trials' traces go.
+type TracesConfig struct {
+	// Store is the trace store URL (store/storeurl) the runner reads
+	// traces from and, without OTLPEndpoint, its collector writes to.
+	Store string
+	// OTLPEndpoint, when set, is a running collector's OTLP/HTTP base URL
+	// (a `loom-eval serve` writing Store): the runner starts none.
+	OTLPEndpoint string
+	// Wait bounds how long the runner waits for a trial's spans to land
+	// after the agent returned; Quiet is how long no new span must arrive
+	// before it stops waiting early. Defaults 2s and 300ms.
+	Wait, Quiet time.Duration
+	// Poll is how often it looks (default 50ms).
+	Poll   time.Duration
+	Logger *slog.Logger
+}
+
+// Validate reports every problem with the configuration.
+func (c *TracesConfig) Validate() error {
+	var errs []error
+	if _, err := storeurl.Parse(c.Store); err != nil {
+		errs = append(errs, fmt.Errorf("store: %w", err))
+	}
+	if c.OTLPEndpoint != "" {
+		if err := checkURL(c.OTLPEndpoint); err != nil {
+			errs = append(errs, fmt.Errorf("otlp endpoint: %w", err))
+		}
+	}
+	if c.Wait < 0 || c.Quiet < 0 || c.Poll < 0 {
+		errs = append(errs, errors.New("wait, quiet, poll: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Traces owns the trace path of an experiment: the store, the in-process
+// collector (OTLP over HTTP and gRPC on 127.0.0.1 ports the OS picks) and
+// the tracer that opens each trial's root span.
+type Traces struct {
+	cfg      TracesConfig
+	st       store.Store
+	srv      *collector.Server
+	tp       *sdktrace.TracerProvider
+	tracer   trace.Tracer
+	endpoint string
+	grpc     string
+}
+
+// NewTraces validates cfg; Start does the I/O.
+func NewTraces(cfg TracesConfig) (*Traces, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = 2 * time.Second
+	}
+	if cfg.Quiet == 0 {
+		cfg.Quiet = 300 * time.Millisecond
+	}
+	if cfg.Poll == 0 {
+		cfg.Poll = 50 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Traces{cfg: cfg}, nil
+}
+
+// Start opens the store, starts the collector (unless an endpoint was
+// given) and the tracer.
+func (t *Traces) Start(ctx context.Context) error {
+	external := t.cfg.OTLPEndpoint != ""
+	st, err := storeurl.OpenWithLogger(ctx, t.cfg.Store, external, t.cfg.Logger)
+	if err != nil {
+		return fmt.Errorf("trace store %s: %w", t.cfg.Store, err)
+	}
+	t.st = st
+	t.endpoint = t.cfg.OTLPEndpoint
+	if !external {
+		cfg := collector.ServerConfig{
+			GRPCAddr: "127.0.0.1:0",
+			HTTPAddr: "127.0.0.1:0",
+			Exporter: collector.Config{Timeout: collector.DefaultTimeout},
+			Logger:   t.cfg.Logger,
+		}
+		srv, err := collector.NewServer(cfg, st)
+		if err != nil {
+			return errors.Join(fmt.Errorf("collector: %w", err), t.Shutdown(ctx))
+		}
+		if err := srv.Start(ctx); err != nil {
+			return errors.Join(fmt.Errorf("collector: %w", err), t.Shutdown(ctx))
+		}
+		t.srv = srv
+		t.endpoint = "http://" + srv.HTTPAddr()
+		t.grpc = srv.GRPCAddr()
+	}
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(t.endpoint+"/v1/traces"))
+	if err != nil {
+		return errors.Join(fmt.Errorf("runner's exporter: %w", err), t.Shutdown(ctx))
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", RunnerService))
+	// A syncer: a trial's root span is stored when End returns.
+	t.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	t.tracer = t.tp.Tracer("github.com/loomwork/loomwork/internal/experiment")
+	return nil
+}
+
+// Endpoint is the OTLP/HTTP base URL agents export to; GRPCAddr the
+// in-process collector's gRPC address ("" with an external endpoint).
+func (t *Traces) Endpoint() string { return t.endpoint }
+
+// GRPCAddr is the in-process collector's OTLP/gRPC host:port.
+func (t *Traces) GRPCAddr() string { return t.grpc }
+
+// Reader reads the store.
+func (t *Traces) Reader() store.Reader { return t.st }
+
+// Shutdown stops the tracer, the collector and the store.
+func (t *Traces) Shutdown(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	if t.tp != nil {
+		errs = append(errs, t.tp.Shutdown(ctx))
+		t.tp = nil
+	}
+	if t.srv != nil {
+		errs = append(errs, t.srv.Shutdown(ctx))
+		t.srv = nil
+	}
+	if t.st != nil {
+		errs = append(errs, t.st.Shutdown(ctx))
+		t.st = nil
+	}
+	return errors.Join(errs...)
+}
+
+// TrialSpan is the runner's root span of one trial.
+type TrialSpan struct {
+	span    trace.Span
+	TraceID string
+	SpanID  string
+	Prop    Propagation
+	started time.Time
+}
+
+// StartTrial opens the root span of a trial and returns the context the
+// agent gets.
+func (t *Traces) StartTrial(ctx context.Context, expID, caseID string, trial int, agent string, now time.Time) *TrialSpan {
+	name := semconv.OpInvokeAgent
+	if agent != "" {
+		name += " " + agent
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String(semconv.AttrExperimentID, expID),
+		attribute.String(semconv.AttrCaseID, caseID),
+		attribute.Int(semconv.AttrTrial, trial),
+		attribute.String(semconv.AttrOperationName, semconv.OpInvokeAgent),
+	}
+	if agent != "" {
+		attrs = append(attrs, attribute.String(semconv.AttrAgentName, agent))
+	}
+	ctx, span := t.tracer.Start(ctx, name, trace.WithAttributes(attrs...), trace.WithTimestamp(now), trace.WithSpanKind(trace.SpanKindClient))
+	var bag baggage.Baggage
+	for _, kv := range [][2]string{{semconv.AttrExperimentID, expID}, {semconv.AttrCaseID, caseID}, {semconv.AttrTrial, strconv.Itoa(trial)}} {
+		if m, err := baggage.NewMemberRaw(kv[0], kv[1]); err == nil {
+			bag, _ = bag.SetMember(m)
+		}
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}).Inject(baggage.ContextWithBaggage(ctx, bag), carrier)
+	sc := span.SpanContext()
+	return &TrialSpan{
+		span: span, TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String(), started: now,
+		Prop: Propagation{
+			TraceParent: carrier.Get("traceparent"), TraceState: carrier.Get("tracestate"), Baggage: carrier.Get("baggage"),
+			OTLPEndpoint: t.endpoint, OTLPProtocol: "http/protobuf", ServiceName: DefaultAgentService,
+			Resource: [][2]string{{semconv.AttrExperimentID, expID}, {semconv.AttrCaseID, caseID}, {semconv.AttrTrial, strconv.Itoa(trial)}},
+		},
+	}
+}
+
+// End ends the root span (exported synchronously), marking the agent's
+// failure on it.
+func (s *TrialSpan) End(failure string, now time.Time) {
+	if failure != "" {
+		s.span.SetStatus(codes.Error, failure)
+	}
+	s.span.End(trace.WithTimestamp(now))
+}
+
+// Collect waits for the trial's spans to land (the root always; the
+// agent's until none arrived for Quiet, at most Wait) and returns them.
+// When the agent did not join the runner's trace (its SDK does not read
+// TRACEPARENT) but tagged its resource with the experiment, case and trial
+// (OTEL_RESOURCE_ATTRIBUTES, which every SDK reads), Collect finds its
+// trace among those started during the trial and returns that trace's
+// spans: joined is false then.
+func (t *Traces) Collect(ctx context.Context, ts *TrialSpan, expID, caseID string, trial int, sleep func(context.Context, time.Duration) error, now func() time.Time) (spans []store.Span, joined bool, err error) {
+	deadline := now().Add(t.cfg.Wait)
+	last, lastChange := -1, now()
+	for {
+		spans, err = t.st.GetTrace(ctx, ts.TraceID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, false, fmt.Errorf("read trace %s: %w", ts.TraceID, err)
+		}
+		if len(spans) != last {
+			last, lastChange = len(spans), now()
+		}
+		done := len(spans) > 1 && now().Sub(lastChange) >= t.cfg.Quiet
+		if done || !now().Before(deadline) {
+			break
+		}
+		if err := sleep(ctx, t.cfg.Poll); err != nil {
+			return nil, false, err
+		}
+	}
+	if len(spans) > 1 {
+		return spans, true, nil
+	}
+	other, err := t.findByResource(ctx, ts, expID, caseID, trial)
+	if err != nil || other == nil {
+		return spans, true, err
+	}
+	return other, false, nil
+}
+
+// findByResource looks for a trace started during the trial whose
+// resource says it is this trial.
+func (t *Traces) findByResource(ctx context.Context, ts *TrialSpan, expID, caseID string, trial int) ([]store.Span, error) {
+	q := store.TraceQuery{Start: ts.started.Add(-time.Second), Limit: store.MaxPageSize}
+	page, err := t.st.ListTraces(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("list traces: %w", err)
+	}
+	want := strconv.Itoa(trial)
+	for _, s := range page.Traces {
+		if s.TraceID == ts.TraceID {
+			continue
+		}
+		spans, err := t.st.GetTrace(ctx, s.TraceID)
+		if err != nil {
+			continue
+		}
+		for i := range spans {
+			r := spans[i].ResourceAttributes
+			if attrString(r, semconv.AttrExperimentID) == expID && attrString(r, semconv.AttrCaseID) == caseID && attrString(r, semconv.AttrTrial) == want {
+				return spans, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+func attrString(a store.Attributes, key string) string {
+	v, ok := a[key]
+	if !ok {
+		return ""
+	}
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		return fmt.Sprint(x)
+	}
+}
