@@ -70,6 +70,7 @@ func commands() map[string]command {
 		"demo":             {"send a realistic agent trace to a running serve over OTLP", (*Main).runDemo},
 		"rollup":           {"roll up traces from an OTLP/JSON file (critical path, cost)", (*Main).runRollup},
 		"score":            {"score trials and compare against a baseline", (*Main).runScore},
+		"experiment":       {"run your agent over a case file, cases × trials, traced, graded and gated (experiment run | list | show ID | compare A B)", (*Main).runExperiment},
 		"grade":            {"run a case file's graders on trials and write the trials with their verdicts", (*Main).runGrade},
 		"gate":             {"apply a gate policy to a score comparison (exit 1 on regression)", (*Main).runGate},
 		"calibrate":        {"measure a gate policy on simulated random agents: false alarms, detection, coverage (exit 1 if a requirement fails)", (*Main).runCalibrate},
