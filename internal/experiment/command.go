@@ -110,6 +110,9 @@ func (t *CommandTarget) Describe() datasets.ExperimentTarget {
 	return datasets.ExperimentTarget{Kind: "command", Description: d}
 }
 
+// FlushedOnReturn implements Flusher: the process has exited.
+func (t *CommandTarget) FlushedOnReturn() bool { return true }
+
 // Run implements Target: the process's start failing is a retryable
 // infrastructure error; a non-zero exit, a signal or the trial's deadline
 // is the agent's failure.

@@ -327,7 +327,8 @@ func (r *Runner) attempt(ctx context.Context, c *datasets.Case, n int) (*dataset
 	if resp.Failure != "" {
 		r.deps.Logger.Info("the agent failed the trial", "case", c.ID, "trial", n, "failure", resp.Failure)
 	}
-	spans, joined, err := r.deps.Traces.Collect(ctx, ts, rec.ID, c.ID, n, r.deps.Sleep, r.deps.Now)
+	fl, _ := r.deps.Target.(Flusher)
+	spans, joined, err := r.deps.Traces.Collect(ctx, ts, rec.ID, c.ID, n, fl != nil && fl.FlushedOnReturn(), r.deps.Sleep, r.deps.Now)
 	if err != nil {
 		return nil, err
 	}

@@ -29,6 +29,14 @@ type Target interface {
 	Run(ctx context.Context, req Request) (Response, error)
 }
 
+// Flusher is implemented by targets whose agent has exported its spans
+// when Run returns (a process that exited: OTel SDKs flush on shutdown).
+// The runner then waits only for the spans in flight, not for an agent
+// that may export on a timer (a server behind HTTP).
+type Flusher interface {
+	FlushedOnReturn() bool
+}
+
 // Request is one trial as a target sees it.
 type Request struct {
 	ExperimentID string

@@ -222,13 +222,15 @@ func (s *TrialSpan) End(failure string, now time.Time) {
 }
 
 // Collect waits for the trial's spans to land (the root always; the
-// agent's until none arrived for Quiet, at most Wait) and returns them.
+// agent's until none arrived for Quiet, at most Wait; with flushed, an
+// agent that exported nothing is not waited for beyond Quiet) and returns
+// them.
 // When the agent did not join the runner's trace (its SDK does not read
 // TRACEPARENT) but tagged its resource with the experiment, case and trial
 // (OTEL_RESOURCE_ATTRIBUTES, which every SDK reads), Collect finds its
 // trace among those started during the trial and returns that trace's
 // spans: joined is false then.
-func (t *Traces) Collect(ctx context.Context, ts *TrialSpan, expID, caseID string, trial int, sleep func(context.Context, time.Duration) error, now func() time.Time) (spans []store.Span, joined bool, err error) {
+func (t *Traces) Collect(ctx context.Context, ts *TrialSpan, expID, caseID string, trial int, flushed bool, sleep func(context.Context, time.Duration) error, now func() time.Time) (spans []store.Span, joined bool, err error) {
 	deadline := now().Add(t.cfg.Wait)
 	last, lastChange := -1, now()
 	for {
@@ -239,7 +241,7 @@ func (t *Traces) Collect(ctx context.Context, ts *TrialSpan, expID, caseID strin
 		if len(spans) != last {
 			last, lastChange = len(spans), now()
 		}
-		done := len(spans) > 1 && now().Sub(lastChange) >= t.cfg.Quiet
+		done := (len(spans) > 1 || (flushed && len(spans) == 1)) && now().Sub(lastChange) >= t.cfg.Quiet
 		if done || !now().Before(deadline) {
 			break
 		}
