@@ -12,7 +12,7 @@ import (
 // agent run over a case file, cases × trials. It is the experiment.json of
 // an experiment folder, next to trials.jsonl (the graded Trial records, one
 // per (case, trial)) and report.json (the score report). It is a format
-// only: the runner (internal/experiment) writes it, and anything that lists
+// only: the runner (experiment) writes it, and anything that lists
 // or shows experiments (the CLI, a store, the UI) reads it from here.
 type Experiment struct {
 	// Version is the record format's version, ExperimentVersion.

@@ -210,7 +210,7 @@ const (
 	// AttrExperimentID is the id of the experiment a run belongs to (a
 	// string): `loom-eval experiment run` sets it, with AttrCaseID and
 	// AttrTrial, on the root span it opens around each trial and in the
-	// agent's OTEL_RESOURCE_ATTRIBUTES (package internal/experiment).
+	// agent's OTEL_RESOURCE_ATTRIBUTES (package experiment).
 	AttrExperimentID = "loomwork.experiment.id"
 )
 

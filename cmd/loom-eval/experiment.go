@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/datasets"
-	"github.com/loomwork/loomwork/internal/experiment"
+	"github.com/loomwork/loomwork/experiment"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
 	"github.com/loomwork/loomwork/scorer/report"

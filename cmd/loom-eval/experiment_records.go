@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/loomwork/loomwork/datasets"
-	"github.com/loomwork/loomwork/internal/experiment"
+	"github.com/loomwork/loomwork/experiment"
 	"github.com/loomwork/loomwork/scorer/gate"
 	"github.com/loomwork/loomwork/scorer/report"
 )

@@ -134,7 +134,7 @@ func (t *Traces) Start(ctx context.Context) error {
 	res := resource.NewSchemaless(attribute.String("service.name", RunnerService))
 	// A syncer: a trial's root span is stored when End returns.
 	t.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	t.tracer = t.tp.Tracer("github.com/loomwork/loomwork/internal/experiment")
+	t.tracer = t.tp.Tracer("github.com/loomwork/loomwork/experiment")
 	return nil
 }
 
