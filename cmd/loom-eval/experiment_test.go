@@ -381,3 +381,37 @@ func TestSplitArgs(t *testing.T) {
 		t.Error("an unterminated quote was accepted")
 	}
 }
+
+// An agent that does not extract TRACEPARENT (it only reads the standard
+// OTEL_* variables) still lands in its trial: its trace, found by the
+// experiment, case and trial in its resource, is the trial's trace.
+func TestExperimentJoinsByResourceWithoutTraceparent(t *testing.T) {
+	model := newFakeCalcModel(t)
+	agent := buildExpAgent(t)
+	dir := t.TempDir()
+	cases := experimentCases(t, dir)
+	t.Setenv("EXPAGENT_MODEL_URL", model.URL+"/v1")
+	t.Setenv("EXPAGENT_NO_EXTRACT", "1")
+	out := filepath.Join(dir, "e")
+	if o, e, err := runLoom(t, "experiment", "run", "--cases", cases, "--cmd", agent, "--trials", "1", "--out", out); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, o, e)
+	}
+	st, err := storeurl.Open(context.Background(), filepath.Join(out, "traces.db"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Shutdown(context.Background())
+	for _, tr := range readTrials(t, out) {
+		spans, err := st.GetTrace(context.Background(), tr.TraceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := false
+		for _, s := range spans {
+			ok = ok || (s.Name == "invoke_agent expagent" && s.ResourceAttributes[semconv.AttrCaseID] == tr.CaseID)
+		}
+		if !ok || tr.Tokens == nil || *tr.Tokens != 15 || tr.ModelLabel != datasets.LabelScripted {
+			t.Errorf("trial of %s: trace %s is not the agent's (%d spans), tokens %v, label %q", tr.CaseID, tr.TraceID, len(spans), tr.Tokens, tr.ModelLabel)
+		}
+	}
+}
