@@ -199,7 +199,7 @@ func TestJournalTornLine(t *testing.T) {
 
 // The default policy is the committed, calibrated one.
 func TestDefaultPolicyIsTheCommittedOne(t *testing.T) {
-	b, err := os.ReadFile("../../baselines/policy.json")
+	b, err := os.ReadFile("../baselines/policy.json")
 	if err != nil {
 		t.Fatal(err)
 	}
