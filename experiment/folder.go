@@ -27,9 +27,14 @@ func NewID(now time.Time, rand func() uint32) string {
 	return fmt.Sprintf("%s-%04x", now.UTC().Format("20060102-150405"), rand()&0xffff)
 }
 
-// Digest pins the case file and the files its graders read.
+// Digest pins the case file (by its absolute path, so show and compare
+// find it from any folder) and the files its graders read.
 func Digest(casesFile string, cases []datasets.Case) (datasets.ExperimentDataset, error) {
-	d := datasets.ExperimentDataset{Path: casesFile}
+	abs, err := filepath.Abs(casesFile)
+	if err != nil {
+		return datasets.ExperimentDataset{}, fmt.Errorf("digest cases: %w", err)
+	}
+	d := datasets.ExperimentDataset{Path: abs}
 	b, err := os.ReadFile(casesFile)
 	if err != nil {
 		return d, fmt.Errorf("digest cases: %w", err)

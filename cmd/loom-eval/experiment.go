@@ -46,7 +46,7 @@ func (m *Main) runExperiment(ctx context.Context, args []string) error {
 type experimentRunFlags struct {
 	cases, out, resume, name, label, against, policy, prices string
 	cmd, answerJSONPath                                      string
-	shell                                                    bool
+	shell, trialsSet                                         bool
 	openai, model, apiKeyEnv, system                         string
 	httpURL, body, answerPath                                string
 	headers, params                                          attrFlags
@@ -144,6 +144,7 @@ func (m *Main) runExperimentRun(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError("experiment run: unexpected arguments %q", fs.Args())
 	}
+	fs.Visit(func(fl *flag.Flag) { f.trialsSet = f.trialsSet || fl.Name == "trials" })
 	format, err := f.output.Format()
 	if err != nil {
 		return err
@@ -358,6 +359,9 @@ func (f *experimentRunFlags) resumeRecord(dir string, target experiment.Target) 
 	}
 	if got := target.Describe(); got != rec.Target {
 		return nil, "", nil, usageError("resume %s: the target changed (was %s %q, now %s %q)", rec.ID, rec.Target.Kind, rec.Target.Description, got.Kind, got.Description)
+	}
+	if f.trialsSet && f.trials != rec.Trials {
+		return nil, "", nil, usageError("resume %s: --trials %d, but the experiment runs %d per case: start a new experiment", rec.ID, f.trials, rec.Trials)
 	}
 	f.trials = rec.Trials
 	return rec, dir, cases, nil

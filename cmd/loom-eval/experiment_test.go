@@ -321,6 +321,13 @@ func TestExperimentKillAndResume(t *testing.T) {
 
 	t.Setenv("EXPAGENT_MODEL_URL", model.URL+"/v1")
 	t.Setenv("EXPAGENT_COUNT_FILE", count)
+	var ee *ExitError
+	if _, _, err := runLoom(t, "experiment", "run", "--resume", out, "--cmd", agent, "--trials", "3"); !errors.As(err, &ee) || ee.Code != ExitUsage {
+		t.Fatalf("resume with another --trials: %v, want exit 2", err)
+	}
+	if _, _, err := runLoom(t, "experiment", "run", "--resume", out, "--cmd", agent+" --other"); !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), "target changed") {
+		t.Fatalf("resume with another target: %v, want exit 2 naming the target", err)
+	}
 	o, e, err := runLoom(t, "experiment", "run", "--resume", out, "--cmd", agent)
 	if err != nil {
 		t.Fatalf("resume: %v\nstdout:\n%s\nstderr:\n%s", err, o, e)
