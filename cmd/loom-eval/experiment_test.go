@@ -32,6 +32,7 @@ import (
 type fakeCalcModel struct {
 	*httptest.Server
 	calls   atomic.Int64
+	broken  atomic.Bool // answers even sums one too high (a worse model)
 	mu      sync.Mutex
 	parents []string // traceparent headers received
 }
@@ -62,7 +63,11 @@ func newFakeCalcModel(t *testing.T) *fakeCalcModel {
 		if m := addRe.FindStringSubmatch(req.Messages[len(req.Messages)-1].Content); m != nil {
 			a, _ := strconv.Atoi(m[1])
 			b, _ := strconv.Atoi(m[2])
-			answer = strconv.Itoa(a + b)
+			sum := a + b
+			if f.broken.Load() && sum%2 == 0 {
+				sum++
+			}
+			answer = strconv.Itoa(sum)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-fake","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}`, req.Model, answer)
@@ -249,7 +254,7 @@ func TestExperimentOpenAITarget(t *testing.T) {
 	dir := t.TempDir()
 	cases := experimentCases(t, dir)
 	out, errOut, err := runLoom(t, "experiment", "run", "--cases", cases, "--openai", model.URL+"/v1", "--model", "fake-calc",
-		"--trials", "2", "--model-label", "scripted", "--out", filepath.Join(dir, "e"), "--json")
+		"--trials", "2", "--model-label", "scripted", "--out", filepath.Join(dir, "e"), "--json", "--trace-wait", "300ms")
 	if err != nil {
 		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
@@ -282,6 +287,15 @@ func TestExperimentOpenAITarget(t *testing.T) {
 	}
 	if rep.Candidate.PassRate.Estimate != 1 {
 		t.Errorf("pass rate %v, want 1\n%s", rep.Candidate.PassRate.Estimate, out)
+	}
+
+	// A worse model behind the same endpoint, gated against the first run.
+	model.broken.Store(true)
+	out, errOut, err = runLoom(t, "experiment", "run", "--cases", cases, "--openai", model.URL+"/v1", "--model", "fake-calc",
+		"--trials", "2", "--model-label", "scripted", "--out", filepath.Join(dir, "e2"), "--against", filepath.Join(dir, "e"), "--trace-wait", "300ms")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitFailure || !strings.Contains(err.Error(), "regressed cases: even-4, even-6") {
+		t.Errorf("the worse model: %v, want exit 1 naming even-4, even-6\n%s\n%s", err, out, errOut)
 	}
 }
 
