@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loomwork/loomwork/baselines/experiment"
 	"github.com/loomwork/loomwork/datasets"
-	"github.com/loomwork/loomwork/experiment"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
 	"github.com/loomwork/loomwork/scorer/report"
@@ -167,13 +167,18 @@ func (m *Main) runExperimentRun(ctx context.Context, args []string) error {
 		if err != nil {
 			return usageError("--against: %v", err)
 		}
-		if base, err = experiment.Load(ctx, bdir, nil); err != nil {
+		if base, err = experiment.Load(ctx, bdir, nil, openStoreReadOnly); err != nil {
 			return inputError("--against", err)
 		}
 		rec.Against = &datasets.ExperimentRef{ID: base.Record.ID, Dir: bdir}
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	traces, err := experiment.NewTraces(experiment.TracesConfig{Store: rec.Store, OTLPEndpoint: f.otlpEndpoint, Wait: f.traceWait, Logger: log})
+	backend, err := startTraceBackend(ctx, rec.Store, f.otlpEndpoint, log)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	defer backend.Shutdown(ctx)
+	traces, err := experiment.NewTraces(experiment.TracesConfig{Backend: backend, Wait: f.traceWait, Logger: log})
 	if err != nil {
 		return usageError("experiment run: %v", err)
 	}
@@ -211,7 +216,7 @@ func (m *Main) experimentRunAndGate(ctx context.Context, f *experimentRunFlags, 
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("experiment %s is incomplete: %d of %d trials recorded, %d not run after infrastructure failures (resume with --resume %s)",
 			rec.ID, rec.Summary.Recorded, rec.Summary.Expected, rec.Summary.InfraFailures, dir)}
 	}
-	cand, err := experiment.Load(ctx, dir, traces.Reader())
+	cand, err := experiment.Load(ctx, dir, traces.Reader(), nil)
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/loomwork/loomwork/baselines/experiment"
 	"github.com/loomwork/loomwork/datasets"
-	"github.com/loomwork/loomwork/experiment"
 	"github.com/loomwork/loomwork/scorer/gate"
 	"github.com/loomwork/loomwork/scorer/report"
 )
@@ -68,7 +68,7 @@ func (m *Main) runExperimentShow(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError("experiment show: %v", err)
 	}
-	side, err := experiment.Load(ctx, dir, nil)
+	side, err := experiment.Load(ctx, dir, nil, openStoreReadOnly)
 	if err != nil {
 		return inputError("experiment show", err)
 	}
@@ -133,7 +133,7 @@ func (m *Main) runExperimentCompare(ctx context.Context, args []string) error {
 		if err != nil {
 			return usageError("experiment compare: %v", err)
 		}
-		if sides[i], err = experiment.Load(ctx, dir, nil); err != nil {
+		if sides[i], err = experiment.Load(ctx, dir, nil, openStoreReadOnly); err != nil {
 			return inputError("experiment compare", err)
 		}
 	}

@@ -98,20 +98,16 @@ var rooms = []room{
 	{path: "baselines/", rule: "baselines run agents and score them",
 		imports: []string{"baselines/", "agents/", "datasets", "replay/", "retrieval/", "scorer/", "semconv/",
 			"internal/coord", "store"}, // suites and routines are tasks in the coordinator's queue (baselines/suite, baselines/routines); the trace routine lists the store contract's traces
-		tests: []string{"store/sqlite"}}, // the trace routine's test lists traces from a real embedded store
+		// the trace routine's test lists traces from a real embedded store;
+		// baselines/experiment's tests send a trial's spans through a real
+		// collector into it (cmd wires both in the binary)
+		tests: []string{"store/sqlite", "collector"}},
 	// The coordinator (issue 22): tasks, leases, fences, receipts and
 	// schedule occurrences in one SQLite file. A leaf on the standard
 	// library and the SQLite driver, so any room that runs long work can
 	// queue it without pulling in agents.
 	{path: "internal/coord/", rule: "coord is a leaf",
 		imports: []string{"internal/coord/"}},
-	// The experiment runner (issue 34): a user's agent over a case file,
-	// cases × trials, traced through an in-process collector into a store,
-	// graded and gated. It sits above the collector, the store and the
-	// scorer and below cmd; cmd hands it the grading backends (the sandbox,
-	// a judge) through scorer/grade's interfaces, so it imports no agent.
-	{path: "experiment/", rule: "the experiment runner drives a user's agent, never ours",
-		imports: []string{"experiment/", "collector", "store/", "datasets", "scorer/", "semconv/"}},
 	{path: "internal/chlocal/", rule: "chlocal is a leaf",
 		imports: []string{"internal/chlocal/"}},
 	// Projects and their API keys (issue 21): the keys file, hashed keys,
@@ -175,7 +171,7 @@ var (
 
 // The folders whose import graph must have no cycle (any other top-level
 // folder found is an error).
-var folders = []string{"agents", "baselines", "cmd", "collector", "datasets", "experiment", "internal",
+var folders = []string{"agents", "baselines", "cmd", "collector", "datasets", "internal",
 	"replay", "retrieval", "scorer", "scripts", "semconv", "store", "web"}
 
 // The attribute vocabulary has one room: no non-test .go file outside

@@ -13,14 +13,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/sqlite"
 )
+
+// testBackend is a real collector on loopback writing a real embedded
+// store, as cmd/loom-eval wires it.
+type testBackend struct {
+	st  store.Store
+	srv *collector.Server
+}
+
+func (b *testBackend) OTLPEndpoint() string { return "http://" + b.srv.HTTPAddr() }
+func (b *testBackend) GRPCAddr() string     { return b.srv.GRPCAddr() }
+func (b *testBackend) Reader() store.Reader { return b.st }
 
 func startTraces(t *testing.T, dir string) *Traces {
 	t.Helper()
-	tr, err := NewTraces(TracesConfig{Store: filepath.Join(dir, TracesFile), Wait: 300 * time.Millisecond, Quiet: 50 * time.Millisecond})
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dir, TracesFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Shutdown(ctx) })
+	srv, err := collector.NewServer(collector.ServerConfig{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		Exporter: collector.Config{Timeout: collector.DefaultTimeout}}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(ctx) })
+	tr, err := NewTraces(TracesConfig{Backend: &testBackend{st: st, srv: srv}, Wait: 300 * time.Millisecond, Quiet: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +228,7 @@ func TestJournalTornLine(t *testing.T) {
 
 // The default policy is the committed, calibrated one.
 func TestDefaultPolicyIsTheCommittedOne(t *testing.T) {
-	b, err := os.ReadFile("../baselines/policy.json")
+	b, err := os.ReadFile("../policy.json")
 	if err != nil {
 		t.Fatal(err)
 	}

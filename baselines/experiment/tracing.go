@@ -17,10 +17,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
-	"github.com/loomwork/loomwork/store/storeurl"
 )
 
 // Service names.
@@ -32,14 +30,22 @@ const (
 	DefaultAgentService = "agent-under-test"
 )
 
+// Backend is where trials' traces go and are read back: the OTLP/HTTP
+// endpoint the runner and the agent export to, and a reader of the store
+// behind it. cmd/loom-eval wires one (an in-process collector on loopback
+// writing the experiment's store, or the user's running collector and its
+// store), so this package opens no store and starts no server.
+type Backend interface {
+	// OTLPEndpoint is the collector's OTLP/HTTP base URL.
+	OTLPEndpoint() string
+	// GRPCAddr is its OTLP/gRPC host:port, "" when not known.
+	GRPCAddr() string
+	Reader() store.Reader
+}
+
 // TracesConfig says where trials' traces go.
 type TracesConfig struct {
-	// Store is the trace store URL (store/storeurl) the runner reads
-	// traces from and, without OTLPEndpoint, its collector writes to.
-	Store string
-	// OTLPEndpoint, when set, is a running collector's OTLP/HTTP base URL
-	// (a `loom-eval serve` writing Store): the runner starts none.
-	OTLPEndpoint string
+	Backend Backend
 	// Wait bounds how long the runner waits for a trial's spans to land
 	// after the agent returned; Quiet is how long no new span must arrive
 	// before it stops waiting early. Defaults 2s and 300ms.
@@ -52,13 +58,10 @@ type TracesConfig struct {
 // Validate reports every problem with the configuration.
 func (c *TracesConfig) Validate() error {
 	var errs []error
-	if _, err := storeurl.Parse(c.Store); err != nil {
-		errs = append(errs, fmt.Errorf("store: %w", err))
-	}
-	if c.OTLPEndpoint != "" {
-		if err := checkURL(c.OTLPEndpoint); err != nil {
-			errs = append(errs, fmt.Errorf("otlp endpoint: %w", err))
-		}
+	if c.Backend == nil {
+		errs = append(errs, errors.New("backend: none (a collector endpoint and its store)"))
+	} else if err := checkURL(c.Backend.OTLPEndpoint()); err != nil {
+		errs = append(errs, fmt.Errorf("otlp endpoint: %w", err))
 	}
 	if c.Wait < 0 || c.Quiet < 0 || c.Poll < 0 {
 		errs = append(errs, errors.New("wait, quiet, poll: must not be negative"))
@@ -66,17 +69,14 @@ func (c *TracesConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Traces owns the trace path of an experiment: the store, the in-process
-// collector (OTLP over HTTP and gRPC on 127.0.0.1 ports the OS picks) and
-// the tracer that opens each trial's root span.
+// Traces owns the runner's side of an experiment's traces: the tracer
+// that opens each trial's root span, and the reads that find a trial's
+// spans in the backend's store.
 type Traces struct {
-	cfg      TracesConfig
-	st       store.Store
-	srv      *collector.Server
-	tp       *sdktrace.TracerProvider
-	tracer   trace.Tracer
-	endpoint string
-	grpc     string
+	cfg    TracesConfig
+	st     store.Reader
+	tp     *sdktrace.TracerProvider
+	tracer trace.Tracer
 }
 
 // NewTraces validates cfg; Start does the I/O.
@@ -99,72 +99,37 @@ func NewTraces(cfg TracesConfig) (*Traces, error) {
 	return &Traces{cfg: cfg}, nil
 }
 
-// Start opens the store, starts the collector (unless an endpoint was
-// given) and the tracer.
+// Start starts the runner's tracer, exporting to the backend.
 func (t *Traces) Start(ctx context.Context) error {
-	external := t.cfg.OTLPEndpoint != ""
-	st, err := storeurl.OpenWithLogger(ctx, t.cfg.Store, external, t.cfg.Logger)
+	t.st = t.cfg.Backend.Reader()
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(t.Endpoint()+"/v1/traces"))
 	if err != nil {
-		return fmt.Errorf("trace store %s: %w", t.cfg.Store, err)
-	}
-	t.st = st
-	t.endpoint = t.cfg.OTLPEndpoint
-	if !external {
-		cfg := collector.ServerConfig{
-			GRPCAddr: "127.0.0.1:0",
-			HTTPAddr: "127.0.0.1:0",
-			Exporter: collector.Config{Timeout: collector.DefaultTimeout},
-			Logger:   t.cfg.Logger,
-		}
-		srv, err := collector.NewServer(cfg, st)
-		if err != nil {
-			return errors.Join(fmt.Errorf("collector: %w", err), t.Shutdown(ctx))
-		}
-		if err := srv.Start(ctx); err != nil {
-			return errors.Join(fmt.Errorf("collector: %w", err), t.Shutdown(ctx))
-		}
-		t.srv = srv
-		t.endpoint = "http://" + srv.HTTPAddr()
-		t.grpc = srv.GRPCAddr()
-	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(t.endpoint+"/v1/traces"))
-	if err != nil {
-		return errors.Join(fmt.Errorf("runner's exporter: %w", err), t.Shutdown(ctx))
+		return fmt.Errorf("runner's exporter: %w", err)
 	}
 	res := resource.NewSchemaless(attribute.String("service.name", RunnerService))
 	// A syncer: a trial's root span is stored when End returns.
 	t.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	t.tracer = t.tp.Tracer("github.com/loomwork/loomwork/experiment")
+	t.tracer = t.tp.Tracer("github.com/loomwork/loomwork/baselines/experiment")
 	return nil
 }
 
-// Endpoint is the OTLP/HTTP base URL agents export to; GRPCAddr the
-// in-process collector's gRPC address ("" with an external endpoint).
-func (t *Traces) Endpoint() string { return t.endpoint }
+// Endpoint is the OTLP/HTTP base URL agents export to.
+func (t *Traces) Endpoint() string { return t.cfg.Backend.OTLPEndpoint() }
 
-// GRPCAddr is the in-process collector's OTLP/gRPC host:port.
-func (t *Traces) GRPCAddr() string { return t.grpc }
+// GRPCAddr is the collector's OTLP/gRPC host:port ("" when not known).
+func (t *Traces) GRPCAddr() string { return t.cfg.Backend.GRPCAddr() }
 
 // Reader reads the store.
 func (t *Traces) Reader() store.Reader { return t.st }
 
-// Shutdown stops the tracer, the collector and the store.
+// Shutdown stops the tracer (the backend is its owner's to stop).
 func (t *Traces) Shutdown(ctx context.Context) error {
-	ctx = context.WithoutCancel(ctx)
-	var errs []error
-	if t.tp != nil {
-		errs = append(errs, t.tp.Shutdown(ctx))
-		t.tp = nil
+	if t.tp == nil {
+		return nil
 	}
-	if t.srv != nil {
-		errs = append(errs, t.srv.Shutdown(ctx))
-		t.srv = nil
-	}
-	if t.st != nil {
-		errs = append(errs, t.st.Shutdown(ctx))
-		t.st = nil
-	}
-	return errors.Join(errs...)
+	err := t.tp.Shutdown(context.WithoutCancel(ctx))
+	t.tp = nil
+	return err
 }
 
 // TrialSpan is the runner's root span of one trial.
@@ -206,7 +171,7 @@ func (t *Traces) StartTrial(ctx context.Context, expID, caseID string, trial int
 		span: span, TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String(), started: now,
 		Prop: Propagation{
 			TraceParent: carrier.Get("traceparent"), TraceState: carrier.Get("tracestate"), Baggage: carrier.Get("baggage"),
-			OTLPEndpoint: t.endpoint, OTLPProtocol: "http/protobuf", ServiceName: DefaultAgentService,
+			OTLPEndpoint: t.Endpoint(), OTLPProtocol: "http/protobuf", ServiceName: DefaultAgentService,
 			Resource: [][2]string{{semconv.AttrExperimentID, expID}, {semconv.AttrCaseID, caseID}, {semconv.AttrTrial, strconv.Itoa(trial)}},
 		},
 	}

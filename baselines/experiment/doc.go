@@ -5,10 +5,10 @@
 // It owns the agent targets (Target: a command per trial, an
 // OpenAI-compatible chat-completions endpoint, a JSON endpoint with a body
 // template; A2A and MCP targets plug in beside them), the trace path of a
-// run (Traces: an in-process collector on loopback ports writing the
-// experiment's store, a root span per trial carrying the experiment, case
-// and trial, and the W3C trace context and OTLP settings handed to the
-// agent), the runner (Runner: concurrency, a per-trial timeout, bounded
+// run (Traces: a root span per trial carrying the experiment, case and
+// trial, the W3C trace context and OTLP settings handed to the agent, and
+// the reads that find a trial's spans; the collector and the store behind
+// it are a Backend that cmd/loom-eval wires), the runner (Runner: concurrency, a per-trial timeout, bounded
 // retries of infrastructure failures only, a progress line, resume from the
 // append-only trials file) and the experiment folder (experiment.json, a
 // datasets.Experiment; trials.jsonl, graded datasets.Trial records;

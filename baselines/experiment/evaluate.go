@@ -11,7 +11,6 @@ import (
 	"github.com/loomwork/loomwork/scorer/gate"
 	"github.com/loomwork/loomwork/scorer/report"
 	"github.com/loomwork/loomwork/store"
-	"github.com/loomwork/loomwork/store/storeurl"
 )
 
 // DefaultPolicy is the gate an experiment applies against --against
@@ -45,7 +44,7 @@ type Side struct {
 // nil, opens the experiment's store read-only to attach each trial's spans
 // (trace graders and rollups read them). A store that does not open, or a
 // trace it does not hold, leaves the trials as recorded, with a note.
-func Load(ctx context.Context, dir string, reader store.Reader) (*Side, error) {
+func Load(ctx context.Context, dir string, reader store.Reader, open OpenStore) (*Side, error) {
 	rec, err := ReadRecord(dir)
 	if err != nil {
 		return nil, err
@@ -55,8 +54,8 @@ func Load(ctx context.Context, dir string, reader store.Reader) (*Side, error) {
 		return nil, err
 	}
 	s := &Side{Dir: dir, Record: rec, Trials: trials}
-	if reader == nil && rec.Store != "" {
-		st, err := storeurl.Open(ctx, rec.Store, true)
+	if reader == nil && rec.Store != "" && open != nil {
+		st, err := open(ctx, rec.Store)
 		if err != nil {
 			s.Notes = append(s.Notes, fmt.Sprintf("%s: store %s did not open (%v): scored on the recorded fields", rec.ID, rec.Store, err))
 			return s, nil
@@ -74,6 +73,10 @@ func Load(ctx context.Context, dir string, reader store.Reader) (*Side, error) {
 	}
 	return s, nil
 }
+
+// OpenStore opens a trace store by its URL, read-only (cmd/loom-eval
+// passes storeurl's opener; this package opens none itself).
+type OpenStore func(ctx context.Context, url string) (store.Store, error)
 
 // Evaluate scores cand (against base, gated by policy when base is set)
 // through report.Evaluate, the pipeline of `loom-eval score` and `gate`.
