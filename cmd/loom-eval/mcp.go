@@ -199,12 +199,41 @@ func (q storeQueries) Rollup(ctx context.Context, id string) (any, error) {
 // mcpFlags are the repeatable flags that take a run's tools from MCP
 // servers (run and replay --mcp-live share them).
 type mcpFlags struct {
-	stdio, urls listFlag
+	stdio, urls, env listFlag
 }
 
 func (f *mcpFlags) add(fs *flag.FlagSet, what string) {
 	fs.Var(&f.stdio, "mcp", what+" from a stdio MCP server: NAME=COMMAND [ARGS] (split on spaces; repeatable)")
 	fs.Var(&f.urls, "mcp-url", what+" from a Streamable HTTP MCP server: NAME=URL (bearer token from $LOOMWORK_MCP_TOKEN; repeatable)")
+	fs.Var(&f.env, "mcp-env", "pass these variables of this environment to the stdio MCP server NAME: NAME=VAR[,VAR] (repeatable; by default a server gets only "+strings.Join(mcp.DefaultPassEnv, ", ")+")")
+}
+
+// passEnv maps each stdio server to the variables --mcp-env names for it.
+func (f *mcpFlags) passEnv() (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, s := range f.env {
+		name, vars, ok := strings.Cut(s, "=")
+		if !ok || name == "" || strings.TrimSpace(vars) == "" {
+			return nil, usageError("--mcp-env %q: want NAME=VAR[,VAR]", s)
+		}
+		for _, v := range strings.Split(vars, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				out[name] = append(out[name], v)
+			}
+		}
+	}
+	for name := range out {
+		found := false
+		for _, s := range f.stdio {
+			if n, _, _ := strings.Cut(s, "="); n == name {
+				found = true
+			}
+		}
+		if !found {
+			return nil, usageError("--mcp-env %s=…: no stdio server %s (--mcp %s=COMMAND)", name, name, name)
+		}
+	}
+	return out, nil
 }
 
 func (f *mcpFlags) empty() bool { return len(f.stdio) == 0 && len(f.urls) == 0 }
@@ -238,13 +267,17 @@ func (m *Main) mcpConnect(ctx context.Context, f *mcpFlags, tp trace.TracerProvi
 		clients = append(clients, c)
 		return nil
 	}
+	pass, err := f.passEnv()
+	if err != nil {
+		return nil, stop, err
+	}
 	for _, s := range f.stdio {
 		name, cmdline, ok := strings.Cut(s, "=")
 		argv := strings.Fields(cmdline)
 		if !ok || name == "" || len(argv) == 0 {
 			return nil, stop, usageError("--mcp %q: want NAME=COMMAND [ARGS]", s)
 		}
-		if err := add(mcp.ClientConfig{Name: name, Command: argv[0], Args: argv[1:]}); err != nil {
+		if err := add(mcp.ClientConfig{Name: name, Command: argv[0], Args: argv[1:], PassEnv: pass[name]}); err != nil {
 			return nil, stop, err
 		}
 	}
