@@ -121,7 +121,7 @@ func (l *AuditLog) Append(actor, action string, data any) (AuditEntry, error) {
 		if err != nil {
 			return AuditEntry{}, err
 		}
-		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600) // decisions name tools, scopes and approvers: owner only
 		if err != nil {
 			return AuditEntry{}, fmt.Errorf("audit log: %w", err)
 		}

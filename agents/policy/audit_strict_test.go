@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/policy"
@@ -85,5 +86,25 @@ func TestAuditVerifyIsStrict(t *testing.T) {
 	var ae *policy.AuditError
 	if err := verifyText(join([]string{lines[0], lines[2]})); !errors.As(err, &ae) {
 		t.Fatalf("a chain error is not an *AuditError: %v", err)
+	}
+}
+
+// TestAuditLogIsOwnerOnly: the audit log is created 0600, even with a
+// umask of 0.
+func TestAuditLogIsOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0)
+	t.Cleanup(func() { syscall.Umask(old) })
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := policy.OpenAudit(file, clock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, "a", "x", nil)
+	st, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := st.Mode().Perm(); m != 0o600 {
+		t.Errorf("audit log mode %v, want 0600", m)
 	}
 }

@@ -258,6 +258,11 @@ func (r *Registry) save() (err error) {
 		return fmt.Errorf("encode: %w", err)
 	}
 	dir := filepath.Dir(r.path)
+	// Owner only: the directory of the first keys file (.loomwork/ by
+	// default) is made here when missing.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
 	tmp, err := r.fs.CreateTemp(dir, ".keys-*.tmp")
 	if err != nil {
 		return err

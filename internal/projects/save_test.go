@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -113,5 +114,30 @@ func TestFailedSaveIsAnErrorAndNoKey(t *testing.T) {
 				t.Errorf("temporary files left: %v", m)
 			}
 		})
+	}
+}
+
+// TestKeysFileIsOwnerOnly: the keys file is 0600 and a directory made for
+// it 0700, even with a umask of 0.
+func TestKeysFileIsOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0)
+	t.Cleanup(func() { syscall.Umask(old) })
+	dir := filepath.Join(t.TempDir(), ".loomwork")
+	path := filepath.Join(dir, "keys.json")
+	reg, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := reg.Create("alpha", KindRead, rand.Reader); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700, path: 0o600} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := st.Mode().Perm(); m != want {
+			t.Errorf("%s has mode %v, want %v", p, m, want)
+		}
 	}
 }
