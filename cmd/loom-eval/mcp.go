@@ -36,7 +36,7 @@ func (m *Main) runMCP(ctx context.Context, args []string) error {
 // runMCPServe serves Loomwork's tools over MCP: stdio by default, or
 // Streamable HTTP with --http (bearer token required).
 func (m *Main) runMCPServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces]")
+	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F [--allow-origin https://app.example]] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces]")
 	httpAddr := fs.String("http", "", "serve Streamable HTTP on this address (path /mcp) instead of stdio")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token HTTP clients must send (default $LOOMWORK_MCP_TOKEN); required with --http")
 	dataset := fs.String("dataset", "", "judged dataset folder the doc tools search (default $LOOMWORK_DATASET, else the shipped set)")
@@ -45,11 +45,21 @@ func (m *Main) runMCPServe(ctx context.Context, args []string) error {
 	storeURL := m.tracesStoreFlag(fs)
 	noPython := fs.Bool("no-python", false, "do not offer run_python_code")
 	noTraces := fs.Bool("no-traces", false, "do not offer the trace queries")
+	var origins listFlag
+	fs.Var(&origins, "allow-origin", "with --http: also accept requests from this browser origin, scheme://host[:port] (repeatable; localhost origins are always accepted, any other Origin is refused with 403)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError("mcp serve: unexpected arguments %q", fs.Args())
+	}
+	if len(origins) > 0 && *httpAddr == "" {
+		return usageError("mcp serve: --allow-origin needs --http")
+	}
+	for _, o := range origins {
+		if err := mcp.ValidOrigin(o); err != nil {
+			return usageError("mcp serve: --allow-origin %q: %v", o, err)
+		}
 	}
 	token := ""
 	if *httpAddr != "" {
@@ -96,7 +106,7 @@ func (m *Main) runMCPServe(ctx context.Context, args []string) error {
 		defer st.Shutdown(context.WithoutCancel(ctx))
 		tools = append(tools, mcp.TraceTools(storeQueries{st})...)
 	}
-	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...), Logger: m.mcpLogger()})
+	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...), Logger: m.mcpLogger(), AllowedOrigins: origins})
 	if err != nil {
 		return err
 	}
