@@ -201,6 +201,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'")
+	// A request without a project key reads the default project, and says
+	// so: a store that fails reads naming no project (ClickHouse) must see
+	// this choice, never infer it. A key's project replaces it below.
+	r = r.WithContext(store.WithDefaultProject(r.Context()))
 	open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/login"
 	if open || (s.cfg.AuthToken == "" && s.cfg.Keys == nil) {
 		s.mux.ServeHTTP(w, r)

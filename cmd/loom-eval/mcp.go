@@ -147,10 +147,20 @@ func splitNonEmpty(s string) []string {
 }
 
 // storeQueries adapts the trace store to mcp.TraceQueries (the same rows
-// and rollup `traces list` / `traces get --json` print).
+// and rollup `traces list` / `traces get --json` print). Its reads are the
+// CLI's: the default project unless $LOOMWORK_KEY scoped the store (the
+// MCP SDK's HTTP request contexts do not carry Main.Run's).
 type storeQueries struct{ st store.Store }
 
+func cliReadContext(ctx context.Context) context.Context {
+	if _, ok := store.ProjectFor(ctx); ok {
+		return ctx
+	}
+	return store.WithDefaultProject(ctx)
+}
+
 func (q storeQueries) List(ctx context.Context, filters map[string]string) (any, error) {
+	ctx = cliReadContext(ctx)
 	v := url.Values{}
 	for k, val := range filters {
 		v.Set(k, val)
@@ -175,6 +185,7 @@ func (q storeQueries) List(ctx context.Context, filters map[string]string) (any,
 }
 
 func (q storeQueries) spans(ctx context.Context, id string) (string, []store.Span, error) {
+	ctx = cliReadContext(ctx)
 	if _, err := store.ParseTraceIDPrefix(id); err != nil {
 		return "", nil, err
 	}
