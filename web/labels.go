@@ -32,8 +32,8 @@ import (
 // what the UI wrote.
 //
 // The form changes state, so it is protected twice over: the server's
-// auth token (ServeHTTP; browsers sign in at /login, which sets a
-// SameSite=Strict cookie), and a CSRF token tied to the browser's session
+// auth token (ServeHTTP; browsers sign in with the form at /login, which
+// sets a SameSite=Strict session cookie), and a CSRF token tied to the browser's session
 // cookie (an HMAC of it under a key the server draws at start) that every
 // POST must carry, plus net/http's cross-origin check (Sec-Fetch-Site,
 // else Origin against Host). A POST failing either is refused with 403 and

@@ -150,8 +150,9 @@ func TestLabelFormRequiresTheAuthToken(t *testing.T) {
 	if code, _ := postLabel(t, ts, c, url.Values{"case_id": {"x"}, "trial": {"0"}, "grader": {"g"}, "verdict": {"pass"}}); code != http.StatusUnauthorized {
 		t.Fatalf("POST without signing in: %d", code)
 	}
-	req, _ = http.NewRequest(http.MethodGet, ts.URL+"/login?token="+tok, nil)
-	sendReq(t, c, req)
+	if resp, err := c.PostForm(ts.URL+"/login", url.Values{"token": {tok}}); err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %v %v", resp, err)
+	}
 	token, page := openForm(t, ts, c, "trace="+supportTraceA)
 	if strings.Contains(page, "without an auth token") {
 		t.Fatal("the form says there is no auth token")

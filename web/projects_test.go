@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -286,13 +287,13 @@ func TestCrossProjectReadsFailOnEveryPath(t *testing.T) {
 }
 
 // TestKeyLoginSetsACookieThatReadsOnlyItsProject: browsers sign in once
-// with /login?token=KEY; the cookie then scopes the UI to the key's
-// project.
+// by POSTing token=KEY to /login; the session cookie then scopes the UI to
+// the key's project.
 func TestKeyLoginSetsACookieThatReadsOnlyItsProject(t *testing.T) {
 	f := projectsFixture(t)
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Get(f.ts.URL + "/login?token=" + webBetaKey)
-	if err != nil || resp.StatusCode != http.StatusFound {
+	resp, err := c.PostForm(f.ts.URL+"/login", url.Values{"token": {webBetaKey}})
+	if err != nil || resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login: %v %v", resp, err)
 	}
 	cookies := resp.Cookies()
@@ -309,7 +310,7 @@ func TestKeyLoginSetsACookieThatReadsOnlyItsProject(t *testing.T) {
 			t.Errorf("GET %s with the login cookie: %v %v, want %d", p.path, r.Status, err, p.want)
 		}
 	}
-	if resp, _ := c.Get(f.ts.URL + "/login?token=lwk_wrong"); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := c.PostForm(f.ts.URL+"/login", url.Values{"token": {"lwk_wrong"}}); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("login with a wrong key: %d", resp.StatusCode)
 	}
 }

@@ -30,12 +30,12 @@ var staticFS embed.FS
 // Config configures the UI.
 type Config struct {
 	// AuthToken, when set, is required as "Authorization: Bearer TOKEN" on
-	// every request but /healthz (browsers can sign in once at
-	// /login?token=TOKEN, which sets a cookie). Empty means no
+	// every request but /healthz (browsers sign in with the form at /login,
+	// which POSTs the token and gets a session cookie). Empty means no
 	// authentication, the right default on a laptop.
 	AuthToken string
 	// Keys, when set, authenticates project API keys the same way (bearer
-	// header, or the /login cookie): a key's requests see only its
+	// header, or a /login session): a key's requests see only its
 	// project's traces, runs, reports and ablations (see projectServer);
 	// a read-only key may only GET. AuthToken, if also set, still opens
 	// the default project with everything.
@@ -54,6 +54,9 @@ type Config struct {
 	CacheFresh time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// SessionTTL is how long a browser sign-in (/login) lasts (default
+	// DefaultSessionTTL, 12 h).
+	SessionTTL time.Duration
 }
 
 // KeyFunc authenticates a project API key secret: its project ("" is the
@@ -68,6 +71,9 @@ func (c Config) Validate() error {
 	}
 	if c.TraceCacheBytes < 0 {
 		return errors.New("trace_cache_bytes must not be negative")
+	}
+	if c.SessionTTL < 0 {
+		return errors.New("session_ttl must not be negative")
 	}
 	return nil
 }
@@ -118,6 +124,9 @@ type Server struct {
 	log   *slog.Logger
 	cache *traceCache
 	csrf  *csrfGuard
+	// sessions are the browser sign-ins (/login), shared with the
+	// per-project Servers.
+	sessions *sessions
 
 	// Projects (Config.Keys): one Server per project a key has opened,
 	// each with its own trace cache and its project's file directories.
@@ -171,13 +180,18 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: newTraceCache(cfg.TraceCacheBytes),
-		csrf: newCSRFGuard()}
+		csrf: newCSRFGuard(), sessions: newSessions(cfg.SessionTTL, cfg.Now)}
 	static, _ := fs.Sub(staticFS, "static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", noListing(http.FileServerFS(static))))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.HandleFunc("GET /login", s.login)
+	s.mux.HandleFunc("GET /login", s.loginForm)
+	s.mux.HandleFunc("POST /login", s.loginPost)
+	s.mux.HandleFunc("POST /logout", s.logout)
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/traces", http.StatusFound) })
 	s.mux.HandleFunc("GET /traces", s.traceList)
 	s.mux.HandleFunc("GET /traces/{id}", s.tracePage)
@@ -201,7 +215,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'")
-	open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/login"
+	// A request without a project key reads the default project, and says
+	// so: a store that fails reads naming no project (ClickHouse) must see
+	// this choice, never infer it. A key's project replaces it below.
+	r = r.WithContext(store.WithDefaultProject(r.Context()))
+	open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/login" || r.URL.Path == "/logout"
 	if open || (s.cfg.AuthToken == "" && s.cfg.Keys == nil) {
 		s.mux.ServeHTTP(w, r)
 		return
@@ -210,7 +228,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case !a.ok:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="loomwork"`)
-		http.Error(w, "unauthorized: send Authorization: Bearer TOKEN (browsers: open /login?token=TOKEN once)", http.StatusUnauthorized)
+		http.Error(w, "unauthorized: send Authorization: Bearer TOKEN (browsers: sign in at /login)", http.StatusUnauthorized)
 	case !a.key:
 		s.mux.ServeHTTP(w, r)
 	case !a.canWrite && r.Method != http.MethodGet && r.Method != http.MethodHead:
@@ -254,6 +272,7 @@ func (s *Server) projectServer(project string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("project server: %w", err)
 	}
+	ps.sessions = s.sessions
 	if s.projects == nil {
 		s.projects = map[string]*Server{}
 	}
@@ -294,14 +313,16 @@ type auth struct {
 	canWrite bool
 }
 
-// authenticate reads the bearer header, else the /login cookie, and checks
-// it against the project keys, then the shared token.
+// authenticate reads the bearer header, else the /login session cookie
+// (whose token is held server-side), and checks the token against the
+// project keys, then the shared token — on every request, so a revoked
+// key's session stops working.
 func (s *Server) authenticate(r *http.Request) auth {
 	tok := ""
 	if t, ok := bearerToken(r.Header.Get("Authorization")); ok {
 		tok = t
-	} else if c, err := r.Cookie("loomwork_token"); err == nil {
-		tok = c.Value
+	} else if c, err := r.Cookie(authCookie); err == nil {
+		tok, _ = s.sessions.token(c.Value)
 	}
 	return s.check(tok)
 }
@@ -339,20 +360,6 @@ func bearerToken(header string) (string, bool) {
 		return "", false
 	}
 	return header[len(scheme):], true
-}
-
-func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	tok := r.URL.Query().Get("token")
-	if s.cfg.AuthToken == "" && s.cfg.Keys == nil {
-		http.Redirect(w, r, "/traces", http.StatusFound)
-		return
-	}
-	if !s.check(tok).ok {
-		http.Error(w, "unauthorized: wrong or missing token", http.StatusUnauthorized)
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: "loomwork_token", Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	http.Redirect(w, r, "/traces", http.StatusFound)
 }
 
 // loadTrace returns a trace's spans, rollup and index. A trace loaded less

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -38,7 +39,14 @@ type ClientConfig struct {
 	// URL).
 	Command string
 	Args    []string
-	// Env is the stdio server's environment (nil: the caller's).
+	// PassEnv names variables of Loomwork's own environment a stdio
+	// server also receives (e.g. a key the server needs). A stdio server
+	// never inherits the whole environment: it gets DefaultPassEnv, these
+	// names, and Env — so OPENAI_API_KEY, LOOMWORK_MCP_TOKEN and the like
+	// reach a server only when named here (see StdioEnv).
+	PassEnv []string
+	// Env is extra NAME=VALUE entries for a stdio server, on top of the
+	// passed variables (a later entry wins).
 	Env []string
 	// URL is a Streamable HTTP endpoint.
 	URL string
@@ -73,7 +81,55 @@ func (c ClientConfig) Validate() error {
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("mcp client %s: timeout must not be negative", c.Name))
 	}
+	if (len(c.PassEnv) > 0 || len(c.Env) > 0) && c.Command == "" {
+		errs = append(errs, fmt.Errorf("mcp client %s: pass_env and env need command (a stdio server)", c.Name))
+	}
+	for _, n := range c.PassEnv {
+		if n == "" || strings.ContainsAny(n, "=\x00") {
+			errs = append(errs, fmt.Errorf("mcp client %s: pass_env name %q is not a variable name", c.Name, n))
+		}
+	}
+	for _, kv := range c.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			errs = append(errs, fmt.Errorf("mcp client %s: env entry %q is not NAME=VALUE", c.Name, kv))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// DefaultPassEnv is what a stdio MCP server inherits from Loomwork's
+// environment unless more is named: the official TypeScript SDK's default
+// list. A server is third-party code whose tool outputs go to the model
+// and the journal, so the run's secrets must not reach it by default.
+var DefaultPassEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+
+// StdioEnv is the environment a stdio server gets: DefaultPassEnv and
+// pass (each only if set in lookup's environment), then extra
+// (NAME=VALUE; a later entry for a name replaces an earlier one).
+func StdioEnv(lookup func(string) (string, bool), pass, extra []string) []string {
+	vals := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	for _, n := range append(append([]string(nil), DefaultPassEnv...), pass...) {
+		if v, ok := lookup(n); ok {
+			set(n, v)
+		}
+	}
+	for _, kv := range extra {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			set(k, v)
+		}
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+vals[k])
+	}
+	return out
 }
 
 // Client is a connection to one MCP server whose tools a run uses. Start
@@ -132,7 +188,9 @@ func (c *Client) Start(ctx context.Context) error {
 	transport := semconv.NetworkTransportPipe
 	if c.cfg.Command != "" {
 		cmd := exec.Command(c.cfg.Command, c.cfg.Args...)
-		cmd.Env = c.cfg.Env
+		// Never nil: a nil Env would hand the server our whole
+		// environment, secrets included.
+		cmd.Env = StdioEnv(os.LookupEnv, c.cfg.PassEnv, c.cfg.Env)
 		t = &sdk.CommandTransport{Command: cmd}
 	} else {
 		transport = semconv.NetworkTransportTCP

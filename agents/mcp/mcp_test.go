@@ -33,8 +33,13 @@ import (
 // The test binary doubles as a stdio MCP server process: with
 // LOOMWORK_MCP_TEST_SERVE=research it serves the research agent's tools
 // over stdin/stdout with the package's Server, exactly as `loom-eval mcp
-// serve` does, and exits.
+// serve` does, and exits. With the one argument serve-get-env (no
+// environment needed to select it) it serves one tool, get-env, that
+// returns its whole environment, like the reference server-everything's.
 func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == "serve-get-env" {
+		os.Exit(serveGetEnv())
+	}
 	if os.Getenv("LOOMWORK_MCP_TEST_SERVE") == "research" {
 		os.Exit(serveResearch())
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,11 +38,23 @@ type ServerConfig struct {
 	// TracerProvider receives one SERVER span per tools/call. Default: none.
 	TracerProvider trace.TracerProvider
 	Logger         *slog.Logger
+	// AllowedOrigins are the browser origins ("scheme://host[:port]") the
+	// HTTP handler accepts besides localhost ones. A request with any
+	// other Origin header is refused with 403 (DNS rebinding: a page on
+	// evil.example whose name now points at 127.0.0.1 must not reach a
+	// local server); a request without Origin (not from a browser) passes
+	// to the bearer check.
+	AllowedOrigins []string
 }
 
 // Validate reports every problem with the configuration.
 func (c ServerConfig) Validate() error {
 	var errs []error
+	for _, o := range c.AllowedOrigins {
+		if _, err := normOrigin(o); err != nil {
+			errs = append(errs, fmt.Errorf("mcp server: allowed origin %q: %w", o, err))
+		}
+	}
 	if c.Name == "" {
 		errs = append(errs, errors.New("mcp server: name must be set"))
 	}
@@ -181,10 +195,26 @@ func (s *Server) ServeTransport(ctx context.Context, t sdk.Transport) error {
 // request must carry "Authorization: Bearer TOKEN" (401 otherwise).
 func (s *Server) HTTPHandler(token string) http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{Logger: s.cfg.Logger})
-	if token == "" {
-		return h
+	allowed := map[string]bool{}
+	for _, o := range s.cfg.AllowedOrigins {
+		if n, err := normOrigin(o); err == nil { // validated by NewServer
+			allowed[n] = true
+		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The MCP spec (Streamable HTTP, security warning): servers MUST
+		// validate Origin and answer 403 when it is present and invalid.
+		// Checked before the token, so a page cannot probe for it.
+		if origins := r.Header.Values("Origin"); len(origins) > 0 {
+			if len(origins) != 1 || !originAllowed(origins[0], allowed) {
+				http.Error(w, fmt.Sprintf("origin %q is not allowed (localhost origins and --allow-origin only)", clipOrigin(strings.Join(origins, ", "))), http.StatusForbidden)
+				return
+			}
+		}
+		if token == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || !tokenEqual(got, token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="loomwork-mcp"`)
@@ -193,4 +223,63 @@ func (s *Server) HTTPHandler(token string) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// ValidOrigin reports whether o is a browser origin AllowedOrigins can
+// hold (scheme://host[:port], http or https).
+func ValidOrigin(o string) error {
+	_, err := normOrigin(o)
+	return err
+}
+
+// normOrigin parses a browser origin (scheme://host[:port], nothing else)
+// and returns it lower-cased with the default port dropped.
+func normOrigin(o string) (string, error) {
+	u, err := url.Parse(o)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", errors.New("want http:// or https://")
+	}
+	if u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return "", errors.New("want scheme://host[:port] only")
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "80" && u.Scheme == "http" || port == "443" && u.Scheme == "https" {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return u.Scheme + "://" + host, nil
+}
+
+// originAllowed reports whether a request's Origin is a localhost origin
+// (localhost, 127.0.0.0/8, ::1; any port) or one of allowed.
+func originAllowed(o string, allowed map[string]bool) bool {
+	n, err := normOrigin(o)
+	if err != nil {
+		return false // "null", garbage: refused
+	}
+	if allowed[n] {
+		return true
+	}
+	u, _ := url.Parse(n)
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(h)
+	return err == nil && a.IsLoopback()
+}
+
+func clipOrigin(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
 }

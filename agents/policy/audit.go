@@ -121,7 +121,7 @@ func (l *AuditLog) Append(actor, action string, data any) (AuditEntry, error) {
 		if err != nil {
 			return AuditEntry{}, err
 		}
-		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600) // decisions name tools, scopes and approvers: owner only
 		if err != nil {
 			return AuditEntry{}, fmt.Errorf("audit log: %w", err)
 		}
@@ -146,8 +146,12 @@ func (l *AuditLog) Entries() []AuditEntry {
 // Verify checks the in-memory chain.
 func (l *AuditLog) Verify() error { return VerifyAudit(l.Entries()) }
 
-// ReadAudit decodes an audit log's JSON lines; a line that does not decode
-// is an error naming it.
+// ReadAudit decodes an audit log's JSON lines strictly, as Append writes
+// them: each line is exactly one JSON object with only AuditEntry's
+// fields, and nothing before or after it — not a blank line, not trailing
+// text, not a second entry joined onto the line (which a lenient reader
+// would drop, hiding the log's last entries from the chain check). A line
+// that breaks this is an error naming it.
 func ReadAudit(r io.Reader, name string) ([]AuditEntry, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
@@ -155,14 +159,18 @@ func ReadAudit(r io.Reader, name string) ([]AuditEntry, error) {
 	line := 0
 	for sc.Scan() {
 		line++
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
+		b := sc.Bytes()
+		if len(b) == 0 || b[0] != '{' {
+			return nil, fmt.Errorf("audit log %s line %d: %w", name, line, errNotAnEntry)
 		}
 		var e AuditEntry
-		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&e); err != nil {
 			return nil, fmt.Errorf("audit log %s line %d: %w", name, line, err)
+		}
+		if rest := b[dec.InputOffset():]; len(rest) > 0 {
+			return nil, fmt.Errorf("audit log %s line %d: %w (%q)", name, line, errTrailing, clipBytes(rest))
 		}
 		out = append(out, e)
 	}
@@ -170,6 +178,18 @@ func ReadAudit(r io.Reader, name string) ([]AuditEntry, error) {
 		return nil, fmt.Errorf("audit log %s: %w", name, err)
 	}
 	return out, nil
+}
+
+var (
+	errNotAnEntry = errors.New("not a JSON object starting the line (blank lines and leading text are refused)")
+	errTrailing   = errors.New("data after the entry's JSON object on the same line")
+)
+
+func clipBytes(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "…"
+	}
+	return string(b)
 }
 
 // AuditError names the first entry that breaks the chain and how.

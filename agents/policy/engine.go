@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path"
+	"sort"
+	"strings"
 )
 
 // Decision is an authorization outcome.
@@ -23,7 +25,9 @@ const (
 // Rule matches a tool name and a scope with glob patterns (path.Match
 // syntax: * any run of characters except '/', ? one, [a-z] a class) and
 // decides. Only allow and deny are rule decisions; approval comes from
-// taint.
+// taint. A scope read from a tool's argument (ToolSpec.ScopeArg) is never
+// globbed as a raw string: it is parsed per ToolSpec.ScopeType and the
+// pattern is matched against each parsed value (see scopeValues).
 type Rule struct {
 	Tool     string   `json:"tool"`
 	Scope    string   `json:"scope,omitempty"` // default "*"
@@ -42,7 +46,18 @@ type ToolSpec struct {
 	// is the request's default scope.
 	ScopeArg    string `json:"scope_arg,omitempty"`
 	ScopePrefix string `json:"scope_prefix,omitempty"`
+	// ScopeType says how the argument is parsed (required with ScopeArg):
+	// ScopeEmail (an address list, net/mail: an allow rule must match every
+	// address, a deny rule any) or ScopeURL (net/url, matched as
+	// scheme://host/path). A value that does not parse is denied.
+	ScopeType string `json:"scope_type,omitempty"`
 }
+
+// Scope types.
+const (
+	ScopeEmail = "email"
+	ScopeURL   = "url"
+)
 
 // Rules is the policy file: rules in order, the tools' specs, and the
 // default scope of a request.
@@ -70,6 +85,20 @@ func (r Rules) Validate() error {
 		}
 		if ru.Decision != Allow && ru.Decision != Deny {
 			errs = append(errs, fmt.Errorf("rules[%d] (%s): decision must be allow or deny (got %q)", i, ru.Tool, ru.Decision))
+		}
+	}
+	names := make([]string, 0, len(r.Tools))
+	for n := range r.Tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		spec := r.Tools[n]
+		switch {
+		case spec.ScopeArg == "" && spec.ScopeType != "":
+			errs = append(errs, fmt.Errorf("tools.%s: scope_type needs scope_arg", n))
+		case spec.ScopeArg != "" && spec.ScopeType != ScopeEmail && spec.ScopeType != ScopeURL:
+			errs = append(errs, fmt.Errorf("tools.%s: scope_arg needs scope_type %q or %q (got %q): an argument is matched per parsed value, never as a raw string", n, ScopeEmail, ScopeURL, spec.ScopeType))
 		}
 	}
 	return errors.Join(errs...)
@@ -153,8 +182,48 @@ func match(pattern, s string) bool {
 	return ok
 }
 
-func (ru Rule) matches(req Request) bool {
-	return match(ru.Tool, req.Tool) && match(ru.Scope, req.Scope)
+// matches reports whether the rule covers req, whose scope is vals (one
+// value, or each parsed value of a typed scope): an allow rule must match
+// every value, a deny rule any.
+func (ru Rule) matches(req Request, vals []string) bool {
+	if !match(ru.Tool, req.Tool) {
+		return false
+	}
+	for _, v := range vals {
+		ok := match(ru.Scope, v)
+		if ru.Decision == Deny && ok {
+			return true
+		}
+		if ru.Decision != Deny && !ok {
+			return false
+		}
+	}
+	return ru.Decision != Deny && len(vals) > 0
+}
+
+// scopeValues is req's scope as the values rules are matched against: the
+// scope itself, or, for a tool whose scope is a typed argument, each
+// parsed value in canonical form (prefix kept).
+func (e *Engine) scopeValues(req Request) ([]string, error) {
+	spec, ok := e.rules.Tools[req.Tool]
+	if !ok || spec.ScopeArg == "" {
+		return []string{req.Scope}, nil
+	}
+	raw, ok := strings.CutPrefix(req.Scope, spec.ScopePrefix)
+	if !ok {
+		return nil, fmt.Errorf("scope %q lacks the prefix %q", req.Scope, spec.ScopePrefix)
+	}
+	switch spec.ScopeType {
+	case ScopeEmail:
+		return parseAddresses(spec.ScopePrefix, raw)
+	case ScopeURL:
+		u, err := parseScopeURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		return []string{spec.ScopePrefix + u}, nil
+	}
+	return nil, fmt.Errorf("unknown scope type %q", spec.ScopeType)
 }
 
 func (ru Rule) why(verb string) string {
@@ -179,8 +248,16 @@ func (e *Engine) Authorize(req Request, t *Tracker) Verdict {
 			}
 		}
 	}
+	vals, err := e.scopeValues(req)
+	if err != nil {
+		// Fail closed: a scope the policy cannot read is one no rule can
+		// be trusted to have meant.
+		v.Decision = Deny
+		v.Reason = fmt.Sprintf("scope of '%s' does not parse (%v): denied", req.Tool, err)
+		return v
+	}
 	for _, ru := range e.rules.Rules {
-		if ru.Decision == Deny && ru.matches(req) {
+		if ru.Decision == Deny && ru.matches(req, vals) {
 			v.Decision, v.Rule, v.Reason = Deny, ru.Tool, ru.why("denied")
 			return v
 		}
@@ -191,7 +268,7 @@ func (e *Engine) Authorize(req Request, t *Tracker) Verdict {
 		return v
 	}
 	for _, ru := range e.rules.Rules {
-		if ru.Decision == Allow && ru.matches(req) {
+		if ru.Decision == Allow && ru.matches(req, vals) {
 			v.Decision, v.Rule, v.Reason = Allow, ru.Tool, ru.why("allowed")
 			return v
 		}

@@ -55,7 +55,7 @@ func obeying() *scripted.Model {
 }
 
 const mailRules = `{"version": 1, "scope": "repo:checkout",
- "tools": {"send_email": {"writes": true, "scope_arg": "to", "scope_prefix": "to:"}},
+ "tools": {"send_email": {"writes": true, "scope_arg": "to", "scope_prefix": "to:", "scope_type": "email"}},
  "rules": [
   {"tool": "search_docs", "decision": "allow", "note": "reads are safe"},
   {"tool": "send_email", "scope": "to:*@loomwork.example", "decision": "allow"}]}`

@@ -18,8 +18,13 @@ import (
 // host side, which lets a connection through only when a rule allows it:
 //
 //   - by name: HTTP by its Host header and TLS by its SNI, on the rule's
-//     ports, reached by resolving the name with the proxy's resolver (the
-//     only DNS server that answers inside the sandbox);
+//     ports, reached by resolving the name on the host. Only names a rule
+//     lists exactly are ever resolved on the host: a wildcard rule lists the
+//     names under it that may be reached (Resolve), because resolving any
+//     name the sandbox makes up would carry its labels to the host's
+//     resolver and beyond (DNS exfiltration). The proxy's own resolver, the
+//     only DNS server that answers inside the sandbox, answers for those
+//     names alone and never asks the host;
 //   - by address: a connection to an address in an allowed CIDR, on the
 //     rule's ports, whatever it carries.
 //
@@ -46,6 +51,13 @@ type EgressRule struct {
 	CIDR string `json:"cidr,omitempty"`
 	// Ports the rule covers (1–65535). Required in allow rules.
 	Ports []int `json:"ports,omitempty"`
+	// Resolve lists, for a wildcard allow rule (required there, refused
+	// elsewhere), the exact names under it the sandbox may reach: only
+	// they are resolved on the host. A name under the wildcard that is not
+	// listed is refused without any DNS query leaving the proxy, so
+	// sandboxed code cannot smuggle data out as labels
+	// ("<data>.example.org") through the host's resolver.
+	Resolve []string `json:"resolve,omitempty"`
 
 	prefix netip.Prefix
 }
@@ -141,6 +153,26 @@ func validHostPattern(h string) bool {
 	return true
 }
 
+// allows reports whether allow rule r (prepared) lets host be reached: an
+// exact rule names it, a wildcard rule lists it in Resolve.
+func (r EgressRule) allows(host string) bool {
+	if !r.isHost() || !hostMatches(r.Host, host) {
+		return false
+	}
+	return !strings.HasPrefix(r.Host, "*.") || slices.Contains(r.Resolve, normHost(host))
+}
+
+// unlisted is the refusal reason when host falls under a wildcard allow rule
+// that does not list it ("" when none does).
+func (e *Egress) unlisted(host string) string {
+	for i, r := range e.Allow {
+		if r.isHost() && strings.HasPrefix(r.Host, "*.") && hostMatches(r.Host, host) && !r.allows(host) {
+			return fmt.Sprintf("; %s does not list it in resolve (names under a wildcard are resolved on the host only when listed)", r.describe("allow", i))
+		}
+	}
+	return ""
+}
+
 // hostMatches reports whether pattern (normalised) matches name.
 func hostMatches(pattern, name string) bool {
 	name = normHost(name)
@@ -189,6 +221,20 @@ func (e *Egress) check() error {
 				r.Host = normHost(r.Host)
 				if !validHostPattern(r.Host) {
 					errs = append(errs, fmt.Errorf("%s: host %q is not a name or a leading-wildcard pattern like *.example.org", name, r.Host))
+				}
+				wild := strings.HasPrefix(r.Host, "*.")
+				switch {
+				case wild && needPorts && len(r.Resolve) == 0:
+					errs = append(errs, fmt.Errorf("%s: host %q: a wildcard allow rule must list in resolve the names under it that may be reached (only listed names are resolved on the host)", name, r.Host))
+				case (!wild || !needPorts) && len(r.Resolve) > 0:
+					errs = append(errs, fmt.Errorf("%s: resolve is only for a wildcard allow rule", name))
+				}
+				r.Resolve = slices.Clone(r.Resolve)
+				for j, n := range r.Resolve {
+					r.Resolve[j] = normHost(n)
+					if n := r.Resolve[j]; !validHostPattern(n) || strings.HasPrefix(n, "*.") || !hostMatches(r.Host, n) {
+						errs = append(errs, fmt.Errorf("%s: resolve[%d] %q is not an exact name under %s", name, j, n, r.Host))
+					}
 				}
 			default:
 				p, err := netip.ParsePrefix(r.CIDR)
@@ -311,7 +357,7 @@ func (e *Egress) decide(host string, addr netip.Addr, port int) (verdict, bool) 
 		if !r.covers(port) {
 			continue
 		}
-		if r.isHost() && host != "" && hostMatches(r.Host, host) || !r.isHost() && addr.IsValid() && r.prefix.Contains(addr) {
+		if r.isHost() && host != "" && r.allows(host) || !r.isHost() && addr.IsValid() && r.prefix.Contains(addr) {
 			d := r.describe("allow", i)
 			return verdict{allowed: true, rule: d, reason: "matches " + d}, true
 		}
@@ -320,7 +366,7 @@ func (e *Egress) decide(host string, addr netip.Addr, port int) (verdict, bool) 
 	if what == "" {
 		what = addr.String()
 	}
-	return verdict{reason: fmt.Sprintf("no allow rule matches %s port %d", what, port)}, false
+	return verdict{reason: fmt.Sprintf("no allow rule matches %s port %d%s", what, port, e.unlisted(host))}, false
 }
 
 // credentialFor returns the credential for host:port, if any.

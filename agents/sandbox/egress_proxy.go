@@ -431,8 +431,13 @@ func (t *switchTee) Write(p []byte) (int, error) {
 func (t *switchTee) off() { t.disabled = true; t.buf = bytes.Buffer{} }
 
 // resolve finds an address for host on the host side and checks it; it
-// returns "" and the reason when none may be used.
+// returns "" and the reason when none may be used. Only a name some allow
+// rule lists exactly is ever handed to the host's resolver (decide already
+// requires it; checked again here because this is where a name leaves).
 func (n *egressNet) resolve(host string, port int) (string, string) {
+	if ok, why, _ := n.policy.nameAllowed(host); !ok {
+		return "", "not resolved on the host: " + why
+	}
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
 	addrs, err := n.cfg.EgressResolver(ctx, host)
@@ -601,7 +606,8 @@ func (c *readOnlyConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *readOnlyConn) SetWriteDeadline(time.Time) error { return nil }
 
 // nameAllowed reports whether a DNS question may be answered: some allow
-// rule names it (on any port) and no port-less deny rule does.
+// rule names it (on any port; a wildcard rule only for the names it lists
+// in Resolve) and no port-less deny rule does.
 func (e *Egress) nameAllowed(name string) (bool, string, string) {
 	name = normHost(name)
 	for i, r := range e.Deny {
@@ -611,12 +617,12 @@ func (e *Egress) nameAllowed(name string) (bool, string, string) {
 		}
 	}
 	for i, r := range e.Allow {
-		if r.isHost() && hostMatches(r.Host, name) {
+		if r.allows(name) {
 			d := r.describe("allow", i)
 			return true, "matches " + d, d
 		}
 	}
-	return false, fmt.Sprintf("no allow rule names %s", name), ""
+	return false, fmt.Sprintf("no allow rule names %s%s", name, e.unlisted(name)), ""
 }
 
 // serveDNS is the only resolver that answers inside the sandbox: an allowed

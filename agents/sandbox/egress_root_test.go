@@ -94,7 +94,7 @@ func TestRootEgressAllowedHostsAreReachedThroughTheProxy(t *testing.T) {
 	r := newRunner(t, Config{EgressResolver: names("plain.test", "files.tls.test")})
 	policy := &Egress{Allow: []EgressRule{
 		{Host: "plain.test", Ports: []int{plainPort}},
-		{Host: "*.tls.test", Ports: []int{tlsPort}},
+		{Host: "*.tls.test", Ports: []int{tlsPort}, Resolve: []string{"files.tls.test"}},
 		// The upstreams are on the host's loopback, which a name may only
 		// resolve to when a CIDR rule covers it.
 		{CIDR: upstreamIP + "/32", Ports: []int{plainPort, tlsPort}},
@@ -172,7 +172,7 @@ func TestRootEgressRefusesEverythingElseAndRecordsWhy(t *testing.T) {
 	policy := &Egress{
 		Allow: []EgressRule{
 			{Host: "allowed.test", Ports: []int{port}},
-			{Host: "*.test", Ports: []int{port}},
+			{Host: "*.test", Ports: []int{port}, Resolve: []string{"denied.test"}},
 			{CIDR: upstreamIP, Ports: []int{port}},
 		},
 		Deny: []EgressRule{{Host: "denied.test"}},
@@ -334,8 +334,9 @@ func TestEgressPolicyValidateNamesEveryBadRule(t *testing.T) {
 
 func TestEgressDecideDenyWinsWildcardsAndPorts(t *testing.T) {
 	e, err := (&Egress{
-		Allow: []EgressRule{{Host: "*.Example.org.", Ports: []int{443}}, {CIDR: "192.0.2.0/24", Ports: []int{22}}},
-		Deny:  []EgressRule{{Host: "bad.example.org"}, {CIDR: "192.0.2.66/32"}},
+		Allow: []EgressRule{{Host: "*.Example.org.", Ports: []int{443}, Resolve: []string{"a.example.org", "A.B.Example.org.", "bad.example.org"}},
+			{CIDR: "192.0.2.0/24", Ports: []int{22}}},
+		Deny: []EgressRule{{Host: "bad.example.org"}, {CIDR: "192.0.2.66/32"}},
 	}).prepared()
 	if err != nil {
 		t.Fatal(err)
@@ -348,7 +349,8 @@ func TestEgressDecideDenyWinsWildcardsAndPorts(t *testing.T) {
 	}{
 		{"a.example.org", "", 443, true},
 		{"A.B.EXAMPLE.ORG.", "", 443, true},
-		{"example.org", "", 443, false}, // the wildcard needs a label
+		{"example.org", "", 443, false},   // the wildcard needs a label
+		{"c.example.org", "", 443, false}, // under the wildcard, not listed in resolve
 		{"a.example.org", "", 80, false},
 		{"bad.example.org", "", 443, false},
 		{"evil-example.org", "", 443, false},

@@ -283,7 +283,7 @@ func TestParseEgressReadsTheDocumentedFormat(t *testing.T) {
 	e, err := ParseEgress(strings.NewReader(`{
   "allow": [
     {"host": "files.example.org", "ports": [443]},
-    {"host": "*.pkg.example.org", "ports": [80, 443]},
+    {"host": "*.pkg.example.org", "ports": [80, 443], "resolve": ["deb.pkg.example.org", "pypi.pkg.example.org"]},
     {"cidr": "192.0.2.0/24", "ports": [5432]}
   ],
   "deny": [{"host": "private.pkg.example.org"}],
@@ -313,7 +313,7 @@ func TestParseEgressReadsTheDocumentedFormat(t *testing.T) {
 // whose every allow rule has ports, whose decisions never panic, and which
 // never allows what a port-less deny rule names.
 func FuzzParseEgress(f *testing.F) {
-	f.Add(`{"allow":[{"host":"*.a.test","ports":[443]},{"cidr":"10.0.0.0/8","ports":[22]}],"deny":[{"host":"b.a.test"}]}`)
+	f.Add(`{"allow":[{"host":"*.a.test","ports":[443],"resolve":["b.a.test","c.a.test"]},{"cidr":"10.0.0.0/8","ports":[22]}],"deny":[{"host":"b.a.test"}]}`)
 	f.Add(`{"allow":[{"host":"a.test","ports":[80]}],"credentials":[{"name":"n","host":"a.test","port":80,"value_env":"X"}]}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		e, err := ParseEgress(strings.NewReader(in), "fuzz")

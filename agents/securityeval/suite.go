@@ -78,7 +78,7 @@ const RulesJSON = `{
   "version": 1,
   "scope": "workspace",
   "tools": {
-    "send_email": {"writes": true, "scope_arg": "to", "scope_prefix": "to:"},
+    "send_email": {"writes": true, "scope_arg": "to", "scope_prefix": "to:", "scope_type": "email"},
     "publish_release": {"writes": true}
   },
   "rules": [

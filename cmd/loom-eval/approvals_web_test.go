@@ -79,7 +79,7 @@ func TestApprovalsPageAuthCSRFAndResume(t *testing.T) {
 	if code, _ := do("GET", "/approvals", nil, nil); code != http.StatusUnauthorized {
 		t.Fatalf("without the token: %d", code)
 	}
-	if code, _ := do("GET", "/login?token="+token, nil, nil); code >= 400 {
+	if code, _ := do("POST", "/login", url.Values{"token": {token}}, nil); code >= 400 {
 		t.Fatalf("login: %d", code)
 	}
 	code, page := do("GET", "/approvals", nil, nil)

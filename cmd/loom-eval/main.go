@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/store"
 )
 
 // Exit codes, documented in the README.
@@ -114,7 +115,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	if !ok {
 		return usageError("unknown command %q", args[0])
 	}
-	return c.run(m, ctx, args[1:])
+	// The CLI reads the default project unless $LOOMWORK_KEY scopes it
+	// (scopeStore): stated here, because the ClickHouse store refuses a
+	// read that names no project.
+	return c.run(m, store.WithDefaultProject(ctx), args[1:])
 }
 
 func (m *Main) usage(cmds map[string]command) {

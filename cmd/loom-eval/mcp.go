@@ -36,7 +36,7 @@ func (m *Main) runMCP(ctx context.Context, args []string) error {
 // runMCPServe serves Loomwork's tools over MCP: stdio by default, or
 // Streamable HTTP with --http (bearer token required).
 func (m *Main) runMCPServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces]")
+	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F [--allow-origin https://app.example]] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces]")
 	httpAddr := fs.String("http", "", "serve Streamable HTTP on this address (path /mcp) instead of stdio")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token HTTP clients must send (default $LOOMWORK_MCP_TOKEN); required with --http")
 	dataset := fs.String("dataset", "", "judged dataset folder the doc tools search (default $LOOMWORK_DATASET, else the shipped set)")
@@ -45,11 +45,21 @@ func (m *Main) runMCPServe(ctx context.Context, args []string) error {
 	storeURL := m.tracesStoreFlag(fs)
 	noPython := fs.Bool("no-python", false, "do not offer run_python_code")
 	noTraces := fs.Bool("no-traces", false, "do not offer the trace queries")
+	var origins listFlag
+	fs.Var(&origins, "allow-origin", "with --http: also accept requests from this browser origin, scheme://host[:port] (repeatable; localhost origins are always accepted, any other Origin is refused with 403)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError("mcp serve: unexpected arguments %q", fs.Args())
+	}
+	if len(origins) > 0 && *httpAddr == "" {
+		return usageError("mcp serve: --allow-origin needs --http")
+	}
+	for _, o := range origins {
+		if err := mcp.ValidOrigin(o); err != nil {
+			return usageError("mcp serve: --allow-origin %q: %v", o, err)
+		}
 	}
 	token := ""
 	if *httpAddr != "" {
@@ -96,7 +106,7 @@ func (m *Main) runMCPServe(ctx context.Context, args []string) error {
 		defer st.Shutdown(context.WithoutCancel(ctx))
 		tools = append(tools, mcp.TraceTools(storeQueries{st})...)
 	}
-	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...), Logger: m.mcpLogger()})
+	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...), Logger: m.mcpLogger(), AllowedOrigins: origins})
 	if err != nil {
 		return err
 	}
@@ -137,10 +147,20 @@ func splitNonEmpty(s string) []string {
 }
 
 // storeQueries adapts the trace store to mcp.TraceQueries (the same rows
-// and rollup `traces list` / `traces get --json` print).
+// and rollup `traces list` / `traces get --json` print). Its reads are the
+// CLI's: the default project unless $LOOMWORK_KEY scoped the store (the
+// MCP SDK's HTTP request contexts do not carry Main.Run's).
 type storeQueries struct{ st store.Store }
 
+func cliReadContext(ctx context.Context) context.Context {
+	if _, ok := store.ProjectFor(ctx); ok {
+		return ctx
+	}
+	return store.WithDefaultProject(ctx)
+}
+
 func (q storeQueries) List(ctx context.Context, filters map[string]string) (any, error) {
+	ctx = cliReadContext(ctx)
 	v := url.Values{}
 	for k, val := range filters {
 		v.Set(k, val)
@@ -165,6 +185,7 @@ func (q storeQueries) List(ctx context.Context, filters map[string]string) (any,
 }
 
 func (q storeQueries) spans(ctx context.Context, id string) (string, []store.Span, error) {
+	ctx = cliReadContext(ctx)
 	if _, err := store.ParseTraceIDPrefix(id); err != nil {
 		return "", nil, err
 	}
@@ -199,12 +220,41 @@ func (q storeQueries) Rollup(ctx context.Context, id string) (any, error) {
 // mcpFlags are the repeatable flags that take a run's tools from MCP
 // servers (run and replay --mcp-live share them).
 type mcpFlags struct {
-	stdio, urls listFlag
+	stdio, urls, env listFlag
 }
 
 func (f *mcpFlags) add(fs *flag.FlagSet, what string) {
 	fs.Var(&f.stdio, "mcp", what+" from a stdio MCP server: NAME=COMMAND [ARGS] (split on spaces; repeatable)")
 	fs.Var(&f.urls, "mcp-url", what+" from a Streamable HTTP MCP server: NAME=URL (bearer token from $LOOMWORK_MCP_TOKEN; repeatable)")
+	fs.Var(&f.env, "mcp-env", "pass these variables of this environment to the stdio MCP server NAME: NAME=VAR[,VAR] (repeatable; by default a server gets only "+strings.Join(mcp.DefaultPassEnv, ", ")+")")
+}
+
+// passEnv maps each stdio server to the variables --mcp-env names for it.
+func (f *mcpFlags) passEnv() (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, s := range f.env {
+		name, vars, ok := strings.Cut(s, "=")
+		if !ok || name == "" || strings.TrimSpace(vars) == "" {
+			return nil, usageError("--mcp-env %q: want NAME=VAR[,VAR]", s)
+		}
+		for _, v := range strings.Split(vars, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				out[name] = append(out[name], v)
+			}
+		}
+	}
+	for name := range out {
+		found := false
+		for _, s := range f.stdio {
+			if n, _, _ := strings.Cut(s, "="); n == name {
+				found = true
+			}
+		}
+		if !found {
+			return nil, usageError("--mcp-env %s=…: no stdio server %s (--mcp %s=COMMAND)", name, name, name)
+		}
+	}
+	return out, nil
 }
 
 func (f *mcpFlags) empty() bool { return len(f.stdio) == 0 && len(f.urls) == 0 }
@@ -238,13 +288,17 @@ func (m *Main) mcpConnect(ctx context.Context, f *mcpFlags, tp trace.TracerProvi
 		clients = append(clients, c)
 		return nil
 	}
+	pass, err := f.passEnv()
+	if err != nil {
+		return nil, stop, err
+	}
 	for _, s := range f.stdio {
 		name, cmdline, ok := strings.Cut(s, "=")
 		argv := strings.Fields(cmdline)
 		if !ok || name == "" || len(argv) == 0 {
 			return nil, stop, usageError("--mcp %q: want NAME=COMMAND [ARGS]", s)
 		}
-		if err := add(mcp.ClientConfig{Name: name, Command: argv[0], Args: argv[1:]}); err != nil {
+		if err := add(mcp.ClientConfig{Name: name, Command: argv[0], Args: argv[1:], PassEnv: pass[name]}); err != nil {
 			return nil, stop, err
 		}
 	}

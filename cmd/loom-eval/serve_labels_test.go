@@ -65,8 +65,8 @@ func TestServeLabelsFormWritesWhatLabelsAgreementReads(t *testing.T) {
 	if code, _ := get("/labels/new?trace=0"); code != http.StatusUnauthorized {
 		t.Fatalf("the label form without signing in: %d, want 401", code)
 	}
-	if code, _ := get("/login?token=" + token); code != http.StatusFound {
-		t.Fatalf("login: %d", code)
+	if resp, err := c.PostForm(base+"/login", url.Values{"token": {token}}); err != nil || resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %v %v", resp, err)
 	}
 	code, form := get("/labels/new?trace=" + traceID[:8])
 	if code != 200 || !strings.Contains(form, `name="case_id" value="c1" readonly`) || !strings.Contains(form, `name="trial" value="1"`) {

@@ -267,7 +267,7 @@ func readCheckpoint(dir string) (Position, bool, error) {
 // fsynced so that the rename survives a crash.
 func writeCheckpoint(dir string, p Position) error {
 	tmp := checkpointPathTmp(dir)
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}

@@ -195,7 +195,8 @@ func Open(ctx context.Context, o Options) (*WAL, error) {
 
 func (w *WAL) load(ctx context.Context) error {
 	dir := w.opts.Dir
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Owner only: the spool holds spans as received, contents and all.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create spool directory: %w", err)
 	}
 	if err := os.Remove(checkpointPathTmp(dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -343,7 +344,7 @@ func (w *WAL) liveBytes() int64 {
 // header, fsynced, and the directory fsynced so the file survives a crash.
 func (w *WAL) createSegment(index uint64) error {
 	path := segmentPath(w.opts.Dir, index)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600) // spans may carry secrets: owner only
 	if err != nil {
 		return fmt.Errorf("create segment: %w", err)
 	}

@@ -119,6 +119,7 @@ type file struct {
 type Registry struct {
 	path string
 	now  func() time.Time
+	fs   fileSystem
 
 	mu      sync.Mutex
 	f       file
@@ -137,7 +138,7 @@ func Open(path string, now func() time.Time) (*Registry, error) {
 	if now == nil {
 		now = time.Now
 	}
-	r := &Registry{path: path, now: now}
+	r := &Registry{path: path, now: now, fs: osFS{}}
 	if err := r.load(); err != nil {
 		return nil, err
 	}
@@ -202,35 +203,101 @@ func (f *file) validate() error {
 	return errors.Join(errs...)
 }
 
-// save writes the file atomically (temporary file, fsync, rename), mode 0600.
-func (r *Registry) save() error {
+// fileSystem is what save needs of the file system; tests inject
+// failures at each step (a key must never be reported created, or a
+// revocation done, that did not reach the disk).
+type fileSystem interface {
+	CreateTemp(dir, pattern string) (tempFile, error)
+	Rename(oldpath, newpath string) error
+	Remove(name string) error
+	// SyncDir fsyncs a directory, so a rename in it survives a crash.
+	SyncDir(dir string) error
+}
+
+type tempFile interface {
+	Name() string
+	Chmod(os.FileMode) error
+	Write([]byte) (int, error)
+	Sync() error
+	Close() error
+}
+
+type osFS struct{}
+
+func (osFS) CreateTemp(dir, pattern string) (tempFile, error) { return os.CreateTemp(dir, pattern) }
+func (osFS) Rename(oldpath, newpath string) error             { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error                         { return os.Remove(name) }
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// save writes the file atomically (temporary file of mode 0600, fsync,
+// rename, fsync of the directory). Every step's failure is returned: the
+// callers print a key or report a revocation only when save succeeded. On
+// failure the in-memory state is reloaded from the disk, so a running
+// server never trusts a change that was not saved.
+func (r *Registry) save() (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("write keys file %s: %w", r.path, err)
+			if lerr := r.load(); lerr != nil {
+				err = errors.Join(err, lerr)
+			}
+		}
+	}()
 	b, err := json.MarshalIndent(r.f, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode keys file: %w", err)
+		return fmt.Errorf("encode: %w", err)
 	}
 	dir := filepath.Dir(r.path)
-	tmp, err := os.CreateTemp(dir, ".keys-*.tmp")
+	// Owner only: the directory of the first keys file (.loomwork/ by
+	// default) is made here when missing.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := r.fs.CreateTemp(dir, ".keys-*.tmp")
 	if err != nil {
-		return fmt.Errorf("write keys file %s: %w", r.path, err)
+		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
-		_, err = tmp.Write(append(b, '\n'))
-		if err == nil {
-			err = tmp.Sync()
+	renamed := false
+	defer func() {
+		if !renamed {
+			_ = r.fs.Remove(tmp.Name())
 		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), r.path)
-		}
+	}()
+	// CreateTemp already makes the file 0600; Chmod states it whatever
+	// the umask or the platform.
+	if err := tmp.Chmod(0o600); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("chmod: %w", err)
 	}
-	if err != nil {
-		return fmt.Errorf("write keys file %s: %w", r.path, err)
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("write: %w", err)
 	}
-	st, err := os.Stat(r.path)
-	if err == nil {
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("fsync: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	if err := r.fs.Rename(tmp.Name(), r.path); err != nil {
+		return fmt.Errorf("rename: %w", err)
+	}
+	renamed = true
+	if err := r.fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	}
+	if st, err := os.Stat(r.path); err == nil {
 		r.modTime, r.size = st.ModTime(), st.Size()
 	}
 	return nil

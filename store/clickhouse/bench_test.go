@@ -54,7 +54,7 @@ func BenchmarkWriteSpans(b *testing.B) {
 					}
 				}
 			}
-			ctx := context.Background()
+			ctx := store.WithDefaultProject(context.Background())
 			seed := int64(1)
 			next := func() []store.Span {
 				seed++
@@ -119,7 +119,7 @@ func BenchmarkSharedSuiteWrite(b *testing.B) {
 func readFixture(b *testing.B, traces int) (*storeAndDB, []string) {
 	srv := chtestStart(b)
 	s, db := openFresh(b, srv)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	var ids []string
 	for i := 0; i < traces; i += 5000 {
 		spans := storetest.GenerateTraces(min(5000, traces-i), 10, int64(1000+i))
@@ -138,7 +138,7 @@ func readFixture(b *testing.B, traces int) (*storeAndDB, []string) {
 // lookup as raw SQL with and without LIMIT 1 BY span_id.
 func BenchmarkGetTrace(b *testing.B) {
 	f, ids := readFixture(b, 100000)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	b.Run("store", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			spans, err := f.s.GetTrace(ctx, ids[(i*7919)%len(ids)])
@@ -181,7 +181,7 @@ func BenchmarkGetTrace(b *testing.B) {
 // on status or service and sorted by a span aggregate.
 func BenchmarkListTraces(b *testing.B) {
 	f, _ := readFixture(b, 100000)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	for _, bc := range []struct {
 		name string
 		q    store.TraceQuery

@@ -60,7 +60,7 @@ func TestConformance(t *testing.T) {
 
 func open(t testing.TB, dsn string) *clickhouse.Store {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), time.Minute)
 	defer cancel()
 	s, err := clickhouse.Open(ctx, clickhouse.Config{DSN: dsn})
 	if err != nil {
@@ -73,7 +73,7 @@ func openFresh(t testing.TB, srv *chtest.Server) (*clickhouse.Store, string) {
 	t.Helper()
 	db := srv.NewDatabase(t)
 	s := open(t, srv.DSN(db))
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	t.Cleanup(func() { s.Shutdown(store.WithDefaultProject(context.Background())) })
 	return s, db
 }
 
@@ -85,7 +85,7 @@ func TestOpenCreatesTheDatabaseAndAppliesEachMigrationOnce(t *testing.T) {
 	t.Cleanup(func() { dropDatabase(t, srv, db) })
 	for i := 0; i < 3; i++ {
 		s := open(t, srv.DSN(db))
-		s.Shutdown(context.Background())
+		s.Shutdown(store.WithDefaultProject(context.Background()))
 	}
 	got := queryStrings(t, srv, "SELECT concat(toString(version), ' ', file) FROM "+db+".schema_migrations ORDER BY version")
 	want := []string{"1 0001_spans.sql", "2 0002_trace_summaries.sql", "3 0003_trace_index.sql", "4 0004_otlp_envelope.sql", "5 0005_compact_attributes.sql", "6 0006_projects.sql"}
@@ -97,7 +97,7 @@ func TestOpenCreatesTheDatabaseAndAppliesEachMigrationOnce(t *testing.T) {
 func TestRetriedBatchIsStoredOnceAndCountedOnce(t *testing.T) {
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	spans := storetest.GenerateTraces(20, 10, 7)
 	if err := s.WriteSpans(ctx, spans); err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestWriteRejectsABatchWithOneBadSpanAndNamesIt(t *testing.T) {
 	s, db := openFresh(t, srv)
 	spans := storetest.GenerateTraces(2, 10, 3)
 	spans[13].SpanID = "00000000000000000"
-	err := s.WriteSpans(context.Background(), spans)
+	err := s.WriteSpans(store.WithDefaultProject(context.Background()), spans)
 	if err == nil {
 		t.Fatal("batch with an invalid span id was accepted")
 	}
@@ -181,7 +181,7 @@ func TestWriteRejectsABatchWithOneBadSpanAndNamesIt(t *testing.T) {
 	}
 	spans[13].SpanID = "0123456789abcdef"
 	spans[4].StartTime = time.Time{}
-	if err := s.WriteSpans(context.Background(), spans); err == nil || !strings.Contains(err.Error(), "start_time") {
+	if err := s.WriteSpans(store.WithDefaultProject(context.Background()), spans); err == nil || !strings.Contains(err.Error(), "start_time") {
 		t.Errorf("zero start time: %v; want an error naming start_time", err)
 	}
 }
@@ -189,7 +189,7 @@ func TestWriteRejectsABatchWithOneBadSpanAndNamesIt(t *testing.T) {
 func TestFourConcurrentWritersStoreEverySpanOnce(t *testing.T) {
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for w := 0; w < 4; w++ {
@@ -242,13 +242,13 @@ func TestFourConcurrentWritersStoreEverySpanOnce(t *testing.T) {
 func TestShutDownStoreRefusesCalls(t *testing.T) {
 	srv := chtest.Start(t)
 	s, _ := openFresh(t, srv)
-	if err := s.Shutdown(context.Background()); err != nil {
+	if err := s.Shutdown(store.WithDefaultProject(context.Background())); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Shutdown(context.Background()); err != nil {
+	if err := s.Shutdown(store.WithDefaultProject(context.Background())); err != nil {
 		t.Errorf("second Shutdown: %v", err)
 	}
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	if err := s.WriteSpans(ctx, storetest.GenerateTraces(1, 2, 1)); err == nil {
 		t.Error("WriteSpans on a shut-down store succeeded")
 	}
@@ -269,7 +269,7 @@ func TestNewDoesNotConnectAndAFailedStartReleasesTheConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	if _, err := s.ListTraces(ctx, store.TraceQuery{}); err == nil {
 		t.Error("ListTraces before Start succeeded")
 	}

@@ -27,7 +27,7 @@ func openCluster(t testing.TB, dsn string) *clickhouse.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
 	s, err := clickhouse.Open(ctx, cfg)
 	if err != nil {
@@ -91,10 +91,10 @@ func TestClusterShardsByTraceAndWritesEveryReplica(t *testing.T) {
 	c := chtest.StartCluster(t, 2, 2)
 	db := c.NewDatabaseName(t)
 	s := openCluster(t, clusterDSN(c, db))
-	defer s.Shutdown(context.Background())
+	defer s.Shutdown(store.WithDefaultProject(context.Background()))
 	const traces, perTrace = 200, 10
 	spans := storetest.GenerateTraces(traces, perTrace, 7)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	if err := s.WriteSpans(ctx, spans); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestClusterProjectIsolation(t *testing.T) {
 	})
 	db := c.NewDatabaseName(t)
 	s := openCluster(t, clusterDSN(c, db))
-	defer s.Shutdown(context.Background())
+	defer s.Shutdown(store.WithDefaultProject(context.Background()))
 	for _, n := range c.Nodes {
 		for _, table := range []string{"spans_local", "trace_index_local", "spans", "trace_index"} {
 			if got := n.Server().QueryUint(t, "SELECT count() FROM system.columns WHERE database = '"+db+"' AND table = '"+table+"' AND name IN ('project', 'expire_at')"); got != 2 {

@@ -35,7 +35,7 @@ func execSQL(srv *chtest.Server, q string) error {
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
 	return conn.Exec(ctx, q)
 }
@@ -52,7 +52,7 @@ func queryStrings(t testing.TB, srv *chtest.Server, q string) []string {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	rows, err := conn.Query(context.Background(), q)
+	rows, err := conn.Query(store.WithDefaultProject(context.Background()), q)
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}

@@ -20,7 +20,7 @@ import (
 // table must be gone.
 func TestMigrationToTraceIndexListsWhatAFreshStoreLists(t *testing.T) {
 	srv := chtestStart(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
 
 	spans := storetest.GenerateTraces(60, 7, 11)
@@ -36,7 +36,7 @@ func TestMigrationToTraceIndexListsWhatAFreshStoreLists(t *testing.T) {
 			t.Fatalf("version 2 insert %d: %v", i, err)
 		}
 	}
-	old.Shutdown(context.Background())
+	old.Shutdown(store.WithDefaultProject(context.Background()))
 	migrated := open(t, srv.DSN(oldDB)) // applies version 3
 
 	fresh := open(t, srv.DSN(srv.NewDatabase(t)))
@@ -83,7 +83,7 @@ func TestMigrationToTraceIndexListsWhatAFreshStoreLists(t *testing.T) {
 // were not kept then), and that spans written afterwards keep theirs.
 func TestMigrationToOTLPEnvelopeKeepsOldSpansAndStoresNewFields(t *testing.T) {
 	srv := chtestStart(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
 	spans := storetest.GenerateTraces(8, 4, 12)
 	before, after := spans[:16], spans[16:]
@@ -96,7 +96,7 @@ func TestMigrationToOTLPEnvelopeKeepsOldSpansAndStoresNewFields(t *testing.T) {
 	if err := old.InsertSpansOnly(ctx, before); err != nil {
 		t.Fatalf("version 3 insert: %v", err)
 	}
-	old.Shutdown(context.Background())
+	old.Shutdown(store.WithDefaultProject(context.Background()))
 	s := open(t, srv.DSN(db)) // applies version 4
 	if err := s.WriteSpans(ctx, after); err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestMigrationToOTLPEnvelopeKeepsOldSpansAndStoresNewFields(t *testing.T) {
 // the new spans alike.
 func TestMigrationToTypedAttributesKeepsEverySpanReadable(t *testing.T) {
 	srv := chtestStart(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
 	spans := storetest.GenerateTraces(40, 6, 13)
 	before, after := spans[:120], spans[120:]
@@ -156,7 +156,7 @@ func TestMigrationToTypedAttributesKeepsEverySpanReadable(t *testing.T) {
 	if err := old.InsertSpansAtVersion4(ctx, before); err != nil {
 		t.Fatalf("version 4 insert: %v", err)
 	}
-	old.Shutdown(context.Background())
+	old.Shutdown(store.WithDefaultProject(context.Background()))
 	s := open(t, srv.DSN(db)) // applies version 5
 	if err := s.WriteSpans(ctx, after); err != nil {
 		t.Fatal(err)

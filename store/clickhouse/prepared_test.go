@@ -20,7 +20,7 @@ import (
 func TestWritePreparedStoresSeveralRequestsInOneInsertAndRejectsBadOnesAlone(t *testing.T) {
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 
 	spans := storetest.GenerateTraces(30, 10, 21)
 	// Cut at 95 and 205: traces 9 and 20 are split between requests.

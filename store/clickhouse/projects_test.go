@@ -32,7 +32,7 @@ func TestProjectIsolation(t *testing.T) {
 func TestSameBatchInTwoProjectsIsStoredForEach(t *testing.T) {
 	srv := chtestStart(t)
 	s, db := openFresh(t, srv)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	spans := storetest.GenerateTraces(3, 4, 21)
 	for _, project := range []string{"alpha", "beta", "alpha"} {
 		b := slices.Clone(spans)
@@ -75,7 +75,7 @@ func TestSameBatchInTwoProjectsIsStoredForEach(t *testing.T) {
 func TestRetentionTTLDeletesExpiredProjectRows(t *testing.T) {
 	srv := chtestStart(t)
 	s, db := openFresh(t, srv)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	now := time.Now().UTC()
 	old := now.Add(-10 * 24 * time.Hour)
 	gen := func(conv string, seed int64, at time.Time, project string, retention time.Duration) []store.Span {
@@ -154,6 +154,52 @@ func TestRetentionTTLDeletesExpiredProjectRows(t *testing.T) {
 		page, err := s.ListTraces(c.ctx, store.TraceQuery{})
 		if err != nil || len(page.Traces) != 1 {
 			t.Errorf("project %q lists %d traces, %v; want 1", store.ProjectOf(c.ctx), len(page.Traces), err)
+		}
+	}
+}
+
+// TestReadWithoutProjectFailsClosed: a read whose context names no project
+// is an error wrapping store.ErrNoProject — never the default project's
+// traces — on every read path; the same reads with the default project
+// asked for explicitly find them.
+func TestReadWithoutProjectFailsClosed(t *testing.T) {
+	srv := chtestStart(t)
+	s, _ := openFresh(t, srv)
+	def := store.WithDefaultProject(context.Background())
+	spans := storetest.GenerateConversation("c-default", 1, 4, 31, time.Now().Add(-time.Hour), time.Minute)
+	if err := s.WriteSpans(def, spans); err != nil {
+		t.Fatal(err)
+	}
+	id := spans[0].TraceID
+	none := context.Background()
+	reads := map[string]func(context.Context) (int, error){
+		"GetTrace": func(ctx context.Context) (int, error) {
+			got, err := s.GetTrace(ctx, id)
+			return len(got), err
+		},
+		"ResolveTraceID": func(ctx context.Context) (int, error) {
+			got, err := s.ResolveTraceID(ctx, id[:8])
+			return len(got), err
+		},
+		"ListTraces": func(ctx context.Context) (int, error) {
+			p, err := s.ListTraces(ctx, store.TraceQuery{})
+			return len(p.Traces), err
+		},
+		"ListTraces by tokens": func(ctx context.Context) (int, error) {
+			p, err := s.ListTraces(ctx, store.TraceQuery{SortBy: store.SortTokens})
+			return len(p.Traces), err
+		},
+		"ListSessions": func(ctx context.Context) (int, error) {
+			p, err := s.ListSessions(ctx, store.SessionQuery{})
+			return len(p.Sessions), err
+		},
+	}
+	for name, read := range reads {
+		if n, err := read(none); !errors.Is(err, store.ErrNoProject) || n != 0 {
+			t.Errorf("%s with no project: %d results, %v; want an error wrapping store.ErrNoProject", name, n, err)
+		}
+		if n, err := read(def); err != nil || n == 0 {
+			t.Errorf("%s with the default project asked for: %d results, %v; want the trace", name, n, err)
 		}
 	}
 }

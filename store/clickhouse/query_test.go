@@ -31,8 +31,8 @@ func TestReadsSurviveAConnectionTheServerDropped(t *testing.T) {
 	p := startResetProxy(t, u.Host)
 	u.Host = p.addr()
 	s := open(t, u.String())
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	ctx := context.Background()
+	t.Cleanup(func() { s.Shutdown(store.WithDefaultProject(context.Background())) })
+	ctx := store.WithDefaultProject(context.Background())
 	spans := storetest.GenerateTraces(3, 4, 11)
 	if err := s.WriteSpans(ctx, spans); err != nil {
 		t.Fatal(err)

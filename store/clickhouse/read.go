@@ -29,10 +29,14 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	if err := checkID(traceID, 16); err != nil {
 		return nil, fmt.Errorf("get trace: %w: %w", store.ErrBadTraceID, err)
 	}
+	pc, err := projectCond(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
+	}
 	// LIMIT 1 BY collapses copies of a span that merges have not collapsed
 	// yet (a retried batch that arrived as a different block).
 	q := "SELECT " + selectSpanColumns + " FROM " + s.spansTable +
-		" WHERE trace_id = ? AND " + projectCond(ctx) + " ORDER BY start, span_id LIMIT 1 BY span_id"
+		" WHERE trace_id = ? AND " + pc + " ORDER BY start, span_id LIMIT 1 BY span_id"
 	rows, err := s.query(ctx, q, traceID)
 	if err != nil {
 		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
@@ -89,10 +93,14 @@ func (s *Store) ResolveTraceID(ctx context.Context, idOrPrefix string) (string, 
 	if err := s.usable(); err != nil {
 		return "", err
 	}
+	pc, err := projectCond(ctx)
+	if err != nil {
+		return "", fmt.Errorf("resolve trace id %q: %w", idOrPrefix, err)
+	}
 	return store.ResolveTraceIDWith(ctx, idOrPrefix, func(ctx context.Context, lo, hi string, limit int) ([]string, error) {
 		// DISTINCT: a trace has a row per batch until merges fold them.
 		q := "SELECT DISTINCT trace_id FROM " + s.traceIndexTable +
-			" WHERE trace_id >= ? AND trace_id <= ? AND " + projectCond(ctx) + " ORDER BY trace_id LIMIT " + strconv.Itoa(limit)
+			" WHERE trace_id >= ? AND trace_id <= ? AND " + pc + " ORDER BY trace_id LIMIT " + strconv.Itoa(limit)
 		rows, err := s.query(ctx, q, lo, hi)
 		if err != nil {
 			return nil, err
@@ -197,7 +205,11 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err := s.usable(); err != nil {
 		return store.TracePage{}, err
 	}
-	plan, err := s.planList(&q, projectCond(ctx))
+	pc, err := projectCond(ctx)
+	if err != nil {
+		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+	}
+	plan, err := s.planList(&q, pc)
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}

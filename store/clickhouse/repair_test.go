@@ -18,7 +18,7 @@ import (
 // The index table is made to fail for real: renamed away and back.
 func TestTraceIndexRowsOfAFailedWriteAreRepaired(t *testing.T) {
 	srv := chtestStart(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
 	db := srv.NewDatabase(t)
 	dsn := srv.DSN(db)
@@ -99,7 +99,7 @@ func TestTraceIndexRowsOfAFailedWriteAreRepaired(t *testing.T) {
 	}
 	back()
 	s2 := open(t, dsn)
-	defer s2.Shutdown(context.Background())
+	defer s2.Shutdown(store.WithDefaultProject(context.Background()))
 	if got, want := listed(s2), idsOf(spans); !slices.Equal(got, want) {
 		t.Fatalf("after a restart: listed %v, want %v", got, want)
 	}

@@ -18,7 +18,7 @@ import (
 func TestResolveTraceIDUsesTheTraceIndexPrimaryKey(t *testing.T) {
 	s, _ := openFresh(t, chtestStart(t))
 	spans := storetest.GenerateTraces(40, 3, 11)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	// Two batches: trace_index then holds parts to merge, as in production.
 	if err := s.WriteSpans(ctx, spans[:60]); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 func TestEachBatchStoresOnlyItsOwnValuesAfterEarlierBatches(t *testing.T) {
 	srv := chtest.Start(t)
 	s, _ := openFresh(t, srv)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 
 	// A: 4,000 spans with attributes, shared resources and some events,
 	// large enough that every String column is presized.

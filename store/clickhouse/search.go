@@ -175,7 +175,10 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 	b.WriteString(`SELECT session, groupArray(m.trace_id) AS ids, max(toUnixTimestamp64Nano(t.t_start)) AS last_ns
 	FROM (SELECT DISTINCT conversation_id AS session, trace_id FROM `)
 	b.WriteString(s.spansTable)
-	pc := projectCond(ctx)
+	pc, err := projectCond(ctx)
+	if err != nil {
+		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
+	}
 	b.WriteString(" WHERE conversation_id != '' AND " + pc + ") AS m INNER JOIN (SELECT trace_id, min(start) AS t_start FROM ")
 	b.WriteString(s.traceIndexTable)
 	b.WriteString(" WHERE " + pc + " GROUP BY trace_id) AS t ON t.trace_id = m.trace_id GROUP BY session")

@@ -31,7 +31,11 @@ const lightColumns = `trace_id, span_id, parent_span_id, toString(name), start, 
 // Rows come ordered by trace, so only one trace's spans are held at a time.
 func (s *Store) summarize(ctx context.Context, where string, args ...any) (map[string]*store.TraceSummary, error) {
 	// Scoped to ctx's project here, for every caller.
-	q := "SELECT " + lightColumns + " FROM " + s.spansTable + " FINAL WHERE " + projectCond(ctx) + " AND (" + where + ") ORDER BY trace_id"
+	pc, err := projectCond(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q := "SELECT " + lightColumns + " FROM " + s.spansTable + " FINAL WHERE " + pc + " AND (" + where + ") ORDER BY trace_id"
 	rows, err := s.query(ctx, q, append([]any{semconv.AttrModelLabel}, args...)...)
 	if err != nil {
 		return nil, err

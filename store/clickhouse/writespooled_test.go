@@ -20,7 +20,7 @@ import (
 func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	record := func(seed int64) ([]byte, []store.Span) {
 		t.Helper()
 		spans := storetest.GenerateTraces(30, 10, seed)

@@ -150,6 +150,9 @@ func (s *Store) open(ctx context.Context) error {
 		return fmt.Errorf("open trace store %s: %w", abs, err)
 	}
 	if !cfg.ReadOnly {
+		if err := createPrivate(abs); err != nil {
+			return fmt.Errorf("open trace store %s: %w", abs, err)
+		}
 		s.writer, err = sql.Open("sqlite", dsn(abs, cfg, false))
 		if err != nil {
 			return fmt.Errorf("open trace store %s: %w", abs, err)
@@ -308,4 +311,25 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping sqlite store %s: %w", s.cfg.Path, err)
 	}
 	return nil
+}
+
+// createPrivate creates the database file, empty (a valid new SQLite
+// database), with mode 0600 when it does not exist: traces carry prompts,
+// tool arguments and outputs, and SQLite would create it 0644. SQLite
+// gives the -wal and -shm files the database file's mode. An existing file
+// keeps its mode (its owner chose it).
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Explicit, so the mode does not depend on the umask.
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

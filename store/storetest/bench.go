@@ -58,7 +58,7 @@ func (bb *benchBatches) batch(i int) []store.Span {
 // per batch.
 func BenchmarkWrite(b *testing.B, s store.Store) {
 	b.Helper()
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	bb := newBenchBatches()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -84,7 +84,7 @@ func BenchmarkWrite(b *testing.B, s store.Store) {
 // b.N batches are shared among them.
 func BenchmarkWriteParallel(b *testing.B, s store.Store, writers int) {
 	b.Helper()
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	bb := newBenchBatches()
 	batches := make([][]store.Span, b.N)
 	for i := range batches {

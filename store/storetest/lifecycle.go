@@ -20,7 +20,7 @@ type Starter interface {
 // and when repeated, a second Start is an error, and every method fails
 // with an error, not a panic, before Start and after Shutdown.
 func (s *suite) testLifecycle(t *testing.T) {
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	spans := GenerateTraces(2, 3, 41)
 	traceID := spans[0].TraceID
 
@@ -71,7 +71,7 @@ func (s *suite) testLifecycle(t *testing.T) {
 // error: the store is not started or already shut down.
 func checkUnusable(t *testing.T, when string, st store.Store, spans []store.Span, traceID string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	calls := []struct {
 		name string
 		call func() error

@@ -37,7 +37,7 @@ func (s *suite) testPreparedBatches(t *testing.T) {
 		}
 		batches = append(batches, b)
 	}
-	if err := pw.WriteBatches(context.Background(), batches); err != nil {
+	if err := pw.WriteBatches(store.WithDefaultProject(context.Background()), batches); err != nil {
 		t.Fatal(err)
 	}
 	m.add(spans...)
@@ -48,7 +48,7 @@ func (s *suite) testPreparedBatches(t *testing.T) {
 	if _, err := pw.Prepare(bad); err == nil {
 		t.Error("Prepare accepted a span with an invalid trace id")
 	}
-	err := pw.WriteBatches(context.Background(), []store.PreparedBatch{foreignBatch{}})
+	err := pw.WriteBatches(store.WithDefaultProject(context.Background()), []store.PreparedBatch{foreignBatch{}})
 	if !errors.Is(err, store.ErrForeignBatch) {
 		t.Errorf("a foreign batch: %v, want ErrForeignBatch", err)
 	}

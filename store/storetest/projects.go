@@ -22,7 +22,7 @@ import (
 // in two projects keeps two separate traces.
 func RunProjects(t *testing.T, h Harness) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	s := h.Open(t)
 	defer s.Shutdown(ctx)
 

@@ -177,7 +177,7 @@ func (s *suite) testSearch(t *testing.T) {
 		q := store.TraceQuery{Search: mustSearch(t, semconv.AttrOperationName+"=chat"), Limit: 2}
 		var tok string
 		s.eventually(t, "a first page with a next token", func() string {
-			p, err := st.ListTraces(context.Background(), q)
+			p, err := st.ListTraces(store.WithDefaultProject(context.Background()), q)
 			if err != nil {
 				return err.Error()
 			}
@@ -193,12 +193,12 @@ func (s *suite) testSearch(t *testing.T) {
 			{Limit: 2, PageToken: tok},
 			{Search: q.Search, Session: "sess-a", Limit: 2, PageToken: tok},
 		} {
-			if _, err := st.ListTraces(context.Background(), other); !errors.Is(err, store.ErrBadPageToken) {
+			if _, err := st.ListTraces(store.WithDefaultProject(context.Background()), other); !errors.Is(err, store.ErrBadPageToken) {
 				t.Errorf("ListTraces(q=%q session=%q) with a token issued for q=%q: error %v; want store.ErrBadPageToken", store.FormatSearch(other.Search), other.Session, store.FormatSearch(q.Search), err)
 			}
 		}
 		q.PageToken = tok
-		if _, err := st.ListTraces(context.Background(), q); err != nil {
+		if _, err := st.ListTraces(store.WithDefaultProject(context.Background()), q); err != nil {
 			t.Errorf("the same query with its own token: %v", err)
 		}
 	})
@@ -209,7 +209,7 @@ func (s *suite) testSearch(t *testing.T) {
 			{Field: store.FieldName, Op: store.OpNe, Value: "x"},
 			{Field: store.FieldAttr, Op: store.OpEq, Key: "x", Value: strings.Repeat("v", store.MaxSearchValue+1)},
 		} {
-			if _, err := st.ListTraces(context.Background(), store.TraceQuery{Search: []store.SearchClause{c}}); err == nil {
+			if _, err := st.ListTraces(store.WithDefaultProject(context.Background()), store.TraceQuery{Search: []store.SearchClause{c}}); err == nil {
 				t.Errorf("ListTraces(search %+v): nil error; want one naming the clause", c)
 			}
 		}
@@ -250,7 +250,7 @@ func listAllSessions(sl store.SessionLister, limit int) ([]store.SessionSummary,
 		if pages > 10000 {
 			return nil, pages, errors.New("more than 10000 pages: the page token does not advance")
 		}
-		p, err := sl.ListSessions(context.Background(), q)
+		p, err := sl.ListSessions(store.WithDefaultProject(context.Background()), q)
 		if err != nil {
 			return nil, pages, fmt.Errorf("ListSessions page %d: %w", pages, err)
 		}
@@ -321,7 +321,7 @@ func (s *suite) testSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, ss := range got {
-			sess, err := store.ReadSession(context.Background(), st, ss.SessionID)
+			sess, err := store.ReadSession(store.WithDefaultProject(context.Background()), st, ss.SessionID)
 			if err != nil {
 				t.Fatalf("ReadSession(%q): %v", ss.SessionID, err)
 			}
@@ -335,7 +335,7 @@ func (s *suite) testSessions(t *testing.T) {
 			}
 		}
 		for _, id := range []string{"sess-a", "sess-b", "sess c", "sess-c"} {
-			sess, err := store.ReadSession(context.Background(), st, id)
+			sess, err := store.ReadSession(store.WithDefaultProject(context.Background()), st, id)
 			if err != nil {
 				t.Fatalf("ReadSession(%q): %v", id, err)
 			}
@@ -345,21 +345,21 @@ func (s *suite) testSessions(t *testing.T) {
 		}
 	})
 	t.Run("UnknownSessionIsNotFound", func(t *testing.T) {
-		if _, err := store.ReadSession(context.Background(), st, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := store.ReadSession(store.WithDefaultProject(context.Background()), st, "nobody"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("ReadSession(nobody): %v; want store.ErrNotFound", err)
 		}
 	})
 	t.Run("BadPageTokenIsError", func(t *testing.T) {
-		p, err := st.ListTraces(context.Background(), store.TraceQuery{Limit: 1})
+		p, err := st.ListTraces(store.WithDefaultProject(context.Background()), store.TraceQuery{Limit: 1})
 		if err != nil || p.NextPageToken == "" {
 			t.Fatalf("ListTraces: %v, token %q", err, p.NextPageToken)
 		}
 		for _, tok := range []string{"x", "%%", p.NextPageToken} {
-			if _, err := sl.ListSessions(context.Background(), store.SessionQuery{PageToken: tok}); !errors.Is(err, store.ErrBadPageToken) {
+			if _, err := sl.ListSessions(store.WithDefaultProject(context.Background()), store.SessionQuery{PageToken: tok}); !errors.Is(err, store.ErrBadPageToken) {
 				t.Errorf("ListSessions(page_token=%q): %v; want store.ErrBadPageToken", tok, err)
 			}
 		}
-		if _, err := sl.ListSessions(context.Background(), store.SessionQuery{Limit: -1}); err == nil {
+		if _, err := sl.ListSessions(store.WithDefaultProject(context.Background()), store.SessionQuery{Limit: -1}); err == nil {
 			t.Error("ListSessions(limit=-1): nil error")
 		}
 	})

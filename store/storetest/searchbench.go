@@ -21,7 +21,7 @@ type SearchProbe struct {
 // them.
 func LoadSearchBench(b *testing.B, s store.Store, traces int) SearchProbe {
 	b.Helper()
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	var p SearchProbe
 	const chunk = 5000
 	for i := 0; i < traces; i += chunk {
@@ -85,7 +85,7 @@ func SearchBenchCases(p SearchProbe) []struct {
 // BenchmarkSearch measures one 50-trace page of each SearchBenchCases
 // query, and one page of ListSessions, on a store LoadSearchBench filled.
 func BenchmarkSearch(b *testing.B, s store.Store, p SearchProbe) {
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	for _, c := range SearchBenchCases(p) {
 		b.Run(c.Name, func(b *testing.B) {
 			for b.Loop() {

@@ -118,7 +118,7 @@ func (s *suite) track(t *testing.T, st store.Store) store.Store {
 		t.Fatal("harness returned a nil store")
 	}
 	t.Cleanup(func() {
-		if err := st.Shutdown(context.Background()); err != nil {
+		if err := st.Shutdown(store.WithDefaultProject(context.Background())); err != nil {
 			t.Errorf("shut down store: %v", err)
 		}
 	})
@@ -134,7 +134,7 @@ func write(t *testing.T, st store.Store, m *refModel, spans []store.Span, size i
 	}
 	for i := 0; i < len(spans); i += size {
 		batch := spans[i:min(i+size, len(spans))]
-		if err := st.WriteSpans(context.Background(), batch); err != nil {
+		if err := st.WriteSpans(store.WithDefaultProject(context.Background()), batch); err != nil {
 			t.Fatalf("WriteSpans(spans[%d:%d]): %v", i, i+len(batch), err)
 		}
 		if m != nil {
@@ -167,7 +167,7 @@ func (s *suite) checkTraces(t *testing.T, st store.Store, m *refModel) {
 	for _, id := range m.traceIDs() {
 		want := m.trace(id)
 		s.eventually(t, "GetTrace("+id+") differs (want = spans written)", func() string {
-			got, err := st.GetTrace(context.Background(), id)
+			got, err := st.GetTrace(store.WithDefaultProject(context.Background()), id)
 			if err != nil {
 				return fmt.Sprintf("GetTrace: %v", err)
 			}
@@ -191,7 +191,7 @@ func listAll(st store.Store, q store.TraceQuery) ([]store.TraceSummary, int, err
 		if pages > 10000 {
 			return nil, pages, errors.New("more than 10000 pages: the page token does not advance")
 		}
-		p, err := st.ListTraces(context.Background(), q)
+		p, err := st.ListTraces(store.WithDefaultProject(context.Background()), q)
 		if err != nil {
 			return nil, pages, fmt.Errorf("ListTraces page %d: %w", pages, err)
 		}
@@ -368,9 +368,9 @@ func (s *suite) testGetTraceOrder(t *testing.T) {
 	}
 	m := newRefModel()
 	write(t, st, m, spans, 2)
-	got, err := st.GetTrace(context.Background(), spans[0].TraceID)
+	got, err := st.GetTrace(store.WithDefaultProject(context.Background()), spans[0].TraceID)
 	s.eventually(t, "GetTrace order", func() string {
-		got, err = st.GetTrace(context.Background(), spans[0].TraceID)
+		got, err = st.GetTrace(store.WithDefaultProject(context.Background()), spans[0].TraceID)
 		if err != nil {
 			return err.Error()
 		}
@@ -389,7 +389,7 @@ func (s *suite) testGetTraceOrder(t *testing.T) {
 func (s *suite) testGetTraceUnknown(t *testing.T) {
 	st := s.open(t)
 	write(t, st, nil, loadFixture(t, "agent_traces.json"), 0)
-	_, err := st.GetTrace(context.Background(), "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab")
+	_, err := st.GetTrace(store.WithDefaultProject(context.Background()), "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab")
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("GetTrace(unknown id): got error %v, want one wrapping store.ErrNotFound", err)
 	}
@@ -408,7 +408,7 @@ func (s *suite) testGetTraceInvalidID(t *testing.T) {
 		"4bf92f35-77b3-4da6-a3ce-929d0e0e",
 		"' OR 1=1 --",
 	} {
-		spans, err := st.GetTrace(context.Background(), id)
+		spans, err := st.GetTrace(store.WithDefaultProject(context.Background()), id)
 		if err == nil {
 			t.Errorf("GetTrace(%q) = %d spans, nil error; want an invalid-id error", id, len(spans))
 			continue
@@ -442,7 +442,7 @@ func (s *suite) testResolveTraceID(t *testing.T) {
 		spans = append(spans, sp)
 	}
 	write(t, st, nil, spans, 0)
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	s.eventually(t, "ResolveTraceID of a written trace", func() string {
 		got, err := st.ResolveTraceID(ctx, resolveC)
 		if err != nil || got != resolveC {
@@ -541,7 +541,7 @@ func (s *suite) testWriteInvalidIDs(t *testing.T) {
 			bad := batch[len(batch)-1]
 			c.edit(&bad)
 			batch[len(batch)-1] = bad
-			if err := st.WriteSpans(context.Background(), batch); err == nil {
+			if err := st.WriteSpans(store.WithDefaultProject(context.Background()), batch); err == nil {
 				t.Fatalf("WriteSpans with an invalid id (%s): nil error", c.name)
 			}
 		})
@@ -551,20 +551,20 @@ func (s *suite) testWriteInvalidIDs(t *testing.T) {
 	if s.h.Eventually > 0 {
 		time.Sleep(s.h.Eventually)
 	}
-	if _, err := st.GetTrace(context.Background(), fxCoding); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.GetTrace(store.WithDefaultProject(context.Background()), fxCoding); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after only rejected batches, GetTrace(%s): got %v, want ErrNotFound", fxCoding, err)
 	}
 }
 
 func (s *suite) testWriteEmpty(t *testing.T) {
 	st := s.open(t)
-	if err := st.WriteSpans(context.Background(), nil); err != nil {
+	if err := st.WriteSpans(store.WithDefaultProject(context.Background()), nil); err != nil {
 		t.Fatalf("WriteSpans(nil): %v", err)
 	}
-	if err := st.WriteSpans(context.Background(), []store.Span{}); err != nil {
+	if err := st.WriteSpans(store.WithDefaultProject(context.Background()), []store.Span{}); err != nil {
 		t.Fatalf("WriteSpans(empty): %v", err)
 	}
-	page, err := st.ListTraces(context.Background(), store.TraceQuery{})
+	page, err := st.ListTraces(store.WithDefaultProject(context.Background()), store.TraceQuery{})
 	if err != nil {
 		t.Fatalf("ListTraces on an empty store: %v", err)
 	}
@@ -820,7 +820,7 @@ func (s *suite) testDefaultPageSize(t *testing.T) {
 	m := newRefModel()
 	write(t, st, m, GenerateTraces(store.DefaultPageSize+7, 2, 21), 100)
 	s.eventually(t, "first page with the zero query", func() string {
-		p, err := st.ListTraces(context.Background(), store.TraceQuery{})
+		p, err := st.ListTraces(store.WithDefaultProject(context.Background()), store.TraceQuery{})
 		if err != nil {
 			return err.Error()
 		}
@@ -839,7 +839,7 @@ func (s *suite) testBadPageToken(t *testing.T) {
 	_ = m
 	var valid string
 	s.eventually(t, "a first page with a next token", func() string {
-		p, err := st.ListTraces(context.Background(), store.TraceQuery{Limit: 3})
+		p, err := st.ListTraces(store.WithDefaultProject(context.Background()), store.TraceQuery{Limit: 3})
 		if err != nil {
 			return err.Error()
 		}
@@ -858,7 +858,7 @@ func (s *suite) testBadPageToken(t *testing.T) {
 		strings.Repeat("A", 10000),
 		"\x00\xff",
 	} {
-		p, err := st.ListTraces(context.Background(), store.TraceQuery{Limit: 3, PageToken: tok})
+		p, err := st.ListTraces(store.WithDefaultProject(context.Background()), store.TraceQuery{Limit: 3, PageToken: tok})
 		if !errors.Is(err, store.ErrBadPageToken) {
 			t.Errorf("ListTraces(page_token=%.40q): %d traces and error %v; want an error wrapping store.ErrBadPageToken", tok, len(p.Traces), err)
 		}
@@ -874,7 +874,7 @@ func (s *suite) testInvalidQuery(t *testing.T) {
 		{Limit: -1},
 		{MinDuration: -time.Second},
 	} {
-		if _, err := st.ListTraces(context.Background(), q); err == nil {
+		if _, err := st.ListTraces(store.WithDefaultProject(context.Background()), q); err == nil {
 			t.Errorf("ListTraces(%s): nil error; want an error naming the bad field", describeQuery(q))
 		}
 	}
@@ -897,7 +897,7 @@ func (s *suite) testConcurrentWriters(t *testing.T) {
 			size := 13 + 8*w
 			for i := 0; i < len(spans); i += size {
 				batch := spans[i:min(i+size, len(spans))]
-				if err := st.WriteSpans(context.Background(), batch); err != nil {
+				if err := st.WriteSpans(store.WithDefaultProject(context.Background()), batch); err != nil {
 					errs <- fmt.Errorf("writer %d: %w", w, err)
 					return
 				}
@@ -921,7 +921,7 @@ func (s *suite) testReopen(t *testing.T) {
 	m := newRefModel()
 	spans := append(loadFixture(t, "agent_traces.json"), GenerateTraces(20, 6, 31)...)
 	write(t, st, m, spans, 50)
-	if err := st.Shutdown(context.Background()); err != nil {
+	if err := st.Shutdown(store.WithDefaultProject(context.Background())); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	st2 := s.track(t, s.h.Reopen(t))
@@ -939,7 +939,7 @@ func (s *suite) testCanceled(t *testing.T) {
 	st := s.open(t)
 	m := newRefModel()
 	spans := loadFixture(t, "agent_traces.json")
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(store.WithDefaultProject(context.Background()))
 	cancel()
 	if err := st.WriteSpans(ctx, spans); err == nil {
 		t.Error("WriteSpans with a cancelled context: nil error")

@@ -102,7 +102,7 @@ func OpenWithLogger(ctx context.Context, raw string, readOnly bool, log *slog.Lo
 				return nil, fmt.Errorf("open trace store %s: no such file (has loom-eval serve stored anything yet?)", loc.Path)
 			}
 		} else if raw == "" || loc.Path == DefaultPath {
-			if err := os.MkdirAll(filepath.Dir(loc.Path), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Dir(loc.Path), 0o700); err != nil { // the store holds traces: owner only
 				return nil, fmt.Errorf("create store directory: %w", err)
 			}
 		}

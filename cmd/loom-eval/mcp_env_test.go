@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/loomwork/loomwork/agents/llm"
+)
+
+// everythingServer installs the reference MCP server-everything
+// (scripts/mcpeverything, cached by lock-file hash) and returns the
+// --mcp command line that starts it over stdio. node and npm are required,
+// as for the other protocol tests (.ci/run installs them).
+func everythingServer(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed: this test runs the reference MCP server-everything (apt-get install nodejs npm; .ci/run installs it)")
+	}
+	src, err := filepath.Abs(filepath.Join("..", "..", "scripts", "mcpeverything", "install.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", src)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/mcpeverything/install.sh: %v\n%s", err, stderr.String())
+	}
+	return node + " " + filepath.Join(strings.TrimSpace(string(out)), "@modelcontextprotocol", "server-everything", "dist", "index.js") + " stdio"
+}
+
+// TestRunMCPServerEverythingSeesNoSecrets: `loom-eval run --mcp` against
+// the reference server-everything, whose get-env tool returns the
+// server's environment, with the model (a fake OpenAI endpoint) calling
+// get-env. OPENAI_API_KEY and LOOMWORK_MCP_TOKEN are in loom-eval's
+// environment; neither may reach the server, so neither is in what the
+// model is sent nor in the journal. A variable named with --mcp-env does
+// reach it.
+func TestRunMCPServerEverythingSeesNoSecrets(t *testing.T) {
+	server := everythingServer(t)
+	ds := shippedDatasetAbs(t)
+	const key = "lw-test-key-openai-mcp-env-5e1d"
+	const token = "lw-test-mcp-token-77c2a9"
+	t.Setenv("OPENAI_API_KEY", key)
+	t.Setenv("LOOMWORK_MCP_TOKEN", token)
+	t.Setenv("LOOMWORK_TEST_NAMED", "named-value-31f")
+	t.Chdir(t.TempDir())
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		named bool
+	}{{"default", nil, false}, {"named", []string{"--mcp-env", "everything=LOOMWORK_TEST_NAMED"}, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newLiveFake(t, "openai", key)
+			f.srv.Enqueue(
+				f.answer("", []llm.ToolCall{{ID: f.callID(1), Name: "get-env", Arguments: json.RawMessage(`{}`)}}, llm.Usage{InputTokens: 10, OutputTokens: 5}),
+				f.answer("done", nil, llm.Usage{InputTokens: 20, OutputTokens: 5}),
+			)
+			db := tc.name + ".db"
+			args := append([]string{"--agent", "research", "--task", "print the environment", "--run-id", "r-" + tc.name,
+				"--dataset", ds, "--provider", "openai", "--model", f.model, "--base-url", f.baseURL,
+				"--journal", db, "--journal-out", tc.name + ".jsonl", "--json", "--mcp", "everything=" + server}, tc.extra...)
+			var out, errb bytes.Buffer
+			m := newTestMain(&out, &errb, map[string]string{"OPENAI_API_KEY": key, "LOOMWORK_MCP_TOKEN": token})
+			if err := m.runRun(ctx, args); err != nil {
+				t.Fatalf("run: exit %d: %v\n%s", exitCode(err, &errb), err, errb.String())
+			}
+			reqs := f.srv.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("the fake got %d requests, want 2", len(reqs))
+			}
+			// The second request carries get-env's result to the model.
+			seen := string(reqs[1].Body)
+			if !strings.Contains(seen, "PATH") {
+				t.Fatalf("the model was not sent get-env's output:\n%s", seen)
+			}
+			if got := strings.Contains(seen, "named-value-31f"); got != tc.named {
+				t.Errorf("LOOMWORK_TEST_NAMED reached the server: %v, want %v:\n%s", got, tc.named, seen)
+			}
+			where := journalFiles(t, db)
+			jl, _ := os.ReadFile(tc.name + ".jsonl")
+			where["journal export"], where["model request"], where["stdout"] = jl, []byte(seen), out.Bytes()
+			for _, secret := range []string{key, token} {
+				for name, b := range where {
+					if bytes.Contains(b, []byte(secret)) {
+						t.Errorf("%s reached the MCP server: it is in %s", secret, name)
+					}
+				}
+			}
+		})
+	}
+}
