@@ -217,6 +217,8 @@ func TestReportsListShowsTheReportListsAGatePolicyAsAnOtherFileAndShowsABrokenRe
 	dir := t.TempDir()
 	copyFile(t, filepath.Join("..", "baselines", "report.json"), dir, "report.json", 0)
 	copyFile(t, filepath.Join("..", "baselines", "policy.json"), dir, "policy.json", 0)
+	// Cut mid-document; where the cut falls depends on the committed
+	// report, so the test wants the decode error, not its wording.
 	copyFile(t, filepath.Join("..", "baselines", "report.json"), dir, "broken.json", 2000)
 	os.WriteFile(filepath.Join(dir, "notes.json"), []byte(`{"author": "me"}`), 0o644)
 	ts := filesOnly(t, FileSources{ReportsDir: dir})
@@ -229,7 +231,7 @@ func TestReportsListShowsTheReportListsAGatePolicyAsAnOtherFileAndShowsABrokenRe
 	if !strings.Contains(table, `href="/reports/report.json"`) || strings.Count(table, `class="fail"`) != 1 {
 		t.Errorf("report table should list report.json and one error:\n%s", table)
 	}
-	if !strings.Contains(table, "broken.json") || !strings.Contains(table, "report broken.json: not a loom-eval score JSON report: unexpected end of JSON input") {
+	if !strings.Contains(table, "broken.json") || !strings.Contains(table, "report broken.json: not a loom-eval score JSON report: ") {
 		t.Errorf("report table does not show the broken report's error:\n%s", table)
 	}
 	if strings.Contains(table, "policy.json") || strings.Contains(table, "notes.json") {
