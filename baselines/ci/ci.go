@@ -1,5 +1,5 @@
 // Package ci is the CI recipe over a baselines folder (docs/baselines.md):
-// one verdict from three steps, each of which catches what the others
+// one verdict from seven steps, each of which catches what the others
 // cannot.
 //
 //  1. Strict replay of every committed journal, the tools re-executed
@@ -17,15 +17,26 @@
 //  3. The fresh run scored and gated against the committed baseline trials
 //     with the committed policy, through report.Evaluate (the path of
 //     `loom-eval gate`), naming the cases that got worse.
-//  4. The committed baseline trials scored again by the current scorer and
-//     compared with the committed report.json: both sides of the gate are
-//     scored by the same code, so a scorer regression (evidence that no
-//     longer matches) moves both alike; only the committed verdict shows it.
+//  4. The fresh run's verdicts compared with the committed trials',
+//     trial by trial and grader by grader: both sides are scripted, so any
+//     change, up or down, is a divergence (verdicts.go).
+//  5. The committed baseline trials regraded (code graders in the sandbox,
+//     judge graders with the scripted judge, including the judge graders
+//     of judge.go on the research trials) and scored again, compared with
+//     their committed verdicts, judge.jsonl and report.json: both sides of
+//     the gate are graded and scored by the same code, so a grader or
+//     scorer regression moves both alike; only the committed verdicts show
+//     it (rescore.go).
+//  6. The fresh runs' traces — exported by the OpenTelemetry SDK over OTLP
+//     to the collector, in process — and the SDK traces of traces/ rolled
+//     up and compared with rollups.jsonl (rollups.go).
+//  7. The committed reranker scored on the judged set's gold queries and
+//     compared with rerank.json (rerank.go): no reference agent reranks.
 //
-// The recipe passes only when replay reproduced every run, every fresh run
-// completed, the gate passed and the rescore matched. It owns the steps, the verdict and the
-// report (Write); `loom-eval ci` parses flags and wires the retrieval index
-// and the sandbox.
+// The recipe passes only when every step did. It owns the steps, the
+// verdict and the report (Write); Record writes the derived baselines
+// (rollups.jsonl, rerank.json, judge.jsonl); `loom-eval ci` parses flags
+// and wires the retrieval index and the sandbox.
 package ci
 
 import (
@@ -155,7 +166,10 @@ type Result struct {
 	Passed bool `json:"passed"`
 	// Failed names the parts that failed, in order: "replay" (a run did not
 	// reproduce its journal), "fresh" (a fresh run could not complete),
-	// "gate" (the gate failed).
+	// "gate" (the gate failed), "verdicts" (a fresh verdict changed),
+	// "rescore" (a committed verdict or case regraded differently),
+	// "rollups" (a rollup field differs), "reranker" (a query's numbers
+	// differ).
 	Failed []string     `json:"failed"`
 	Dir    string       `json:"baselines"`
 	Replay ReplayResult `json:"replay"`
@@ -310,6 +324,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer tc.close(ctx) // a step that errors before the rollups leaves it running
 	trialsPath := filepath.Join(work, "fresh.trials.jsonl")
 	if err := writeTrials(trialsPath, res.Fresh.trials); err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/retrieval"
 	"github.com/loomwork/loomwork/retrieval/ablation"
 	"github.com/loomwork/loomwork/retrieval/judged"
@@ -86,7 +87,7 @@ type RerankChange struct {
 // computeRerank scores the committed reranker and BM25 on the judged set's
 // gold queries.
 func computeRerank(ctx context.Context, dir, dataset string, rs RetrievalService) (RerankCommitted, error) {
-	out := RerankCommitted{Reranker: RerankerModel, Dataset: filepath.Base(filepath.Clean(dataset)), Queries: []RerankQuery{}}
+	out := RerankCommitted{Reranker: RerankerModel, Dataset: datasets.JudgedName(dataset), Queries: []RerankQuery{}}
 	model, err := retrieval.LoadLogisticModel(filepath.Join(dir, filepath.FromSlash(RerankerModel)))
 	if err != nil {
 		return out, fmt.Errorf("%w: %w", ErrBadInput, err)

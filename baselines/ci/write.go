@@ -34,8 +34,9 @@ func Write(w io.Writer, format string, r *Result) error {
 // LWR1200 ×3); gate (min_delta_lower, max_new_failures)".
 func (r *Result) Verdict() string {
 	if r.Passed {
-		return fmt.Sprintf("PASSED: %d replayed run(s) reproduced their journals; %d fresh run(s) gated against %s: passed",
-			r.Replay.Runs, r.Fresh.Runs, r.Gate.Baseline)
+		return fmt.Sprintf("PASSED: %d replayed run(s) reproduced their journals; %d fresh run(s) gated against %s: passed; "+
+			"every fresh and regraded verdict, %d rollup(s) and %d reranker quer(ies) as committed",
+			r.Replay.Runs, r.Fresh.Runs, r.Gate.Baseline, r.Rollups.Runs+r.Rollups.Traces, r.Reranker.Queries)
 	}
 	var parts []string
 	for _, p := range r.Failed {
