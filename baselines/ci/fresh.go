@@ -43,6 +43,7 @@ type FreshResult struct {
 
 	trials  []datasets.Trial
 	traceOf map[string]string // run id → trace id
+	usageOf map[string]int64  // run id → the runtime's own token total
 }
 
 func (f *FreshResult) add(a AgentRun) {
@@ -52,10 +53,13 @@ func (f *FreshResult) add(a AgentRun) {
 	f.Errors = append(f.Errors, a.Errors...)
 	f.trials = append(f.trials, a.trials...)
 	if f.traceOf == nil {
-		f.traceOf = map[string]string{}
+		f.traceOf, f.usageOf = map[string]string{}, map[string]int64{}
 	}
 	for id, tr := range a.traceOf {
 		f.traceOf[id] = tr
+	}
+	for id, n := range a.usageOf {
+		f.usageOf[id] = n
 	}
 	a.Changed, a.Errors = nil, nil
 	f.Agents = append(f.Agents, a)
@@ -75,6 +79,7 @@ type AgentRun struct {
 	Errors  []RunError  `json:"-"`
 	trials  []datasets.Trial
 	traceOf map[string]string
+	usageOf map[string]int64
 }
 
 // RunChange is a fresh run that differs from the committed run of its id.
@@ -113,7 +118,7 @@ type RunError struct {
 // clock of their own (one per agent, like the journal's), so a run's span
 // durations are deterministic; traceOf records each run's trace.
 func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work string, tp trace.TracerProvider) (AgentRun, error) {
-	out := AgentRun{Agent: a.agent, Cases: len(a.cases), Trials: in.trials, traceOf: map[string]string{}}
+	out := AgentRun{Agent: a.agent, Cases: len(a.cases), Trials: in.trials, traceOf: map[string]string{}, usageOf: map[string]int64{}}
 	spanClock := journaldb.DeterministicClock()
 	dir := filepath.Join(work, "fresh")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -183,6 +188,9 @@ func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work str
 			res, err := rt.Run(ctx, agent, runtime.Task{RunID: id, Input: c.Task, CaseID: c.ID, Trial: trial, Attributes: attrs})
 			if res.TraceID != "" {
 				out.traceOf[id] = res.TraceID
+			}
+			if err == nil {
+				out.usageOf[id] = res.Usage.InputTokens + res.Usage.OutputTokens
 			}
 			if err != nil {
 				if ctx.Err() != nil {

@@ -88,9 +88,9 @@ type RollupRecord struct {
 	RunID   string `json:"run_id,omitempty"`
 	File    string `json:"file,omitempty"`
 	TraceID string `json:"trace_id,omitempty"`
-	// RunTokens is the runtime's own accounting of the run (its journal's
-	// usage, as the trial record carries it); the rollup's tokens come
-	// from the spans.
+	// RunTokens is the runtime's own accounting of the run (the usage its
+	// Run returned, input plus output tokens); the rollup's tokens come
+	// from the spans, each model call's own.
 	RunTokens           *int64   `json:"run_tokens,omitempty"`
 	TokensIn            int64    `json:"tokens_in"`
 	TokensOut           int64    `json:"tokens_out"`
@@ -289,7 +289,7 @@ type runTrace struct {
 	trial   int
 	runID   string
 	traceID string
-	tokens  *int64
+	tokens  *int64 // nil: the run stopped with an error
 }
 
 // rollupRecords rolls up the fresh runs' traces and the SDK trace files
@@ -385,14 +385,18 @@ func writeJSONLines[T any](path string, vs []T) error {
 	return nil
 }
 
-// runTraces pairs each fresh trial with its run's trace.
-func runTraces(trials []datasets.Trial, traceOf map[string]string) []runTrace {
+// runTraces pairs each fresh trial with its run's trace and the runtime's
+// token total for it.
+func runTraces(trials []datasets.Trial, traceOf map[string]string, usageOf map[string]int64) []runTrace {
 	out := make([]runTrace, 0, len(trials))
 	for _, t := range trials {
-		rt := runTrace{caseID: t.CaseID, trial: t.Trial, tokens: t.Tokens}
+		rt := runTrace{caseID: t.CaseID, trial: t.Trial}
 		if t.Journal != nil {
 			rt.runID = t.Journal.RunID
 			rt.traceID = traceOf[rt.runID]
+			if n, ok := usageOf[rt.runID]; ok {
+				rt.tokens = &n
+			}
 		}
 		out = append(out, rt)
 	}

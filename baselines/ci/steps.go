@@ -54,7 +54,7 @@ func currentRollups(ctx context.Context, dir string, tc *traceCollector, fresh F
 	if err != nil {
 		return nil, err
 	}
-	runs := runTraces(fresh.trials, fresh.traceOf)
+	runs := runTraces(fresh.trials, fresh.traceOf, fresh.usageOf)
 	now, traces, err := rollupRecords(dir, runs, byTrace)
 	if err != nil {
 		return nil, err
