@@ -286,27 +286,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	work := cfg.WorkDir
-	if work == "" {
-		if work, err = os.MkdirTemp("", "loomwork-ci-"); err != nil {
-			return nil, fmt.Errorf("ci: %w", err)
-		}
-		defer os.RemoveAll(work)
-	} else if err := os.MkdirAll(work, 0o755); err != nil {
-		return nil, fmt.Errorf("ci: work folder: %w", err)
+	work, cleanup, err := workFolder(cfg.WorkDir)
+	if err != nil {
+		return nil, err
 	}
-	// The sandbox's helper starts in "/": workspaces must be absolute.
-	if work, err = filepath.Abs(work); err != nil {
-		return nil, fmt.Errorf("ci: work folder: %w", err)
-	}
-	// A kept folder from an earlier run must not leak into this one: a
-	// journal database that already holds a run id would resume that run
-	// instead of running it fresh.
-	for _, old := range []string{"fresh", "fresh-workspaces", "replay-db", "replay-workspaces", "fresh.trials.jsonl", "replay.trials.jsonl"} {
-		if err := os.RemoveAll(filepath.Join(work, old)); err != nil {
-			return nil, fmt.Errorf("ci: work folder: %w", err)
-		}
-	}
+	defer cleanup()
 	res := &Result{Dir: cfg.Dir, Failed: []string{},
 		Fresh: FreshResult{Agents: []AgentRun{}, Changed: []RunChange{}, Errors: []RunError{}}}
 	p := progress{w: cfg.Progress, now: cfg.Now}
@@ -376,6 +360,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Reranker.DurationMS = done("%d quer(ies), %d differ", res.Reranker.Queries, len(res.Reranker.Changed))
 
+	res.tally()
+	return res, nil
+}
+
+// tally sets Failed and Passed from the steps' results.
+func (res *Result) tally() {
 	for _, part := range []struct {
 		name string
 		ok   bool
@@ -387,7 +377,37 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	res.Passed = len(res.Failed) == 0
-	return res, nil
+}
+
+// workFolder prepares the folder the recipe writes to: dir, emptied of an
+// earlier run's files, or a temporary folder that cleanup removes.
+func workFolder(dir string) (work string, cleanup func(), err error) {
+	cleanup = func() {}
+	work = dir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "loomwork-ci-"); err != nil {
+			return "", cleanup, fmt.Errorf("ci: %w", err)
+		}
+		tmp := work
+		cleanup = func() { os.RemoveAll(tmp) }
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
+		return "", cleanup, fmt.Errorf("ci: work folder: %w", err)
+	}
+	// The sandbox's helper starts in "/": workspaces must be absolute.
+	if work, err = filepath.Abs(work); err != nil {
+		cleanup()
+		return "", func() {}, fmt.Errorf("ci: work folder: %w", err)
+	}
+	// A kept folder from an earlier run must not leak into this one: a
+	// journal database that already holds a run id would resume that run
+	// instead of running it fresh.
+	for _, old := range []string{"fresh", "fresh-workspaces", "replay-db", "replay-workspaces", "fresh.trials.jsonl", "replay.trials.jsonl"} {
+		if err := os.RemoveAll(filepath.Join(work, old)); err != nil {
+			cleanup()
+			return "", func() {}, fmt.Errorf("ci: work folder: %w", err)
+		}
+	}
+	return work, cleanup, nil
 }
 
 // inputs are the decoded files of the baselines folder.
