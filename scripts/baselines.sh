@@ -7,13 +7,18 @@
 #                                 recorded with the scripted policies (3 trials per
 #                                 case, logical journal clock: byte-identical on every
 #                                 machine), the baseline trials with their graders'
-#                                 verdicts (loom-eval grade) and the score reports.
+#                                 verdicts (loom-eval grade), the score reports, and the
+#                                 CI recipe's rollups.jsonl, rerank.json and judge.jsonl
+#                                 (loom-eval ci --record).
 #   scripts/baselines.sh check    what CI runs: `loom-eval ci` (docs/scoring.md, "The CI
 #                                 recipe"): strict replay of every committed journal (tools
 #                                 re-executed: retrieval and the sandbox; no model key),
 #                                 a fresh run of both scripted agents on the current code,
-#                                 and the gate of that run against the committed baseline.
-#                                 Exit 1 on a divergence, a differing tool result or a
+#                                 the gate of that run against the committed baseline, its
+#                                 verdicts trial by trial, the committed baseline regraded,
+#                                 the fresh traces' rollups and the reranker check.
+#                                 Exit 1 on a divergence, a differing tool result, a
+#                                 changed verdict, rollup or reranker number, or a
 #                                 regression (the report names the cases), 2 on bad input.
 #                                 Extra arguments go to loom-eval ci (e.g. --format markdown).
 #
@@ -47,6 +52,12 @@ record)
   "$bin" grade "$tmp/replayed.trials.jsonl" --cases baselines/cases.jsonl --out baselines/baseline.trials.jsonl
   "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --format json >baselines/report.json
   "$bin" score baselines/baseline.trials.jsonl --cases baselines/cases.jsonl --format markdown >baselines/report.md
+  # The CI recipe's derived baselines, from the files above and the current
+  # code: rollups.jsonl (a fresh run's traces through the collector and the
+  # rollup, and baselines/traces/*.otlp.jsonl), rerank.json (the committed
+  # reranker on the gold queries) and judge.jsonl (the judge graders'
+  # verdicts on the baseline trials, scripted judge).
+  "$bin" ci --record --baselines baselines
   du -sh baselines
   ;;
 check)

@@ -475,6 +475,16 @@ func (d *DatasetIndex) Doc(ctx context.Context, id string) (retrieval.Document, 
 	return idx.Doc(ctx, id)
 }
 
+// Service returns the retrieval service over the dataset, starting it on
+// first use (the CI recipe's reranker check searches it in rerank mode).
+func (d *DatasetIndex) Service(ctx context.Context) (*retrieval.Service, error) {
+	idx, err := d.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return idx.Service, nil
+}
+
 // Duplicates implements Index.
 func (d *DatasetIndex) Duplicates(ctx context.Context) (map[int][]int, error) {
 	idx, err := d.open(ctx)

@@ -1,5 +1,5 @@
 // Package ci is the CI recipe over a baselines folder (docs/baselines.md):
-// one verdict from three steps, each of which catches what the others
+// one verdict from seven steps, each of which catches what the others
 // cannot.
 //
 //  1. Strict replay of every committed journal, the tools re-executed
@@ -17,15 +17,26 @@
 //  3. The fresh run scored and gated against the committed baseline trials
 //     with the committed policy, through report.Evaluate (the path of
 //     `loom-eval gate`), naming the cases that got worse.
-//  4. The committed baseline trials scored again by the current scorer and
-//     compared with the committed report.json: both sides of the gate are
-//     scored by the same code, so a scorer regression (evidence that no
-//     longer matches) moves both alike; only the committed verdict shows it.
+//  4. The fresh run's verdicts compared with the committed trials',
+//     trial by trial and grader by grader: both sides are scripted, so any
+//     change, up or down, is a divergence (verdicts.go).
+//  5. The committed baseline trials regraded (code graders in the sandbox,
+//     judge graders with the scripted judge, including the judge graders
+//     of judge.go on the research trials) and scored again, compared with
+//     their committed verdicts, judge.jsonl and report.json: both sides of
+//     the gate are graded and scored by the same code, so a grader or
+//     scorer regression moves both alike; only the committed verdicts show
+//     it (rescore.go).
+//  6. The fresh runs' traces — exported by the OpenTelemetry SDK over OTLP
+//     to the collector, in process — and the SDK traces of traces/ rolled
+//     up and compared with rollups.jsonl (rollups.go).
+//  7. The committed reranker scored on the judged set's gold queries and
+//     compared with rerank.json (rerank.go): no reference agent reranks.
 //
-// The recipe passes only when replay reproduced every run, every fresh run
-// completed, the gate passed and the rescore matched. It owns the steps, the verdict and the
-// report (Write); `loom-eval ci` parses flags and wires the retrieval index
-// and the sandbox.
+// The recipe passes only when every step did. It owns the steps, the
+// verdict and the report (Write); Record writes the derived baselines
+// (rollups.jsonl, rerank.json, judge.jsonl); `loom-eval ci` parses flags
+// and wires the retrieval index and the sandbox.
 package ci
 
 import (
@@ -67,10 +78,13 @@ const (
 
 // Parts of the recipe, as Result.Failed names them.
 const (
-	PartReplay  = "replay"
-	PartFresh   = "fresh"
-	PartGate    = "gate"
-	PartRescore = "rescore"
+	PartReplay   = "replay"
+	PartFresh    = "fresh"
+	PartGate     = "gate"
+	PartRescore  = "rescore"
+	PartVerdicts = "verdicts"
+	PartRollups  = "rollups"
+	PartReranker = "reranker"
 )
 
 // Config configures Run.
@@ -88,6 +102,12 @@ type Config struct {
 	Index research.Index
 	// Sandbox runs the coding agent's programs. Required.
 	Sandbox coding.Sandbox
+	// Retrieval is the retrieval service the reranker check searches in
+	// rerank mode (research.DatasetIndex over Dataset). Required.
+	Retrieval RetrievalService
+	// Dataset is the judged set's folder (its gold queries and judgements
+	// score the reranker check). Required.
+	Dataset string
 	// Graders runs the cases' code graders (the coding cases' hidden
 	// tests); nil runs them in Sandbox under the coding agent's limits, as
 	// `loom-eval score` does.
@@ -111,12 +131,14 @@ type Config struct {
 }
 
 // Validate reports every problem with the configuration.
-func (c Config) Validate() error {
+func (c Config) Validate() error { return c.validate(true) }
+
+func (c Config) validate(needPolicy bool) error {
 	var errs []error
 	if c.Dir == "" {
 		errs = append(errs, errors.New("ci: the baselines folder must be set"))
 	}
-	if c.Policy == nil {
+	if c.Policy == nil && needPolicy {
 		errs = append(errs, errors.New("ci: a gate policy must be set"))
 	}
 	if c.Index == nil {
@@ -124,6 +146,12 @@ func (c Config) Validate() error {
 	}
 	if c.Sandbox == nil {
 		errs = append(errs, errors.New("ci: a sandbox must be set"))
+	}
+	if c.Retrieval == nil {
+		errs = append(errs, errNoRetrieval)
+	}
+	if c.Dataset == "" {
+		errs = append(errs, errors.New("ci: the judged dataset folder must be set (the reranker check scores its gold queries)"))
 	}
 	if c.Scoring != nil {
 		if err := c.Scoring.Validate(); err != nil {
@@ -138,14 +166,23 @@ type Result struct {
 	Passed bool `json:"passed"`
 	// Failed names the parts that failed, in order: "replay" (a run did not
 	// reproduce its journal), "fresh" (a fresh run could not complete),
-	// "gate" (the gate failed).
+	// "gate" (the gate failed), "verdicts" (a fresh verdict changed),
+	// "rescore" (a committed verdict or case regraded differently),
+	// "rollups" (a rollup field differs), "reranker" (a query's numbers
+	// differ).
 	Failed []string     `json:"failed"`
 	Dir    string       `json:"baselines"`
 	Replay ReplayResult `json:"replay"`
 	Fresh  FreshResult  `json:"fresh"`
 	Gate   GateResult   `json:"gate"`
+	// Verdicts compares the fresh run's grades with the committed ones,
+	// trial by trial.
+	Verdicts VerdictsResult `json:"verdicts"`
 	// Rescore is step 4.
 	Rescore RescoreResult `json:"rescore"`
+	// Rollups is step 5, Reranker step 6.
+	Rollups  RollupResult `json:"rollups"`
+	Reranker RerankResult `json:"reranker"`
 	// Report is the scored fresh run, its comparison with the baseline and
 	// the gate verdict, as `loom-eval gate --format json` writes it.
 	Report *report.Report `json:"report"`
@@ -205,6 +242,21 @@ func (r *Result) Cases() []string {
 	for _, c := range r.Rescore.Changed {
 		set[c.CaseID] = true
 	}
+	for _, v := range r.Rescore.Verdicts {
+		set[v.CaseID] = true
+	}
+	for _, v := range r.Verdicts.Changed {
+		set[v.CaseID] = true
+	}
+	for _, d := range r.Rollups.Diffs {
+		if d.CaseID != "" {
+			set[d.CaseID] = true
+		}
+	}
+	// The reranker's gold queries are the research cases of the same id.
+	for _, c := range r.Reranker.Changed {
+		set[c.QueryID] = true
+	}
 	out := make([]string, 0, len(set))
 	for id := range set {
 		out = append(out, id)
@@ -234,50 +286,29 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	work := cfg.WorkDir
-	if work == "" {
-		if work, err = os.MkdirTemp("", "loomwork-ci-"); err != nil {
-			return nil, fmt.Errorf("ci: %w", err)
-		}
-		defer os.RemoveAll(work)
-	} else if err := os.MkdirAll(work, 0o755); err != nil {
-		return nil, fmt.Errorf("ci: work folder: %w", err)
+	work, cleanup, err := workFolder(cfg.WorkDir)
+	if err != nil {
+		return nil, err
 	}
-	// The sandbox's helper starts in "/": workspaces must be absolute.
-	if work, err = filepath.Abs(work); err != nil {
-		return nil, fmt.Errorf("ci: work folder: %w", err)
-	}
-	// A kept folder from an earlier run must not leak into this one: a
-	// journal database that already holds a run id would resume that run
-	// instead of running it fresh.
-	for _, old := range []string{"fresh", "fresh-workspaces", "replay-db", "replay-workspaces", "fresh.trials.jsonl", "replay.trials.jsonl"} {
-		if err := os.RemoveAll(filepath.Join(work, old)); err != nil {
-			return nil, fmt.Errorf("ci: work folder: %w", err)
-		}
-	}
+	defer cleanup()
 	res := &Result{Dir: cfg.Dir, Failed: []string{},
 		Fresh: FreshResult{Agents: []AgentRun{}, Changed: []RunChange{}, Errors: []RunError{}}}
 	p := progress{w: cfg.Progress, now: cfg.Now}
 
 	// 1. Strict replay.
-	done := p.start("strict replay of %d run(s) in %s (tools re-executed: retrieval and the sandbox; recorded model answers)",
+	done1 := p.start("strict replay of %d run(s) in %s (tools re-executed: retrieval and the sandbox; recorded model answers)",
 		in.runCount(), strings.Join(in.journalFiles, ", "))
 	if res.Replay, err = replayAll(ctx, cfg, in, work); err != nil {
 		return nil, err
 	}
-	res.Replay.DurationMS = done("%d run(s), %d divergence(s)", res.Replay.Runs, len(res.Replay.Divergences))
+	res.Replay.DurationMS = done1("%d run(s), %d divergence(s)", res.Replay.Runs, len(res.Replay.Divergences))
 
-	// 2. Fresh run.
-	for _, a := range in.plan() {
-		done := p.start("fresh run: %s agent, scripted policy, %d case(s) × %d trial(s)", a.agent, len(a.cases), in.trials)
-		ar, err := freshRun(ctx, cfg, in, a, work)
-		if err != nil {
-			return nil, err
-		}
-		ar.DurationMS = done("%d run(s), %d identical to the committed journal, %d error(s)", ar.Runs, ar.Unchanged, len(ar.Errors))
-		res.Fresh.add(ar)
+	// 2. Fresh run, its traces sent to an in-process collector.
+	tc, err := freshAll(ctx, cfg, in, work, p, res)
+	if err != nil {
+		return nil, err
 	}
-	res.Fresh.Skipped = in.unplanned()
+	defer tc.close(ctx) // a step that errors before the rollups leaves it running
 	trialsPath := filepath.Join(work, "fresh.trials.jsonl")
 	if err := writeTrials(trialsPath, res.Fresh.trials); err != nil {
 		return nil, err
@@ -286,13 +317,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.Fresh.TrialsFile = trialsPath
 	}
 
-	// 3. Gate.
-	done = p.start("gate: policy %s, fresh run against %s", nonEmpty(cfg.PolicyName, "(given)"), in.baselinePath)
+	// 3. Gate, and the fresh verdicts against the committed ones.
+	done := p.start("gate: policy %s, fresh run against %s", nonEmpty(cfg.PolicyName, "(given)"), in.baselinePath)
 	source := "fresh scripted run of the current code"
 	if cfg.WorkDir != "" {
 		source = trialsPath
 	}
-	if err := gateFresh(ctx, cfg, scoring, in, trialsPath, source, res); err != nil {
+	graded, err := gateFresh(ctx, cfg, scoring, in, trialsPath, source, res)
+	if err != nil {
 		return nil, err
 	}
 	verdict := "passed"
@@ -300,28 +332,82 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		verdict = "failed"
 	}
 	res.Gate.DurationMS = done("%s", verdict)
+	res.Verdicts.Compared, res.Verdicts.Changed = compareGrades(in.baseline, graded)
+	res.Verdicts.Passed = len(res.Verdicts.Changed) == 0
+	p.line("verdicts: %d fresh trial(s) compared with the committed ones, grader by grader: %d verdict(s) changed%s",
+		res.Verdicts.Compared, len(res.Verdicts.Changed), prefixed(": ", verdictSummary(res.Verdicts.Changed)))
 
 	// 4. Rescore the committed baseline.
-	done = p.start("rescore: %s by the current scorer against %s", in.baselinePath, filepath.Join(cfg.Dir, ReportFile))
+	done = p.start("rescore: %s regraded (code graders in the sandbox, judge graders with the scripted judge) and scored by the current code against its verdicts, %s and %s",
+		in.baselinePath, filepath.Join(cfg.Dir, ReportFile), filepath.Join(cfg.Dir, JudgeFile))
 	if res.Rescore, err = rescore(ctx, scoring, in, cfg.Dir, gradingEnv(cfg)); err != nil {
 		return nil, err
 	}
-	done("%d case(s) judged differently", len(res.Rescore.Changed))
+	done("%d verdict(s) regraded, %d differ; %d case(s) judged differently", res.Rescore.Regraded, len(res.Rescore.Verdicts), len(res.Rescore.Changed))
 
-	if !res.Replay.Passed {
-		res.Failed = append(res.Failed, PartReplay)
+	// 5. Rollups.
+	done = p.start("rollups: the fresh runs' traces (OTLP/HTTP to an in-process collector) and %s/*.otlp.jsonl rolled up against %s",
+		filepath.Join(cfg.Dir, TracesDir), filepath.Join(cfg.Dir, RollupsFile))
+	if res.Rollups, err = checkRollups(ctx, cfg.Dir, tc, res.Fresh); err != nil {
+		return nil, err
 	}
-	if len(res.Fresh.Errors) > 0 {
-		res.Failed = append(res.Failed, PartFresh)
+	res.Rollups.DurationMS = done("%d run(s) and %d SDK trace(s) rolled up, %d field(s) differ", res.Rollups.Runs, res.Rollups.Traces, len(res.Rollups.Diffs))
+
+	// 6. Reranker.
+	done = p.start("reranker: %s scored on the judged set's gold queries against %s", filepath.Join(cfg.Dir, RerankerModel), filepath.Join(cfg.Dir, RerankFile))
+	if res.Reranker, err = checkRerank(ctx, cfg); err != nil {
+		return nil, err
 	}
-	if !res.Gate.Passed {
-		res.Failed = append(res.Failed, PartGate)
-	}
-	if !res.Rescore.Passed {
-		res.Failed = append(res.Failed, PartRescore)
+	res.Reranker.DurationMS = done("%d quer(ies), %d differ", res.Reranker.Queries, len(res.Reranker.Changed))
+
+	res.tally()
+	return res, nil
+}
+
+// tally sets Failed and Passed from the steps' results.
+func (res *Result) tally() {
+	for _, part := range []struct {
+		name string
+		ok   bool
+	}{{PartReplay, res.Replay.Passed}, {PartFresh, len(res.Fresh.Errors) == 0}, {PartGate, res.Gate.Passed},
+		{PartVerdicts, res.Verdicts.Passed}, {PartRescore, res.Rescore.Passed}, {PartRollups, res.Rollups.Passed},
+		{PartReranker, res.Reranker.Passed}} {
+		if !part.ok {
+			res.Failed = append(res.Failed, part.name)
+		}
 	}
 	res.Passed = len(res.Failed) == 0
-	return res, nil
+}
+
+// workFolder prepares the folder the recipe writes to: dir, emptied of an
+// earlier run's files, or a temporary folder that cleanup removes.
+func workFolder(dir string) (work string, cleanup func(), err error) {
+	cleanup = func() {}
+	work = dir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "loomwork-ci-"); err != nil {
+			return "", cleanup, fmt.Errorf("ci: %w", err)
+		}
+		tmp := work
+		cleanup = func() { os.RemoveAll(tmp) }
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
+		return "", cleanup, fmt.Errorf("ci: work folder: %w", err)
+	}
+	// The sandbox's helper starts in "/": workspaces must be absolute.
+	if work, err = filepath.Abs(work); err != nil {
+		cleanup()
+		return "", func() {}, fmt.Errorf("ci: work folder: %w", err)
+	}
+	// A kept folder from an earlier run must not leak into this one: a
+	// journal database that already holds a run id would resume that run
+	// instead of running it fresh.
+	for _, old := range []string{"fresh", "fresh-workspaces", "replay-db", "replay-workspaces", "fresh.trials.jsonl", "replay.trials.jsonl"} {
+		if err := os.RemoveAll(filepath.Join(work, old)); err != nil {
+			cleanup()
+			return "", func() {}, fmt.Errorf("ci: work folder: %w", err)
+		}
+	}
+	return work, cleanup, nil
 }
 
 // inputs are the decoded files of the baselines folder.
@@ -421,16 +507,16 @@ func (in *inputs) unplanned() []string {
 
 // gateFresh scores the fresh trials against the baseline with the policy
 // and names the cases that got worse.
-func gateFresh(ctx context.Context, cfg Config, scoring scorer.Config, in *inputs, trialsPath, source string, res *Result) error {
+func gateFresh(ctx context.Context, cfg Config, scoring scorer.Config, in *inputs, trialsPath, source string, res *Result) ([]datasets.Trial, error) {
 	// Read back what was written: the gate decodes the same file a user
 	// would hand to `loom-eval gate`, and checks its provenance the same
 	// way (the baseline's was checked when it was read).
 	cand, err := datasets.LoadTrials(trialsPath)
 	if err != nil {
-		return fmt.Errorf("ci: fresh trials: %w", err)
+		return nil, fmt.Errorf("ci: fresh trials: %w", err)
 	}
 	if _, err := journal.CheckProvenance(trialsPath, cand, journal.SearchDirs(trialsPath)); err != nil {
-		return fmt.Errorf("ci: fresh trials: provenance: %w", err)
+		return nil, fmt.Errorf("ci: fresh trials: provenance: %w", err)
 	}
 	// Evaluate applies the policy to the config it is given; the caller's
 	// policy is not changed.
@@ -438,15 +524,15 @@ func gateFresh(ctx context.Context, cfg Config, scoring scorer.Config, in *input
 	r, err := report.Evaluate(ctx, scoring, report.Inputs{
 		Cases: in.cases, CasesFile: in.casesPath,
 		Candidate: report.Trials{Source: source, Trials: cand},
-		Baseline:  report.Trials{Source: in.baselinePath, Trials: in.baseline},
+		Baseline:  report.Trials{Source: in.baselinePath, Trials: cloneTrials(in.baseline)},
 		Policy:    &pol,
 		Grading:   gradingEnv(cfg),
 	})
 	if err != nil {
 		if errors.Is(err, report.ErrBadInput) {
-			return fmt.Errorf("%w: %w", ErrBadInput, err)
+			return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
 		}
-		return fmt.Errorf("ci: gate: %w", err)
+		return nil, fmt.Errorf("ci: gate: %w", err)
 	}
 	res.Report = r
 	g := GateResult{Passed: r.Gate.Passed, Policy: cfg.PolicyName, Baseline: in.baselinePath, Checks: r.Gate.Checks,
@@ -479,7 +565,7 @@ func gateFresh(ctx context.Context, cfg Config, scoring scorer.Config, in *input
 	}
 	sort.SliceStable(g.Worse, func(i, j int) bool { return g.Worse[i].Delta < g.Worse[j].Delta })
 	res.Gate = g
-	return nil
+	return cand, nil
 }
 
 // progress writes "ci: STEP…" when a step starts and "ci: STEP: SUMMARY
@@ -504,6 +590,20 @@ func (p progress) start(format string, args ...any) func(format string, args ...
 	}
 }
 
+// line writes one finished line ("ci: …").
+func (p progress) line(format string, args ...any) {
+	if p.w != nil {
+		fmt.Fprintf(p.w, "ci: %s\n", fmt.Sprintf(format, args...))
+	}
+}
+
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
+
 func nonEmpty(s, def string) string {
 	if s == "" {
 		return def
@@ -520,7 +620,10 @@ func gradingEnv(cfg Config) grade.Env {
 	if cfg.Graders != nil {
 		run = cfg.Graders
 	}
-	return grade.Env{Code: refusalFails{run}}
+	// The baseline is recorded without a judge (scripts/baselines.sh
+	// record), so any judge verdict in it is the scripted judge's; the
+	// recipe re-reaches judge verdicts with the same deterministic judge.
+	return grade.Env{Code: refusalFails{run}, Judge: grade.ScriptedJudge{}}
 }
 
 // refusalFails turns a sandbox that refuses to run a code grader into a

@@ -17,6 +17,8 @@ import (
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/replay"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // FreshResult is step 2.
@@ -39,7 +41,9 @@ type FreshResult struct {
 	// kept); the journals are beside it in fresh/.
 	TrialsFile string `json:"trials_file,omitempty"`
 
-	trials []datasets.Trial
+	trials  []datasets.Trial
+	traceOf map[string]string // run id → trace id
+	usageOf map[string]int64  // run id → the runtime's own token total
 }
 
 func (f *FreshResult) add(a AgentRun) {
@@ -48,6 +52,15 @@ func (f *FreshResult) add(a AgentRun) {
 	f.Changed = append(f.Changed, a.Changed...)
 	f.Errors = append(f.Errors, a.Errors...)
 	f.trials = append(f.trials, a.trials...)
+	if f.traceOf == nil {
+		f.traceOf, f.usageOf = map[string]string{}, map[string]int64{}
+	}
+	for id, tr := range a.traceOf {
+		f.traceOf[id] = tr
+	}
+	for id, n := range a.usageOf {
+		f.usageOf[id] = n
+	}
 	a.Changed, a.Errors = nil, nil
 	f.Agents = append(f.Agents, a)
 }
@@ -65,6 +78,8 @@ type AgentRun struct {
 	Changed []RunChange `json:"-"`
 	Errors  []RunError  `json:"-"`
 	trials  []datasets.Trial
+	traceOf map[string]string
+	usageOf map[string]int64
 }
 
 // RunChange is a fresh run that differs from the committed run of its id.
@@ -99,9 +114,12 @@ type RunError struct {
 // default step limit, a research case's issue:N tags excluded from
 // retrieval. The runs are exported to fresh/AGENT.jsonl and turned into
 // trial records from the exported events (replay.Rescore), the path the
-// baseline's records took.
-func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work string) (AgentRun, error) {
-	out := AgentRun{Agent: a.agent, Cases: len(a.cases), Trials: in.trials}
+// baseline's records took. The runs' spans go to tp, stamped by a logical
+// clock of their own (one per agent, like the journal's), so a run's span
+// durations are deterministic; traceOf records each run's trace.
+func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work string, tp trace.TracerProvider) (AgentRun, error) {
+	out := AgentRun{Agent: a.agent, Cases: len(a.cases), Trials: in.trials, traceOf: map[string]string{}, usageOf: map[string]int64{}}
+	spanClock := journaldb.DeterministicClock()
 	dir := filepath.Join(work, "fresh")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return out, fmt.Errorf("ci: fresh run: %w", err)
@@ -158,7 +176,8 @@ func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work str
 			} else {
 				model = coding.Policy(coding.PolicyConfig{Trial: trial, Counter: tok})
 			}
-			rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Context: &spec, Logger: cfg.Logger})
+			rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Context: &spec, Logger: cfg.Logger,
+				TracerProvider: tp, Clock: spanClock})
 			if err != nil {
 				return out, fmt.Errorf("ci: fresh run: %w", err)
 			}
@@ -166,7 +185,13 @@ func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work str
 			id := runtime.RunID(a.agent, c.ID, c.Task, trial, cfg.Now())
 			ids = append(ids, id)
 			plan = append(plan, planned{c, trial, id})
-			_, err = rt.Run(ctx, agent, runtime.Task{RunID: id, Input: c.Task, CaseID: c.ID, Trial: trial, Attributes: attrs})
+			res, err := rt.Run(ctx, agent, runtime.Task{RunID: id, Input: c.Task, CaseID: c.ID, Trial: trial, Attributes: attrs})
+			if res.TraceID != "" {
+				out.traceOf[id] = res.TraceID
+			}
+			if err == nil {
+				out.usageOf[id] = res.Usage.InputTokens + res.Usage.OutputTokens
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return out, err

@@ -34,8 +34,9 @@ func Write(w io.Writer, format string, r *Result) error {
 // LWR1200 ×3); gate (min_delta_lower, max_new_failures)".
 func (r *Result) Verdict() string {
 	if r.Passed {
-		return fmt.Sprintf("PASSED: %d replayed run(s) reproduced their journals; %d fresh run(s) gated against %s: passed",
-			r.Replay.Runs, r.Fresh.Runs, r.Gate.Baseline)
+		return fmt.Sprintf("PASSED: %d replayed run(s) reproduced their journals; %d fresh run(s) gated against %s: passed; "+
+			"every fresh and regraded verdict, %d rollup(s) and %d reranker quer(ies) as committed",
+			r.Replay.Runs, r.Fresh.Runs, r.Gate.Baseline, r.Rollups.Runs+r.Rollups.Traces, r.Reranker.Queries)
 	}
 	var parts []string
 	for _, p := range r.Failed {
@@ -47,8 +48,25 @@ func (r *Result) Verdict() string {
 			parts = append(parts, fmt.Sprintf("fresh run (%d of %d runs stopped with an error)", len(r.Fresh.Errors), r.Fresh.Runs))
 		case PartGate:
 			parts = append(parts, fmt.Sprintf("gate (%s)", strings.Join(r.Gate.FailedRule, ", ")))
+		case PartVerdicts:
+			parts = append(parts, fmt.Sprintf("verdicts (%d fresh verdict(s) differ from the committed ones: %s)", len(r.Verdicts.Changed), verdictSummary(r.Verdicts.Changed)))
 		case PartRescore:
-			parts = append(parts, fmt.Sprintf("rescore (%d case(s) judged differently from %s)", len(r.Rescore.Changed), r.Rescore.Report))
+			var what []string
+			if n := len(r.Rescore.Verdicts); n > 0 {
+				what = append(what, fmt.Sprintf("%d committed verdict(s) regraded differently: %s", n, verdictSummary(r.Rescore.Verdicts)))
+			}
+			if n := len(r.Rescore.Changed); n > 0 {
+				what = append(what, fmt.Sprintf("%d case(s) judged differently from %s", n, r.Rescore.Report))
+			}
+			parts = append(parts, fmt.Sprintf("rescore (%s)", strings.Join(what, "; ")))
+		case PartRollups:
+			parts = append(parts, fmt.Sprintf("rollups (%d field(s) differ from %s: %s)", len(r.Rollups.Diffs), r.Rollups.File, rollupSummary(r.Rollups.Diffs)))
+		case PartReranker:
+			var qs []string
+			for _, c := range r.Reranker.Changed {
+				qs = append(qs, c.QueryID)
+			}
+			parts = append(parts, fmt.Sprintf("reranker (%d quer(ies) differ from %s: %s)", len(r.Reranker.Changed), r.Reranker.File, strings.Join(qs, ", ")))
 		}
 	}
 	return "FAILED: " + strings.Join(parts, "; ")
@@ -106,6 +124,24 @@ func writeText(w io.Writer, r *Result) error {
 	for _, c := range r.Rescore.Changed {
 		e.printf("  %s: trials passed %d → %d of %d, mean score %.3f → %.3f%s\n", c.CaseID, c.CommittedPasses, c.Passes, c.Trials, c.CommittedScore, c.Score, noteSuffix(c.Note))
 	}
+	e.printf("verdict %s  %d fresh trial(s) compared with the committed ones, grader by grader (deterministic: any change fails)\n",
+		status(r.Verdicts.Passed), r.Verdicts.Compared)
+	for _, v := range r.Verdicts.Changed {
+		e.printf("  %s\n", v)
+	}
+	for _, v := range r.Rescore.Verdicts {
+		e.printf("  rescore: %s\n", v)
+	}
+	e.printf("rollups %s  %d fresh run(s) and %d SDK trace(s) rolled up against %s; %d field(s) differ\n",
+		status(r.Rollups.Passed), r.Rollups.Runs, r.Rollups.Traces, r.Rollups.File, len(r.Rollups.Diffs))
+	for _, d := range r.Rollups.Diffs {
+		e.printf("  %s: %s: committed %s, now %s\n", d.where(), d.Field, d.Committed, d.Now)
+	}
+	e.printf("rerank  %s  the committed reranker on %d gold quer(ies) against %s; %d differ\n",
+		status(r.Reranker.Passed), r.Reranker.Queries, r.Reranker.File, len(r.Reranker.Changed))
+	for _, c := range r.Reranker.Changed {
+		e.printf("  %s\n", c)
+	}
 	e.printf("ci: %s\n", r.Verdict())
 	if names := r.Cases(); len(names) > 0 {
 		e.printf("ci: cases named: %s\n", strings.Join(names, ", "))
@@ -129,7 +165,33 @@ func writeMarkdown(w io.Writer, r *Result) error {
 		mark(len(r.Fresh.Errors) == 0), r.Fresh.Runs, r.Fresh.Unchanged, len(r.Fresh.Errors))
 	e.printf("| gate (`%s`) against `%s` | %s | %s |\n", r.Gate.Policy, r.Gate.Baseline, mark(r.Gate.Passed),
 		mdEscape(nonEmpty(strings.Join(r.Gate.FailedRule, ", "), "every check passed")))
-	e.printf("| committed baseline rescored against `%s` | %s | %d case(s) judged differently |\n\n", r.Rescore.Report, mark(r.Rescore.Passed), len(r.Rescore.Changed))
+	e.printf("| fresh verdicts against the committed ones, trial by trial | %s | %d trial(s), %d verdict(s) changed |\n", mark(r.Verdicts.Passed), r.Verdicts.Compared, len(r.Verdicts.Changed))
+	e.printf("| committed baseline regraded and rescored against `%s` | %s | %d verdict(s) regraded, %d differ; %d case(s) judged differently |\n",
+		r.Rescore.Report, mark(r.Rescore.Passed), r.Rescore.Regraded, len(r.Rescore.Verdicts), len(r.Rescore.Changed))
+	e.printf("| rollups against `%s` | %s | %d run(s), %d SDK trace(s), %d field(s) differ |\n", r.Rollups.File, mark(r.Rollups.Passed), r.Rollups.Runs, r.Rollups.Traces, len(r.Rollups.Diffs))
+	e.printf("| reranker against `%s` | %s | %d quer(ies), %d differ |\n\n", r.Reranker.File, mark(r.Reranker.Passed), r.Reranker.Queries, len(r.Reranker.Changed))
+	if vs := append(append([]VerdictChange{}, r.Verdicts.Changed...), r.Rescore.Verdicts...); len(vs) > 0 {
+		e.printf("### Verdicts that changed\n\n| case | trial | grader | direction | passed | score | reason now |\n| --- | ---: | --- | --- | --- | --- | --- |\n")
+		for _, v := range vs {
+			e.printf("| `%s` | %d | `%s` | %s | %v → %v | %.3f → %.3f | %s |\n", v.CaseID, v.Trial, v.Grader, v.Direction, v.CommittedPassed, v.Passed,
+				v.CommittedScore, v.Score, mdEscape(nonEmpty(v.Note, v.Reason)))
+		}
+		e.printf("\n")
+	}
+	if len(r.Rollups.Diffs) > 0 {
+		e.printf("### Rollups that differ\n\n| run or trace | field | committed | now |\n| --- | --- | --- | --- |\n")
+		for _, d := range r.Rollups.Diffs {
+			e.printf("| %s | `%s` | %s | %s |\n", mdEscape(d.where()), d.Field, mdEscape(d.Committed), mdEscape(d.Now))
+		}
+		e.printf("\n")
+	}
+	if len(r.Reranker.Changed) > 0 {
+		e.printf("### Reranker queries that differ\n\n")
+		for _, c := range r.Reranker.Changed {
+			e.printf("- %s\n", mdEscape(c.String()))
+		}
+		e.printf("\n")
+	}
 	if len(r.Replay.Divergences) > 0 {
 		e.printf("### Replay divergences\n\n| case | trial | run | journal line | divergence |\n| --- | ---: | --- | ---: | --- |\n")
 		for _, d := range r.Replay.Divergences {
@@ -167,6 +229,19 @@ func writeMarkdown(w io.Writer, r *Result) error {
 		return e.err
 	}
 	return report.Write(w, report.Markdown, r.Report)
+}
+
+// rollupSummary says "coding-roman trial 0 tokens_in, … (+N more)".
+func rollupSummary(ds []RollupDiff) string {
+	var parts []string
+	for i, d := range ds {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("+%d more", len(ds)-5))
+			break
+		}
+		parts = append(parts, d.where()+" "+d.Field)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func noteSuffix(n string) string {

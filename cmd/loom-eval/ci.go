@@ -14,16 +14,20 @@ import (
 
 // runCI is the CI recipe (baselines/ci): strict replay of the committed
 // journals, a fresh scripted run of the current code over the baseline
-// cases, and the gate of that run against the committed baseline.
-// Exit 0: all passed; 1: replay or the gate failed (the report says which);
-// 2: bad input.
+// cases, the gate of that run against the committed baseline, its
+// verdicts against the committed ones, the committed baseline regraded
+// and rescored, the rollups of the fresh run's traces and the reranker
+// check. Exit 0: all passed; 1: a step failed (the report says which);
+// 2: bad input. --record writes the derived baselines instead
+// (rollups.jsonl, rerank.json, judge.jsonl; scripts/baselines.sh record).
 func (m *Main) runCI(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("ci", "ci [--baselines DIR] [--policy FILE] [--out DIR] [--format text|json|markdown]")
+	fs := m.newFlagSet("ci", "ci [--baselines DIR] [--policy FILE] [--out DIR] [--format text|json|markdown] [--record]")
 	dir := fs.String("baselines", "baselines", "baselines `folder`: cases.jsonl, baseline.trials.jsonl, journals/*.jsonl")
 	policyPath := fs.String("policy", "", "gate policy `file` (default: policy.json in the baselines folder, i.e. baselines/policy.json)")
 	out := fs.String("out", "", "keep what the recipe writes in this `folder` (replay and fresh trial records, fresh journals); default: a temporary folder, removed")
 	dataset := fs.String("dataset", "", "the research agent's judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	record := fs.Bool("record", false, "write the recipe's derived baselines into the baselines folder from the current code (rollups.jsonl, rerank.json, judge.jsonl) instead of checking")
 	outFmt := m.addOutputFlags(fs, ci.Formats...)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -38,13 +42,6 @@ func (m *Main) runCI(ctx context.Context, args []string) error {
 	if fi, err := os.Stat(*dir); err != nil || !fi.IsDir() {
 		return usageError("ci: --baselines %s: not a folder", *dir)
 	}
-	if *policyPath == "" {
-		*policyPath = filepath.Join(*dir, ci.PolicyFile)
-	}
-	policy, err := loadPolicy(*policyPath)
-	if err != nil {
-		return err
-	}
 	ds, err := m.judgedDataset(*dataset)
 	if err != nil {
 		return err
@@ -53,8 +50,18 @@ func (m *Main) runCI(ctx context.Context, args []string) error {
 	defer idx.Close(context.WithoutCancel(ctx))
 	sb, stopSandbox := lazySandbox(ctx)
 	defer func() { _ = stopSandbox() }()
-	res, err := ci.Run(ctx, ci.Config{Dir: *dir, Policy: policy, PolicyName: *policyPath, Index: idx, Sandbox: sb,
-		WorkDir: *out, Progress: m.Stderr})
+	cfg := ci.Config{Dir: *dir, Index: idx, Sandbox: sb, Retrieval: idx, Dataset: ds, WorkDir: *out, Progress: m.Stderr}
+	if *record {
+		return m.recordCI(ctx, cfg)
+	}
+	if *policyPath == "" {
+		*policyPath = filepath.Join(*dir, ci.PolicyFile)
+	}
+	if cfg.Policy, err = loadPolicy(*policyPath); err != nil {
+		return err
+	}
+	cfg.PolicyName = *policyPath
+	res, err := ci.Run(ctx, cfg)
 	if err != nil {
 		code := ExitRuntimeErr
 		if errors.Is(err, ci.ErrBadInput) {
@@ -68,5 +75,20 @@ func (m *Main) runCI(ctx context.Context, args []string) error {
 	if !res.Passed {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("ci: %s", res.Verdict())}
 	}
+	return nil
+}
+
+// recordCI writes the recipe's derived baselines (ci.Record).
+func (m *Main) recordCI(ctx context.Context, cfg ci.Config) error {
+	rec, err := ci.Record(ctx, cfg)
+	if err != nil {
+		code := ExitRuntimeErr
+		if errors.Is(err, ci.ErrBadInput) {
+			code = ExitUsage
+		}
+		return &ExitError{Code: code, Err: err}
+	}
+	fmt.Fprintf(m.Stdout, "ci: recorded %s (%d run(s), %d SDK trace(s)), %s (%d gold quer(ies)), %s (%d judge verdict(s))\n",
+		rec.Rollups, rec.Runs, rec.Traces, rec.Rerank, rec.Queries, rec.Judge, rec.Verdicts)
 	return nil
 }

@@ -119,3 +119,37 @@ func TestCICommandFailsTheGateNamingTheCase(t *testing.T) {
 		}
 	}
 }
+
+// --record writes the recipe's derived baselines from the current code:
+// on unchanged code they are the committed ones (here a one-case subset's:
+// its rollups and judge verdicts, and the whole rerank.json).
+func TestCICommandRecordWritesTheDerivedBaselines(t *testing.T) {
+	dir := citest.Subset(t, "../../baselines", "mkm-812")
+	want := map[string][]byte{}
+	for _, f := range []string{ci.RollupsFile, ci.RerankFile, ci.JudgeFile} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[f] = b
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stdout, stderr, err := runCICmd(t, "--baselines", dir, "--record", "--index-cache", t.TempDir())
+	if err != nil {
+		t.Fatalf("ci --record: %v\n%s%s", err, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "ci: recorded "+filepath.Join(dir, ci.RollupsFile)+" (3 run(s), 2 SDK trace(s))") {
+		t.Fatalf("stdout = %s", stdout)
+	}
+	for f, w := range want {
+		got, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, w) {
+			t.Errorf("%s recorded:\n%s\nwant the committed:\n%s", f, got, w)
+		}
+	}
+}

@@ -116,12 +116,67 @@ type ciReport struct {
 		} `json:"worse"`
 		MustPassFailing []string `json:"must_pass_failing"`
 	} `json:"gate"`
+	Verdicts struct {
+		Changed []verdictChange `json:"changed"`
+	} `json:"verdicts"`
 	Rescore struct {
 		Passed  bool `json:"passed"`
 		Changed []struct {
 			CaseID string `json:"case_id"`
 		} `json:"changed"`
+		Verdicts []verdictChange `json:"verdicts"`
 	} `json:"rescore"`
+	Rollups struct {
+		Runs   int `json:"runs"`
+		Traces int `json:"traces"`
+		Diffs  []struct {
+			CaseID string `json:"case_id"`
+			File   string `json:"file"`
+			Field  string `json:"field"`
+		} `json:"diffs"`
+	} `json:"rollups"`
+	Reranker struct {
+		Queries int `json:"queries"`
+		Changed []struct {
+			QueryID string `json:"query_id"`
+		} `json:"changed"`
+	} `json:"reranker"`
+}
+
+type verdictChange struct {
+	CaseID    string `json:"case_id"`
+	Grader    string `json:"grader"`
+	Direction string `json:"direction"`
+}
+
+// verdictText says "**5 verdicts regressed** (grader ×5), **2 improved** (…)".
+func verdictText(vs []verdictChange, all map[string]bool) string {
+	var parts []string
+	for _, dir := range []string{"regressed", "improved"} {
+		n := 0
+		graders := map[string]int{}
+		var order []string
+		for _, v := range vs {
+			if v.Direction != dir {
+				continue
+			}
+			n++
+			all[v.CaseID] = true
+			if graders[v.Grader] == 0 {
+				order = append(order, v.Grader)
+			}
+			graders[v.Grader]++
+		}
+		if n == 0 {
+			continue
+		}
+		var gs []string
+		for _, g := range order {
+			gs = append(gs, fmt.Sprintf("`%s` ×%d", g, graders[g]))
+		}
+		parts = append(parts, fmt.Sprintf("**%d %s** (%s)", n, dir, strings.Join(gs, ", ")))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Outcome is one mutation's row.
@@ -132,6 +187,7 @@ type Outcome struct {
 	Replay  string   // what strict replay found
 	Gate    string   // what the fresh run and the gate found
 	Rescore string   // what rescoring the committed baseline found
+	Derived string   // what the rollup and reranker steps found
 	Cases   []string // every case the recipe named
 }
 
@@ -215,13 +271,61 @@ func ReadOutcome(dir string, p Patch) (Outcome, error) {
 		gate = append(gate, fmt.Sprintf("passed (%d of %d fresh runs differ from the committed journals, in %d cases)",
 			len(r.Fresh.Changed), r.Fresh.Runs, len(changed)))
 	}
+	if v := verdictText(r.Verdicts.Changed, all); v != "" {
+		gate = append(gate, "fresh verdicts: "+v)
+	}
 	o.Gate = strings.Join(gate, "; ")
-	o.Rescore = "matches the committed report"
+	var rescore []string
+	if v := verdictText(r.Rescore.Verdicts, all); v != "" {
+		rescore = append(rescore, "regraded verdicts: "+v)
+	}
 	if n := len(r.Rescore.Changed); n > 0 {
-		o.Rescore = fmt.Sprintf("**%d cases judged differently**", n)
+		rescore = append(rescore, fmt.Sprintf("**%d cases judged differently**", n))
 		for _, c := range r.Rescore.Changed {
 			all[c.CaseID] = true
 		}
+	}
+	o.Rescore = "matches the committed verdicts and report"
+	if len(rescore) > 0 {
+		o.Rescore = strings.Join(rescore, "; ")
+	}
+	var derived []string
+	if n := len(r.Rollups.Diffs); n > 0 {
+		fields := map[string]bool{}
+		var order []string
+		runs, traces := map[string]bool{}, map[string]bool{}
+		for _, d := range r.Rollups.Diffs {
+			if !fields[d.Field] {
+				fields[d.Field] = true
+				order = append(order, d.Field)
+			}
+			if d.CaseID != "" {
+				runs[d.CaseID] = true
+				all[d.CaseID] = true
+			} else {
+				traces[d.File] = true
+			}
+		}
+		where := []string{}
+		if len(runs) > 0 {
+			where = append(where, fmt.Sprintf("runs of %d cases", len(runs)))
+		}
+		if len(traces) > 0 {
+			where = append(where, "the SDK traces")
+		}
+		derived = append(derived, fmt.Sprintf("**rollups: %d fields differ** (%s; in %s)", n, strings.Join(order, ", "), strings.Join(where, " and ")))
+	}
+	if n := len(r.Reranker.Changed); n > 0 {
+		var qs []string
+		for _, c := range r.Reranker.Changed {
+			qs = append(qs, c.QueryID)
+			all[c.QueryID] = true
+		}
+		derived = append(derived, fmt.Sprintf("**reranker: %d of %d queries differ**", n, r.Reranker.Queries))
+	}
+	o.Derived = fmt.Sprintf("rollups match (%d runs, %d SDK traces); reranker matches (%d queries)", r.Rollups.Runs, r.Rollups.Traces, r.Reranker.Queries)
+	if len(derived) > 0 {
+		o.Derived = strings.Join(derived, "; ")
 	}
 	for c := range all {
 		o.Cases = append(o.Cases, c)
@@ -239,7 +343,7 @@ func codeList(xs []string) string {
 // Table renders the outcomes as the doc's Markdown.
 func Table(outs []Outcome) string {
 	var b strings.Builder
-	b.WriteString("| mutation | layer | recipe | strict replay | fresh run and gate | committed baseline rescored | cases named |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| mutation | layer | recipe | strict replay | fresh run, gate and fresh verdicts | committed baseline regraded and rescored | rollups and reranker | cases named |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, o := range outs {
 		verdict := "**failed** (exit 1)"
 		if !o.Caught {
@@ -249,8 +353,8 @@ func Table(outs []Outcome) string {
 		if len(o.Cases) > 0 {
 			cases = fmt.Sprintf("%d: %s", len(o.Cases), codeList(o.Cases))
 		}
-		fmt.Fprintf(&b, "| `%s` — %s | %s | %s | %s | %s | %s | %s |\n", o.Patch.Name, esc(o.Patch.Subject), esc(o.Patch.Layer), verdict,
-			esc(o.Replay), esc(o.Gate), esc(o.Rescore), cases)
+		fmt.Fprintf(&b, "| `%s` — %s | %s | %s | %s | %s | %s | %s | %s |\n", o.Patch.Name, esc(o.Patch.Subject), esc(o.Patch.Layer), verdict,
+			esc(o.Replay), esc(o.Gate), esc(o.Rescore), esc(o.Derived), cases)
 	}
 	var missed []Outcome
 	for _, o := range outs {

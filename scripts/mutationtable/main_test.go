@@ -152,3 +152,31 @@ func TestOutcomesBecomeTheTable(t *testing.T) {
 		t.Fatal("Splice accepted a doc without markers")
 	}
 }
+
+// The recipe's later steps — fresh verdicts, regraded verdicts, rollups,
+// the reranker — have their say in the table and name their cases.
+func TestLaterStepsBecomeTheTable(t *testing.T) {
+	dir := t.TempDir()
+	js := `{"passed":false,"failed":["verdicts","rescore","rollups","reranker"],"replay":{"runs":6,"divergences":[]},
+		"fresh":{"runs":6,"changed":[],"errors":[]},"gate":{"failed_checks":[],"worse":[],"must_pass_failing":[]},
+		"verdicts":{"changed":[{"case_id":"a","grader":"hidden_tests","direction":"improved"},{"case_id":"b","grader":"hidden_tests","direction":"improved"}]},
+		"rescore":{"passed":false,"changed":[],"verdicts":[{"case_id":"c","grader":"judge_x","direction":"regressed"}]},
+		"rollups":{"runs":6,"traces":2,"diffs":[{"case_id":"d","field":"tokens_in"},{"file":"traces/sdk.otlp.jsonl","field":"tokens_in"}]},
+		"reranker":{"queries":14,"changed":[{"query_id":"e"}]}}`
+	if err := os.WriteFile(filepath.Join(dir, "m.json"), []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "m.rc"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := ReadOutcome(dir, Patch{Name: "m", Subject: "s", Layer: "l"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.Caught || !strings.Contains(o.Gate, "fresh verdicts: **2 improved** (`hidden_tests` ×2)") ||
+		o.Rescore != "regraded verdicts: **1 regressed** (`judge_x` ×1)" ||
+		o.Derived != "**rollups: 2 fields differ** (tokens_in; in runs of 1 cases and the SDK traces); **reranker: 1 of 14 queries differ**" ||
+		strings.Join(o.Cases, ",") != "a,b,c,d,e" {
+		t.Fatalf("outcome = %+v", o)
+	}
+}

@@ -136,6 +136,20 @@ func Subset(t testing.TB, src string, ids ...string) string {
 	if err := rf.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// The recipe's derived baselines: the kept cases' rollups and judge
+	// verdicts, and the case-independent files whole.
+	filterLines(t, filepath.Join(src, "rollups.jsonl"), filepath.Join(dst, "rollups.jsonl"), ids)
+	filterLines(t, filepath.Join(src, "judge.jsonl"), filepath.Join(dst, "judge.jsonl"), ids)
+	for _, f := range []string{"rerank.json", "ablation/reranker.json"} {
+		copyFile(t, filepath.Join(src, f), filepath.Join(dst, f))
+	}
+	traces, err := filepath.Glob(filepath.Join(src, "traces", "*.otlp.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range traces {
+		copyFile(t, f, filepath.Join(dst, "traces", filepath.Base(f)))
+	}
 	if b, err := os.ReadFile(filepath.Join(src, "policy.json")); err == nil {
 		if err := os.WriteFile(filepath.Join(dst, "policy.json"), b, 0o644); err != nil {
 			t.Fatal(err)
@@ -156,6 +170,48 @@ func WriteJSONL[T any](t testing.TB, path string, vs []T) {
 		}
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// filterLines copies the JSON lines of src whose "case_id" is one of ids,
+// or that have none (not a case's), to dst.
+func filterLines(t testing.TB, src, dst string, ids []string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var v struct {
+			CaseID string `json:"case_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if v.CaseID == "" || slices.Contains(ids, v.CaseID) {
+			out.WriteString(line)
+		}
+	}
+	if err := os.WriteFile(dst, []byte(out.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t testing.TB, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
