@@ -401,4 +401,3 @@ func readJSONLines(t *testing.T, path string) []map[string]any {
 	}
 	return out
 }
-
