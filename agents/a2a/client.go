@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -28,9 +29,19 @@ type RemoteConfig struct {
 	// ToolName is the tool's name for the model (default
 	// "ask_" + the card's name).
 	ToolName string
+	// CardPath is the card's path under BaseURL (default
+	// /.well-known/agent-card.json).
+	CardPath string
 	// Timeout bounds one call (default 120 s).
 	Timeout        time.Duration
 	TracerProvider trace.TracerProvider
+	// HTTPClient sends the card and JSON-RPC requests (default: the SDK's).
+	HTTPClient *http.Client
+	// Interceptors see every protocol call (e.g. to add headers per call).
+	Interceptors []a2aclient.CallInterceptor
+	// PollInterval is how often Ask polls tasks/get for a task the agent
+	// returned unfinished (default 200 ms).
+	PollInterval time.Duration
 }
 
 // Remote is a connection to one remote agent.
@@ -52,6 +63,9 @@ func NewRemote(cfg RemoteConfig) (*Remote, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 120 * time.Second
 	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
 	if cfg.TracerProvider == nil {
 		cfg.TracerProvider = noop.NewTracerProvider()
 	}
@@ -60,11 +74,26 @@ func NewRemote(cfg RemoteConfig) (*Remote, error) {
 
 // Start fetches the Agent Card and connects to the endpoint it names.
 func (r *Remote) Start(ctx context.Context) error {
-	card, err := agentcard.DefaultResolver.Resolve(ctx, r.cfg.BaseURL)
+	resolver := agentcard.DefaultResolver
+	if r.cfg.HTTPClient != nil {
+		resolver = agentcard.NewResolver(r.cfg.HTTPClient)
+	}
+	var ropts []agentcard.ResolveOption
+	if r.cfg.CardPath != "" {
+		ropts = append(ropts, agentcard.WithPath(r.cfg.CardPath))
+	}
+	card, err := resolver.Resolve(ctx, r.cfg.BaseURL, ropts...)
 	if err != nil {
 		return fmt.Errorf("a2a remote %s: agent card: %w", r.cfg.BaseURL, err)
 	}
-	c, err := a2aclient.NewFromCard(ctx, card)
+	var copts []a2aclient.FactoryOption
+	if r.cfg.HTTPClient != nil {
+		copts = append(copts, a2aclient.WithJSONRPCTransport(r.cfg.HTTPClient))
+	}
+	if len(r.cfg.Interceptors) > 0 {
+		copts = append(copts, a2aclient.WithInterceptors(r.cfg.Interceptors...))
+	}
+	c, err := a2aclient.NewFromCard(ctx, card, copts...)
 	if err != nil {
 		return fmt.Errorf("a2a remote %s: %w", r.cfg.BaseURL, err)
 	}
@@ -169,4 +198,66 @@ func toolSafe(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// Reply is how a remote agent answered one message.
+type Reply struct {
+	// TaskID is the task the message started ("" when the agent answered
+	// with a message).
+	TaskID string
+	// State is the task's last state (completed when the agent answered
+	// with a message).
+	State a2a.TaskState
+	// Text is the answer: the completed task's artifacts (or, with none,
+	// its status message), or the message's text parts; for a task that
+	// did not complete, its status message.
+	Text string
+}
+
+// Ask sends one message (message/send, blocking) and, when the agent
+// returns the task unfinished, polls tasks/get until it is terminal or
+// needs input, bounded by ctx. An error is the exchange failing (no
+// answer, an HTTP or JSON-RPC error); a task that failed is a Reply.
+func (r *Remote) Ask(ctx context.Context, text string) (Reply, error) {
+	if r.client == nil {
+		return Reply{}, errors.New("a2a remote: not started")
+	}
+	res, err := r.client.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})})
+	if err != nil {
+		return Reply{}, err
+	}
+	switch v := res.(type) {
+	case *a2a.Message:
+		return Reply{State: a2a.TaskStateCompleted, Text: partsText(v.Parts)}, nil
+	case *a2a.Task:
+		task := v
+		for !task.Status.State.Terminal() && task.Status.State != a2a.TaskStateInputRequired && task.Status.State != a2a.TaskStateAuthRequired {
+			select {
+			case <-ctx.Done():
+				return Reply{TaskID: string(task.ID), State: task.Status.State}, fmt.Errorf("task %s still %s: %w", task.ID, task.Status.State, context.Cause(ctx))
+			case <-time.After(r.cfg.PollInterval):
+			}
+			if task, err = r.client.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID}); err != nil {
+				return Reply{TaskID: string(v.ID)}, fmt.Errorf("tasks/get %s: %w", v.ID, err)
+			}
+		}
+		return taskReply(task), nil
+	default:
+		return Reply{}, fmt.Errorf("unexpected result %T", res)
+	}
+}
+
+func taskReply(t *a2a.Task) Reply {
+	rep := Reply{TaskID: string(t.ID), State: t.Status.State}
+	var parts []string
+	if t.Status.State == a2a.TaskStateCompleted {
+		for _, a := range t.Artifacts {
+			parts = append(parts, partsText(a.Parts))
+		}
+	}
+	if len(parts) == 0 && t.Status.Message != nil {
+		parts = append(parts, partsText(t.Status.Message.Parts))
+	}
+	rep.Text = strings.Join(parts, "\n")
+	return rep
 }

@@ -21,7 +21,7 @@ import (
 
 // runExperiment dispatches `loom-eval experiment run|list|show|compare`.
 func (m *Main) runExperiment(ctx context.Context, args []string) error {
-	usage := "experiment run --cases FILE (--cmd CMD | --openai URL --model M | --http URL --body TPL) [--trials N] [--against ID|DIR] | experiment list | experiment show ID | experiment compare A B"
+	usage := "experiment run --cases FILE (--cmd CMD | --openai URL --model M | --http URL --body TPL | --a2a CARD_URL | --mcp-cmd CMD --mcp-tool NAME) [--trials N] [--against ID|DIR] | experiment list | experiment show ID | experiment compare A B"
 	if len(args) == 0 {
 		return usageError("experiment: want a subcommand: %s", usage)
 	}
@@ -55,6 +55,7 @@ type experimentRunFlags struct {
 	otlpEndpoint, storeURL, modelLabel, agent, root          string
 	grading                                                  gradingFlags
 	output                                                   *outputFlags
+	proto                                                    protocolTargetFlags
 }
 
 func (f *experimentRunFlags) register(m *Main, fs *flag.FlagSet) {
@@ -90,20 +91,21 @@ func (f *experimentRunFlags) register(m *Main, fs *flag.FlagSet) {
 	fs.StringVar(&f.modelLabel, "model-label", "", "label every trial live, scripted or replayed (default: scripted when the agent's spans say loomwork.model.label=scripted, else live)")
 	fs.StringVar(&f.agent, "agent", "", "agent name recorded on the trials and the root spans")
 	fs.DurationVar(&f.traceWait, "trace-wait", 2*time.Second, "how long to wait for a trial's spans after the agent returned")
+	f.proto.register(fs)
 	f.grading.register(fs)
 	f.output = m.addOutputFlags(fs, report.Formats...)
 }
 
 // target builds the one target the flags name.
 func (f *experimentRunFlags) target(getenv func(string) string) (experiment.Target, error) {
-	n := 0
+	n := f.proto.given()
 	for _, s := range []string{f.cmd, f.openai, f.httpURL} {
 		if s != "" {
 			n++
 		}
 	}
 	if n != 1 {
-		return nil, usageError("experiment run: give exactly one of --cmd, --openai, --http (got %d)", n)
+		return nil, usageError("experiment run: give exactly one of --cmd, --openai, --http, --a2a, --mcp-cmd, --mcp-url (got %d)", n)
 	}
 	var t experiment.Target
 	var err error
@@ -124,6 +126,8 @@ func (f *experimentRunFlags) target(getenv func(string) string) (experiment.Targ
 			}
 		}
 		t, err = experiment.NewOpenAITarget(experiment.OpenAIConfig{URL: f.openai, Model: f.model, System: f.system, APIKey: key})
+	case f.proto.given() > 0:
+		t, err = f.proto.target(getenv)
 	default:
 		t, err = experiment.NewHTTPTarget(experiment.HTTPConfig{URL: f.httpURL, Body: f.body, AnswerPath: f.answerPath, Headers: f.headers})
 	}
@@ -135,7 +139,7 @@ func (f *experimentRunFlags) target(getenv func(string) string) (experiment.Targ
 
 // runExperimentRun runs (or resumes) an experiment, scores it and gates it.
 func (m *Main) runExperimentRun(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("experiment run", "experiment run --cases FILE (--cmd CMD | --openai URL --model M | --http URL --body TPL) [--trials N] [--concurrency N] [--out DIR | --resume DIR] [--against ID|DIR [--policy FILE]] [--json]")
+	fs := m.newFlagSet("experiment run", "experiment run --cases FILE (--cmd CMD | --openai URL --model M | --http URL --body TPL | --a2a CARD_URL | --mcp-cmd CMD --mcp-tool NAME) [--trials N] [--concurrency N] [--out DIR | --resume DIR] [--against ID|DIR [--policy FILE]] [--json]")
 	var f experimentRunFlags
 	f.register(m, fs)
 	if err := parseFlags(fs, args); err != nil {
