@@ -12,8 +12,8 @@ import (
 )
 
 // Target is how the runner reaches the agent under evaluation: one
-// implementation per kind (CommandTarget, OpenAITarget, HTTPTarget). To add
-// a kind (A2A from an agent card URL, an MCP tool): a config struct with
+// implementation per kind (CommandTarget, OpenAITarget, HTTPTarget,
+// A2ATarget, MCPTarget). To add a kind: a config struct with
 // Validate(), a constructor without I/O, and a Target whose Run sends
 // req.Case's task, carries req.Trace to the agent (headers, metadata or
 // environment: whatever the protocol has for W3C trace context) and
