@@ -19,6 +19,7 @@ import (
 	"github.com/a-h/templ"
 
 	"github.com/loomwork/loomwork/scorer/pricing"
+	"github.com/loomwork/loomwork/scorer/report"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
@@ -101,6 +102,10 @@ type Deps struct {
 	// Approvals lists runs suspended at approval gates and records
 	// answers (/approvals); nil: the page says how to configure it.
 	Approvals Approvals
+	// Experiments compares the experiments the trace store keeps
+	// (/experiments/compare); nil: the compare page says it cannot. The
+	// list needs only the store.
+	Experiments ExperimentComparer
 }
 
 // HealthReport is what /healthz and /readyz answer.
@@ -207,6 +212,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.registerCompare()
 	s.registerLabels()
 	s.registerApprovals()
+	s.registerExperiments()
 	return s, nil
 }
 
@@ -421,11 +427,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return
-	case errors.As(err, &br), errors.Is(err, store.ErrBadTraceID):
+	case errors.As(err, &br), errors.Is(err, store.ErrBadTraceID), errors.Is(err, store.ErrBadExperimentQuery), errors.Is(err, report.ErrBadInput):
 		status = http.StatusBadRequest
 	case errors.Is(err, store.ErrAmbiguousTraceID):
 		status = http.StatusConflict
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotFound), errors.Is(err, store.ErrExperimentNotFound):
 		status = http.StatusNotFound
 	}
 	if status == http.StatusInternalServerError {

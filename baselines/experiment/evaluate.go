@@ -35,6 +35,11 @@ type Side struct {
 	Dir    string
 	Record *datasets.Experiment
 	Trials []datasets.Trial
+	// Source names the trials in reports when they are not a folder's
+	// trials file (an experiment read from a store); Cases is then the
+	// case file kept with it (nil: read the record's path; see CasesOf).
+	Source string
+	Cases  []datasets.Case
 	// Notes say what could not be read (a store that does not open: the
 	// trials are then scored on what they recorded).
 	Notes []string
@@ -82,9 +87,9 @@ type OpenStore func(ctx context.Context, url string) (store.Store, error)
 // through report.Evaluate, the pipeline of `loom-eval score` and `gate`.
 func Evaluate(ctx context.Context, cfg scorer.Config, cases []datasets.Case, casesFile string, cand, base *Side, policy *gate.Policy, in report.Inputs) (*report.Report, error) {
 	in.Cases, in.CasesFile = cases, casesFile
-	in.Candidate = report.Trials{Source: filepath.Join(cand.Dir, TrialsFile), Trials: cand.Trials}
+	in.Candidate = report.Trials{Source: cand.source(), Trials: cand.Trials}
 	if base != nil {
-		in.Baseline = report.Trials{Source: filepath.Join(base.Dir, TrialsFile), Trials: base.Trials}
+		in.Baseline = report.Trials{Source: base.source(), Trials: base.Trials}
 		in.Policy = policy
 	}
 	r, err := report.Evaluate(ctx, cfg, in)
@@ -99,6 +104,13 @@ func Evaluate(ctx context.Context, cfg scorer.Config, cases []datasets.Case, cas
 	return r, nil
 }
 
+func (s *Side) source() string {
+	if s.Source != "" {
+		return s.Source
+	}
+	return filepath.Join(s.Dir, TrialsFile)
+}
+
 // CaseRow is one case of a side-by-side comparison.
 type CaseRow struct {
 	CaseID string   `json:"case_id"`
@@ -109,7 +121,8 @@ type CaseRow struct {
 	AdjustedP float64 `json:"adjusted_p"`
 }
 
-// CaseSide is one experiment's trials of a case.
+// CaseSide is one experiment's trials of a case (TraceIDs in trial
+// order).
 type CaseSide struct {
 	Passes int     `json:"passes"`
 	Trials int     `json:"trials"`
@@ -118,6 +131,8 @@ type CaseSide struct {
 	MeanCostUSD    *float64 `json:"mean_cost_usd"`
 	MeanDurationMS *float64 `json:"mean_duration_ms"`
 	TraceIDs       []string `json:"trace_ids"`
+	// Answer is the agent's answer in the case's first trial.
+	Answer string `json:"answer"`
 }
 
 // Rows pairs a comparison's cases with both sides' costs, latencies and
@@ -140,12 +155,17 @@ func fill(s *CaseSide, caseID string, trials []datasets.Trial) {
 	var cost, dur float64
 	var nCost, nDur, n int
 	costKnown := true
+	first := -1
+	var ids []datasets.Trial // trace ids in trial order, whatever the file's order
 	for _, t := range trials {
 		if t.CaseID != caseID {
 			continue
 		}
 		n++
-		s.TraceIDs = append(s.TraceIDs, t.TraceID)
+		if (first < 0 || t.Trial < first) && t.Transcript != nil {
+			first, s.Answer = t.Trial, t.Transcript.Answer
+		}
+		ids = append(ids, datasets.Trial{Trial: t.Trial, TraceID: t.TraceID})
 		if t.CostUSD != nil {
 			cost += *t.CostUSD
 			nCost++
@@ -156,6 +176,10 @@ func fill(s *CaseSide, caseID string, trials []datasets.Trial) {
 			dur += *t.DurationMS
 			nDur++
 		}
+	}
+	sort.SliceStable(ids, func(i, j int) bool { return ids[i].Trial < ids[j].Trial })
+	for _, t := range ids {
+		s.TraceIDs = append(s.TraceIDs, t.TraceID)
 	}
 	if n > 0 && costKnown && nCost > 0 {
 		v := cost / float64(nCost)

@@ -21,7 +21,7 @@ import (
 
 // runExperiment dispatches `loom-eval experiment run|list|show|compare`.
 func (m *Main) runExperiment(ctx context.Context, args []string) error {
-	usage := "experiment run --cases FILE (--cmd CMD | --openai URL --model M | --http URL --body TPL | --a2a CARD_URL | --mcp-cmd CMD --mcp-tool NAME) [--trials N] [--against ID|DIR] | experiment list | experiment show ID | experiment compare A B"
+	usage := "experiment run --cases FILE (--cmd CMD | --openai URL --model M | --http URL --body TPL | --a2a CARD_URL | --mcp-cmd CMD --mcp-tool NAME) [--trials N] [--against ID|DIR] | experiment list [--store URL] | experiment show ID [--store URL] | experiment compare A B [--store URL] | experiment push ID --store URL"
 	if len(args) == 0 {
 		return usageError("experiment: want a subcommand: %s", usage)
 	}
@@ -29,17 +29,19 @@ func (m *Main) runExperiment(ctx context.Context, args []string) error {
 	case "run":
 		return m.runExperimentRun(ctx, args[1:])
 	case "list":
-		return m.runExperimentList(args[1:])
+		return m.runExperimentList(ctx, args[1:])
 	case "show":
 		return m.runExperimentShow(ctx, args[1:])
 	case "compare":
 		return m.runExperimentCompare(ctx, args[1:])
+	case "push":
+		return m.runExperimentPush(ctx, args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprintln(m.Stderr, "Usage: loom-eval "+usage)
 		fmt.Fprintln(m.Stderr, "Runs your agent over a case file, cases × trials, traced and graded, and gates it against a previous experiment (docs/experiments.md).")
 		return nil
 	}
-	return usageError("experiment: unknown subcommand %q (want run, list, show or compare)", args[0])
+	return usageError("experiment: unknown subcommand %q (want run, list, show, compare or push)", args[0])
 }
 
 // experimentRunFlags are `experiment run`'s flags.
@@ -192,12 +194,16 @@ func (m *Main) runExperimentRun(ctx context.Context, args []string) error {
 	defer traces.Shutdown(context.WithoutCancel(ctx))
 	fmt.Fprintf(m.Stderr, "experiment %s: %d cases × %d trials of %s; traces to %s (OTLP/HTTP %s), folder %s\n",
 		rec.ID, len(cases), f.trials, rec.Target.Description, rec.Store, traces.Endpoint(), dir)
-	return m.experimentRunAndGate(ctx, &f, rec, dir, cases, target, traces, base, policy, format, log)
+	save := func(ctx context.Context) error { return m.saveRun(ctx, backend, rec, dir) }
+	return m.experimentRunAndGate(ctx, &f, rec, dir, cases, target, traces, base, policy, format, log, save)
 }
 
-// experimentRunAndGate runs the trials, then scores and gates them.
+// experimentRunAndGate runs the trials, then scores and gates them; save
+// puts the experiment into the trace store once the run has ended (an
+// incomplete one too, so the store shows what resuming will finish).
 func (m *Main) experimentRunAndGate(ctx context.Context, f *experimentRunFlags, rec *datasets.Experiment, dir string, cases []datasets.Case,
-	target experiment.Target, traces *experiment.Traces, base *experiment.Side, policy *gate.Policy, format string, log *slog.Logger) error {
+	target experiment.Target, traces *experiment.Traces, base *experiment.Side, policy *gate.Policy, format string, log *slog.Logger,
+	save func(context.Context) error) error {
 	cfg, err := experimentScoreConfig(f.prices)
 	if err != nil {
 		return err
@@ -217,6 +223,9 @@ func (m *Main) experimentRunAndGate(ctx context.Context, f *experimentRunFlags, 
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("experiment %s (resume with --resume %s): %w", rec.ID, dir, err)}
 	}
 	if rec.Status != datasets.ExperimentComplete {
+		if err := save(ctx); err != nil {
+			return err
+		}
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("experiment %s is incomplete: %d of %d trials recorded, %d not run after infrastructure failures (resume with --resume %s)",
 			rec.ID, rec.Summary.Recorded, rec.Summary.Expected, rec.Summary.InfraFailures, dir)}
 	}
@@ -234,6 +243,9 @@ func (m *Main) experimentRunAndGate(ctx context.Context, f *experimentRunFlags, 
 		if err := experiment.WriteRecord(dir, rec); err != nil {
 			return &ExitError{Code: ExitRuntimeErr, Err: err}
 		}
+	}
+	if err := save(ctx); err != nil {
+		return err
 	}
 	return m.writeExperimentReport(dir, format, rep)
 }

@@ -14,13 +14,18 @@ import (
 	"github.com/loomwork/loomwork/scorer/report"
 )
 
-// runExperimentList lists the experiments kept under --experiments-dir.
-func (m *Main) runExperimentList(args []string) error {
-	fs := m.newFlagSet("experiment list", "experiment list [--experiments-dir DIR] [--json]")
+// runExperimentList lists the experiments kept under --experiments-dir,
+// or in --store.
+func (m *Main) runExperimentList(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("experiment list", "experiment list [--experiments-dir DIR | --store URL] [--json]")
 	root := fs.String("experiments-dir", experiment.DefaultRoot, "where experiments are kept")
+	url := fs.String("store", "", "list the experiments kept in this trace store instead of folders")
 	asJSON := fs.Bool("json", false, "print the records as a JSON array")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *url != "" {
+		return m.listStoredExperiments(ctx, *url, *asJSON)
 	}
 	recs, dirs, errs := experiment.List(*root)
 	for _, err := range errs {
@@ -36,13 +41,8 @@ func (m *Main) runExperimentList(args []string) error {
 		fmt.Fprintf(m.Stdout, "No experiments in %s.\n", *root)
 		return nil
 	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSTATUS\tPASSED\tTARGET\tLABEL\tFOLDER")
-	for i, e := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", e.ID, orDash(e.Name), e.Created.Format("2006-01-02 15:04:05"), e.Status,
-			e.Summary.Passed, e.Summary.Recorded, e.Target.Kind, orDash(e.Agent.Label), dirs[i])
-	}
-	return tw.Flush()
+	printExperimentTable(m.Stdout, recs, func(i int) string { return dirs[i] })
+	return nil
 }
 
 // printJSON writes v as indented JSON; a write error is a runtime error.
@@ -55,8 +55,9 @@ func printJSON(w io.Writer, v any) error {
 
 // runExperimentShow prints one experiment's record and its report.
 func (m *Main) runExperimentShow(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("experiment show", "experiment show ID|DIR [--experiments-dir DIR] [--json]")
+	fs := m.newFlagSet("experiment show", "experiment show ID|DIR [--experiments-dir DIR | --store URL] [--json]")
 	root := fs.String("experiments-dir", experiment.DefaultRoot, "where experiments are kept")
+	url := fs.String("store", "", "read the experiment (by id) from this trace store instead of a folder")
 	asJSON := fs.Bool("json", false, "print the record and the report as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -64,13 +65,14 @@ func (m *Main) runExperimentShow(ctx context.Context, args []string) error {
 	if fs.NArg() != 1 {
 		return usageError("experiment show: want one experiment id or folder, got %d arguments", fs.NArg())
 	}
-	dir, err := experiment.Resolve(*root, fs.Arg(0))
+	sides, done, err := loadSides(ctx, "experiment show", *url, *root, fs.Args())
 	if err != nil {
-		return usageError("experiment show: %v", err)
+		return err
 	}
-	side, err := experiment.Load(ctx, dir, nil, openStoreReadOnly)
-	if err != nil {
-		return inputError("experiment show", err)
+	defer done()
+	side, dir := sides[0], sides[0].Dir
+	if dir == "" {
+		dir = *url
 	}
 	rep, err := scoreSide(ctx, side, nil, nil)
 	if err != nil {
@@ -80,7 +82,7 @@ func (m *Main) runExperimentShow(ctx context.Context, args []string) error {
 		return printJSON(m.Stdout, map[string]any{"experiment": side.Record, "dir": dir, "report": rep})
 	}
 	e := side.Record
-	fmt.Fprintf(m.Stdout, "Experiment %s%s (%s), created %s, folder %s\n", e.ID, nameSuffix(e.Name), e.Status, e.Created.Format("2006-01-02 15:04:05Z07:00"), dir)
+	fmt.Fprintf(m.Stdout, "Experiment %s%s (%s), created %s, in %s\n", e.ID, nameSuffix(e.Name), e.Status, e.Created.Format("2006-01-02 15:04:05Z07:00"), dir)
 	fmt.Fprintf(m.Stdout, "  dataset  %s (sha256 %.12s…, %d grader files)\n", e.Dataset.Path, e.Dataset.SHA256, len(e.Dataset.Files))
 	fmt.Fprintf(m.Stdout, "  target   %s: %s\n", e.Target.Kind, e.Target.Description)
 	fmt.Fprintf(m.Stdout, "  agent    label %s, commit %s%s, params %v\n", orDash(e.Agent.Label), orDash(e.Agent.GitCommit), map[bool]string{true: " (dirty)"}[e.Agent.GitDirty], e.Agent.Params)
@@ -99,9 +101,9 @@ func nameSuffix(n string) string {
 // scoreSide scores an experiment (against base, under policy) on its own
 // case file.
 func scoreSide(ctx context.Context, side, base *experiment.Side, policy *gate.Policy) (*report.Report, error) {
-	cases, err := loadCasesFlag(side.Record.Dataset.Path)
+	cases, err := experiment.CasesOf(side)
 	if err != nil {
-		return nil, err
+		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
 	cfg, err := experimentScoreConfig("")
 	if err != nil {
@@ -115,10 +117,12 @@ func scoreSide(ctx context.Context, side, base *experiment.Side, policy *gate.Po
 }
 
 // runExperimentCompare prints A (the baseline) and B side by side, case by
-// case, with the gate's decision; exit 1 when the gate fails.
+// case, with the gate's decision; exit 1 when the gate fails. It is
+// experiment.Compare, the path the UI's compare page takes.
 func (m *Main) runExperimentCompare(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("experiment compare", "experiment compare A B [--policy FILE] [--experiments-dir DIR] [--json]")
+	fs := m.newFlagSet("experiment compare", "experiment compare A B [--policy FILE] [--experiments-dir DIR | --store URL] [--json]")
 	root := fs.String("experiments-dir", experiment.DefaultRoot, "where experiments are kept")
+	url := fs.String("store", "", "read the experiments (by id) from this trace store instead of folders")
 	policyPath := fs.String("policy", "", "gate policy JSON (default: the calibrated policy of baselines/policy.json)")
 	asJSON := fs.Bool("json", false, "print the rows, the comparison and the gate as JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -127,33 +131,32 @@ func (m *Main) runExperimentCompare(ctx context.Context, args []string) error {
 	if fs.NArg() != 2 {
 		return usageError("experiment compare: want two experiments (A, the baseline, then B), got %d arguments", fs.NArg())
 	}
-	var sides [2]*experiment.Side
-	for i, ref := range fs.Args() {
-		dir, err := experiment.Resolve(*root, ref)
-		if err != nil {
-			return usageError("experiment compare: %v", err)
-		}
-		if sides[i], err = experiment.Load(ctx, dir, nil, openStoreReadOnly); err != nil {
-			return inputError("experiment compare", err)
-		}
+	sides, done, err := loadSides(ctx, "experiment compare", *url, *root, fs.Args())
+	if err != nil {
+		return err
 	}
+	defer done()
 	f := experimentRunFlags{policy: *policyPath}
 	policy, err := f.gatePolicy()
 	if err != nil {
 		return err
 	}
-	rep, err := scoreSide(ctx, sides[1], sides[0], policy)
+	cfg, err := experimentScoreConfig("")
 	if err != nil {
 		return err
 	}
-	rows := experiment.Rows(rep.Comparison, sides[0].Trials, sides[1].Trials)
+	cmp, err := experiment.Compare(ctx, cfg, sides, policy)
+	if err != nil {
+		return evaluateError(err)
+	}
+	rep := cmp.Report
 	if *asJSON {
-		if err := printJSON(m.Stdout, map[string]any{"a": sides[0].Record.ID, "b": sides[1].Record.ID, "cases": rows, "comparison": rep.Comparison, "gate": rep.Gate}); err != nil {
+		if err := printJSON(m.Stdout, map[string]any{"a": sides[0].Record.ID, "b": sides[1].Record.ID, "cases": cmp.Rows, "comparison": rep.Comparison, "gate": rep.Gate}); err != nil {
 			return err
 		}
 		return gateError(rep)
 	}
-	m.printCompare(sides[0].Record, sides[1].Record, rows, rep)
+	m.printCompare(sides[0].Record, sides[1].Record, cmp.Rows, rep)
 	return gateError(rep)
 }
 

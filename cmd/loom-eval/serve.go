@@ -365,7 +365,8 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		if keys != nil {
 			webCfg.Keys = keyAuth(keys)
 		}
-		h, err := web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile, Health: health, Approvals: approvals})
+		h, err := web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile, Health: health, Approvals: approvals,
+			Experiments: newWebExperiments(st)})
 		if err != nil {
 			closeUI()
 			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))

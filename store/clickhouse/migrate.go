@@ -106,6 +106,17 @@ func (d ddl) Engine(engine, table string) string {
 	return "Replicated" + engine + "('/clickhouse/tables/{shard}/{database}/" + d.Local(table) + "', '{replica}')"
 }
 
+// EngineArgs is Engine for an engine with parameters (a
+// ReplacingMergeTree's version column): engine(args) on a single server,
+// the Replicated form with the path and replica before args under a
+// cluster.
+func (d ddl) EngineArgs(engine, args, table string) string {
+	if !d.Replicated() {
+		return engine + "(" + args + ")"
+	}
+	return "Replicated" + engine + "('/clickhouse/tables/{shard}/{database}/" + d.Local(table) + "', '{replica}', " + args + ")"
+}
+
 // Replicated reports whether local tables are Replicated*MergeTree (a
 // cluster with a coordinator).
 func (d ddl) Replicated() bool { return d.Clustered && !d.eachNode }

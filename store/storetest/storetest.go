@@ -98,6 +98,7 @@ func (s *suite) tests() []testCase {
 		{name: "ListTracesInvalidQueryIsError", run: s.testInvalidQuery},
 		{name: "ListTracesSearch", run: s.testSearch},
 		{name: "ListSessions", run: s.testSessions},
+		{name: "Experiments", run: s.testExperiments},
 		{name: "ConcurrentWritersEachSpanOnce", skip: s.h.Skip.ConcurrentWriters, run: s.testConcurrentWriters},
 		{name: "ReopenKeepsEverythingExactlyOnce", skip: s.h.Reopen == nil, run: s.testReopen},
 		{name: "CanceledContextIsError", skip: s.h.Skip.ContextCancellation, run: s.testCanceled},
