@@ -96,8 +96,13 @@ var rooms = []room{
 	// and may use both: the recipe replays the committed journals and
 	// gates a fresh run.
 	{path: "baselines/", rule: "baselines run agents and score them",
+		// suites and routines are tasks in the coordinator's queue
+		// (baselines/suite, baselines/routines); the trace routine lists the
+		// store contract's traces; the CI recipe (baselines/ci) sends the
+		// fresh runs' traces through the real collector and its gen_ai
+		// mapping to roll them up, so a collector regression fails it.
 		imports: []string{"baselines/", "agents/", "datasets", "replay/", "retrieval/", "scorer/", "semconv/",
-			"internal/coord", "store"}, // suites and routines are tasks in the coordinator's queue (baselines/suite, baselines/routines); the trace routine lists the store contract's traces
+			"internal/coord", "store", "collector/"},
 		// the trace routine's test lists traces from a real embedded store;
 		// baselines/experiment's tests send a trial's spans through a real
 		// collector into it (cmd wires both in the binary)
