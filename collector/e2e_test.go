@@ -85,7 +85,7 @@ func TestSDKTraceReadsBackEqualOverGRPCAndHTTP(t *testing.T) {
 					if len(want) != 6 {
 						t.Fatalf("SDK recorded %d spans, want 6", len(want))
 					}
-					got, err := st.GetTrace(context.Background(), traceID.String())
+					got, err := st.GetTrace(store.WithDefaultProject(context.Background()), traceID.String())
 					if err != nil {
 						t.Fatalf("GetTrace: %v", err)
 					}
@@ -184,7 +184,7 @@ func TestRestartKeepsEveryAcknowledgedSpanExactlyOnce(t *testing.T) {
 // its spans once, and that its summary counts them once.
 func checkExactlyOnce(t *testing.T, st store.Reader, acked []ptrace.Traces, spansPerTrace int) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	ids := map[string]bool{}
 	for _, td := range acked {
 		spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()

@@ -56,7 +56,7 @@ func TestSDKEnvelopeReadsBackFromBothStores(t *testing.T) {
 					if err := tc.sender.flush(t); err != nil {
 						t.Fatalf("SDK export over %s: %v", tc.transport, err)
 					}
-					got, err := st.GetTrace(context.Background(), traceID.String())
+					got, err := st.GetTrace(store.WithDefaultProject(context.Background()), traceID.String())
 					if err != nil {
 						t.Fatalf("GetTrace: %v", err)
 					}

@@ -141,7 +141,7 @@ func BenchmarkTraceList100kTraces(b *testing.B) {
 			}
 			return rec.Body.String()
 		}
-		first, err := st.ListTraces(context.Background(), store.TraceQuery{})
+		first, err := st.ListTraces(store.WithDefaultProject(context.Background()), store.TraceQuery{})
 		if err != nil {
 			b.Fatal(err)
 		}

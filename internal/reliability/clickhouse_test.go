@@ -17,6 +17,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/loomwork/loomwork/internal/chlocal"
+	"github.com/loomwork/loomwork/store"
 	chstore "github.com/loomwork/loomwork/store/clickhouse"
 )
 
@@ -315,7 +316,7 @@ func visibleDuplicates(t *testing.T, c *chServer, db string) (visible int64, raw
 	}
 	defer st.Shutdown(context.Background())
 	for _, id := range ids {
-		spans, err := st.GetTrace(ctx, id)
+		spans, err := st.GetTrace(store.WithDefaultProject(ctx), id)
 		if err != nil {
 			t.Fatalf("GetTrace %s: %v", id, err)
 		}

@@ -210,7 +210,7 @@ func nodeQuery(c *chtest.Cluster, i int, q string) (uint64, error) {
 		return 0, err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 30*time.Second)
 	defer cancel()
 	var v uint64
 	err = conn.QueryRow(ctx, q).Scan(&v)
@@ -328,7 +328,7 @@ func ackedTrace(l *load) (string, bool) {
 // readOnce times one GetTrace of an acknowledged trace and one ListTraces
 // page (newest 50); a zero duration is a read not made or failed.
 func readOnce(s store.Store, l *load) (get, list time.Duration, errs []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 30*time.Second)
 	defer cancel()
 	if id, ok := ackedTrace(l); ok {
 		t0 := time.Now()

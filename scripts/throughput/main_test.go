@@ -101,7 +101,7 @@ func TestDriveCountsWhatTheServerAcknowledged(t *testing.T) {
 	var stored int64
 	q := store.TraceQuery{Limit: 1000}
 	for {
-		page, err := st.ListTraces(context.Background(), q)
+		page, err := st.ListTraces(store.WithDefaultProject(context.Background()), q)
 		if err != nil {
 			t.Fatal(err)
 		}
