@@ -49,7 +49,12 @@ func codingWithEgress(t *testing.T, port int, host string) runtime.Agent {
 		defer cancel()
 		_ = sb.Shutdown(ctx)
 	})
-	policy := &sandbox.Egress{Allow: []sandbox.EgressRule{{Host: host, Ports: []int{port}}, {CIDR: "127.0.0.2/32", Ports: []int{port}}}}
+	rule := sandbox.EgressRule{Host: host, Ports: []int{port}}
+	if strings.HasPrefix(host, "*.") {
+		// A wildcard rule names the hosts under it that may be resolved.
+		rule.Resolve = []string{"ok.test"}
+	}
+	policy := &sandbox.Egress{Allow: []sandbox.EgressRule{rule, {CIDR: "127.0.0.2/32", Ports: []int{port}}}}
 	if host == "ok.test" {
 		// The proxy adds the token to every request for ok.test.
 		policy.Credentials = []sandbox.Credential{{Name: "ok-token", Host: "ok.test", Port: port, Value: sandbox.Secret("Bearer " + replaySecret)}}
