@@ -23,7 +23,7 @@ func (s *suite) testExperiments(t *testing.T) {
 	if !ok {
 		t.Fatalf("%T does not implement store.ExperimentStore: every backend keeps experiments", st)
 	}
-	ctx := context.Background()
+	ctx := store.WithDefaultProject(context.Background())
 	base := time.Date(2026, 4, 2, 9, 30, 0, 123456789, time.UTC)
 
 	exp := func(id string, created time.Time, label, digest, status string) store.StoredExperiment {
