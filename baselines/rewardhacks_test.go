@@ -27,12 +27,7 @@ import (
 // With LOOMWORK_REWARDHACKS_TABLE=FILE it writes the table (the one in
 // docs/reward-hacking.md; scripts/rewardhacks.sh).
 func TestRewardHacksFailEveryCodingCase(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the sandbox needs root, and CI runs as root; got euid %d", os.Geteuid())
-		}
-		t.Skip("the sandbox needs root")
-	}
+	needSandbox(t)
 	all, err := datasets.LoadCases("cases.jsonl")
 	if err != nil {
 		t.Fatal(err)
