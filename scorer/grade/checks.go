@@ -63,37 +63,39 @@ type callResult struct {
 
 var identPath = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
-// validate checks a plan from the grader's sandbox: the grader is trusted,
-// but a plan that is not one is the grader's bug, not a verdict.
-func (p *checkPlan) validate() error {
+// validate checks a plan from the grader's sandbox (the grader is trusted,
+// but a plan that is not one is the grader's bug, not a verdict) and
+// returns each check's decoded expected value (nil for a Raises check).
+func (p *checkPlan) validate() ([]any, error) {
 	switch {
 	case p == nil:
-		return fmt.Errorf("no plan")
+		return nil, fmt.Errorf("no plan")
 	case !identPath.MatchString(p.Module):
-		return fmt.Errorf("module %q is not a module name", p.Module)
+		return nil, fmt.Errorf("module %q is not a module name", p.Module)
 	case !identPath.MatchString(p.Name) || strings.Contains(p.Name, "."):
-		return fmt.Errorf("function %q is not a name", p.Name)
+		return nil, fmt.Errorf("function %q is not a name", p.Name)
 	case len(p.Calls) == 0 || len(p.Calls) > maxChecks:
-		return fmt.Errorf("%d checks, want 1 to %d", len(p.Calls), maxChecks)
+		return nil, fmt.Errorf("%d checks, want 1 to %d", len(p.Calls), maxChecks)
 	}
+	wants := make([]any, len(p.Calls))
 	for i, c := range p.Calls {
 		args, err := decodeValue(c.Args)
 		if err != nil {
-			return fmt.Errorf("check %d: arguments: %w", i, err)
+			return nil, fmt.Errorf("check %d: arguments: %w", i, err)
 		}
 		if a, ok := args.([]any); !ok || a[0] != "tuple" {
-			return fmt.Errorf("check %d: arguments are not a tuple", i)
+			return nil, fmt.Errorf("check %d: arguments are not a tuple", i)
 		}
 		if (c.Raises == "") == (len(c.Want) == 0) {
-			return fmt.Errorf("check %d: want a value or an exception, not both or neither", i)
+			return nil, fmt.Errorf("check %d: want a value or an exception, not both or neither", i)
 		}
 		if len(c.Want) > 0 {
-			if _, err := decodeValue(c.Want); err != nil {
-				return fmt.Errorf("check %d: expected value: %w", i, err)
+			if wants[i], err = decodeValue(c.Want); err != nil {
+				return nil, fmt.Errorf("check %d: expected value: %w", i, err)
 			}
 		}
 	}
-	return nil
+	return wants, nil
 }
 
 // runPlan runs the solution in a sandbox of its own under the driver,
@@ -102,7 +104,8 @@ func (p *checkPlan) validate() error {
 // is a failed solution; only a plan that is not one, or a sandbox that
 // cannot run, is the grader's error.
 func runPlan(ctx context.Context, run CodeRunner, g *datasets.Grader, p *checkPlan, runFiles map[string][]byte, gr *datasets.Grade) error {
-	if err := p.validate(); err != nil {
+	wants, err := p.validate()
+	if err != nil {
 		gr.Error = "run_checks made no usable plan: " + err.Error()
 		return nil
 	}
@@ -167,7 +170,7 @@ func runPlan(ctx context.Context, run CodeRunner, g *datasets.Grader, p *checkPl
 	}
 	passed, first := 0, ""
 	for i, r := range results {
-		ok, what := judgeCall(p.Calls[i], r)
+		ok, what := judgeCall(p.Calls[i], wants[i], r)
 		if ok {
 			passed++
 		} else if first == "" {
@@ -214,7 +217,7 @@ func readResults(stdout string) ([]callResult, string) {
 }
 
 // judgeCall decides one check from what the solution returned.
-func judgeCall(c plannedRun, r callResult) (bool, string) {
+func judgeCall(c plannedRun, want any, r callResult) (bool, string) {
 	if c.Raises != "" {
 		for _, name := range r.Raised {
 			if name == c.Raises {
@@ -236,7 +239,6 @@ func judgeCall(c plannedRun, r callResult) (bool, string) {
 	if err != nil {
 		return false, "returned an unreadable value"
 	}
-	want, _ := decodeValue(c.Want) // validated with the plan
 	if !valuesEqual(got, want) {
 		return false, "returned " + clip(r.Shown)
 	}
