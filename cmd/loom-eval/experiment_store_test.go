@@ -57,15 +57,9 @@ func runCalcExperiments(t *testing.T, dir, storePath string) (v1, v2, id1, id2 s
 	return v1, v2, id1, id2
 }
 
-// compareJSON is what `experiment compare --json` prints, as a user's
-// script reads it.
-type compareJSON struct {
-	A, B  string
-	Cases []struct {
-		CaseID string `json:"case_id"`
-		Change string `json:"change"`
-		A, B   compareSideJSON
-	} `json:"cases"`
+// comparisonGateJSON is the comparison and gate part that `experiment
+// compare --json` and the compare API both print.
+type comparisonGateJSON struct {
 	Comparison struct {
 		Regressed   []string `json:"regressed"`
 		PassRateMDE *float64 `json:"pass_rate_mde"`
@@ -77,6 +71,18 @@ type compareJSON struct {
 			Passed bool   `json:"passed"`
 		} `json:"checks"`
 	} `json:"gate"`
+}
+
+// compareJSON is what `experiment compare --json` prints, as a user's
+// script reads it.
+type compareJSON struct {
+	A, B  string
+	Cases []struct {
+		CaseID string `json:"case_id"`
+		Change string `json:"change"`
+		A, B   compareSideJSON
+	} `json:"cases"`
+	comparisonGateJSON
 }
 
 type compareSideJSON struct {

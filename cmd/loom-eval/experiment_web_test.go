@@ -52,17 +52,7 @@ type apiCompare struct {
 		Changes []string          `json:"changes"`
 		Sides   []compareSideJSON `json:"sides"`
 	} `json:"cases"`
-	Comparison struct {
-		Regressed   []string `json:"regressed"`
-		PassRateMDE *float64 `json:"pass_rate_mde"`
-	} `json:"comparison"`
-	Gate struct {
-		Passed bool `json:"passed"`
-		Checks []struct {
-			Name   string `json:"name"`
-			Passed bool   `json:"passed"`
-		} `json:"checks"`
-	} `json:"gate"`
+	comparisonGateJSON
 }
 
 func getJSON(t *testing.T, url string, v any) int {
