@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/loomwork/loomwork/agents/sandbox"
@@ -115,6 +116,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	if !ok {
 		return usageError("unknown command %q", args[0])
 	}
+	// Commands write progress, logs and results from several goroutines
+	// (an experiment's trial pool, a serve's components); one lock per
+	// stream keeps their lines whole whatever the writer is.
+	m.Stdout, m.Stderr = serialized(m.Stdout), serialized(m.Stderr)
 	// The CLI reads the default project unless $LOOMWORK_KEY scopes it
 	// (scopeStore): stated here, because the ClickHouse store refuses a
 	// read that names no project.
@@ -273,4 +278,26 @@ func exitCode(err error, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "loom-eval: %v\n", err)
 	return ExitRuntimeErr
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func serialized(w io.Writer) io.Writer {
+	if w == nil {
+		return nil
+	}
+	if _, ok := w.(*lockedWriter); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
 }
