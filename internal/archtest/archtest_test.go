@@ -126,6 +126,9 @@ var rooms = []room{
 	{path: "internal/stepdiff/", rule: "stepdiff is a leaf",
 		imports: []string{"internal/stepdiff/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
+	// The test suite's tiers (fast loop, suite, long): a leaf every test may use.
+	{path: "internal/testtier/", rule: "testtier is a leaf",
+		imports: []string{"internal/testtier/"}},
 	{path: "internal/archtest/", rule: "archtest is tests only"},
 	// Issue 17's reliability suite: it builds and runs loom-eval serve as a
 	// subprocess and reads the stores back (the ClickHouse one through its
@@ -142,7 +145,7 @@ var rooms = []room{
 }
 
 // testHelpers may be imported by any package's tests.
-var testHelpers = []string{"store/storetest", "internal/chlocal/chtest", "datasets/datasettest"}
+var testHelpers = []string{"store/storetest", "internal/chlocal/chtest", "datasets/datasettest", "internal/testtier"}
 
 // neverImported: no package imports these, whatever its row says (a
 // package's own external test aside).
