@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/loom-eval
 
-.PHONY: demo stop test build install vet fmt-check templ-check fuzz bench throughput clickhouse-fetch cluster-test
+.PHONY: demo stop test check soak build install vet fmt-check templ-check fuzz bench throughput clickhouse-fetch cluster-test
 
 build:
 	$(GO) build -o $(BIN) ./cmd/loom-eval
@@ -21,9 +21,20 @@ stop:
 
 # The whole test suite: vet, gofmt, generated-code check, and `go test -race`
 # against the embedded store AND a real local ClickHouse 26.7 (fetched once
-# into ~/.cache/loomwork and started on loopback for the run).
+# into ~/.cache/loomwork and started on loopback for the run). CI runs this.
 test:
 	./scripts/test.sh
+
+# The developer loop (about two minutes): gofmt and `go test -short ./...`,
+# the pure and in-process tests; slow ones are left to make test.
+check:
+	./scripts/test.sh fast
+
+# The long tier: every long scenario at full length (LOOMWORK_LONG=1: all
+# outages, kills and cases), the sandbox suite three times, the ClickHouse
+# cluster at full length. An hour or more; run it before a release.
+soak:
+	./scripts/test.sh soak
 
 vet:
 	$(GO) vet ./...

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: static checks, then `go test -race ./...` with a
-# real local ClickHouse started for the run (and stopped by pid afterwards),
-# the sandbox suite again in company, and the CI recipe over the committed
-# baselines (`loom-eval ci` through scripts/baselines.sh check: strict
-# replay, a fresh scripted run, the gate).
+# The test suite in its three tiers (docs/testing.md):
+#
+#   scripts/test.sh        the suite (make test, CI): vet, gofmt, generated
+#                          code, then `go test -race ./...` with a real local
+#                          ClickHouse started for the run (stopped by pid
+#                          afterwards); the README tour inside it runs the
+#                          CI recipe (`loom-eval ci`) as written
+#   scripts/test.sh fast   the developer loop (make check): gofmt and
+#                          `go test -short ./...` — pure and in-process
+#                          tests; a slow test says so and is left to the suite
+#   scripts/test.sh soak   the long tier (make soak): the suite's scenarios
+#                          at full length (LOOMWORK_LONG=1), the sandbox
+#                          suite three times in company, and the ClickHouse
+#                          cluster tests at full length
 #
 # Whichever step fails, the run ends with the same closing lines: which step
 # failed, every skipped test with its reason, and
@@ -17,6 +26,11 @@
 #   TEST_FLAGS               extra flags for go test (e.g. "-run Foo")
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-suite}
+case "$mode" in
+suite|fast|soak) ;;
+*) echo "usage: scripts/test.sh [fast|soak]" >&2; exit 2 ;;
+esac
 export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
 # Everything this run writes goes under one fresh folder, so two runs on one
@@ -31,9 +45,9 @@ finish() {
   if [ -n "$chdir" ]; then ./scripts/clickhouse.sh stop "$chdir" >/dev/null 2>&1 || true; fi
   echo
   if [ "$rc" -ne 0 ]; then
-    echo "make test: FAILED at step: $step (exit $rc); logs in $work"
+    echo "scripts/test.sh $mode: FAILED at step: $step (exit $rc) after ${SECONDS}s; logs in $work"
   else
-    echo "make test: every step passed (logs in $work)"
+    echo "scripts/test.sh $mode: every step passed in ${SECONDS}s (logs in $work; per-package times in $work/times.tsv)"
   fi
   if [ -s "$summary" ]; then
     sed -n '/^== summary/,$p' "$summary" | tail -n +2
@@ -49,16 +63,28 @@ trap finish EXIT
 trap 'step="$step (interrupted by SIGINT)"; exit 130' INT
 trap 'step="$step (interrupted by SIGTERM)"; exit 143' TERM
 
-step="go vet"
-echo "== $step"
-go vet ./...
-
 step="gofmt"
 echo "== $step"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '_templ.go$') 2>/dev/null || true)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
+
+if [ "$mode" = fast ]; then
+  step="go test -short ./... (the fast loop)"
+  echo "== $step"
+  # No -count=1 here: the loop is for a developer, and Go's cache re-runs
+  # exactly the packages whose code changed.
+  # shellcheck disable=SC2086
+  go test -short ${TEST_FLAGS:-} -json ./... 2>&1 |
+    go run ./scripts/testsummary -quiet -summary "$summary" -times "$work/times.tsv" | tee "$work/go-test.log"
+  step="done"
+  exit 0
+fi
+
+step="go vet"
+echo "== $step"
+go vet ./...
 
 if find web -name '*.templ' | grep -q .; then
   step="templ generate (generated code must be committed and current)"
@@ -84,15 +110,18 @@ echo "== $step"
 # -count=1: several suites read what lives outside the module (a ClickHouse
 # server, the kernel's namespaces and cgroups, /usr/bin/python3), which Go's
 # test cache cannot see change; a cached "ok" would be a claim, not a run.
+timeout=25m
+if [ "$mode" = soak ]; then
+  export LOOMWORK_LONG=1 LOOMWORK_CLUSTER_TEST=full
+  timeout=120m
+fi
 # shellcheck disable=SC2086
-go test -race -count=1 -timeout 25m -json ${TEST_FLAGS:-} ./... 2>&1 |
-  go run ./scripts/testsummary -summary "$summary" | tee "$work/go-test.log"
+go test -race -count=1 -timeout "$timeout" -json ${TEST_FLAGS:-} ./... 2>&1 |
+  go run ./scripts/testsummary -summary "$summary" -times "$work/times.tsv" | tee "$work/go-test.log"
 
-step="the sandbox suite again, three times, beside the coding agent, collector and retrieval suites"
-echo "== $step"
-go test -race -count=3 ./agents/sandbox/ ./agents/coding/ ./collector/ ./retrieval/ 2>&1 | tee "$work/sandbox-repeat.log"
-
-step="baselines: the CI recipe (strict replay, fresh scripted run, gate against the baseline)"
-echo "== $step"
-./scripts/baselines.sh check 2>&1 | tee "$work/baselines.log"
+if [ "$mode" = soak ]; then
+  step="the sandbox suite again, three times, beside the coding agent, collector and retrieval suites"
+  echo "== $step"
+  go test -race -count=3 ./agents/sandbox/ ./agents/coding/ ./collector/ ./retrieval/ 2>&1 | tee "$work/sandbox-repeat.log"
+fi
 step="done"

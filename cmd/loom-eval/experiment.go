@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -98,6 +100,33 @@ func (f *experimentRunFlags) register(m *Main, fs *flag.FlagSet) {
 	f.output = m.addOutputFlags(fs, report.Formats...)
 }
 
+// targetOwnFlags maps a flag that configures one kind of target to the
+// target flags it belongs with; given without any of them it would be
+// silently ignored, so it is refused.
+var targetOwnFlags = map[string][]string{
+	"shell": {"cmd"}, "answer-json-path": {"cmd"},
+	"model": {"openai"}, "api-key-env": {"openai"}, "system": {"openai"},
+	"body": {"http"}, "answer-path": {"http"}, "header": {"http"},
+	"mcp-tool": {"mcp-cmd", "mcp-url"}, "mcp-arg-template": {"mcp-cmd", "mcp-url"}, "mcp-env": {"mcp-cmd"},
+}
+
+// checkTargetFlags refuses a target's own flag given without its target.
+func checkTargetFlags(set map[string]bool) error {
+	names := make([]string, 0, len(targetOwnFlags))
+	for name := range targetOwnFlags {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		owners := targetOwnFlags[name]
+		if !set[name] || slices.ContainsFunc(owners, func(o string) bool { return set[o] }) {
+			continue
+		}
+		return usageError("experiment run: --%s applies only to --%s, which is not given", name, strings.Join(owners, " or --"))
+	}
+	return nil
+}
+
 // target builds the one target the flags name.
 func (f *experimentRunFlags) target(getenv func(string) string) (experiment.Target, error) {
 	n := f.proto.given()
@@ -150,7 +179,12 @@ func (m *Main) runExperimentRun(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError("experiment run: unexpected arguments %q", fs.Args())
 	}
-	fs.Visit(func(fl *flag.Flag) { f.trialsSet = f.trialsSet || fl.Name == "trials" })
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	f.trialsSet = set["trials"]
+	if err := checkTargetFlags(set); err != nil {
+		return err
+	}
 	format, err := f.output.Format()
 	if err != nil {
 		return err

@@ -212,8 +212,8 @@ TRACE_ID=""
 		// eval must run in this shell (it sets variables); everything else
 		// does too, with its output kept for the report.
 		// Braces keep it in this shell and leave its own redirections alone.
-		fmt.Fprintf(&sh, "{ %s\n} >%s 2>&1 </dev/null\nrc=$?\n", text, shellQuote(log))
-		fmt.Fprintf(&sh, "tail -n 5 %s\n", shellQuote(log))
+		fmt.Fprintf(&sh, "t0=$(date +%%s%%N)\n{ %s\n} >%s 2>&1 </dev/null\nrc=$?\n", text, shellQuote(log))
+		fmt.Fprintf(&sh, "echo \"(took $(( ($(date +%%s%%N) - t0) / 1000000 )) ms)\"\ntail -n 5 %s\n", shellQuote(log))
 		fmt.Fprintf(&sh, "if [ \"$rc\" != %d ]; then echo \"FAIL README:%d: exit $rc, the README says %d; output:\"; cat %s; exit 1; fi\n", c.Exit, c.Line, c.Exit, shellQuote(log))
 		fmt.Fprintf(&sh, "[ -n \"$TRACE_ID\" ] || TRACE_ID=$(grep -oE '\\b[0-9a-f]{32}\\b' %s | head -n 1 | cut -c1-8)\n", shellQuote(log))
 	}

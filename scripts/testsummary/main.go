@@ -1,10 +1,15 @@
 // Command testsummary reads `go test -json` on stdin, prints the tests'
 // output as `go test` would, and ends with the summary `make test` closes
 // on: packages and tests passed, failed and skipped, with every skip's
-// reason. A skip that gives no reason is "unexplained" and fails the run:
-// a test that cannot run its real part must say why.
+// reason, and the slowest packages. A skip that gives no reason is
+// "unexplained" and fails the run: a test that cannot run its real part
+// must say why. Many skips with one reason (the fast loop's "slow" tests)
+// are counted on one line.
 //
-//	go test -json ./... | go run ./scripts/testsummary [-summary FILE]
+//	go test -json ./... | go run ./scripts/testsummary [-summary FILE] [-times FILE]
+//
+// -times writes every package's wall time, slowest first, as
+// "seconds<TAB>package" (docs/testing.md keeps the table).
 package main
 
 import (
@@ -25,6 +30,13 @@ type event struct {
 	ImportPath string // build-output and build-fail name the package here
 	Test       string
 	Output     string
+	Elapsed    float64 // seconds, on a package's or test's result
+}
+
+// pkgTime is one package's wall time in the run.
+type pkgTime struct {
+	pkg     string
+	seconds float64
 }
 
 type skip struct {
@@ -38,12 +50,19 @@ type summary struct {
 	skips                        []skip
 	failed                       []string
 	buildFailed                  []string
+	times                        []pkgTime
 }
+
+// groupSkips is how many skips with one reason are counted on one line
+// rather than listed.
+const groupSkips = 4
 
 func main() {
 	out := flag.String("summary", "", "also write the summary to this file")
+	timesOut := flag.String("times", "", "write each package's wall time, slowest first, to this file")
+	quiet := flag.Bool("quiet", false, "print only the output of packages that fail (and build errors)")
 	flag.Parse()
-	s, err := read(os.Stdin, os.Stdout)
+	s, err := read(os.Stdin, os.Stdout, *quiet)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(2)
@@ -56,13 +75,22 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	if *timesOut != "" {
+		if err := os.WriteFile(*timesOut, []byte(s.timesTable()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			os.Exit(2)
+		}
+	}
 	if s.pkgFail > 0 || s.testFail > 0 || len(s.buildFailed) > 0 || s.unexplained() > 0 {
 		os.Exit(1)
 	}
 }
 
-func read(r io.Reader, echo io.Writer) (*summary, error) {
+// read consumes the event stream. Quiet keeps each package's output until
+// its result and prints it only if the package failed.
+func read(r io.Reader, echo io.Writer, quiet bool) (*summary, error) {
 	s := &summary{}
+	held := map[string][]string{}
 	// Output lines of a test, kept until its result, to find a skip's reason.
 	pending := map[string][]string{}
 	sc := bufio.NewScanner(r)
@@ -85,12 +113,23 @@ func read(r io.Reader, echo io.Writer) (*summary, error) {
 		case "build-fail":
 			s.buildFailed = append(s.buildFailed, e.ImportPath)
 		case "output":
-			fmt.Fprint(echo, e.Output)
+			if quiet {
+				held[e.Package] = append(held[e.Package], e.Output)
+			} else {
+				fmt.Fprint(echo, e.Output)
+			}
 			if e.Test != "" {
 				pending[key] = append(pending[key], e.Output)
 			}
 		case "pass", "fail", "skip":
 			if e.Test == "" {
+				if e.Action != "skip" {
+					s.times = append(s.times, pkgTime{e.Package, e.Elapsed})
+				}
+				if e.Action == "fail" {
+					fmt.Fprint(echo, strings.Join(held[e.Package], ""))
+				}
+				delete(held, e.Package)
 				switch e.Action {
 				case "pass":
 					s.pkgPass++
@@ -155,10 +194,22 @@ func (s *summary) format() string {
 		}
 		return s.skips[i].test < s.skips[j].test
 	})
+	byReason := map[string]int{}
+	for _, k := range s.skips {
+		byReason[k.reason]++
+	}
+	grouped := map[string]bool{}
 	for _, k := range s.skips {
 		r := k.reason
-		if r == "" {
+		switch {
+		case r == "":
 			r = "UNEXPLAINED (the test gave no reason)"
+		case byReason[r] >= groupSkips:
+			if !grouped[r] {
+				grouped[r] = true
+				fmt.Fprintf(&b, "skipped: %d tests: %s\n", byReason[r], r)
+			}
+			continue
 		}
 		fmt.Fprintf(&b, "skipped: %s %s: %s\n", k.pkg, k.test, r)
 	}
@@ -168,8 +219,36 @@ func (s *summary) format() string {
 	for _, f := range s.buildFailed {
 		fmt.Fprintf(&b, "build failed: %s\n", f)
 	}
+	if slow := s.slowest(5); len(slow) > 0 {
+		parts := make([]string, len(slow))
+		for i, t := range slow {
+			parts[i] = fmt.Sprintf("%s %.0fs", strings.TrimPrefix(t.pkg, modulePrefix), t.seconds)
+		}
+		fmt.Fprintf(&b, "slowest packages: %s\n", strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(&b, "tests: %d passed, %d failed, %d skipped (%d unexplained)\n",
 		s.testPass, s.testFail, len(s.skips), s.unexplained())
 	fmt.Fprintf(&b, "packages: %d passed, %d failed (%d without tests)\n", s.pkgPass, s.pkgFail+len(s.buildFailed), s.pkgNoTests)
+	return b.String()
+}
+
+// modulePrefix is cut from package paths in the one-line slowest list.
+const modulePrefix = "github.com/loomwork/loomwork/"
+
+// slowest returns the n packages that took longest, slowest first.
+func (s *summary) slowest(n int) []pkgTime {
+	ts := append([]pkgTime(nil), s.times...)
+	sort.SliceStable(ts, func(i, j int) bool { return ts[i].seconds > ts[j].seconds })
+	if len(ts) > n {
+		ts = ts[:n]
+	}
+	return ts
+}
+
+func (s *summary) timesTable() string {
+	var b strings.Builder
+	for _, t := range s.slowest(len(s.times)) {
+		fmt.Fprintf(&b, "%.1f\t%s\n", t.seconds, t.pkg)
+	}
 	return b.String()
 }
