@@ -3,6 +3,7 @@ package a2a_test
 import (
 	"context"
 	"encoding/json"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -167,17 +168,26 @@ func TestCodingAgentServedOverA2ACalledByResearch(t *testing.T) {
 	// Spans: the CLIENT span with the remote task id and state; the SERVER
 	// span with the same task id, above the coding run's invoke_agent.
 	var client, server bool
+	var clientSC, serverParent, serverSC oteltrace.SpanContext
 	for _, s := range rec.Ended() {
 		a := attrs(s)
 		switch {
 		case strings.HasPrefix(s.Name(), "a2a message/send"):
 			client = a[semconv.AttrA2ATaskID] == taskID && a[semconv.AttrA2ATaskState] == "completed"
+			clientSC = s.SpanContext()
 		case s.Name() == "a2a task coding":
 			server = a[semconv.AttrA2ATaskID] == taskID && a[semconv.AttrA2ATaskState] == "completed"
+			serverSC, serverParent = s.SpanContext(), s.Parent()
 		}
 	}
 	if !client || !server {
 		t.Fatalf("a2a spans: client %v server %v", client, server)
+	}
+	// The task's spans join the caller's trace: the traceparent the client
+	// sent is the SERVER span's parent (a remote one).
+	if serverSC.TraceID() != clientSC.TraceID() || !serverParent.IsRemote() || serverParent.SpanID() != clientSC.SpanID() {
+		t.Fatalf("the served task's span is in trace %s under %s (remote %v); the calling span is %s in trace %s",
+			serverSC.TraceID(), serverParent.SpanID(), serverParent.IsRemote(), clientSC.SpanID(), clientSC.TraceID())
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -42,6 +43,29 @@ type RemoteConfig struct {
 	// PollInterval is how often Ask polls tasks/get for a task the agent
 	// returned unfinished (default 200 ms).
 	PollInterval time.Duration
+}
+
+// w3c is the trace context and baggage on the wire, both ways.
+var w3c = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// propagateInterceptor writes the call's trace context into its headers.
+type propagateInterceptor struct {
+	a2aclient.PassthroughInterceptor
+}
+
+func (propagateInterceptor) Before(ctx context.Context, req *a2aclient.Request) (context.Context, error) {
+	h := http.Header{}
+	w3c.Inject(ctx, propagation.HeaderCarrier(h))
+	if len(h) == 0 {
+		return ctx, nil
+	}
+	if req.Meta == nil {
+		req.Meta = a2aclient.CallMeta{}
+	}
+	for k, v := range h {
+		req.Meta[strings.ToLower(k)] = v
+	}
+	return ctx, nil
 }
 
 // Remote is a connection to one remote agent.
@@ -90,9 +114,10 @@ func (r *Remote) Start(ctx context.Context) error {
 	if r.cfg.HTTPClient != nil {
 		copts = append(copts, a2aclient.WithJSONRPCTransport(r.cfg.HTTPClient))
 	}
-	if len(r.cfg.Interceptors) > 0 {
-		copts = append(copts, a2aclient.WithInterceptors(r.cfg.Interceptors...))
-	}
+	// The caller's trace context always travels (W3C traceparent,
+	// tracestate, baggage), so the remote agent's spans join the calling
+	// run's trace; the caller's own interceptors run after it.
+	copts = append(copts, a2aclient.WithInterceptors(append([]a2aclient.CallInterceptor{propagateInterceptor{}}, r.cfg.Interceptors...)...))
 	c, err := a2aclient.NewFromCard(ctx, card, copts...)
 	if err != nil {
 		return fmt.Errorf("a2a remote %s: %w", r.cfg.BaseURL, err)

@@ -32,6 +32,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -115,8 +116,18 @@ func (s *Server) Card(baseURL string) *a2a.AgentCard {
 func (s *Server) Handler(baseURL string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(s.Card(baseURL)))
-	mux.Handle(RPCPath, a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(executor{s})))
+	mux.Handle(RPCPath, joinCallersTrace(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(executor{s}))))
 	return mux
+}
+
+// joinCallersTrace reads the caller's W3C trace context (traceparent,
+// tracestate, baggage) so a task's spans are children of the call that
+// sent it. The headers are the caller's word: they choose only where the
+// spans hang, never what the task may do.
+func joinCallersTrace(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(w3c.Extract(r.Context(), propagation.HeaderCarrier(r.Header))))
+	})
 }
 
 type executor struct{ s *Server }
