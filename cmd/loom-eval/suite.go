@@ -20,7 +20,7 @@ import (
 	"github.com/loomwork/loomwork/internal/coord"
 )
 
-const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--json]\n" +
+const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--experiment-out DIR | --no-experiment] [--json]\n" +
 	"       loom-eval suite status [--out DIR] [--json]"
 
 // runSuite is `loom-eval suite run|status`: an eval suite split into
@@ -58,6 +58,8 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	lease := fs.Duration("lease", 30*time.Second, "lease of a claimed trial; a killed worker's trial is reclaimed after it (renewed every third)")
 	dataset := fs.String("dataset", "", "the research agent's judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	var ref referenceFlags
+	ref.register(fs, "")
 	outFmt := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -68,6 +70,9 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usageError("suite run: unexpected argument %q", fs.Arg(0))
+	}
+	if err := ref.check("suite run", ""); err != nil {
+		return err
 	}
 	if *casesFile == "" {
 		return usageError("suite run: --cases is required")
@@ -186,6 +191,9 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	path, err := drv.Write(ctx)
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("suite run: %w", err)}
+	}
+	if err := m.recordSuite(ctx, &ref, path, *casesFile, *agentName); err != nil {
+		return err
 	}
 	rep := suiteReport{Trials: path, Progress: p, Workers: *workers, Seconds: time.Since(start).Seconds()}
 	if sup != nil {
