@@ -100,23 +100,31 @@ func (f *referenceFlags) replayCapture() replay.Capture {
 	return replay.CaptureNone
 }
 
-// writeExperiment writes the record (unless --no-experiment) and says
-// where on stderr; with --store it is saved into that store as well. A
-// case file whose graders need a backend this command does not start (a
-// judge) leaves no record, with a note: the command itself succeeded.
-func (m *Main) writeExperiment(ctx context.Context, f *referenceFlags, cfg experiment.ReferenceConfig) error {
+// experimentPlace is where a command's experiment went, in its --json
+// output.
+type experimentPlace struct {
+	ID  string `json:"id"`
+	Dir string `json:"dir"`
+}
+
+// writeExperiment writes the record (unless --no-experiment) and returns
+// where it went (nil: none); announce says so on stderr. With --store it
+// is saved into that store as well. A case file whose graders need a
+// backend this command does not start (a judge) leaves no record, with a
+// note: the command itself succeeded.
+func (m *Main) writeExperiment(ctx context.Context, f *referenceFlags, cfg experiment.ReferenceConfig, announce bool) (*experimentPlace, error) {
 	if f.none {
-		return nil
+		return nil, nil
 	}
 	cfg.Root, cfg.Dir, cfg.Label, cfg.Store = f.root, f.out, f.label, f.store
 	score, err := experimentScoreConfig("")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.Score = score
 	env, stop, err := (&gradingFlags{}).env(ctx, m.Stderr, m.getenv, cfg.Cases)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer stop()
 	cfg.Grading = env
@@ -124,25 +132,30 @@ func (m *Main) writeExperiment(ctx context.Context, f *referenceFlags, cfg exper
 	switch {
 	case errors.Is(err, grade.ErrNoBackend):
 		fmt.Fprintf(m.Stderr, "loom-eval %s: no experiment record: %v (grade the trials with loom-eval grade, or run the agent with loom-eval experiment run)\n", cfg.Command, err)
-		return nil
+		return nil, nil
 	case err != nil:
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w (--no-experiment skips the record)", cfg.Command, err)}
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w (--no-experiment skips the record)", cfg.Command, err)}
 	}
-	fmt.Fprintf(m.Stderr, "experiment %s: %d of %d trials passed, in %s (loom-eval experiment show %s)\n",
-		rec.ID, rec.Summary.Passed, rec.Summary.Recorded, dir, dir)
+	place := &experimentPlace{ID: rec.ID, Dir: dir}
+	if announce {
+		fmt.Fprintf(m.Stderr, "experiment %s: %d of %d trials passed, in %s (loom-eval experiment show %s)\n",
+			rec.ID, rec.Summary.Passed, rec.Summary.Recorded, dir, dir)
+	}
 	if f.store == "" {
-		return nil
+		return place, nil
 	}
 	st, err := storeurl.Open(ctx, f.store, false)
 	if err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: --store %s: %w (the folder %s is whole: retry with loom-eval experiment push %s --store %s)", cfg.Command, f.store, err, dir, dir, f.store)}
+		return place, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: --store %s: %w (the folder %s is whole: retry with loom-eval experiment push %s --store %s)", cfg.Command, f.store, err, dir, dir, f.store)}
 	}
 	defer st.Shutdown(context.WithoutCancel(ctx))
 	if _, err := saveToStore(ctx, st, f.store, dir); err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w (retry with loom-eval experiment push %s --store %s)", cfg.Command, err, dir, f.store)}
+		return place, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w (retry with loom-eval experiment push %s --store %s)", cfg.Command, err, dir, f.store)}
 	}
-	fmt.Fprintf(m.Stderr, "experiment %s saved to the trace store %s\n", rec.ID, f.store)
-	return nil
+	if announce {
+		fmt.Fprintf(m.Stderr, "experiment %s saved to the trace store %s\n", rec.ID, f.store)
+	}
+	return place, nil
 }
 
 // runExperimentTrials are the trials of `run`'s results, read back from
@@ -185,8 +198,9 @@ func (m *Main) recordRun(ctx context.Context, f *referenceFlags, j *journaldb.St
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: experiment record: %w", err)}
 	}
-	return m.writeExperiment(ctx, f, experiment.ReferenceConfig{CasesFile: caseFile, Cases: cases,
-		Agent: agent, Command: "run", Model: model, Trials: trials, Journal: journalJSONL})
+	_, err = m.writeExperiment(ctx, f, experiment.ReferenceConfig{CasesFile: caseFile, Cases: cases,
+		Agent: agent, Command: "run", Model: model, Trials: trials, Journal: journalJSONL}, true)
+	return err
 }
 
 // runModelDescription is what answered `run`'s calls.
@@ -198,16 +212,17 @@ func runModelDescription(provider, model string) string {
 }
 
 // recordReplay is `replay --trials-out`'s experiment: the replayed runs'
-// trials over --cases (or the runs' own tasks).
-func (m *Main) recordReplay(ctx context.Context, f *referenceFlags, trials []datasets.Trial, trialsFile, casesFile string) error {
+// trials over --cases (or the runs' own tasks). With --json its place is
+// in the output document, not on stderr.
+func (m *Main) recordReplay(ctx context.Context, f *referenceFlags, trials []datasets.Trial, trialsFile, casesFile string, asJSON bool) (*experimentPlace, error) {
 	if f.none || len(trials) == 0 {
-		return nil
+		return nil, nil
 	}
 	var cases []datasets.Case
 	if casesFile != "" {
 		var err error
 		if cases, err = loadCasesFlag(casesFile); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var agents []string
@@ -221,23 +236,23 @@ func (m *Main) recordReplay(ctx context.Context, f *referenceFlags, trials []dat
 		agent = "unknown"
 	}
 	return m.writeExperiment(ctx, f, experiment.ReferenceConfig{CasesFile: casesFile, Cases: cases,
-		Agent: agent, Command: "replay", Model: "replayed journals", Trials: trials, TrialsFile: trialsFile})
+		Agent: agent, Command: "replay", Model: "replayed journals", Trials: trials, TrialsFile: trialsFile}, !asJSON)
 }
 
 // recordSuite is `suite run`'s experiment: the suite's trials file over
 // its case file.
-func (m *Main) recordSuite(ctx context.Context, f *referenceFlags, trialsFile, casesFile, agent string) error {
+func (m *Main) recordSuite(ctx context.Context, f *referenceFlags, trialsFile, casesFile, agent string) (*experimentPlace, error) {
 	if f.none {
-		return nil
+		return nil, nil
 	}
 	cases, err := loadCasesFlag(casesFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	trials, err := datasets.LoadTrials(trialsFile)
 	if err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: experiment record: %w", err)}
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: experiment record: %w", err)}
 	}
 	return m.writeExperiment(ctx, f, experiment.ReferenceConfig{CasesFile: casesFile, Cases: cases,
-		Agent: agent, Command: "suite run", Model: "scripted", Trials: trials, TrialsFile: trialsFile})
+		Agent: agent, Command: "suite run", Model: "scripted", Trials: trials, TrialsFile: trialsFile}, true)
 }

@@ -63,6 +63,8 @@ type replayOutput struct {
 	Reports []journal.ReplayReport `json:"reports"`
 	Errors  []string               `json:"errors,omitempty"`
 	OK      bool                   `json:"ok"`
+	// Experiment is where --trials-out's experiment record went.
+	Experiment *experimentPlace `json:"experiment,omitempty"`
 }
 
 // runReplay re-runs journals with their recorded model answers, executing
@@ -184,7 +186,7 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := m.recordReplay(ctx, &ref, trials, *trialsOut, *casesFile); err != nil {
+		if out.Experiment, err = m.recordReplay(ctx, &ref, trials, *trialsOut, *casesFile, asJSON); err != nil {
 			return err
 		}
 	}

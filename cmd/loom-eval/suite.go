@@ -45,6 +45,8 @@ type suiteReport struct {
 	Workers  int            `json:"workers"`
 	Restarts int            `json:"worker_restarts"`
 	Seconds  float64        `json:"seconds"`
+	// Experiment is where the suite's experiment record went.
+	Experiment *experimentPlace `json:"experiment,omitempty"`
 }
 
 func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
@@ -192,10 +194,11 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("suite run: %w", err)}
 	}
-	if err := m.recordSuite(ctx, &ref, path, *casesFile, *agentName); err != nil {
+	place, err := m.recordSuite(ctx, &ref, path, *casesFile, *agentName)
+	if err != nil {
 		return err
 	}
-	rep := suiteReport{Trials: path, Progress: p, Workers: *workers, Seconds: time.Since(start).Seconds()}
+	rep := suiteReport{Trials: path, Progress: p, Workers: *workers, Seconds: time.Since(start).Seconds(), Experiment: place}
 	if sup != nil {
 		rep.Restarts = sup.restarts()
 	}
