@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,6 +86,11 @@ func (f *referenceFlags) check(cmd, endpoint string) error {
 	}
 	if f.none && f.out != "" {
 		return usageError("%s: --no-experiment and --experiment-out: give one", cmd)
+	}
+	if f.out != "" {
+		if _, err := os.Stat(filepath.Join(f.out, experiment.RecordFile)); err == nil {
+			return usageError("%s: --experiment-out %s already holds an experiment (drop the flag for a new one under %s)", cmd, f.out, f.root)
+		}
 	}
 	return nil
 }

@@ -273,6 +273,10 @@ func TestSuiteRunWritesAnExperiment(t *testing.T) {
 }
 
 func TestReferenceExperimentFlagsRefuseContradictions(t *testing.T) {
+	taken := t.TempDir()
+	if err := os.WriteFile(filepath.Join(taken, experiment.RecordFile), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -282,6 +286,9 @@ func TestReferenceExperimentFlagsRefuseContradictions(t *testing.T) {
 		{[]string{"run", "--agent", "research", "--task", "x", "--capture-content=maybe"}, "want true or false"},
 		{[]string{"replay", "x.jsonl", "--store", "t.db"}, "--store names the store behind --otlp-endpoint"},
 		{[]string{"suite", "run", "--cases", "c.jsonl", "--no-experiment", "--experiment-out", "e"}, "--no-experiment and --experiment-out"},
+		// Refused before anything runs, not after.
+		{[]string{"run", "--agent", "research", "--task", "x", "--experiment-out", taken}, "already holds an experiment"},
+		{[]string{"replay", "x.jsonl", "--trials-out", "t.jsonl", "--experiment-out", taken}, "already holds an experiment"},
 	} {
 		code, _, errOut := refCLI(t, c.args...)
 		if code != ExitUsage || !strings.Contains(errOut, c.want) {
