@@ -45,16 +45,43 @@ type Config struct {
 	// the replay must make the same ones. nil: journals with
 	// policy_decision events diverge at the first one.
 	Authorizer runtime.Authorizer
+	// CaptureContent says which replayed runs record message content on
+	// their chat spans (runtime.Config.CaptureContent). Default
+	// CaptureNone.
+	CaptureContent Capture
 
 	_ struct{}
 }
 
+// Capture says which replayed runs record message content.
+type Capture int
+
+// The capture settings.
+const (
+	// CaptureNone records no content.
+	CaptureNone Capture = iota
+	// CaptureScripted records the content of runs whose recorded model
+	// answers are scripted (a live run's content stays off unless asked).
+	CaptureScripted
+	// CaptureAll records every run's content.
+	CaptureAll
+)
+
+// captures reports whether a run whose answers carry label records content.
+func (c Capture) captures(label string) bool {
+	return c == CaptureAll || c == CaptureScripted && label == llm.LabelScripted
+}
+
 // Validate reports every problem with the configuration.
 func (c Config) Validate() error {
+	var errs []error
 	if c.Registry == nil {
-		return errors.New("registry must be set")
+		errs = append(errs, errors.New("registry must be set"))
 	}
-	return nil
+	if c.CaptureContent < CaptureNone || c.CaptureContent > CaptureAll {
+		errs = append(errs, fmt.Errorf("capture_content: %d is not none, scripted or all", c.CaptureContent))
+	}
+	return errors.Join(errs...)
 }
 
 // Engine replays journals.
@@ -146,7 +173,8 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayRep
 
 	chk := &checker{Store: scratch, run: run, rep: &rep, complete: rep.Complete}
 	model := &recordedModel{run: run, label: rep.Label}
-	rt, err := runtime.New(runtime.Config{Model: model, Journal: chk, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger, Authorizer: e.cfg.Authorizer})
+	rt, err := runtime.New(runtime.Config{Model: model, Journal: chk, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger, Authorizer: e.cfg.Authorizer,
+		CaptureContent: e.cfg.CaptureContent.captures(rep.Label)})
 	if err != nil {
 		return rep, err
 	}

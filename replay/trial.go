@@ -78,3 +78,25 @@ func Diverged(r *journal.ReplayReport, strict bool) string {
 	}
 	return ""
 }
+
+// FreshTrial is the trial record of a run just made (`loom-eval run`), not
+// replayed: read from its journaled events like a rescore, labelled as its
+// model answers are (scripted or live), with the graders' transcript
+// inline (journal.TranscriptOf) and the run's trace id ("" when its spans
+// went nowhere). journalFile is the JSONL file the trial's journal
+// reference names (the run's export).
+func FreshTrial(run journal.Run, traceID, journalFile string) (datasets.Trial, error) {
+	rep, err := Rescore(run)
+	if err != nil {
+		return datasets.Trial{}, fmt.Errorf("trial of run %s: %w", run.ID, err)
+	}
+	rep.TraceID = traceID
+	t := TrialRecord(&rep, traceID != "")
+	if rep.Label == llm.LabelLive {
+		t.ModelLabel = datasets.LabelLive
+	}
+	t.Journal = &datasets.JournalRef{Path: journalFile, RunID: run.ID}
+	tr := journal.TranscriptOf(&run)
+	t.Transcript = &tr
+	return t, nil
+}

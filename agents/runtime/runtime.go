@@ -75,6 +75,15 @@ type Config struct {
 	// Authorizer); its decisions are journaled and re-checked on resume
 	// and replay.
 	Authorizer Authorizer
+	// CaptureContent records message content on every chat span: the
+	// request's system instructions and input messages and the response's
+	// output messages, as GenAI JSON (semconv.AttrSystemInstructions,
+	// AttrInputMessages, AttrOutputMessages; see contentAttrs). Off by
+	// default: content may be sensitive, and a collector whose project
+	// does not capture content drops it anyway. Only what the model was
+	// sent and answered is recorded — never a provider's key or header,
+	// which the runtime never sees.
+	CaptureContent bool
 
 	_ struct{}
 }
@@ -138,7 +147,10 @@ type Task struct {
 	Model     string
 	MaxSteps  int // 0: Config.MaxSteps
 	MaxTokens int
-	// CaseID and Trial tie the run to an evaluation case; they are journaled.
+	// CaseID and Trial tie the run to an evaluation case; they are
+	// journaled, and a run with a CaseID carries both on its invoke_agent
+	// span (semconv.AttrCaseID, AttrTrial), so its trace is a trial of that
+	// case wherever it is stored.
 	CaseID string
 	Trial  int
 	// Context overrides Config.Context for this run (see ContextSpec).
@@ -237,7 +249,7 @@ func (rt *Runtime) Run(ctx context.Context, agent Agent, task Task) (res Result,
 	}
 	ctx, r.span = rt.tracer.Start(ctx, "invoke_agent "+c.Name,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(rt.cfg.Clock()),
-		trace.WithAttributes(agentAttrs(c.Name, task.RunID)...))
+		trace.WithAttributes(rootAttrs(c.Name, task)...))
 	defer func() { endSpan(r.span, rt.cfg.Clock(), err) }()
 	if sc := r.span.SpanContext(); sc.HasTraceID() {
 		r.res.TraceID = sc.TraceID().String()

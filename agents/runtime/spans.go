@@ -22,6 +22,16 @@ func agentAttrs(agent, runID string) []attribute.KeyValue {
 	}
 }
 
+// rootAttrs are the invoke_agent span's attributes: the agent's, and the
+// evaluation case and trial when the task names a case.
+func rootAttrs(agent string, task Task) []attribute.KeyValue {
+	attrs := agentAttrs(agent, task.RunID)
+	if task.CaseID != "" {
+		attrs = append(attrs, attribute.String(semconv.AttrCaseID, task.CaseID), attribute.Int(semconv.AttrTrial, task.Trial))
+	}
+	return attrs
+}
+
 func endSpan(span trace.Span, at time.Time, err error) {
 	if err != nil {
 		span.RecordError(err)
@@ -63,6 +73,9 @@ func (r *run) startChat(ctx context.Context, req llm.Request, rec *ContextRecord
 		AgentName:      r.agent.Name,
 		ConversationID: r.task.RunID,
 	}), contextAttrs(rec)...)
+	if r.rt.cfg.CaptureContent {
+		attrs = append(attrs, requestContentAttrs(req)...)
+	}
 	return r.rt.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(r.rt.cfg.Clock()), trace.WithAttributes(attrs...))
 }
@@ -154,6 +167,9 @@ func (r *run) endChat(span trace.Span, req llm.Request, resp llm.Response, reuse
 		c.ErrorType = "model_error"
 	}
 	attrs := append([]attribute.KeyValue{attribute.Bool(semconv.AttrJournalReused, reused)}, semconv.ChatAttributes(c)...)
+	if r.rt.cfg.CaptureContent && err == nil {
+		attrs = append(attrs, responseContentAttrs(resp)...)
+	}
 	if u := resp.Usage; err == nil && rec != nil && u.InputTokens > 0 {
 		// The provider's count beside the layer's own: the difference is
 		// the estimate's error (plus the tool schemas, which the layer's

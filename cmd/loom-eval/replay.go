@@ -21,6 +21,7 @@ import (
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
 	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/replay"
 )
 
@@ -62,12 +63,14 @@ type replayOutput struct {
 	Reports []journal.ReplayReport `json:"reports"`
 	Errors  []string               `json:"errors,omitempty"`
 	OK      bool                   `json:"ok"`
+	// Experiment is where --trials-out's experiment record went.
+	Experiment *experimentPlace `json:"experiment,omitempty"`
 }
 
 // runReplay re-runs journals with their recorded model answers, executing
 // the tools again; no model key is involved.
 func (m *Main) runReplay(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("replay", "replay [flags] JOURNAL.jsonl...")
+	fs := m.newFlagSet("replay", "replay [flags] JOURNAL.jsonl... [--trials-out FILE [--cases FILE] [--experiment-out DIR | --no-experiment]]")
 	rescore := fs.Bool("rescore", false, "derive the reports from the recorded events alone; execute nothing")
 	trialsOut := fs.String("trials-out", "", "write one trial record per run (JSONL) to this file, for loom-eval score")
 	endpoint := fs.String("otlp-endpoint", "", "send the replay's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
@@ -76,6 +79,9 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	strict := fs.Bool("strict", false, "also fail (exit 1) when a re-executed tool returns a different result")
 	var mcpLive mcpFlags
 	mcpLive.add(fs, "re-execute the MCP tools of journals that used this server (default: their recorded results; no server needed)")
+	var ref referenceFlags
+	ref.register(fs, "true for journals of scripted answers, false for live ones")
+	casesFile := fs.String("cases", "", "with --trials-out: the case file the journals' runs attempted, recorded in the experiment and graded on (default: a case file of the runs' own tasks, written into the experiment folder)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -87,6 +93,9 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	if fs.NArg() == 0 {
 		return usageError("replay: no journal given")
 	}
+	if err := ref.check("replay", *endpoint); err != nil {
+		return err
+	}
 	if *rescore && *endpoint != "" {
 		return usageError("replay: --rescore executes nothing and emits no spans; drop --otlp-endpoint")
 	}
@@ -95,7 +104,7 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := replay.Config{Registry: reg}
+	cfg := replay.Config{Registry: reg, CaptureContent: ref.replayCapture()}
 	if *policyFile != "" {
 		g, err := policyGuard(*policyFile)
 		if err != nil {
@@ -173,7 +182,11 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	out.OK = !failed
 
 	if *trialsOut != "" {
-		if err := writeTrials(*trialsOut, out.Reports, *endpoint != "", *strict); err != nil {
+		trials, err := writeTrials(*trialsOut, out.Reports, *endpoint != "", *strict)
+		if err != nil {
+			return err
+		}
+		if out.Experiment, err = m.recordReplay(ctx, &ref, trials, *trialsOut, *casesFile, asJSON); err != nil {
 			return err
 		}
 	}
@@ -238,27 +251,29 @@ func caseTrial(r *journal.ReplayReport) string {
 	return fmt.Sprintf("case %s trial %d", r.CaseID, r.Trial)
 }
 
-func writeTrials(path string, reps []journal.ReplayReport, withTrace, strict bool) error {
+func writeTrials(path string, reps []journal.ReplayReport, withTrace, strict bool) ([]datasets.Trial, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("replay: write trials: %w", err)
+		return nil, fmt.Errorf("replay: write trials: %w", err)
 	}
 	enc := json.NewEncoder(f)
 	enc.SetEscapeHTML(false)
+	trials := make([]datasets.Trial, 0, len(reps))
 	for i := range reps {
 		t := replay.TrialRecord(&reps[i], withTrace)
 		t.Divergence = replay.Diverged(&reps[i], strict)
 		if err := t.Validate(); err != nil {
 			f.Close()
-			return fmt.Errorf("replay: trial for run %s: %w", reps[i].RunID, err)
+			return nil, fmt.Errorf("replay: trial for run %s: %w", reps[i].RunID, err)
 		}
 		if err := enc.Encode(t); err != nil {
 			f.Close()
-			return fmt.Errorf("replay: write trials: %w", err)
+			return nil, fmt.Errorf("replay: write trials: %w", err)
 		}
+		trials = append(trials, t)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("replay: write trials: %w", err)
+		return nil, fmt.Errorf("replay: write trials: %w", err)
 	}
-	return nil
+	return trials, nil
 }

@@ -35,7 +35,8 @@ import (
 
 const runUsage = "run --agent research|coding (--task TEXT | --case FILE [--case-id ID]) [--trials N] " +
 	"[--provider scripted|openai|anthropic] [--model M] [--base-url URL] [--journal FILE.db] [--journal-out FILE.jsonl] " +
-	"[--otlp-endpoint host:4317] [--budget-usd X] [--context-budget N] [--context-strategy S] [--json]"
+	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] " +
+	"[--experiment-out DIR | --no-experiment] [--label L] [--json]"
 
 // judgedDataset is the judged set a command reads: its --dataset flag,
 // else $LOOMWORK_DATASET, else the shipped set (see datasets.ResolveJudged).
@@ -130,6 +131,8 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	deterministic := fs.Bool("deterministic", false, "stamp journal events with a logical clock (2026-01-01T00:00:00Z + 1 ms per event) so a scripted recording is byte-identical on every machine; recorded durations are then logical")
 	var mcpf mcpFlags
 	mcpf.add(fs, "take tools")
+	var ref referenceFlags
+	ref.register(fs, "true for the scripted policy, false for a live provider")
 	outFmt := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -169,6 +172,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		}
 	default:
 		return usageError("run: --provider must be scripted, openai or anthropic (got %q)", *provider)
+	}
+	if err := ref.check("run", *endpoint); err != nil {
+		return err
 	}
 
 	tasks, err := runTasks(*agentName, *taskText, *caseFile, *caseID, *caseTag)
@@ -345,7 +351,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 			default:
 				mdl = coding.Policy(coding.PolicyConfig{Trial: trial, Counter: counter})
 			}
-			rcfg := runtime.Config{Model: mdl, Journal: j, TracerProvider: tp, MaxSteps: *maxSteps, Context: spec}
+			rcfg := runtime.Config{Model: mdl, Journal: j, TracerProvider: tp, MaxSteps: *maxSteps, Context: spec, CaptureContent: ref.capture.or(!live)}
 			var recalled []string
 			id := *runID
 			if id == "" {
@@ -440,6 +446,9 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		if err := exportRuns(ctx, j, *journalOut, ids); err != nil {
 			return &ExitError{Code: ExitRuntimeErr, Err: err}
 		}
+	}
+	if err := m.recordRun(ctx, &ref, j, results, *agentName, *caseFile, runModelDescription(*provider, *model)); err != nil {
+		return err
 	}
 	if asJSON {
 		enc := json.NewEncoder(m.Stdout)

@@ -20,7 +20,7 @@ import (
 	"github.com/loomwork/loomwork/internal/coord"
 )
 
-const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--json]\n" +
+const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--experiment-out DIR | --no-experiment] [--json]\n" +
 	"       loom-eval suite status [--out DIR] [--json]"
 
 // runSuite is `loom-eval suite run|status`: an eval suite split into
@@ -45,6 +45,8 @@ type suiteReport struct {
 	Workers  int            `json:"workers"`
 	Restarts int            `json:"worker_restarts"`
 	Seconds  float64        `json:"seconds"`
+	// Experiment is where the suite's experiment record went.
+	Experiment *experimentPlace `json:"experiment,omitempty"`
 }
 
 func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
@@ -58,6 +60,8 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	lease := fs.Duration("lease", 30*time.Second, "lease of a claimed trial; a killed worker's trial is reclaimed after it (renewed every third)")
 	dataset := fs.String("dataset", "", "the research agent's judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	var ref referenceFlags
+	ref.register(fs, "")
 	outFmt := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -68,6 +72,9 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usageError("suite run: unexpected argument %q", fs.Arg(0))
+	}
+	if err := ref.check("suite run", ""); err != nil {
+		return err
 	}
 	if *casesFile == "" {
 		return usageError("suite run: --cases is required")
@@ -187,7 +194,11 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("suite run: %w", err)}
 	}
-	rep := suiteReport{Trials: path, Progress: p, Workers: *workers, Seconds: time.Since(start).Seconds()}
+	place, err := m.recordSuite(ctx, &ref, path, *casesFile, *agentName)
+	if err != nil {
+		return err
+	}
+	rep := suiteReport{Trials: path, Progress: p, Workers: *workers, Seconds: time.Since(start).Seconds(), Experiment: place}
 	if sup != nil {
 		rep.Restarts = sup.restarts()
 	}
