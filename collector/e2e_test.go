@@ -60,6 +60,7 @@ func wantTyped(conv string) map[string]store.Span {
 // in-process pipeline, and checks every field of every span read back from
 // each backend.
 func TestSDKTraceReadsBackEqualOverGRPCAndHTTP(t *testing.T) {
+	testtier.Slow(t) // ClickHouse
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			open := b.setup(t).open
