@@ -278,7 +278,6 @@ func TestUnknownTraceIs404AndAPIReturnsRollup(t *testing.T) {
 
 func TestBigTraceOpensCollapsedPaginatedAndExpandsOneSubtree(t *testing.T) {
 	testtier.Slow(t)
-	t.Parallel() // reads the shared big trace; runs after the heap-measuring tests
 	// make test reads the shared 30,000-span trace (598 steps a sub-agent:
 	// still over one page and under two, so every check below holds as
 	// with 50,000); the long tier writes today's 50,000 spans into a store

@@ -185,7 +185,6 @@ func TestAgentTraceConversationsOnThePage(t *testing.T) {
 // the selection.
 func TestSelectedSpanIsRevealedAndKeptAcrossPages(t *testing.T) {
 	testtier.Slow(t)
-	t.Parallel() // reads the shared big trace; runs after the heap-measuring tests
 	ts, spans := sharedBigTraceServer(t)
 	deep := spans[len(spans)-1] // the last step of the last sub-agent
 	code, body := get(t, ts, "/traces/"+spans[0].TraceID+"?span="+deep.SpanID)
