@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/loomwork/loomwork/collector"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // A flood of large requests against a small in-flight budget: the ones
@@ -20,6 +21,7 @@ import (
 // stored; and when the flood is over nothing is left reserved — including
 // the reservations of calls gRPC refused itself (over the size limit).
 func TestAdmissionRefusesAFloodRetryablyAndStoresWhatItAcknowledged(t *testing.T) {
+	testtier.Slow(t)
 	st := openSQLite(t)
 	srv := startServer(t, st, func(c *collector.ServerConfig) {
 		c.MaxInFlightMiB = 2

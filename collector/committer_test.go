@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomwork/loomwork/collector/agenttrace"
 	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/sqlite"
 )
@@ -258,6 +259,7 @@ func TestCommitterRefusesWhatWouldWaitTooLongAndWritesTheRest(t *testing.T) {
 // (it would be written after the sender gave up, and sent again), even
 // with no maxWait bound; behind() says so before any write is attempted.
 func TestCommitterRefusesWhatCannotFinishBeforeTheDeadline(t *testing.T) {
+	testtier.Slow(t)
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "t.db")})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/loomwork/loomwork/collector/agenttrace"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -59,6 +60,7 @@ func wantTyped(conv string) map[string]store.Span {
 // in-process pipeline, and checks every field of every span read back from
 // each backend.
 func TestSDKTraceReadsBackEqualOverGRPCAndHTTP(t *testing.T) {
+	testtier.Slow(t) // ClickHouse
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			open := b.setup(t).open
@@ -110,6 +112,8 @@ func TestSDKTraceReadsBackEqualOverGRPCAndHTTP(t *testing.T) {
 // sender was told was stored is there, once; then resends all of them and
 // checks nothing is counted twice.
 func TestRestartKeepsEveryAcknowledgedSpanExactlyOnce(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // its own store (database), server and directories
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			open := b.setup(t).open

@@ -11,6 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -27,6 +28,7 @@ const (
 // flags, the dropped counts, the scope attributes and both schema URLs the
 // SDK sent, and every other field as before.
 func TestSDKEnvelopeReadsBackFromBothStores(t *testing.T) {
+	testtier.Slow(t) // ClickHouse
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
 			st := b.setup(t).open(t)

@@ -21,6 +21,7 @@ import (
 	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/collector/agenttrace"
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
 )
@@ -120,6 +121,8 @@ func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
 // feeder gets it into ClickHouse; requests sent close together reach the
 // store in fewer, larger inserts than there were requests.
 func TestSpoolAcknowledgesAndFeedsTheStoreInLargeInserts(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // its own store (database), server and directories
 	st, chs, db := openClickHouse(t)
 	w := &flaky{Store: st}
 	dir := t.TempDir()
@@ -156,6 +159,8 @@ func TestSpoolAcknowledgesAndFeedsTheStoreInLargeInserts(t *testing.T) {
 // says degraded, and when the store is back every acknowledged span is
 // stored exactly once.
 func TestSpoolRidesOutAStoreOutage(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // its own store (database), server and directories
 	st, chs, db := openClickHouse(t)
 	w := &flaky{Store: st}
 	w.down.Store(true)
@@ -191,6 +196,8 @@ func TestSpoolRidesOutAStoreOutage(t *testing.T) {
 // A full spool refuses with the retryable statuses OTLP defines, and takes
 // data again once the store drained it.
 func TestFullSpoolAnswersResourceExhaustedAnd429(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // its own store (database), server and directories
 	st, chs, db := openClickHouse(t)
 	w := &flaky{Store: st}
 	w.down.Store(true)
@@ -235,6 +242,8 @@ func TestFullSpoolAnswersResourceExhaustedAnd429(t *testing.T) {
 // What the spool acknowledged survives a stop before the store had it: the
 // next server on the same directory stores it.
 func TestSpooledSpansAreStoredAfterARestart(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // its own store (database), server and directories
 	st, chs, db := openClickHouse(t)
 	w := &flaky{Store: st}
 	w.down.Store(true)
@@ -274,6 +283,8 @@ func TestSpooledSpansAreStoredAfterARestart(t *testing.T) {
 // alone through partial_success; the request's other spans are stored. It
 // used to fail the whole request with a retryable 503, for ever.
 func TestUnstorableSpanIsRejectedAloneWithPartialSuccess(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // its own store (database), server and directories
 	for _, spooled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("spool=%v", spooled), func(t *testing.T) {
 			st, chs, db := openClickHouse(t)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store/clickhouse"
 )
 
@@ -16,6 +17,7 @@ import (
 // the label form's trace lookup on the embedded store and on a real
 // ClickHouse, and wants the same bytes from both.
 func TestCompareAndLabelsReadTheSameOnBothStores(t *testing.T) {
+	testtier.Slow(t) // ClickHouse
 	a, b := supportTraces()
 	spans := append(append(a, b...), hostileTrace()...)
 	answers := map[string][]string{}

@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // visibleRows counts the comparison's rows the browser displays.
@@ -23,6 +24,8 @@ func visibleRows(t *testing.T, ctx context.Context) int {
 }
 
 func TestBrowserCompareTwoTracesOfTheSameCaseFromTheTracePage(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	ts, _ := compareServer(t)
 	ctx := browser(t)
 	// From trace A's page, "compare with…" lists trial 1 of the same case first.
@@ -67,6 +70,8 @@ func TestBrowserCompareTwoTracesOfTheSameCaseFromTheTracePage(t *testing.T) {
 }
 
 func TestBrowserCompareTwoRunsFromTheRunPage(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	ts, _ := compareServer(t)
 	ctx := browser(t)
 	do(t, ctx, chromedp.Navigate(ts.URL+"/runs/good.jsonl/bookkeeper-case-lunch-t0"), chromedp.WaitVisible("#compare-run"))
@@ -99,6 +104,8 @@ func labelsE2EServer(t *testing.T) (*httptest.Server, string) {
 }
 
 func TestBrowserLabelATrialFromTheReportAndFromATrace(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	ts, labels := labelsE2EServer(t)
 	ctx := browser(t)
 	// From the report: trial 1 of refund (trace B), which its grader failed.
@@ -145,6 +152,8 @@ func TestBrowserLabelATrialFromTheReportAndFromATrace(t *testing.T) {
 }
 
 func TestBrowserReportShowsFailingCasesFirst(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	ts, _ := labelsE2EServer(t)
 	ctx := browser(t)
 	do(t, ctx, chromedp.Navigate(ts.URL+"/reports/graded.json"), chromedp.WaitVisible("#failing-cases"))

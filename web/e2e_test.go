@@ -4,47 +4,15 @@ import (
 	"context"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
-)
 
-// browser starts headless Chromium (Debian's package) for an end-to-end
-// test. Without Chromium the test skips locally and fails in CI, which
-// installs it.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is not installed; .ci/run installs Debian's chromium package")
-		}
-		t.Skip("chromium not installed (apt-get install chromium)")
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(path),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1500, 1000),
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	t.Cleanup(cancel)
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(acancel)
-	bctx, bcancel := chromedp.NewContext(actx)
-	t.Cleanup(bcancel)
-	return bctx
-}
+	"github.com/loomwork/loomwork/internal/testtier"
+)
 
 // artifactDir is where screenshots go: $LOOMWORK_ARTIFACTS, else
 // testartifacts/ at the repository root (git-ignored).
@@ -98,6 +66,8 @@ func text(t *testing.T, ctx context.Context, selector string) string {
 }
 
 func TestBrowserTraceListFilterTraceCriticalPathAndSpanPanel(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	st, _ := seeded(t)
 	srv, err := New(Config{}, Deps{Traces: st})
 	if err != nil {
@@ -153,14 +123,9 @@ func TestBrowserTraceListFilterTraceCriticalPathAndSpanPanel(t *testing.T) {
 }
 
 func TestBrowserBigTraceExpandsASubtreeInPlace(t *testing.T) {
-	st := openStore(t)
-	spans := bigTraceSpans(30_000)
-	if err := st.WriteSpans(context.Background(), spans); err != nil {
-		t.Fatal(err)
-	}
-	srv, _ := New(Config{}, Deps{Traces: st})
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
+	ts, spans := sharedBigTraceServer(t)
 	ctx := browser(t)
 	do(t, ctx, chromedp.Navigate(ts.URL+"/traces/"+spans[0].TraceID), chromedp.WaitVisible("#waterfall"))
 	before := count(t, ctx, ".wf-row")
@@ -173,6 +138,8 @@ func TestBrowserBigTraceExpandsASubtreeInPlace(t *testing.T) {
 }
 
 func TestBrowserReportComparisonAndItsTraces(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	ts, _ := fileServer(t)
 	ctx := browser(t)
 	do(t, ctx, chromedp.Navigate(ts.URL+"/reports"), chromedp.WaitVisible("#report-table"))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/retrieval/ablation/result"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
@@ -330,6 +331,7 @@ func TestAblationsListShowsTheResultListsTheRerankerModelAsAnOtherFileAndShowsAB
 // --runs-dir baselines/journals --reports-dir baselines --ablations-dir
 // baselines/ablation.
 func TestTheDemoDirectoriesShowRealContent(t *testing.T) {
+	testtier.Slow(t)
 	base := filepath.Join("..", "baselines")
 	ts := filesOnly(t, FileSources{RunsDir: filepath.Join(base, "journals"), ReportsDir: base, AblationsDir: filepath.Join(base, "ablation")})
 	for _, tc := range []struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/sqlite"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -103,6 +104,8 @@ func TestSessionsAPITotalsAreSumsOfTheTraceList(t *testing.T) {
 }
 
 func TestBrowserSearchBoxWritesTheQueryIntoTheURLAndShowsErrorsInline(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	st, spans := conversationStore(t)
 	srv, err := New(Config{}, Deps{Traces: st})
 	if err != nil {
@@ -179,6 +182,8 @@ func TestBrowserSearchBoxWritesTheQueryIntoTheURLAndShowsErrorsInline(t *testing
 }
 
 func TestBrowserSessionsListAndSessionPage(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	st, _ := conversationStore(t)
 	srv, err := New(Config{}, Deps{Traces: st})
 	if err != nil {

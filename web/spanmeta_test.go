@@ -9,6 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -112,6 +113,8 @@ func TestSpanPanelAndAPIShowTheOTLPEnvelope(t *testing.T) {
 }
 
 func TestBrowserSpanPanelShowsFlagsScopeLinksAndDroppedCounts(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	st := openStore(t)
 	spans, traceID, rootID := envelopeTrace()
 	if err := st.WriteSpans(context.Background(), spans); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/store"
@@ -75,6 +76,7 @@ func checkAccounting(t *testing.T, c *traceCache, step string) int64 {
 // a trace bigger than the whole budget is served every time but never
 // kept.
 func TestTraceCacheIsBoundedByBytesAndEvictsTheLeastRecentlyUsed(t *testing.T) {
+	testtier.Slow(t)
 	st := openStore(t)
 	small := make([]string, 3)
 	var all []store.Span
@@ -215,6 +217,7 @@ func TestTraceCacheBudgetIsValidatedAndDefaulted(t *testing.T) {
 // loadTrace keeps them) and checks the estimate the cache accounts with
 // stays near it, for big traces and for many small ones.
 func TestTraceBytesEstimateTracksTheHeap(t *testing.T) {
+	testtier.Slow(t) // measures the heap: never parallel
 	for _, c := range []struct {
 		name  string
 		spans []store.Span

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // docScreenshot is screenshot, and with -update (or
@@ -68,6 +70,8 @@ const overlapsJS = `(() => {
 })()`
 
 func TestBrowserWaterfallAxisLabelsAndServices(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	st := openStore(t)
 	if err := st.WriteSpans(t.Context(), agentTrace()); err != nil {
 		t.Fatal(err)
@@ -140,6 +144,8 @@ func containsSuffix(list []string, s string) bool {
 func jsString(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
 
 func TestBrowserConversationView(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
 	st := openStore(t)
 	if err := st.WriteSpans(t.Context(), agentTrace()); err != nil {
 		t.Fatal(err)
@@ -190,14 +196,9 @@ func TestBrowserConversationView(t *testing.T) {
 // The selection survives expanding subtrees (rows fetched after it was
 // made) and paging.
 func TestBrowserSelectionSurvivesExpandAndPaging(t *testing.T) {
-	st := openStore(t)
-	spans := bigTraceSpans(30_000)
-	if err := st.WriteSpans(t.Context(), spans); err != nil {
-		t.Fatal(err)
-	}
-	srv, _ := New(Config{}, Deps{Traces: st})
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	testtier.Slow(t)
+	t.Parallel() // a tab of the shared browser
+	ts, spans := sharedBigTraceServer(t)
 	ctx := browser(t)
 	do(t, ctx, chromedp.Navigate(ts.URL+"/traces/"+spans[0].TraceID), chromedp.WaitVisible("#waterfall"))
 	sub0, sub1 := spans[1].SpanID, ""

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
@@ -183,12 +184,8 @@ func TestAgentTraceConversationsOnThePage(t *testing.T) {
 // holding it, its ancestors expanded and its row highlighted; paging keeps
 // the selection.
 func TestSelectedSpanIsRevealedAndKeptAcrossPages(t *testing.T) {
-	st := openStore(t)
-	spans := bigTraceSpans(30_000)
-	if err := st.WriteSpans(t.Context(), spans); err != nil {
-		t.Fatal(err)
-	}
-	ts := newServer(t, st, Config{})
+	testtier.Slow(t)
+	ts, spans := sharedBigTraceServer(t)
 	deep := spans[len(spans)-1] // the last step of the last sub-agent
 	code, body := get(t, ts, "/traces/"+spans[0].TraceID+"?span="+deep.SpanID)
 	if code != 200 {

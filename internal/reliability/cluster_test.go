@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	chstore "github.com/loomwork/loomwork/store/clickhouse"
 )
@@ -39,10 +40,12 @@ const (
 //
 //	go test ./internal/reliability -run TestClusterIngest -v -count=1 -args -cluster.report docs/clickhouse.md
 func TestClusterIngest(t *testing.T) {
-	bin := buildLoomEval(t, t.TempDir())
+	testtier.Slow(t)
+	bin := buildLoomEval(t)
 	c := chtest.StartCluster(t, 2, 2)
 	db := c.NewDatabaseName(t)
-	short := *clusterShort || !chtest.FullClusterTests(t)
+	// Full length under make cluster-test and the long tier.
+	short := *clusterShort || !(chtest.FullClusterTests(t) || testtier.Long())
 	phase := func(d time.Duration) time.Duration {
 		if short {
 			return d / 2

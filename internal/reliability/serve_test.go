@@ -21,17 +21,39 @@ import (
 	"time"
 )
 
-// buildLoomEval builds cmd/loom-eval into dir and returns the binary.
-func buildLoomEval(t *testing.T, dir string) string {
+// loomEvalBuild is the one build of cmd/loom-eval the package's tests
+// share (a CGO_ENABLED=0 link of the whole CLI: tens of seconds on a busy
+// machine); TestMain removes its directory.
+var loomEvalBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// buildLoomEval builds cmd/loom-eval once for the package and returns the
+// binary.
+func buildLoomEval(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(dir, "loom-eval")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/loomwork/loomwork/cmd/loom-eval")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build cmd/loom-eval: %v\n%s", err, out)
+	b := &loomEvalBuild
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "loomwork-reliability-")
+		if b.err != nil {
+			return
+		}
+		bin := filepath.Join(b.dir, "loom-eval")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/loomwork/loomwork/cmd/loom-eval")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build cmd/loom-eval: %v\n%s", err, out)
+			return
+		}
+		b.bin = bin
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return bin
+	return b.bin
 }
 
 // serveFeatures is what the built serve offers, read from its usage text:

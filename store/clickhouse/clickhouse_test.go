@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
@@ -17,8 +18,10 @@ import (
 )
 
 // TestConformance runs the shared trace-store suite against a real
-// ClickHouse 26.7, one fresh database per subtest.
+// ClickHouse 26.7, one fresh database per subtest, the subtests at once.
 func TestConformance(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	var mu sync.Mutex
 	lastDB := map[string]string{} // top-level subtest → database of its last Open
@@ -32,6 +35,7 @@ func TestConformance(t *testing.T) {
 		return name
 	}
 	storetest.RunAll(t, storetest.Harness{
+		Parallel: true, // lastDB is keyed by top-level subtest
 		Open: func(t *testing.T) store.Store {
 			db := srv.NewDatabase(t)
 			mu.Lock()
@@ -78,6 +82,8 @@ func openFresh(t testing.TB, srv *chtest.Server) (*clickhouse.Store, string) {
 }
 
 func TestOpenCreatesTheDatabaseAndAppliesEachMigrationOnce(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	base := srv.NewDatabase(t)
 	// A database that does not exist yet: Open creates it.
@@ -95,6 +101,8 @@ func TestOpenCreatesTheDatabaseAndAppliesEachMigrationOnce(t *testing.T) {
 }
 
 func TestRetriedBatchIsStoredOnceAndCountedOnce(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
 	ctx := store.WithDefaultProject(context.Background())
@@ -165,6 +173,8 @@ func TestRetriedBatchIsStoredOnceAndCountedOnce(t *testing.T) {
 }
 
 func TestWriteRejectsABatchWithOneBadSpanAndNamesIt(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
 	spans := storetest.GenerateTraces(2, 10, 3)
@@ -187,6 +197,8 @@ func TestWriteRejectsABatchWithOneBadSpanAndNamesIt(t *testing.T) {
 }
 
 func TestFourConcurrentWritersStoreEverySpanOnce(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
 	ctx := store.WithDefaultProject(context.Background())
@@ -240,6 +252,8 @@ func TestFourConcurrentWritersStoreEverySpanOnce(t *testing.T) {
 }
 
 func TestShutDownStoreRefusesCalls(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	s, _ := openFresh(t, srv)
 	if err := s.Shutdown(store.WithDefaultProject(context.Background())); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -40,6 +41,7 @@ func openCluster(t testing.TB, dsn string) *clickhouse.Store {
 // shards × 2 replicas: four servers, reads and writes through the
 // Distributed tables.
 func TestClusterConformance(t *testing.T) {
+	testtier.Slow(t)
 	chtest.SkipUnlessFull(t, "the conformance suite on a 4-node cluster takes 4–6 min on 2 shared cores, over CI's budget for one test")
 	c := chtest.StartCluster(t, 2, 2)
 	var mu sync.Mutex
@@ -84,11 +86,26 @@ func TestClusterConformance(t *testing.T) {
 	})
 }
 
-// TestClusterShardsByTraceAndWritesEveryReplica looks below the store's
+// TestClusterOfTwoShardsOfTwoReplicas starts one cluster of 2 shards × 2
+// replicas (about ten seconds, more on a busy machine) for the checks that
+// need one; each runs in a database of its own, at the same time.
+func TestClusterOfTwoShardsOfTwoReplicas(t *testing.T) {
+	testtier.Slow(t)
+	c := chtest.StartCluster(t, 2, 2)
+	t.Run("ShardsByTraceAndWritesEveryReplica", func(t *testing.T) {
+		t.Parallel()
+		clusterShardsByTraceAndWritesEveryReplica(t, c)
+	})
+	t.Run("ProjectIsolation", func(t *testing.T) {
+		t.Parallel()
+		clusterProjectIsolation(t, c)
+	})
+}
+
+// clusterShardsByTraceAndWritesEveryReplica looks below the store's
 // API, node by node: every span is on both replicas of exactly one shard,
 // a trace never spans shards, and both shards hold data.
-func TestClusterShardsByTraceAndWritesEveryReplica(t *testing.T) {
-	c := chtest.StartCluster(t, 2, 2)
+func clusterShardsByTraceAndWritesEveryReplica(t *testing.T, c *chtest.Cluster) {
 	db := c.NewDatabaseName(t)
 	s := openCluster(t, clusterDSN(c, db))
 	defer s.Shutdown(store.WithDefaultProject(context.Background()))
@@ -127,12 +144,11 @@ func TestClusterShardsByTraceAndWritesEveryReplica(t *testing.T) {
 	}
 }
 
-// TestClusterProjectIsolation runs the project checks on 2 shards × 2
+// clusterProjectIsolation runs the project checks on 2 shards × 2
 // replicas without a coordinator: migration 0006 ran on every node (local
 // and Distributed tables), and the project filter holds through the
 // Distributed tables.
-func TestClusterProjectIsolation(t *testing.T) {
-	c := chtest.StartCluster(t, 2, 2)
+func clusterProjectIsolation(t *testing.T, c *chtest.Cluster) {
 	storetest.RunProjects(t, storetest.Harness{
 		Open: func(t *testing.T) store.Store {
 			return openCluster(t, clusterDSN(c, c.NewDatabaseName(t)))

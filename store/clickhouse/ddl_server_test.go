@@ -9,6 +9,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // TestClusterDDLParsesOnClickHouse cannot run the cluster DDL (one
@@ -16,6 +17,8 @@ import (
 // server's parser check every statement: formatQuery parses without
 // executing. DDL must keep its ON CLUSTER clause.
 func TestClusterDDLParsesOnClickHouse(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	opts, err := ch.ParseDSN(srv.DSN("default"))
 	if err != nil {

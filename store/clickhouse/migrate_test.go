@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
@@ -19,6 +20,8 @@ import (
 // must return the same summaries from both, and the version 2 view and
 // table must be gone.
 func TestMigrationToTraceIndexListsWhatAFreshStoreLists(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtestStart(t)
 	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
@@ -82,6 +85,8 @@ func TestMigrationToTraceIndexListsWhatAFreshStoreLists(t *testing.T) {
 // they read back as written, with no envelope fields (the sender's values
 // were not kept then), and that spans written afterwards keep theirs.
 func TestMigrationToOTLPEnvelopeKeepsOldSpansAndStoresNewFields(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtestStart(t)
 	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
@@ -142,6 +147,8 @@ func TestMigrationToOTLPEnvelopeKeepsOldSpansAndStoresNewFields(t *testing.T) {
 // and searches on attributes that typed columns now hold find the old and
 // the new spans alike.
 func TestMigrationToTypedAttributesKeepsEverySpanReadable(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtestStart(t)
 	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -18,6 +19,8 @@ import (
 // rejects must fail in PrepareSpans, naming the span, without touching the
 // others.
 func TestWritePreparedStoresSeveralRequestsInOneInsertAndRejectsBadOnesAlone(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
 	ctx := store.WithDefaultProject(context.Background())

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -15,6 +16,8 @@ import (
 // summaries, get by id, the same id in two projects, guessed ids and
 // prefixes, search, sessions) against a real ClickHouse.
 func TestProjectIsolation(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtestStart(t)
 	storetest.RunProjects(t, storetest.Harness{
 		Open: func(t *testing.T) store.Store {
@@ -30,6 +33,8 @@ func TestProjectIsolation(t *testing.T) {
 // the sorting key (which ends with the project) keeps both copies through
 // merges.
 func TestSameBatchInTwoProjectsIsStoredForEach(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtestStart(t)
 	s, db := openFresh(t, srv)
 	ctx := store.WithDefaultProject(context.Background())
@@ -73,6 +78,8 @@ func TestSameBatchInTwoProjectsIsStoredForEach(t *testing.T) {
 // project stay. OPTIMIZE … FINAL forces the TTL merge (ClickHouse may drop
 // rows already expired when they are inserted).
 func TestRetentionTTLDeletesExpiredProjectRows(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtestStart(t)
 	s, db := openFresh(t, srv)
 	ctx := store.WithDefaultProject(context.Background())
@@ -163,6 +170,8 @@ func TestRetentionTTLDeletesExpiredProjectRows(t *testing.T) {
 // traces — on every read path; the same reads with the default project
 // asked for explicitly find them.
 func TestReadWithoutProjectFailsClosed(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtestStart(t)
 	s, _ := openFresh(t, srv)
 	def := store.WithDefaultProject(context.Background())

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -22,6 +23,7 @@ import (
 // connection that was open when it was armed as soon as the client sends
 // on it, so without the retry every read after arming fails.
 func TestReadsSurviveAConnectionTheServerDropped(t *testing.T) {
+	testtier.Slow(t)
 	srv := chtest.Start(t)
 	db := srv.NewDatabase(t)
 	u, err := url.Parse(srv.DSN(db))

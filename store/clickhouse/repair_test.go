@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -17,6 +18,8 @@ import (
 // away holding them, the next Start finds the traces and indexes them.
 // The index table is made to fail for real: renamed away and back.
 func TestTraceIndexRowsOfAFailedWriteAreRepaired(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtestStart(t)
 	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -16,6 +17,8 @@ import (
 // read a table without narrowing it by its primary key: a prefix must be
 // looked up in trace_index's ordering key, not by scanning every trace.
 func TestResolveTraceIDUsesTheTraceIndexPrimaryKey(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	s, _ := openFresh(t, chtestStart(t))
 	spans := storetest.GenerateTraces(40, 3, 11)
 	ctx := store.WithDefaultProject(context.Background())

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -15,6 +16,8 @@ import (
 // one (events, attributes, resource maps left in a reused slot), nor from a
 // batch that was rejected half-encoded.
 func TestEachBatchStoresOnlyItsOwnValuesAfterEarlierBatches(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	s, _ := openFresh(t, srv)
 	ctx := store.WithDefaultProject(context.Background())

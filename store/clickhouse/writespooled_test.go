@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -18,6 +19,8 @@ import (
 // spooled by version 2 (no digest) goes in the same insert; a record that
 // does not decode fails the insert and stores nothing of it.
 func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	s, db := openFresh(t, srv)
 	ctx := store.WithDefaultProject(context.Background())

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -42,7 +43,13 @@ func fileBytes(t *testing.T, path string) int64 {
 // terms or payload blocks remain), the others stay byte for byte, the file
 // shrinks, and writing afterwards still works.
 func TestRetentionDeletesWholeExpiredTracesOfTheProjectAndReclaimsSpace(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a file of its own; CPU in SQLite (writes, the delete, VACUUM)
 	ctx := context.Background()
+	// make test stores half as many traces of each kind as the long tier
+	// (100 expired and 10 of each kept kind, against 200 and 20): the same
+	// proportions, so the same share of the file is reclaimed.
+	nOld, nKept := testtier.Pick(100, 200), testtier.Pick(10, 20)
 	s, path := openTemp(t)
 	day0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	gen := func(project string, n int, seed int64, start time.Time) []store.Span {
@@ -58,10 +65,10 @@ func TestRetentionDeletesWholeExpiredTracesOfTheProjectAndReclaimsSpace(t *testi
 		}
 		return spans
 	}
-	oldShort := gen("short", 200, 1, day0)
-	newShort := gen("short", 20, 2, day0.Add(6*24*time.Hour))
-	oldForever := gen("forever", 20, 3, day0)
-	oldDefault := gen("", 20, 4, day0)
+	oldShort := gen("short", nOld, 1, day0)
+	newShort := gen("short", nKept, 2, day0.Add(6*24*time.Hour))
+	oldForever := gen("forever", nKept, 3, day0)
+	oldDefault := gen("", nKept, 4, day0)
 	for _, b := range [][]store.Span{oldShort, newShort, oldForever, oldDefault} {
 		for i := 0; i < len(b); i += 500 {
 			if err := s.WriteSpans(ctx, b[i:min(i+500, len(b))]); err != nil {
@@ -83,8 +90,8 @@ func TestRetentionDeletesWholeExpiredTracesOfTheProjectAndReclaimsSpace(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Traces != 200 || res.Spans != int64(len(oldShort)) {
-		t.Errorf("deleted %d traces, %d spans; want 200, %d", res.Traces, res.Spans, len(oldShort))
+	if res.Traces != int64(nOld) || res.Spans != int64(len(oldShort)) {
+		t.Errorf("deleted %d traces, %d spans; want %d, %d", res.Traces, res.Spans, nOld, len(oldShort))
 	}
 	after := fileBytes(t, path)
 	t.Logf("store %d → %d bytes; %d pages freed, %d payload blocks", before, after, res.PagesFreed, res.Blocks)

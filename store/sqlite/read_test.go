@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -75,9 +76,14 @@ func checkSpansEqual(t *testing.T, got, want []store.Span) {
 // back complete, exact and in order — through the parallel decoding path,
 // with both blocks of several chunks and blocks shared with small traces.
 func TestGetTraceOfManyBlocksReadsEverySpanExactlyInOrder(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a file of its own; CPU in SQLite and the decoder
 	s, _ := openTemp(t)
 	ctx := context.Background()
-	big := storetest.GenerateTraces(1, 6000, 21)
+	// make test's trace has 3,000 spans in 3 payload blocks (over
+	// parallelSpans, so decoding is parallel, and more than one block);
+	// the long tier's 6,000 in 6.
+	big := storetest.GenerateTraces(1, testtier.Pick(3000, 6000), 21)
 	// Equal start times: the order must fall back to the span id.
 	for i := 100; i < 140; i++ {
 		big[i].StartTime = big[99].StartTime

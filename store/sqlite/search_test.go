@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -18,6 +19,8 @@ import (
 // open has indexed every trace; then every search answers as it does for
 // traces written with the index, in chunks (more traces than one chunk).
 func TestSearchBackfillIndexesTracesStoredBeforeTheIndex(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a file of its own
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "traces.db")
 	s, err := Open(ctx, Config{Path: path})

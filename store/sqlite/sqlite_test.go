@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -52,21 +54,43 @@ func openTemp(t testing.TB) (*Store, string) {
 }
 
 func TestConformance(t *testing.T) {
-	var lastPath string
+	testtier.Slow(t)
+	// The subtests run at once, each in its own file; Reopen opens the
+	// file of the most recent Open of the same top-level subtest.
+	var mu sync.Mutex
+	lastPath := map[string]string{}
+	key := func(t *testing.T) string {
+		name := t.Name()
+		if i := strings.Index(name, "/"); i >= 0 {
+			if j := strings.Index(name[i+1:], "/"); j >= 0 {
+				return name[:i+1+j]
+			}
+		}
+		return name
+	}
 	storetest.RunAll(t, storetest.Harness{
+		Parallel: true,
 		Open: func(t *testing.T) store.Store {
 			path := filepath.Join(t.TempDir(), "traces.db")
 			s, err := Open(context.Background(), Config{Path: path})
 			if err != nil {
 				t.Fatalf("Open(%s): %v", path, err)
 			}
-			lastPath = path
+			mu.Lock()
+			lastPath[key(t)] = path
+			mu.Unlock()
 			return s
 		},
 		Reopen: func(t *testing.T) store.Store {
-			s, err := Open(context.Background(), Config{Path: lastPath})
+			mu.Lock()
+			path := lastPath[key(t)]
+			mu.Unlock()
+			if path == "" {
+				t.Fatal("Reopen before Open")
+			}
+			s, err := Open(context.Background(), Config{Path: path})
 			if err != nil {
-				t.Fatalf("reopen %s: %v", lastPath, err)
+				t.Fatalf("reopen %s: %v", path, err)
 			}
 			return s
 		},
@@ -373,6 +397,8 @@ func TestPageTokenOfAnotherQueryIsError(t *testing.T) {
 }
 
 func TestLimitAboveMaxIsClamped(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a file of its own
 	s, _ := openTemp(t)
 	ctx := context.Background()
 	if err := s.WriteSpans(ctx, storetest.GenerateTraces(store.MaxPageSize+5, 1, 1)); err != nil {
@@ -406,8 +432,14 @@ func startChild(t *testing.T, mode, path string) (*exec.Cmd, *bufio.Scanner) {
 	return cmd, bufio.NewScanner(out)
 }
 
-// childReader opens path read-only and, 30 times, lists every trace and
-// checks each one's spans, printing "ok <traces>" per round.
+// readerRounds is how many rounds the reader process reads while the
+// writer writes as many batches: each round reads every trace (up to 170),
+// CPU in SQLite under -race, so make test does 10 and the long tier 30.
+// The child process inherits LOOMWORK_LONG, so both sides agree.
+var readerRounds = testtier.Pick(10, 30)
+
+// childReader opens path read-only and, readerRounds times, lists every
+// trace and checks each one's spans, printing "ok <traces>" per round.
 func childReader(path string) int {
 	ctx := context.Background()
 	s, err := Open(ctx, Config{Path: path, ReadOnly: true})
@@ -416,7 +448,7 @@ func childReader(path string) int {
 		return 2
 	}
 	defer s.Shutdown(context.Background())
-	for round := 0; round < 30; round++ {
+	for round := 0; round < readerRounds; round++ {
 		n := 0
 		q := store.TraceQuery{Limit: store.MaxPageSize}
 		for {
@@ -450,6 +482,8 @@ func childReader(path string) int {
 }
 
 func TestReadOnlyProcessReadsWhileAnotherWrites(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a file of its own; a child process reads it
 	w, path := openTemp(t)
 	ctx := context.Background()
 	const initial = 20
@@ -460,7 +494,7 @@ func TestReadOnlyProcessReadsWhileAnotherWrites(t *testing.T) {
 	// Keep writing while the other process reads.
 	done := make(chan error, 1)
 	go func() {
-		for i := 0; i < 30; i++ {
+		for i := 0; i < readerRounds; i++ {
 			if err := w.WriteSpans(ctx, storetest.GenerateTraces(5, 10, int64(100+i))); err != nil {
 				done <- err
 				return
@@ -487,8 +521,8 @@ func TestReadOnlyProcessReadsWhileAnotherWrites(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("writer: %v", err)
 	}
-	if rounds != 30 {
-		t.Fatalf("reader finished %d rounds, want 30", rounds)
+	if rounds != readerRounds {
+		t.Fatalf("reader finished %d rounds, want %d", rounds, readerRounds)
 	}
 }
 
@@ -514,6 +548,8 @@ func childWriter(path string) int {
 // SIGKILL and checks that every batch it acknowledged is in the file exactly
 // once, and that retrying them after the restart changes nothing.
 func TestKilledWriterLosesNoAcknowledgedSpan(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a file of its own; waits on a child process
 	path := filepath.Join(t.TempDir(), "traces.db")
 	cmd, out := startChild(t, "writer", path)
 	acked := 0

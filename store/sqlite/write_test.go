@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
@@ -115,6 +116,8 @@ func TestSummaryStaysRightWithTwoWritersOnOneFile(t *testing.T) {
 // any: each distinct scope is one scopes row, spans without scope data
 // refer to none, and every span reads back its own scope data.
 func TestScopeDataIsStoredOncePerDistinctScope(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a file of its own
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "traces.db")
 	s, err := Open(ctx, Config{Path: path})
@@ -190,6 +193,8 @@ func TestScopeDataIsStoredOncePerDistinctScope(t *testing.T) {
 // The builder cache keeps the most recently written traces within its
 // bound, and a trace bigger than the bound alone.
 func TestBuilderCacheBound(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // its own cache; CPU generating 128k spans under -race
 	c := newBuilderCache()
 	mk := func(n int) *store.SummaryBuilder {
 		b := store.NewSummaryBuilder()

@@ -31,6 +31,13 @@ type Harness struct {
 	// Eventually: how long reads may lag writes (0 = read-your-writes).
 	Eventually time.Duration
 	Skip       Capabilities // opt-outs; the zero value runs the whole battery
+	// Parallel runs RunAll's subtests at once (t.Parallel). Set it when
+	// Open, Reopen and New share nothing between subtests: each Open a
+	// fresh file or database, and Reopen's "most recent Open" kept per
+	// top-level subtest (t.Name() up to its second "/"), not in one
+	// variable. Every subtest has its own store, so only the harness can
+	// make this unsafe.
+	Parallel bool
 }
 
 // Capabilities lists features a backend may opt out of. Each field set to
@@ -58,6 +65,9 @@ func RunAll(t *testing.T, h Harness) {
 	s := &suite{h: h}
 	for _, tc := range s.tests() {
 		t.Run(tc.name, func(t *testing.T) {
+			if h.Parallel {
+				t.Parallel()
+			}
 			if tc.skip {
 				t.Skip("backend opted out (Harness.Skip, or no Harness.Reopen or Harness.New)")
 			}
