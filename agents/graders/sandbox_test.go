@@ -10,12 +10,13 @@ import (
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/agents/sandbox/sandboxtest"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/grade"
 )
 
 func TestMain(m *testing.M) {
-	sandbox.Init() // the sandbox re-executes this binary as its init helper
+	sandboxtest.Init() // the sandbox re-executes this binary as its init helper
 	os.Exit(m.Run())
 }
 
