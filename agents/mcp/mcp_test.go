@@ -71,9 +71,17 @@ func serveResearch() int {
 	return 0
 }
 
+// quietRace is the GORACE setting for a child process that is this test
+// binary: a -race binary sleeps atexit_sleep_ms (1 s by default) before
+// exiting 0, waiting for late race reports, and a child's work is done by
+// then. Race detection in the child is unchanged.
+func quietRace() string {
+	return "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")
+}
+
 func stdioClient(t *testing.T, tp *sdktrace.TracerProvider, exclude string) *mcp.Client {
 	t.Helper()
-	env := append(os.Environ(), "LOOMWORK_MCP_TEST_SERVE=research", "LOOMWORK_MCP_TEST_DATASET="+datasettest.ShippedDir(t))
+	env := append(os.Environ(), quietRace(), "LOOMWORK_MCP_TEST_SERVE=research", "LOOMWORK_MCP_TEST_DATASET="+datasettest.ShippedDir(t))
 	if exclude != "" {
 		env = append(env, "LOOMWORK_MCP_TEST_EXCLUDE="+exclude)
 	}
@@ -195,7 +203,7 @@ func TestResearchAgentThroughMCPStdio(t *testing.T) {
 	// Restarting against the journaled pin: a server whose tool list
 	// hashes differently (the pin altered here, as a changed server would
 	// present it) is refused at start, before any tool is declared.
-	badCfg := mcp.ClientConfig{Name: "docs", Command: os.Args[0], Env: append(os.Environ(), "LOOMWORK_MCP_TEST_SERVE=research",
+	badCfg := mcp.ClientConfig{Name: "docs", Command: os.Args[0], Env: append(os.Environ(), quietRace(), "LOOMWORK_MCP_TEST_SERVE=research",
 		"LOOMWORK_MCP_TEST_DATASET="+datasettest.ShippedDir(t)), Pin: "sha256:" + strings.Repeat("0", 64)}
 	pinned, err := mcp.NewClient(badCfg)
 	if err != nil {
