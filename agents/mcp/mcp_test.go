@@ -27,6 +27,7 @@ import (
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/scripted"
 	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/semconv"
 )
 
@@ -107,6 +108,7 @@ func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 // and no server; and a run whose server's tool list no longer matches its
 // journaled pin is refused.
 func TestResearchAgentThroughMCPStdio(t *testing.T) {
+	testtier.Slow(t) // stdio server subprocesses that index the shipped corpus
 	ctx := context.Background()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
