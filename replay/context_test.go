@@ -12,6 +12,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/replay"
 )
 
@@ -54,6 +55,8 @@ func recordContextRun(t *testing.T, runID string, spec *runtime.ContextSpec, sum
 }
 
 func TestContextRunReplaysIdenticallyWithNoContextLayerConfigured(t *testing.T) {
+	testtier.Slow(t) // the layer counts every request with o200k_base, CPU-heavy under -race
+	t.Parallel()
 	spec := &runtime.ContextSpec{Strategy: "shrink+summarise+pins", Budget: 1500}
 	want, run := recordContextRun(t, "ctx-2", spec, nil)
 	eng, err := replay.New(replay.Config{Registry: registry(t, runtimetest.LogAgent()), WorkDir: t.TempDir()})
@@ -70,6 +73,8 @@ func TestContextRunReplaysIdenticallyWithNoContextLayerConfigured(t *testing.T) 
 }
 
 func TestModelSummariesAreReusedOnReplay(t *testing.T) {
+	testtier.Slow(t) // the layer counts every request with o200k_base, CPU-heavy under -race
+	t.Parallel()
 	spec := &runtime.ContextSpec{Strategy: "shrink+summarise+pins", Budget: 1500, Summarizer: runtime.SummarizerModel}
 	sum := &runtimetest.CountingSummarizer{}
 	want, run := recordContextRun(t, "ctx-3", spec, sum)

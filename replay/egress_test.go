@@ -26,6 +26,7 @@ import (
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/agents/scripted"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/replay"
 	"github.com/loomwork/loomwork/semconv"
 )
@@ -72,6 +73,8 @@ func codingWithEgress(t *testing.T, port int, host string) runtime.Agent {
 // is journaled with the result; a replay under the same policy matches, and
 // one under a policy that refuses the host reports the difference.
 func TestEgressAttemptsAreSpanEventsJournaledAndComparedByReplay(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("needs root for the sandbox, and CI runs as root")

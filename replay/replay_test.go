@@ -22,7 +22,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
-	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/agents/sandbox/sandboxtest"
 	"github.com/loomwork/loomwork/agents/scripted"
 	"github.com/loomwork/loomwork/replay"
 )
@@ -30,7 +30,7 @@ import (
 var update = flag.Bool("update", false, "regenerate testdata/good.jsonl and the bad-*.jsonl fixtures")
 
 // The sandbox re-executes this binary as its init helper (egress_test.go).
-func TestMain(m *testing.M) { sandbox.Init(); goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { sandboxtest.Init(); goleak.VerifyTestMain(m) }
 
 // panicTB lets fixture builders run outside a test.
 type panicTB struct{ testing.TB }

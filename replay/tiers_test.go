@@ -6,6 +6,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/runtimetest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/replay"
 )
 
@@ -14,6 +15,8 @@ import (
 // documents, is journaled in run_started, so the engine rebuilds every
 // request and its hash.
 func TestTieredRunReplaysIdentically(t *testing.T) {
+	testtier.Slow(t) // the layer counts every request with o200k_base, CPU-heavy under -race
+	t.Parallel()
 	spec := &runtime.ContextSpec{Strategy: "shrink+summarise+pins", Tiers: &runtime.TierSpec{
 		Window: 2500, Reserve: 500, Floors: map[string]int{"tool_output": 600},
 		Evidence: []runtime.TierDoc{{ID: "runbook", Text: "Incident ids look like INC-NNNNN.", Provenance: []string{"docs/runbook.md"}}},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/loomwork/loomwork/datasets/datasettest"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/retrieval"
 	"github.com/loomwork/loomwork/retrieval/judged"
 )
@@ -26,13 +27,21 @@ func shippedDataset(t *testing.T) *judged.Dataset {
 // by bleve's internal document numbers (which differ between them). The
 // research agent's committed journals depend on it.
 func TestBM25RankingIsTheSameInMemoryFreshAndReopened(t *testing.T) {
+	testtier.Slow(t) // two indexes of the shipped corpus, every query searched
+	t.Parallel()
 	ds := shippedDataset(t)
 	c, err := ds.Corpus()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	lists := func(cacheDir string) map[string]string {
+	// lists searches the queries for which keep says yes (nil: all) and
+	// returns each one's ids and whether two of its hits tie in score.
+	type list struct {
+		ids  string
+		tied bool
+	}
+	lists := func(cacheDir string, keep map[string]bool) map[string]list {
 		svc, err := retrieval.New(retrieval.Config{Corpus: c, CacheDir: cacheDir, Embedder: constEmbedder{}})
 		if err != nil {
 			t.Fatal(err)
@@ -41,29 +50,57 @@ func TestBM25RankingIsTheSameInMemoryFreshAndReopened(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer svc.Shutdown(context.Background())
-		out := map[string]string{}
+		out := map[string]list{}
 		for _, q := range ds.Queries {
+			if keep != nil && !keep[q.ID] {
+				continue
+			}
 			res, err := svc.Search(context.Background(), retrieval.Query{Text: q.Text, Mode: retrieval.ModeBM25, K: 20, ExcludeIssues: []int{q.Issue}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var ids []string
-			for _, h := range res.Hits {
+			tied := false
+			for i, h := range res.Hits {
 				ids = append(ids, h.ID)
+				tied = tied || i > 0 && h.Score == res.Hits[i-1].Score
 			}
-			out[q.ID] = fmt.Sprint(ids)
+			out[q.ID] = list{ids: fmt.Sprint(ids), tied: tied}
 		}
 		return out
 	}
-	fresh := lists(dir)
-	reopened := lists(dir)
-	memory := lists("")
-	for id, want := range fresh {
-		if reopened[id] != want {
-			t.Errorf("query %s: reopened index ranks differently:\n fresh    %s\n reopened %s", id, want, reopened[id])
+	fresh := lists(dir, nil)
+	// The reopened and in-memory indexes are searched with every query
+	// whose fresh list has a tie in score (the order this test pins down:
+	// 7 of the 75 shipped questions) and, in the suite, every fifth other
+	// question; in the long tier, with every question.
+	var keep map[string]bool
+	if !testtier.Long() {
+		keep = map[string]bool{}
+		tied := 0
+		for i, q := range ds.Queries {
+			if fresh[q.ID].tied {
+				tied++
+			}
+			keep[q.ID] = fresh[q.ID].tied || i%5 == 0
 		}
-		if memory[id] != want {
-			t.Errorf("query %s: in-memory index ranks differently:\n fresh  %s\n memory %s", id, want, memory[id])
+		if tied == 0 {
+			t.Fatal("no shipped question has a tie in its BM25 list: the test no longer checks how ties are broken")
+		}
+	}
+	reopened := lists(dir, keep)
+	memory := lists("", keep)
+	if len(reopened) == 0 || len(reopened) != len(memory) {
+		t.Fatalf("compared %d reopened and %d in-memory lists", len(reopened), len(memory))
+	}
+	for id, got := range reopened {
+		if want := fresh[id].ids; got.ids != want {
+			t.Errorf("query %s: reopened index ranks differently:\n fresh    %s\n reopened %s", id, want, got.ids)
+		}
+	}
+	for id, got := range memory {
+		if want := fresh[id].ids; got.ids != want {
+			t.Errorf("query %s: in-memory index ranks differently:\n fresh  %s\n memory %s", id, want, got.ids)
 		}
 	}
 }

@@ -25,14 +25,14 @@ import (
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
-	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/agents/sandbox/sandboxtest"
 	"github.com/loomwork/loomwork/agents/scripted"
 	"github.com/loomwork/loomwork/datasets/datasettest"
 	"github.com/loomwork/loomwork/semconv"
 )
 
 func TestMain(m *testing.M) {
-	sandbox.Init() // the sandbox re-executes this binary as its init helper
+	sandboxtest.Init() // the sandbox re-executes this binary as its init helper
 	os.Exit(m.Run())
 }
 

@@ -16,10 +16,12 @@ import (
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/agents/sandbox/sandboxtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func TestMain(m *testing.M) {
-	sandbox.Init() // the sandbox re-executes this binary as its init helper
+	sandboxtest.Init() // the sandbox re-executes this binary as its init helper
 	os.Exit(m.Run())
 }
 
@@ -38,6 +40,13 @@ func needSandbox(t *testing.T) {
 
 func newAgent(t *testing.T) (runtime.Agent, *coding.LazySandbox, string) {
 	t.Helper()
+	return newAgentWith(t, sandbox.Limits{})
+}
+
+// newAgentWith is newAgent with run_python's limits (zero fields: the
+// agent's defaults).
+func newAgentWith(t *testing.T, lim sandbox.Limits) (runtime.Agent, *coding.LazySandbox, string) {
+	t.Helper()
 	sb := &coding.LazySandbox{}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -47,7 +56,7 @@ func newAgent(t *testing.T) (runtime.Agent, *coding.LazySandbox, string) {
 		}
 	})
 	root := t.TempDir()
-	a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: root})
+	a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: root, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +70,9 @@ func newAgent(t *testing.T) (runtime.Agent, *coding.LazySandbox, string) {
 // in a traceback, the last attempt left in solution.py, and an answer that
 // cites what the example printed, or says the policy gave up.
 func TestScriptedPlaysRunAsScriptedInTheRealSandbox(t *testing.T) {
+	testtier.Slow(t)
 	needSandbox(t)
+	t.Parallel()
 	ctx := context.Background()
 	agent, _, root := newAgent(t)
 	j, err := journaldb.Open(ctx, journaldb.Config{Path: filepath.Join(t.TempDir(), "j.db")})
@@ -263,9 +274,14 @@ func tool(a runtime.Agent, name string) runtime.Tool {
 }
 
 func TestRunPythonIsConfinedAndReportsWhyItEnded(t *testing.T) {
+	testtier.Slow(t)
 	needSandbox(t)
+	t.Parallel()
 	ctx := context.Background()
-	agent, _, _ := newAgent(t)
+	// The busy loop runs into the CPU limit: 1 s of it rather than the
+	// default 5 s (the limit is a setting; what is checked is that the run
+	// is stopped and says why).
+	agent, _, _ := newAgentWith(t, sandbox.Limits{CPUTime: time.Second, WallTime: 3 * time.Second})
 	write, run := tool(agent, "write_file"), tool(agent, "run_python")
 	in := func(args string) runtime.ToolInput {
 		return runtime.ToolInput{RunID: "confined", Arguments: json.RawMessage(args)}

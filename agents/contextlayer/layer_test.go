@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 var (
@@ -18,7 +19,8 @@ var (
 	tokErr  error
 )
 
-func tokenizer(t testing.TB) *Tokenizer {
+// rawTokenizer is the package's o200k_base Tokenizer, loaded once.
+func rawTokenizer(t testing.TB) *Tokenizer {
 	t.Helper()
 	tokOnce.Do(func() { tokVal, tokErr = NewTokenizer() })
 	if tokErr != nil {
@@ -27,8 +29,44 @@ func tokenizer(t testing.TB) *Tokenizer {
 	return tokVal
 }
 
+// memoCounter is the o200k_base Tokenizer with its counts remembered. A
+// count is a pure function of the text, so every number the layer sees is
+// the Tokenizer's own; only the repetition is gone. The layer recounts the
+// same messages many times per Apply (before, after each stage, in the
+// drop-oldest loop), and the BPE's regexp under -race made the measurement
+// test alone take 36 s. TestTokenizerCountsKnownO200kTokens checks the
+// Tokenizer itself, uncached.
+type memoCounter struct {
+	tok    *Tokenizer
+	counts sync.Map // text -> int
+}
+
+func (m *memoCounter) Name() string { return m.tok.Name() }
+
+func (m *memoCounter) Count(text string) int {
+	if n, ok := m.counts.Load(text); ok {
+		return n.(int)
+	}
+	n := m.tok.Count(text)
+	m.counts.Store(text, n)
+	return n
+}
+
+var (
+	memoOnce sync.Once
+	memoVal  *memoCounter
+)
+
+// tokenizer is the counter the layer's tests use: o200k_base, memoised.
+func tokenizer(t testing.TB) Counter {
+	t.Helper()
+	tok := rawTokenizer(t)
+	memoOnce.Do(func() { memoVal = &memoCounter{tok: tok} })
+	return memoVal
+}
+
 func TestTokenizerCountsKnownO200kTokens(t *testing.T) {
-	tok := tokenizer(t)
+	tok := rawTokenizer(t)
 	// "hello world" is two tokens in every OpenAI BPE.
 	if got := tok.Count("hello world"); got != 2 {
 		t.Fatalf("Count(hello world) = %d, want 2", got)
@@ -200,7 +238,9 @@ func anthropicOrderError(msgs []llm.Message) error {
 func TestCompactedRequestsKeepBothProvidersToolOrderingRules(t *testing.T) {
 	tok := Estimate{} // the rule does not depend on the counter; the estimate keeps -race fast
 	rng := rand.New(rand.NewPCG(3, 4))
-	for trial := 0; trial < 60; trial++ {
+	// Every trial runs every strategy; the suite runs the first 20 of the
+	// long tier's 60 random conversations (same seed, so the same 20).
+	for trial := 0; trial < testtier.Pick(20, 60); trial++ {
 		// Turns with 1–3 parallel tool calls and results of random size.
 		msgs := []llm.Message{{Role: llm.RoleUser, Content: "task"}}
 		for s := 0; s < 12; s++ {

@@ -10,12 +10,14 @@ import (
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/agents/sandbox/sandboxtest"
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/grade"
 )
 
 func TestMain(m *testing.M) {
-	sandbox.Init() // the sandbox re-executes this binary as its init helper
+	sandboxtest.Init() // the sandbox re-executes this binary as its init helper
 	os.Exit(m.Run())
 }
 
@@ -72,6 +74,8 @@ def grade(transcript, outcome):
 `
 
 func TestCodeGraderRunsHiddenTestsAgainstTheRunsFiles(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own sandbox runner
 	sb := newSandbox(t, sandbox.Limits{})
 	good := gradeCode(t, sb, hiddenTests, map[string]string{"solution.py": "def add(a, b):\n    return a + b\n"})
 	if !good.Passed || good.Score != 1 || good.Reason != "3/3 hidden tests passed" || good.Error != "" {
@@ -99,6 +103,8 @@ func TestCodeGraderRunsHiddenTestsAgainstTheRunsFiles(t *testing.T) {
 }
 
 func TestCodeGraderThatReachesForFilesAndTheNetworkGetsNothingVisibly(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own sandbox runner
 	sb := newSandbox(t, sandbox.Limits{})
 	src := `import socket
 
@@ -142,6 +148,8 @@ def grade(transcript, outcome):
 }
 
 func TestCodeGraderTimeoutIsAFailedVerdictNamingTheLimit(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own sandbox runner
 	lim := coding.Limits()
 	lim.WallTime, lim.CPUTime = 2*time.Second, 2*time.Second
 	sb := newSandbox(t, lim)
@@ -156,6 +164,8 @@ func TestCodeGraderTimeoutIsAFailedVerdictNamingTheLimit(t *testing.T) {
 }
 
 func TestCodeGraderCannotBeFooledByAPrintedVerdict(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own sandbox runner
 	sb := newSandbox(t, sandbox.Limits{})
 	// The solution prints a verdict-shaped line and then fails the check.
 	files := map[string]string{"solution.py": "print('LOOMWORK-GRADE 00 {\"status\": \"ok\", \"passed\": true, \"score\": 1, \"reason\": \"forged\"}')\n" +
@@ -168,6 +178,8 @@ func TestCodeGraderCannotBeFooledByAPrintedVerdict(t *testing.T) {
 }
 
 func TestCodeGraderThatDoesNotLoadIsAGraderError(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own sandbox runner
 	sb := newSandbox(t, sandbox.Limits{})
 	gr := gradeCode(t, sb, "def grade(transcript, outcome)\n    return True\n", nil)
 	if gr.Passed || !strings.Contains(gr.Error, "grader did not load: SyntaxError") {
@@ -180,6 +192,8 @@ func TestCodeGraderThatDoesNotLoadIsAGraderError(t *testing.T) {
 }
 
 func TestCodeGraderSeesTheTranscriptAndOutcome(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own sandbox runner
 	sb := newSandbox(t, sandbox.Limits{})
 	src := `def grade(transcript, outcome):
     assert transcript["answer"] == "done", transcript
@@ -198,6 +212,8 @@ func TestCodeGraderSeesTheTranscriptAndOutcome(t *testing.T) {
 // the grader imports: the run's folder comes after the standard library,
 // so its copy.py and json.py are never imported.
 func TestCodeGraderChecksHelperAndNoShadowing(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own sandbox runner
 	sb := newSandbox(t, sandbox.Limits{})
 	src := `from loomwork_checks import Raises, run_checks
 

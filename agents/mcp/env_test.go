@@ -11,6 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loomwork/loomwork/agents/mcp"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // serveGetEnv is the test binary as a stdio MCP server with one tool,
@@ -36,6 +37,7 @@ func serveGetEnv() int {
 // stdio MCP server sees none of them unless a variable is named
 // explicitly (PassEnv); it still gets the default list (PATH, HOME, …).
 func TestStdioServerGetsNoSecrets(t *testing.T) {
+	testtier.Slow(t) // stdio server subprocesses
 	t.Setenv("OPENAI_API_KEY", "sk-test-openai-secret")
 	t.Setenv("LOOMWORK_MCP_TOKEN", "mcp-token-secret")
 	t.Setenv("LOOMWORK_TEST_ALLOWED", "allowed-value")

@@ -27,6 +27,7 @@ import (
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/scripted"
 	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/semconv"
 )
 
@@ -71,9 +72,17 @@ func serveResearch() int {
 	return 0
 }
 
+// quietRace is the GORACE setting for a child process that is this test
+// binary: a -race binary sleeps atexit_sleep_ms (1 s by default) before
+// exiting 0, waiting for late race reports, and a child's work is done by
+// then. Race detection in the child is unchanged.
+func quietRace() string {
+	return "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")
+}
+
 func stdioClient(t *testing.T, tp *sdktrace.TracerProvider, exclude string) *mcp.Client {
 	t.Helper()
-	env := append(os.Environ(), "LOOMWORK_MCP_TEST_SERVE=research", "LOOMWORK_MCP_TEST_DATASET="+datasettest.ShippedDir(t))
+	env := append(os.Environ(), quietRace(), "LOOMWORK_MCP_TEST_SERVE=research", "LOOMWORK_MCP_TEST_DATASET="+datasettest.ShippedDir(t))
 	if exclude != "" {
 		env = append(env, "LOOMWORK_MCP_TEST_EXCLUDE="+exclude)
 	}
@@ -99,6 +108,7 @@ func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 // and no server; and a run whose server's tool list no longer matches its
 // journaled pin is refused.
 func TestResearchAgentThroughMCPStdio(t *testing.T) {
+	testtier.Slow(t) // stdio server subprocesses that index the shipped corpus
 	ctx := context.Background()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -195,7 +205,7 @@ func TestResearchAgentThroughMCPStdio(t *testing.T) {
 	// Restarting against the journaled pin: a server whose tool list
 	// hashes differently (the pin altered here, as a changed server would
 	// present it) is refused at start, before any tool is declared.
-	badCfg := mcp.ClientConfig{Name: "docs", Command: os.Args[0], Env: append(os.Environ(), "LOOMWORK_MCP_TEST_SERVE=research",
+	badCfg := mcp.ClientConfig{Name: "docs", Command: os.Args[0], Env: append(os.Environ(), quietRace(), "LOOMWORK_MCP_TEST_SERVE=research",
 		"LOOMWORK_MCP_TEST_DATASET="+datasettest.ShippedDir(t)), Pin: "sha256:" + strings.Repeat("0", 64)}
 	pinned, err := mcp.NewClient(badCfg)
 	if err != nil {

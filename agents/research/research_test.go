@@ -23,6 +23,7 @@ import (
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
@@ -61,6 +62,7 @@ func TestCitationsAreExtractedAtPageGranularity(t *testing.T) {
 // context layer, and checks that the query's own issue — and its
 // duplicates — is never retrieved, read or cited.
 func TestResearchAgentEndToEndNeverRetrievesItsOwnIssue(t *testing.T) {
+	testtier.Slow(t) // every gold query through the runtime, the real index and the o200k_base context layer
 	ctx := context.Background()
 	idx := sharedIndex(t)
 	ds, err := judged.Load(idx.Dir, "")

@@ -17,6 +17,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func contextRuntime(t *testing.T, m runtime.Model, j runtime.Journal, tp *sdktrace.TracerProvider, spec *runtime.ContextSpec) *runtime.Runtime {
@@ -33,6 +34,8 @@ func contextRuntime(t *testing.T, m runtime.Model, j runtime.Journal, tp *sdktra
 }
 
 func TestContextLayerKeepsRequestsInBudgetAndTracesWhatItDid(t *testing.T) {
+	testtier.Slow(t) // the layer counts every request with o200k_base, CPU-heavy under -race
+	t.Parallel()
 	ctx := context.Background()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -113,6 +116,8 @@ func TestContextLayerKeepsRequestsInBudgetAndTracesWhatItDid(t *testing.T) {
 // The replay of such runs (by an engine with no context layer configured)
 // is checked with the engine, in replay/context_test.go.
 func TestContextRunsResumeIdentically(t *testing.T) {
+	testtier.Slow(t) // the layer counts every request with o200k_base, CPU-heavy under -race
+	t.Parallel()
 	ctx := context.Background()
 	spec := &runtime.ContextSpec{Strategy: "shrink+summarise+pins", Budget: 1500}
 	j := openJournal(t, "")

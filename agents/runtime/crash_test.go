@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
 	"github.com/loomwork/loomwork/agents/scripted"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 const (
@@ -145,7 +147,12 @@ func crashChild() int {
 func runChild(t *testing.T, path, mode string, at int) (*os.ProcessState, []byte) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashModeEnv+"="+mode)
+	// atexit_sleep_ms=0: a -race binary otherwise sleeps a second at exit
+	// (for late race reports from goroutines still running); the child's
+	// work is done by then, and half of the crash test's time was that
+	// sleep in each restarted child.
+	cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashModeEnv+"="+mode,
+		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	if at > 0 {
 		cmd.Env = append(cmd.Env, crashAtEnv+"="+strconv.Itoa(at))
 	}
@@ -175,13 +182,29 @@ func ledgerCount(t *testing.T, path string) (rows, distinctKeys, sum int) {
 	return rows, distinctKeys, sum
 }
 
-func TestSIGKILLAtEveryStepLeavesExactlyTwelveEffects(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts 72 child processes")
+// crashKillSteps are the steps the crash test kills at. The suite kills at
+// every kind of step: the first (nothing recorded before it, one answer to
+// reuse), one in the middle (recorded answers and effects on both sides)
+// and the last tool step (only the final answer left to ask for) — each
+// under all three kill points, 9 kills. The long tier kills at every step
+// of the twelve, 36 kills.
+func crashKillSteps() []int {
+	if testtier.Long() {
+		all := make([]int, crashSteps)
+		for i := range all {
+			all[i] = i + 1
+		}
+		return all
 	}
+	return []int{1, crashSteps / 2, crashSteps}
+}
+
+func TestSIGKILLAtEveryStepLeavesExactlyTwelveEffects(t *testing.T) {
+	testtier.Slow(t) // two child processes per kill
 	for _, mode := range []string{killAfterToolCall, killBeforeCommit, killAfterCommit} {
-		for k := 1; k <= crashSteps; k++ {
+		for _, k := range crashKillSteps() {
 			t.Run(fmt.Sprintf("%s/step%02d", mode, k), func(t *testing.T) {
+				t.Parallel() // each kill has its own journal file and child processes
 				path := filepath.Join(t.TempDir(), "journal.db")
 				st, _ := runChild(t, path, mode, k)
 				ws, ok := st.Sys().(syscall.WaitStatus)

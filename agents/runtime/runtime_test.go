@@ -198,6 +198,7 @@ func TestResumeFromEveryPrefixCallsTheModelOnlyForUnrecordedSteps(t *testing.T) 
 	ctx := context.Background()
 	for cut := 0; cut < 18; cut++ { // the run makes 18 appends; die at each one
 		t.Run(fmt.Sprint(cut), func(t *testing.T) {
+			t.Parallel() // each cut has its own journal
 			j := openJournal(t, "")
 			m1, _ := scripted.New(bookScript())
 			_, err := newRuntime(t, m1, &failingJournal{Store: j, left: cut}, nil).Run(ctx, bookkeeper.Agent(), runtime.Task{RunID: "r", Input: "Book the team lunch."})

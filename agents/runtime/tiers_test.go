@@ -14,6 +14,7 @@ import (
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/runtimetest"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func tierSpec() *runtime.ContextSpec {
@@ -31,6 +32,8 @@ func tierSpec() *runtime.ContextSpec {
 }
 
 func TestTieredRequestsStayInTheWindowAndAreJournaledAndTraced(t *testing.T) {
+	testtier.Slow(t) // the layer counts every request with o200k_base, CPU-heavy under -race
+	t.Parallel()
 	ctx := context.Background()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // loopbackDNS is a resolver the test owns: it records every question it
@@ -98,6 +100,7 @@ func (d *loopbackDNS) questions() []string {
 // owns, counting questions). The name the wildcard rule lists is still
 // resolved there and reached.
 func TestRootWildcardEgressNeverResolvesMadeUpNames(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	up, port := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "upstream")
 	}))

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // upstreamIP is where the tests' upstream servers listen on the host: a
@@ -80,6 +82,7 @@ def attempt(name, fn):
 `
 
 func TestRootEgressAllowedHostsAreReachedThroughTheProxy(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	plain, plainPort := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "plain upstream saw Host %s", r.Host)
 	}))
@@ -140,6 +143,8 @@ print(json.dumps(out))
 }
 
 func TestRootEgressRefusesEverythingElseAndRecordsWhy(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own runner; waits on a limit or the network
 	hits := 0
 	var mu sync.Mutex
 	up, port := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -287,6 +292,7 @@ print(json.dumps(out))
 }
 
 func TestRootNoEgressPolicyStillMeansNoNetwork(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	res := py(t, r, `
 import json, socket
@@ -465,6 +471,7 @@ func scanProcessMemory(t *testing.T, pid int, needle []byte) (found bool, scanne
 }
 
 func TestRootEgressCredentialIsInjectedForItsDestinationOnlyAndNeverEntersTheSandbox(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	secret := "lw-secret-" + token(t)
 	var mu sync.Mutex
 	seen := map[string][]string{} // server -> Authorization values it saw, as verdicts
@@ -680,6 +687,7 @@ func hostNonLoopbackIPv4(t *testing.T) string {
 // opening must not weaken the rest, and the network itself must hold
 // against a command that tries to widen it.
 func TestRootAttacksStillContainedWithEgressOn(t *testing.T) {
+	testtier.Slow(t) // a real sandbox; not parallel: it sets an environment variable
 	up, port := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
 	up.Start()
 	defer up.Close()

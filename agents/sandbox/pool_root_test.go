@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // helpersOf lists the sandbox helpers whose parent is this process.
@@ -30,6 +32,7 @@ func helpersOf(t *testing.T) []int {
 }
 
 func TestRootPoolServesEachSandboxOnceAndCleansUp(t *testing.T) {
+	testtier.Slow(t) // a real sandbox; not parallel: it counts every helper of the process
 	needRoot(t)
 	r, err := New(Config{Pool: 2})
 	if err != nil {
@@ -125,6 +128,7 @@ while True:
 // Two runners in one process name their cgroups after the same owner; they
 // must not collide.
 func TestRootTwoRunnersInOneProcessDoNotShareCgroupNames(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	a := newRunner(t, Config{})
 	b := newRunner(t, Config{Pool: 1})
 	waitFor(t, "the pool to fill", 20*time.Second, func() bool { return b.PoolReady() == 1 })
@@ -139,6 +143,7 @@ func TestRootTwoRunnersInOneProcessDoNotShareCgroupNames(t *testing.T) {
 
 // A pooled helper that dies while it waits is not handed to a run.
 func TestRootPoolSkipsAHelperThatDiedWaiting(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{Pool: 1})
 	waitFor(t, "the pool to fill", 20*time.Second, func() bool { return r.PoolReady() == 1 })
 	helpers := helpersOf(t)

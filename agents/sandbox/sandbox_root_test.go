@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // decode parses the last stdout line of a run as JSON into v.
@@ -47,6 +49,7 @@ print(json.dumps(out))
 `
 
 func TestRootHostSecretsAreAbsentNotJustUnreadable(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	wd, err := os.Getwd()
 	if err != nil {
@@ -71,6 +74,7 @@ func TestRootHostSecretsAreAbsentNotJustUnreadable(t *testing.T) {
 }
 
 func TestRootHostEnvironmentIsAbsent(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	secret := token(t)
 	t.Setenv("LOOMWORK_TEST_SECRET", secret)
@@ -116,6 +120,7 @@ print(json.dumps({'env': env, 'procs': procs}))
 }
 
 func TestRootWritesOutsideWorkspaceFailWithEROFS(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	res := py(t, r, `
 import json, os, sys
@@ -154,6 +159,7 @@ print(json.dumps(out))
 }
 
 func TestRootNetworkIsUnreachableIncludingHostLoopback(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -246,6 +252,7 @@ print(json.dumps(out))
 }
 
 func TestRootForkBombRefusedAtFirstForkPastPidsLimit(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	const tasks = 16
 	res := py(t, r, `
@@ -282,6 +289,7 @@ while True:
 }
 
 func TestRootUnhandledForkBombIsContainedAndReported(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	tok := token(t)
 	res := py(t, r, `
@@ -298,6 +306,7 @@ while True:
 }
 
 func TestRootMemoryHogKilledAndReportedAsMemory(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	res := py(t, r, `
 x = []
@@ -313,6 +322,8 @@ while True:
 }
 
 func TestRootCPULimitKillsAndIsReported(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own runner; waits on a limit or the network
 	r := newRunner(t, Config{})
 	// A generous wall clock: on a loaded machine one CPU-second can take many.
 	res := py(t, r, "while True: pass", Request{Limits: Limits{CPUTime: time.Second, WallTime: 2 * time.Minute}})
@@ -322,6 +333,8 @@ func TestRootCPULimitKillsAndIsReported(t *testing.T) {
 }
 
 func TestRootCPUBudgetCoversTheWholeTree(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own runner; waits on a limit or the network
 	r := newRunner(t, Config{})
 	// Four processes each stay under RLIMIT_CPU's 2s, but together pass it.
 	res := py(t, r, `
@@ -339,6 +352,7 @@ for i in range(4): os.wait()
 }
 
 func TestRootFileSizeLimitTriggersAndIsReported(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	ws := t.TempDir()
 	const limit = 1 << 20
@@ -368,6 +382,7 @@ open('/tmp/big', 'wb').write(b'x' * (2 << 20))
 }
 
 func TestRootOpenFilesLimitTriggersAndIsReported(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	res := py(t, r, `
 fs = []
@@ -380,6 +395,7 @@ while True:
 }
 
 func TestRootAddressSpaceLimitAppliesToTheCommandOnly(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	res := py(t, r, `
 import json, resource
@@ -400,6 +416,7 @@ print(json.dumps({'as': resource.getrlimit(resource.RLIMIT_AS), 'alloc': got}))
 }
 
 func TestRootCommandRunsUnprivilegedWithSeccompAndNoNewPrivs(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	res := py(t, r, `
 import json, os, socket, ctypes
@@ -464,6 +481,8 @@ print(json.dumps(out))
 }
 
 func TestRootTimeoutKillsDaemonisedGrandchildAndRemovesCgroups(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
+	t.Parallel()     // its own runner; waits on a limit or the network
 	r := newRunner(t, Config{})
 	ws := t.TempDir()
 	tok := token(t)
@@ -496,6 +515,7 @@ time.sleep(300)
 }
 
 func TestRootCancelKillsTheRun(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	ws := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -524,6 +544,7 @@ func TestRootCancelKillsTheRun(t *testing.T) {
 }
 
 func TestRootSIGKILLOfParentLeavesNothingRunning(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	needRoot(t)
 	ws := t.TempDir()
 	if err := os.Chmod(ws, 0o755); err != nil {
@@ -571,6 +592,7 @@ os.execv('/usr/bin/sleep', ['sleep-%s', '300'])
 }
 
 func TestRootWorkspaceSymlinkAndDotDotTricksCannotWriteOutside(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	base := t.TempDir()
 	ws := filepath.Join(base, "ws")
@@ -642,6 +664,7 @@ print(json.dumps(out))
 }
 
 func TestRootOutputFloodIsCappedAndMarked(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	const limit = 64 << 10
 	res := py(t, r, `
@@ -662,6 +685,7 @@ while True:
 }
 
 func TestRootConcurrentRunsCannotSeeOrSignalEachOther(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	wsA := t.TempDir()
 	tok := token(t)
@@ -730,6 +754,7 @@ print(json.dumps({'visible': visible, 'killed': killed, 'me': me}))
 }
 
 func TestRootStdinIsFedAndDefaultsApplied(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	res := py(t, r, "import sys; print(sys.stdin.read().upper())", Request{Stdin: []byte("hello sandbox")})
 	if res.Stdout != "HELLO SANDBOX\n" || res.Reason != ReasonExit || !res.Exited || res.ExitCode != 0 {
@@ -744,6 +769,7 @@ func TestRootStdinIsFedAndDefaultsApplied(t *testing.T) {
 }
 
 func TestRootBadRequestsAreErrorsNotResults(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	file := filepath.Join(t.TempDir(), "f")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
@@ -770,6 +796,7 @@ func TestRootBadRequestsAreErrorsNotResults(t *testing.T) {
 }
 
 func TestRootShutdownKillsInflightRunsAndRefusesNewOnes(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	needRoot(t)
 	r, err := New(Config{})
 	if err != nil {
@@ -806,6 +833,7 @@ func TestRootShutdownKillsInflightRunsAndRefusesNewOnes(t *testing.T) {
 }
 
 func TestRootStaleCgroupsOfDeadOwnersAreRemovedAtStart(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	// A dead owner: a process that has exited (its pid+start no longer match).
 	c := exec.Command("/usr/bin/true")
@@ -840,6 +868,7 @@ func TestRootStaleCgroupsOfDeadOwnersAreRemovedAtStart(t *testing.T) {
 }
 
 func TestRootDisablingSeccompKeepsNoNewPrivs(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{DisableSeccomp: true})
 	res := py(t, r, `
 import json
@@ -858,6 +887,7 @@ print(json.dumps({'nnp': st['NoNewPrivs'].strip(), 'seccomp': st['Seccomp'].stri
 // in "/", and once read a relative path there and failed every run
 // ("open workspace ws: no such file or directory").
 func TestRootRelativeWorkspaceIsTheCallersDirectory(t *testing.T) {
+	testtier.Slow(t) // a real sandbox
 	r := newRunner(t, Config{})
 	parent := t.TempDir()
 	if err := os.Mkdir(filepath.Join(parent, "ws"), 0o755); err != nil {

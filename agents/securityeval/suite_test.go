@@ -10,12 +10,14 @@ import (
 	"github.com/loomwork/loomwork/agents/securityeval"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // One research case through the whole grid on the shipped corpus: the
 // obeying model's attack succeeds with policy off, is escalated (mail) or
 // denied (release) with policy on, and the resisting model never attempts.
 func TestResearchCaseGrid(t *testing.T) {
+	testtier.Slow(t) // 27 research runs on an index of the shipped corpus
 	ctx := context.Background()
 	dir := t.TempDir()
 	j, err := journaldb.Open(ctx, journaldb.Config{Path: filepath.Join(dir, "j.db")})

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 const (
@@ -97,6 +99,7 @@ func crashChild(dir string) {
 // the kill or is read back, exactly once, in per-appender order, and no
 // committed record comes back.
 func TestKill9KeepsEveryAcknowledgedRecord(t *testing.T) {
+	testtier.Slow(t) // child processes killed with SIGKILL
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
