@@ -111,6 +111,11 @@ echo "== $step"
 # server, the kernel's namespaces and cgroups, /usr/bin/python3), which Go's
 # test cache cannot see change; a cached "ok" would be a claim, not a run.
 timeout=25m
+# A -race binary sleeps 1 s on a clean exit by default (atexit_sleep_ms),
+# for goroutines still running to report; every test binary and every
+# race-built child a test starts paid it. Races are reported when they
+# happen, and each test still fails on its own.
+export GORACE="${GORACE:-atexit_sleep_ms=0}"
 if [ "$mode" = soak ]; then
   export LOOMWORK_LONG=1 LOOMWORK_CLUSTER_TEST=full
   timeout=120m
