@@ -3,6 +3,7 @@ package chlocal_test
 import (
 	"context"
 	"errors"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,6 +163,7 @@ func listeners(t *testing.T, port int) []string {
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func TestProcessServesOnLoopbackKeepsDataAcrossRestartAndStopsByPid(t *testing.T) {
+	testtier.Slow(t)
 	command, lib := launcher(t)
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -214,6 +216,7 @@ func TestProcessServesOnLoopbackKeepsDataAcrossRestartAndStopsByPid(t *testing.T
 }
 
 func TestProcessStopsWhenItsParentIsGone(t *testing.T) {
+	testtier.Slow(t)
 	command, lib := launcher(t)
 	// --parent-pid 1 names a process that is not the launcher's parent, which
 	// is what the launcher sees once its real parent died.
@@ -236,6 +239,7 @@ func TestProcessStopsWhenItsParentIsGone(t *testing.T) {
 }
 
 func TestStartProcessReportsTheLogWhenTheLauncherFails(t *testing.T) {
+	testtier.Slow(t)
 	command, _ := launcher(t)
 	_, err := chlocal.StartProcess(context.Background(), chlocal.ProcessConfig{
 		Command: command, LibPath: filepath.Join(t.TempDir(), "missing.so"), Dir: t.TempDir(),
@@ -249,6 +253,7 @@ func TestStartProcessReportsTheLogWhenTheLauncherFails(t *testing.T) {
 }
 
 func TestTwoTestDatabasesDoNotShareTables(t *testing.T) {
+	testtier.Slow(t)
 	srv := chtest.Start(t)
 	a, b := srv.NewDatabase(t), srv.NewDatabase(t)
 	if a == b {

@@ -3,6 +3,7 @@ package repotest
 import (
 	"bufio"
 	"fmt"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"net"
 	"os"
 	"os/exec"
@@ -157,6 +158,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // (moved with the LOOMWORK_*_ADDR variables the README documents) and are
 // stopped before the next server and at the end.
 func TestEveryReadmeTourCommandRunsAsWritten(t *testing.T) {
+	testtier.Slow(t)
 	if os.Geteuid() != 0 {
 		t.Fatal("the README's tour runs the sandbox (replay of the coding agent, sandbox exec): run as root, as make test and CI do")
 	}
