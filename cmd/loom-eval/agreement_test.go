@@ -34,6 +34,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/web"
@@ -52,6 +53,7 @@ import (
 // that print the same JSON must print the same bytes, and both stores must
 // answer the API with the same bytes.
 func TestAllViewsAgree(t *testing.T) {
+	testtier.Slow(t)
 	prices := filepath.Join(t.TempDir(), "prices.json")
 	if err := os.WriteFile(prices, []byte(agreementPrices), 0o644); err != nil {
 		t.Fatal(err)

@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func TestCalibrateReportsTheCommittedPolicyAgainstTheOld(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // in-process and pure: reads committed files only
 	out, errb, code := cli(t, "calibrate", "--policy", "../../baselines/policy.json", "--against", "../../scorer/calibration/testdata/old-policy.json",
 		"--cases", "20", "--trials", "3", "--effects", "0", "--reps", "60", "--format", "markdown")
 	if code != ExitOK {
@@ -39,6 +43,7 @@ func TestCalibrateReportsTheCommittedPolicyAgainstTheOld(t *testing.T) {
 }
 
 func TestPlanSaysHowManyCasesDetectADrop(t *testing.T) {
+	testtier.Slow(t)
 	t.Chdir("../..") // the baseline names its journals from the repository root
 	out, errb, code := cli(t, "plan", "--baseline", "baselines/baseline.trials.jsonl", "--cases", "baselines/cases.jsonl",
 		"--policy", "baselines/policy.json", "--effect", "0.3", "--designs", "20,200", "--trials", "3", "--reps", "40", "--json")

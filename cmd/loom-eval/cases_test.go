@@ -10,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/tracecases"
 )
 
@@ -70,13 +70,7 @@ func startServeReady(t *testing.T, dbPath string) ServeReady {
 // sending over OTLP with the OpenTelemetry Go SDK only.
 func buildToyAgent(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "toyagent")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
-	build.Dir = toyAgentDir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build scripts/toyagent: %v\n%s", err, out)
-	}
-	return bin
+	return buildShared(t, "toyagent", toyAgentDir, ".")
 }
 
 func runToyAgent(t *testing.T, bin string, args ...string) string {
@@ -97,6 +91,7 @@ func runToyAgent(t *testing.T, bin string, args ...string) string {
 // score grades them from the stored traces, and the gate fails a
 // candidate that rounds to one decimal.
 func TestFromTracesToyAgentToGate(t *testing.T) {
+	testtier.Slow(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "traces.db")
 	ready := startServeReady(t, db)
@@ -270,6 +265,7 @@ type scoredCase struct {
 // TestCasesFromTracesBadInput: usage errors name the flag or the file and
 // line, and nothing is written.
 func TestCasesFromTracesBadInput(t *testing.T) {
+	testtier.Slow(t)
 	dir := t.TempDir()
 	// Three one-span traces without a case id (cases trace-<12 hex>).
 	db := tracesStore(t)

@@ -14,6 +14,7 @@ import (
 	"github.com/loomwork/loomwork/baselines/ci/citest"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func runCICmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -75,6 +76,8 @@ func TestCICommandRejectsBadUsageAndBadInput(t *testing.T) {
 // stderr and the work files kept in --out. (Passing on the committed
 // baselines is what scripts/baselines.sh check shows in make test.)
 func TestCICommandFailsTheGateNamingTheCase(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()        // its own folders, index copy and environment (runCICmd)
 	const c = "mkm-812" // no trial retrieves its judged page
 	dir := citest.Subset(t, "../../baselines", c)
 	trials, err := datasets.LoadTrials(filepath.Join(dir, "baseline.trials.jsonl"))
@@ -93,7 +96,7 @@ func TestCICommandFailsTheGateNamingTheCase(t *testing.T) {
 	citest.WriteJSONL(t, filepath.Join(dir, "baseline.trials.jsonl"), trials)
 
 	out := t.TempDir()
-	stdout, stderr, err := runCICmd(t, "--baselines", dir, "--json", "--out", out, "--index-cache", t.TempDir())
+	stdout, stderr, err := runCICmd(t, "--baselines", dir, "--json", "--out", out, "--index-cache", indexCache(t))
 	if exitCodeOf(err) != ExitFailure {
 		t.Fatalf("exit %d (%v), want 1\n%s%s", exitCodeOf(err), err, stdout, stderr)
 	}
@@ -124,6 +127,8 @@ func TestCICommandFailsTheGateNamingTheCase(t *testing.T) {
 // on unchanged code they are the committed ones (here a one-case subset's:
 // its rollups and judge verdicts, and the whole rerank.json).
 func TestCICommandRecordWritesTheDerivedBaselines(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // its own folders, index copy and environment (runCICmd)
 	dir := citest.Subset(t, "../../baselines", "mkm-812")
 	want := map[string][]byte{}
 	for _, f := range []string{ci.RollupsFile, ci.RerankFile, ci.JudgeFile} {
@@ -136,7 +141,7 @@ func TestCICommandRecordWritesTheDerivedBaselines(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stdout, stderr, err := runCICmd(t, "--baselines", dir, "--record", "--index-cache", t.TempDir())
+	stdout, stderr, err := runCICmd(t, "--baselines", dir, "--record", "--index-cache", indexCache(t))
 	if err != nil {
 		t.Fatalf("ci --record: %v\n%s%s", err, stdout, stderr)
 	}

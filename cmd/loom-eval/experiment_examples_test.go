@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
 
@@ -70,13 +71,7 @@ func nodeAgent(t *testing.T) (cmd, nodePath string) {
 // them).
 func goAgent(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "goagent")
-	c := exec.Command("go", "build", "-o", bin, ".")
-	c.Dir = examplesDir(t, "goagent")
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("build scripts/examples/goagent: %v\n%s", err, out)
-	}
-	return bin
+	return buildShared(t, "goagent", examplesDir(t, "goagent"), ".") // once per test binary
 }
 
 // gateExampleAgent runs v1 and v2 of an example command agent: v1 passes
@@ -151,6 +146,7 @@ func checkAgentUnderRoot(t *testing.T, storePath string, trials []datasets.Trial
 
 // A Node agent on the OTel JS SDK, evaluated in one command.
 func TestExperimentNodeExampleAgent(t *testing.T) {
+	testtier.Slow(t)
 	cmd, nodePath := nodeAgent(t)
 	t.Setenv("NODE_PATH", nodePath)
 	gateExampleAgent(t, cmd, "invoke_agent nodeagent")
@@ -159,6 +155,7 @@ func TestExperimentNodeExampleAgent(t *testing.T) {
 // A Go agent on the OTel Go SDK, in a module of its own, evaluated in one
 // command.
 func TestExperimentGoExampleAgent(t *testing.T) {
+	testtier.Slow(t)
 	gateExampleAgent(t, goAgent(t), "invoke_agent goagent")
 }
 
@@ -168,6 +165,7 @@ func TestExperimentGoExampleAgent(t *testing.T) {
 // agent's spans, joined from the traceparent header, are under each
 // trial's root.
 func TestExperimentHTTPExampleAgent(t *testing.T) {
+	testtier.Slow(t)
 	model := newFakeCalcModel(t)
 	bin := goAgent(t)
 	dir := t.TempDir()

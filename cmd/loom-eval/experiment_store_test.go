@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // calcAgentScript is a deterministic agent for `--shell --cmd`: it reads
@@ -114,6 +116,7 @@ func compareOut(t *testing.T, args ...string) compareJSON {
 // once the case file is gone (the store keeps it); push saves a folder
 // into another store.
 func TestExperimentsSavedToTheStoreReadBackWithStore(t *testing.T) {
+	testtier.Slow(t)
 	dir := t.TempDir()
 	storePath := filepath.Join(dir, "shared.db")
 	v1, v2, id1, id2 := runCalcExperiments(t, dir, storePath)

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/loomwork/loomwork/baselines/experiment"
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
 
@@ -145,6 +145,7 @@ func chat(ctx context.Context, base, task string) (string, error) {
 // context, and version 2 gated against version 1 fails naming the two
 // cases it broke.
 func TestExperimentA2ATarget(t *testing.T) {
+	testtier.Slow(t)
 	model := newFakeCalcModel(t)
 	agent := &calcA2AAgent{modelURL: model.URL + "/v1"}
 	agent.version.Store(1)
@@ -196,6 +197,7 @@ func TestExperimentA2ATarget(t *testing.T) {
 // a card URL with nothing behind it runs no trial (exit 3, the experiment
 // incomplete, the card's 404 said).
 func TestExperimentA2AFailures(t *testing.T) {
+	testtier.Slow(t)
 	dir := t.TempDir()
 	cases := experimentCases(t, dir)
 	agent := &calcA2AAgent{modelURL: "http://127.0.0.1:1/v1"} // no model: every task fails
@@ -228,15 +230,10 @@ func TestExperimentA2AFailures(t *testing.T) {
 }
 
 // buildMCPCalc builds testdata/mcpcalc (a stdio MCP server on the MCP and
-// OTel Go SDKs, no Loomwork package).
+// OTel Go SDKs, no Loomwork package), once per test binary.
 func buildMCPCalc(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "mcpcalc")
-	out, err := exec.Command("go", "build", "-o", bin, "./testdata/mcpcalc").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build the MCP server: %v\n%s", err, out)
-	}
-	return bin
+	return buildShared(t, "mcpcalc", "", "./testdata/mcpcalc")
 }
 
 // A tool of a stdio MCP server, started per trial with an allow-listed
@@ -245,6 +242,7 @@ func buildMCPCalc(t *testing.T) string {
 // lands under the trial's root, and version 2 fails the gate naming the
 // two cases it broke.
 func TestExperimentMCPStdioTarget(t *testing.T) {
+	testtier.Slow(t)
 	server := buildMCPCalc(t)
 	dir := t.TempDir()
 	cases := experimentCases(t, dir)
@@ -322,6 +320,7 @@ func TestExperimentMCPStdioTarget(t *testing.T) {
 // (recorded failed trials, the reason in the transcript); a server
 // command that does not exist is the infrastructure's (exit 3, incomplete).
 func TestExperimentMCPFailures(t *testing.T) {
+	testtier.Slow(t)
 	server := buildMCPCalc(t)
 	dir := t.TempDir()
 	cases := experimentCases(t, dir)

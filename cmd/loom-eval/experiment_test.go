@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
@@ -96,15 +96,10 @@ func experimentCases(t *testing.T, dir string) string {
 }
 
 // buildExpAgent builds testdata/expagent (the OTel Go SDK, no Loomwork
-// package).
+// package), once per test binary.
 func buildExpAgent(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "expagent")
-	out, err := exec.Command("go", "build", "-o", bin, "./testdata/expagent").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build the test agent: %v\n%s", err, out)
-	}
-	return bin
+	return buildShared(t, "expagent", "", "./testdata/expagent")
 }
 
 func runLoom(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -128,6 +123,7 @@ func readTrials(t *testing.T, dir string) []datasets.Trial {
 // the two cases it broke; every trial's trace holds the runner's root and
 // the agent's own spans under it.
 func TestExperimentCommandAgentGate(t *testing.T) {
+	testtier.Slow(t)
 	model := newFakeCalcModel(t)
 	agent := buildExpAgent(t)
 	dir := t.TempDir()
@@ -250,6 +246,7 @@ func checkJoinedTraces(t *testing.T, dir string, trials []datasets.Trial) {
 // message, the answer choices[0].message.content, and the request carries
 // the trial's traceparent.
 func TestExperimentOpenAITarget(t *testing.T) {
+	testtier.Slow(t)
 	model := newFakeCalcModel(t)
 	dir := t.TempDir()
 	cases := experimentCases(t, dir)
@@ -302,6 +299,7 @@ func TestExperimentOpenAITarget(t *testing.T) {
 // Killing the runner mid-way and resuming runs each unfinished (case,
 // trial) once and no finished one again: the agent's invocations count it.
 func TestExperimentKillAndResume(t *testing.T) {
+	testtier.Slow(t)
 	model := newFakeCalcModel(t)
 	agent := buildExpAgent(t)
 	dir := t.TempDir()
@@ -407,6 +405,7 @@ func TestSplitArgs(t *testing.T) {
 // OTEL_* variables) still lands in its trial: its trace, found by the
 // experiment, case and trial in its resource, is the trial's trace.
 func TestExperimentJoinsByResourceWithoutTraceparent(t *testing.T) {
+	testtier.Slow(t)
 	model := newFakeCalcModel(t)
 	agent := buildExpAgent(t)
 	dir := t.TempDir()

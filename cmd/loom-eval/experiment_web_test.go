@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store/storeurl"
 	"github.com/loomwork/loomwork/web"
 )
@@ -72,6 +73,7 @@ func getJSON(t *testing.T, url string, v any) int {
 // agree case by case: the same passes, scores, costs, latencies, trace ids
 // and answers, the same regressed cases, MDE and gate decision.
 func TestExperimentCompareUIAgreesWithTheCommand(t *testing.T) {
+	testtier.Slow(t)
 	ts, storePath, id1, id2 := experimentUI(t)
 	var api apiCompare
 	if code := getJSON(t, ts.URL+"/api/v1/experiments/compare?ids="+id1+","+id2, &api); code != http.StatusOK {
@@ -166,6 +168,7 @@ func textOf(t *testing.T, ctx context.Context, sel string) string {
 // regressed cases are marked, the gate says FAIL with its MDE, and every
 // trace link opens the trial's trace page. The screenshot is kept.
 func TestBrowserComparesTwoExperiments(t *testing.T) {
+	testtier.Slow(t)
 	ts, _, id1, id2 := experimentUI(t)
 	ctx := browser(t)
 	run(t, ctx, chromedp.Navigate(ts.URL+"/"), chromedp.WaitVisible(`a[href="/experiments"]`), chromedp.Click(`a[href="/experiments"]`),

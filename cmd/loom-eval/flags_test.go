@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func TestParseFlagsAcceptsFlagsBeforeAndAfterPositionalArguments(t *testing.T) {
@@ -63,6 +65,7 @@ func cli(t *testing.T, args ...string) (string, string, int) {
 // Every command that prints a report takes --json and --format json, with
 // flags before or after its positional arguments, and they print the same.
 func TestReportCommandsTakeJSONBothWaysAndFlagsAnywhere(t *testing.T) {
+	testtier.Slow(t)
 	// The committed baseline trials name their journals relative to the
 	// repository root, where the README and scripts/baselines.sh run score
 	// and gate; those two run from there.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/gateway/providertest"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -30,6 +31,8 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 // judge; success is every required grader passing, and each grader's pass
 // rate is reported.
 func TestRootScoreGradesWithCodeNumberAndScriptedJudgeGraders(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // the built binary in its own folder; sandboxed graders wait
 	bin := buildLoomEval(t)
 	dir := t.TempDir()
 	cases := `{"id":"mean","task":"Write solution.py with mean(xs); print mean([1,2,4]).","graders":[` +

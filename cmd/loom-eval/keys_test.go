@@ -18,6 +18,7 @@ import (
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets/datasettest"
 	"github.com/loomwork/loomwork/internal/projects"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
@@ -33,6 +34,7 @@ type createdKey struct {
 // serve; no secret appears in serve's log or any command's output except
 // the one `keys create` that shows it.
 func TestKeysServeAndTheCLIKeepProjectsApart(t *testing.T) {
+	testtier.Slow(t)
 	dir := t.TempDir()
 	keysFile := filepath.Join(dir, "keys.json")
 	env := map[string]string{envKeysFile: keysFile}
@@ -215,6 +217,7 @@ func TestKeysServeAndTheCLIKeepProjectsApart(t *testing.T) {
 // other paths (API, UI, CLI) are TestKeysServeAndTheCLIKeepProjectsApart
 // and the web package's TestCrossProjectReadsFailOnEveryPath.
 func TestMCPServeReadsOnlyItsKeysProject(t *testing.T) {
+	testtier.Slow(t)
 	dir := t.TempDir()
 	keysFile := filepath.Join(dir, "keys.json")
 	var keys []createdKey

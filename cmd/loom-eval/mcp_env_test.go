@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // everythingServer installs the reference MCP server-everything
@@ -45,6 +46,7 @@ func everythingServer(t *testing.T) string {
 // model is sent nor in the journal. A variable named with --mcp-env does
 // reach it.
 func TestRunMCPServerEverythingSeesNoSecrets(t *testing.T) {
+	testtier.Slow(t)
 	server := everythingServer(t)
 	ds := shippedDatasetAbs(t)
 	const key = "lw-test-key-openai-mcp-env-5e1d"

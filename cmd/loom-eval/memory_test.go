@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func TestMemoryCommandsDistillListShowForget(t *testing.T) {
@@ -106,12 +107,14 @@ func TestReplaceSectionKeepsTheRestOfThePage(t *testing.T) {
 }
 
 func TestRunWithMemoryRecallsAnEarlierRelatedRun(t *testing.T) {
+	testtier.Slow(t)
 	ds := shippedDatasetAbs(t)
 	cases, err := filepath.Abs(filepath.Join("..", "..", "baselines", "cases.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Chdir(t.TempDir())
+	copyIndexCache(t, filepath.Join(".loomwork", "index"))
 	ctx := context.Background()
 	run := func(caseID string) runResult {
 		t.Helper()

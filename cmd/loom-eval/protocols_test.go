@@ -18,6 +18,7 @@ import (
 	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/store/storeurl"
 )
 
@@ -137,9 +138,13 @@ func checkJSMCP(t *testing.T, how string, r jsMCPResult, wantTools []string) {
 // the Go SDK client (package agents/mcp) over HTTP, including the trace
 // queries and sandboxed Python.
 func TestMCPServeWire(t *testing.T) {
+	testtier.Slow(t)
+	// Not parallel: its first search loads the index (the LSA fit, about
+	// 15 s of CPU under -race) inside the MCP client's 60 s request
+	// timeout, which the parallel tests' load could exhaust.
 	node, dir := protoClients(t)
 	ds := datasettest.ShippedDir(t)
-	cache := t.TempDir()
+	cache := indexCache(t)
 	storePath := filepath.Join(t.TempDir(), "traces.db")
 	st, err := storeurl.Open(context.Background(), storePath, false) // an empty store, as serve creates it
 	if err != nil {
@@ -240,12 +245,14 @@ func startListening(t *testing.T, srv *exec.Cmd, marker string) string {
 // (the real binary, which the sandbox re-executes as its init helper),
 // called from the TypeScript SDK over Streamable HTTP.
 func TestRootMCPServeSandboxedPython(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a subprocess server and a node client: its waits overlap other tests' work
 	bin := buildLoomEval(t)
 	node, dir := protoClients(t)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("py-token"), 0o600)
 	url := startMCPHTTP(t, exec.Command(bin, "mcp", "serve", "--http", "127.0.0.1:0", "--token-file", tokenFile,
-		"--dataset", datasettest.ShippedDir(t), "--index-cache", t.TempDir(), "--no-traces"))
+		"--dataset", datasettest.ShippedDir(t), "--index-cache", indexCache(t), "--no-traces"))
 	r := runJSMCP(t, node, dir, "--url", url, "--token", "py-token", "--python", "1")
 	checkJSMCP(t, "TypeScript SDK over Streamable HTTP", r, []string{"read_doc", "run_python_code", "search_docs"})
 	if r.Python == nil || r.Python.IsError || !strings.Contains(r.Python.Text, `"stdout":"42\n"`) {
@@ -260,12 +267,15 @@ func TestRootMCPServeSandboxedPython(t *testing.T) {
 // tasks/get of an unknown task refused; and the task is a finished run
 // with the same id in the served journal.
 func TestA2AServeWire(t *testing.T) {
+	testtier.Slow(t)
+	// Not parallel: its message/send loads the index (the LSA fit, about
+	// 15 s of CPU under -race) within the client's request timeout.
 	node, dir := protoClients(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	jpath := filepath.Join(t.TempDir(), "a2a.db")
 	url := startListening(t, loomEval(ctx, t.TempDir(), "a2a", "serve", "--agent", "research", "--http", "127.0.0.1:0",
-		"--journal", jpath, "--dataset", datasettest.ShippedDir(t), "--index-cache", t.TempDir()), "(scripted policy) at ")
+		"--journal", jpath, "--dataset", datasettest.ShippedDir(t), "--index-cache", indexCache(t)), "(scripted policy) at ")
 
 	cctx, ccancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer ccancel()
@@ -331,9 +341,13 @@ func TestA2AServeWire(t *testing.T) {
 // excludes an issue the recorded search returned), and refuses a server
 // whose tool list no longer matches the journaled pin.
 func TestRunThroughMCPThenReplayWithoutServer(t *testing.T) {
+	testtier.Slow(t)
+	// Not parallel: its first search loads the index (the LSA fit, about
+	// 15 s of CPU under -race) inside the MCP client's 60 s request
+	// timeout, which the parallel tests' load could exhaust.
 	ctx := context.Background()
 	ds := datasettest.ShippedDir(t)
-	cache := t.TempDir()
+	cache := indexCache(t)
 	dir := t.TempDir()
 	server := func(extra ...string) string {
 		return "docs=" + strings.Join(append([]string{os.Args[0], "mcp", "serve", "--dataset", ds, "--index-cache", cache, "--no-python"}, extra...), " ")

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // rewriteTrials writes the committed baseline trials to dir/name with each
@@ -44,6 +46,7 @@ func rewriteTrials(t *testing.T, dir, name string, edit func(i int, tr map[strin
 // word. Score and gate now refuse it, naming the file, line, field and
 // journal.
 func TestRelabelledLiveTrialsOverScriptedJournalsAreRefused(t *testing.T) {
+	testtier.Slow(t)
 	t.Chdir("../..") // the baseline trials name their journals from the repository root
 	dir := t.TempDir()
 	relabelled := rewriteTrials(t, dir, "relabelled.trials.jsonl", func(_ int, tr map[string]any) { tr["model_label"] = "live" })
@@ -75,6 +78,7 @@ func TestRelabelledLiveTrialsOverScriptedJournalsAreRefused(t *testing.T) {
 }
 
 func TestTrialsNamingAMissingJournalOrRunAreRefused(t *testing.T) {
+	testtier.Slow(t)
 	t.Chdir("../..")
 	dir := t.TempDir()
 	path := rewriteTrials(t, dir, "trials.jsonl", func(i int, tr map[string]any) {
@@ -103,6 +107,7 @@ func TestTrialsNamingAMissingJournalOrRunAreRefused(t *testing.T) {
 // A trials file may leave the label to its journals: it gets theirs, and a
 // relative journal path resolves from the trials file's folder too.
 func TestUnlabelledTrialsGetTheirJournalsLabel(t *testing.T) {
+	testtier.Slow(t)
 	t.Chdir("../..")
 	dir := t.TempDir()
 	for _, j := range []string{"coding.jsonl", "research.jsonl"} {
@@ -155,6 +160,7 @@ func TestUnlabelledTrialsGetTheirJournalsLabel(t *testing.T) {
 // An honestly labelled live run compared with the scripted baseline is
 // scored, and the report says what is being compared with what.
 func TestLiveAgainstScriptedBaselineWarns(t *testing.T) {
+	testtier.Slow(t)
 	t.Chdir("../..")
 	live := rewriteTrials(t, t.TempDir(), "live.trials.jsonl", func(i int, tr map[string]any) {
 		delete(tr, "journal") // a live run of our own, traced, not the scripted journals

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func retrievalCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -32,6 +34,7 @@ func retrievalCLI(t *testing.T, args ...string) (stdout, stderr string, code int
 const tinyDataset = "../../retrieval/testdata/tiny"
 
 func TestAblateCommandWritesReportChartAndModel(t *testing.T) {
+	testtier.Slow(t)
 	out := t.TempDir()
 	stdout, stderr, code := retrievalCLI(t, "ablate", "--dataset", tinyDataset, "--folds", "2", "--bootstrap", "200",
 		"--lsa-dims", "8", "--with-leaky", "--format", "json", "--out", out, "--cache", filepath.Join(out, "index"))
@@ -131,6 +134,7 @@ func TestDatasetsCheckFailsWhenALinkDisagrees(t *testing.T) {
 // left out (and said so), on the gold split nothing is; a malformed file
 // is refused with exit 2 naming the file and the field.
 func TestAblateScoresASavedReranker(t *testing.T) {
+	testtier.Slow(t)
 	dir := t.TempDir()
 	common := []string{"--dataset", tinyDataset, "--folds", "2", "--bootstrap", "200", "--lsa-dims", "8", "--cache", filepath.Join(dir, "index")}
 	train := filepath.Join(dir, "train")

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/gateway/providertest"
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/pricing"
 )
 
@@ -295,6 +295,7 @@ func gatewayCost(t *testing.T, sink *otlpSink) (float64, int, []byte) {
 // drives the research agent through both providers' wire formats: search,
 // read, cited answer.
 func TestRunLiveProviderResearchAgentJournalsLiveAnswersAndReplaysWithoutKey(t *testing.T) {
+	testtier.Slow(t)
 	ds := shippedDatasetAbs(t)
 	cases, err := filepath.Abs(filepath.Join("..", "..", "baselines", "cases.jsonl"))
 	if err != nil {
@@ -305,6 +306,7 @@ func TestRunLiveProviderResearchAgentJournalsLiveAnswersAndReplaysWithoutKey(t *
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("ANTHROPIC_API_KEY", "")
 	t.Chdir(t.TempDir())
+	copyIndexCache(t, filepath.Join(".loomwork", "index"))
 
 	for _, provider := range []string{"openai", "anthropic"} {
 		t.Run(provider, func(t *testing.T) {
@@ -515,7 +517,8 @@ func TestRunLiveProviderErrorExitsNonZeroWithTheProviderMessageAndNoKey(t *testi
 }
 
 // buildLoomEval builds the loom-eval binary (which the sandbox re-executes
-// as its init helper), needing root as the sandbox does.
+// as its init helper), needing root as the sandbox does; the tests share
+// one build.
 func buildLoomEval(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -524,12 +527,7 @@ func buildLoomEval(t *testing.T) string {
 		}
 		t.Skip("needs root")
 	}
-	bin := filepath.Join(t.TempDir(), "loom-eval")
-	build := exec.Command(filepath.Join(goruntime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return buildShared(t, "loom-eval", "", ".") // once per test binary
 }
 
 // envWithoutKeys is this process's environment without any provider key.
@@ -567,6 +565,8 @@ func runBinary(t *testing.T, bin, dir string, env []string, args ...string) (str
 // fail with "open workspace .loomwork/workspaces/...: no such file or
 // directory" while write_file (on the host) succeeded.
 func TestRootRunCodingScriptedProviderWithTheDefaultRelativeWorkspacesRunsThePrograms(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // the built binary in its own folder; sandboxed programs wait
 	bin := buildLoomEval(t)
 	dir := t.TempDir()
 	sol := coding.Solutions()[0] // a task the scripted policy plays
@@ -593,6 +593,8 @@ func TestRootRunCodingScriptedProviderWithTheDefaultRelativeWorkspacesRunsThePro
 // with the key in its environment: the model writes a program and runs it in
 // one turn (two tool calls in one message), then answers citing the output.
 func TestRootRunLiveProviderCodingAgentRunsTheModelsProgramInTheSandbox(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // the built binary in its own folders; sandboxed programs wait
 	bin := buildLoomEval(t)
 	baseEnv := envWithoutKeys()
 	exe := func(t *testing.T, dir string, env []string, args ...string) (string, string, int) {

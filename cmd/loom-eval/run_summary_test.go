@@ -16,6 +16,7 @@ import (
 	"github.com/loomwork/loomwork/agents/gateway/providertest"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/collector/genai"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/semconv"
@@ -97,10 +98,12 @@ func isSummarySpan(s store.Span) bool { return s.Attributes[semconv.AttrSummaryC
 func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-12 }
 
 func TestRunModelSummarizerCallIsItsOwnChatSpanAndTheRollupCountsItsTokensAndCostExactlyOnce(t *testing.T) {
+	testtier.Slow(t)
 	ds, cases := summaryInputs(t)
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("ANTHROPIC_API_KEY", "")
 	t.Chdir(t.TempDir())
+	copyIndexCache(t, filepath.Join(".loomwork", "index"))
 	for _, provider := range []string{"openai", "anthropic"} {
 		t.Run(provider, func(t *testing.T) {
 			ctx := context.Background()
@@ -216,10 +219,12 @@ func TestRunModelSummarizerCallIsItsOwnChatSpanAndTheRollupCountsItsTokensAndCos
 }
 
 func TestRunResumeAndReplayOfAModelSummarizedRunDoNotInventSummaryUsage(t *testing.T) {
+	testtier.Slow(t)
 	ds, cases := summaryInputs(t)
 	t.Setenv("LOOMWORK_DATASET", ds) // replay's registry reads the process environment
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Chdir(t.TempDir())
+	copyIndexCache(t, filepath.Join(".loomwork", "index"))
 	ctx := context.Background()
 	key := "lw-test-key-summary-replay-8d2f"
 	f := newLiveFake(t, "openai", key)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // shippedDatasetAbs is the repository's shipped judged set (absolute).
@@ -21,6 +22,7 @@ func newTestMain(stdout, stderr *bytes.Buffer, env map[string]string) *Main {
 }
 
 func TestRunResearchScriptedIsJournaledResumableAndReplayable(t *testing.T) {
+	testtier.Slow(t)
 	ds := shippedDatasetAbs(t)
 	cases, err := filepath.Abs(filepath.Join("..", "..", "baselines", "cases.jsonl"))
 	if err != nil {
@@ -28,6 +30,7 @@ func TestRunResearchScriptedIsJournaledResumableAndReplayable(t *testing.T) {
 	}
 	t.Setenv("LOOMWORK_DATASET", ds) // replay's registry reads the process environment
 	t.Chdir(t.TempDir())             // .loomwork/ caches land here, not in the source tree
+	copyIndexCache(t, filepath.Join(".loomwork", "index"))
 	ctx := context.Background()
 	args := []string{"--agent", "research", "--case", cases, "--case-id", "mkm-156", "--dataset", ds,
 		"--journal", "runs.db", "--journal-out", "runs.jsonl", "--deterministic", "--json"}

@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func TestParseByteSize(t *testing.T) {
@@ -46,17 +46,9 @@ func TestSandboxUsageErrors(t *testing.T) {
 // TestRootSandboxExecCLI builds loom-eval and runs commands through it: the
 // helper re-exec of the real binary, JSON and human output, exit codes.
 func TestRootSandboxExecCLI(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s needs root, and CI runs as root", t.Name())
-		}
-		t.Skip("needs root")
-	}
-	bin := filepath.Join(t.TempDir(), "loom-eval")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	testtier.Slow(t)
+	t.Parallel() // the built binary; sandboxed commands wait
+	bin := buildLoomEval(t)
 
 	run := func(args ...string) (string, string, int) {
 		t.Helper()

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // syncBuffer is a bytes.Buffer a running serve writes to while the test
@@ -71,6 +73,7 @@ func runServeFor(t *testing.T, env map[string]string, args ...string) (stdout, s
 }
 
 func TestServeOnATakenPortExitsWithCode3NamingTheAddressAndHowToMoveIt(t *testing.T) {
+	testtier.Slow(t)
 	for _, tc := range []struct {
 		name, flag, env, listener string
 		viaEnv                    bool
