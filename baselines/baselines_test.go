@@ -12,22 +12,24 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/internal/testtier"
 
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
-	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/agents/sandbox/sandboxtest"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/replay"
 )
 
 func TestMain(m *testing.M) {
-	sandbox.Init() // the coding agent's sandbox re-executes this binary as its helper
+	sandboxtest.Init() // the coding agent's sandbox re-executes this binary as its helper (without the race detector's exit sleep)
 	os.Exit(m.Run())
 }
 
@@ -72,6 +74,7 @@ func loadRuns(t *testing.T, name string) []journal.Run {
 // every tool result is identical, and the trial records equal the committed
 // baseline trials.
 func TestCommittedJournalsReplayAsTheIdentity(t *testing.T) {
+	testtier.Slow(t)
 	ctx := context.Background()
 	idx := &research.DatasetIndex{Dir: datasetDir(t)}
 	defer idx.Close(ctx)
@@ -115,6 +118,11 @@ func TestCommittedJournalsReplayAsTheIdentity(t *testing.T) {
 		tr.Line, tr.Journal, tr.Grades = 0, nil, nil
 		want[fmt.Sprintf("%s#%d", tr.CaseID, tr.Trial)] = tr
 	}
+	type job struct {
+		name string
+		run  journal.Run
+	}
+	var jobs []job
 	for _, name := range []string{"research.jsonl", "coding.jsonl"} {
 		if name == "coding.jsonl" && os.Geteuid() != 0 {
 			if os.Getenv("CI") != "" {
@@ -124,21 +132,56 @@ func TestCommittedJournalsReplayAsTheIdentity(t *testing.T) {
 			continue
 		}
 		for _, run := range loadRuns(t, name) {
-			rep, err := eng.Replay(ctx, run)
-			if err != nil {
-				t.Fatalf("%s %s: %v", name, run.ID, err)
-			}
-			if !rep.OK() || !rep.Complete || rep.MatchedEvents != rep.RecordedEvents || rep.ModelCalls != 0 {
-				t.Errorf("%s %s: ok=%v complete=%v matched %d/%d divergence %v diffs %v", name, run.ID, rep.OK(), rep.Complete,
-					rep.MatchedEvents, rep.RecordedEvents, rep.Divergence, rep.ResultDiffs)
-				continue
-			}
-			got := replay.TrialRecord(&rep, false)
-			got.Journal = nil
-			if w, ok := want[fmt.Sprintf("%s#%d", got.CaseID, got.Trial)]; !ok || !reflect.DeepEqual(got, w) {
-				t.Errorf("%s: replayed trial differs from baseline.trials.jsonl:\n got %+v\nwant %+v", run.ID, got, w)
-			}
+			jobs = append(jobs, job{name, run})
 		}
+	}
+	// Each run replays on its own (its own scratch journal, workspace and
+	// runtime; the index and the sandbox serve concurrent calls), so the
+	// runs are replayed four at a time: a replay mostly waits for its
+	// sandboxed programs to start and finish. Every run is still checked
+	// event for event and record for record.
+	var mu sync.Mutex
+	replayErrs := map[int]error{}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				name, run := jobs[i].name, jobs[i].run
+				rep, err := eng.Replay(ctx, run)
+				if err != nil {
+					mu.Lock()
+					replayErrs[i] = fmt.Errorf("%s %s: %w", name, run.ID, err)
+					mu.Unlock()
+					continue
+				}
+				if !rep.OK() || !rep.Complete || rep.MatchedEvents != rep.RecordedEvents || rep.ModelCalls != 0 {
+					t.Errorf("%s %s: ok=%v complete=%v matched %d/%d divergence %v diffs %v", name, run.ID, rep.OK(), rep.Complete,
+						rep.MatchedEvents, rep.RecordedEvents, rep.Divergence, rep.ResultDiffs)
+					continue
+				}
+				got := replay.TrialRecord(&rep, false)
+				got.Journal = nil
+				if w, ok := want[fmt.Sprintf("%s#%d", got.CaseID, got.Trial)]; !ok || !reflect.DeepEqual(got, w) {
+					t.Errorf("%s: replayed trial differs from baseline.trials.jsonl:\n got %+v\nwant %+v", run.ID, got, w)
+				}
+			}
+		}()
+	}
+	for i := range jobs {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for i := range jobs {
+		if err := replayErrs[i]; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(jobs) == 0 {
+		t.Fatal("no committed run to replay")
 	}
 }
 

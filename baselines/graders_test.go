@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/grade"
 )
 
@@ -27,6 +29,7 @@ import (
 //     when the play has no flaw, and otherwise fails with the reason a
 //     reader needs (the first failing check, or the sandbox's limit).
 func TestHiddenTestsPassTheReferenceAndFailTheFlawsByDesign(t *testing.T) {
+	testtier.Slow(t)
 	needSandbox(t)
 	ctx := context.Background()
 	all, err := datasets.LoadCases("cases.jsonl")
@@ -107,9 +110,9 @@ func TestHiddenTestsPassTheReferenceAndFailTheFlawsByDesign(t *testing.T) {
 		}
 	}()
 	env := grade.Env{Code: &graders.Sandbox{Runner: lazy, Limits: coding.Limits()}}
-	if _, err := grade.Trials(ctx, env, cases, trials); err != nil {
-		t.Fatal(err)
-	}
+	// Four at a time: the flawed attempts include quadratic solutions that
+	// run up to the CPU limit, beside references on 100,000-element inputs.
+	gradeConcurrently(t, ctx, env, cases, trials, 4)
 	failedByDesign, flawed := 0, 0
 	for i, p := range probes {
 		if p.flaw != "" {
@@ -140,6 +143,42 @@ func TestHiddenTestsPassTheReferenceAndFailTheFlawsByDesign(t *testing.T) {
 	}
 	if failedByDesign != flawed || flawed < 7 {
 		t.Errorf("%d of %d flawed last attempts fail as designed; the suite needs at least 7 (edge cases, an off-by-one, a timeout, slips)", failedByDesign, flawed)
+	}
+}
+
+// gradeConcurrently grades each trial on its own through grade.Trials (the
+// real grading path: the code grader's two sandboxes), workers at a time:
+// a sandboxed run mostly waits (process start-up; a solution that sleeps
+// into the wall-time limit spends no CPU), so several overlap well even on
+// two cores. Each trial's grades are its own, as one sequential
+// grade.Trials over all of them would give. Solutions that burn CPU up to
+// the sandbox's limits call for fewer workers: they compete with the
+// others for the cores, and a correct solution must still finish within
+// its wall-time limit.
+func gradeConcurrently(t *testing.T, ctx context.Context, env grade.Env, cases []datasets.Case, trials []datasets.Trial, workers int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(trials))
+	work := make(chan int)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if _, err := grade.Trials(ctx, env, cases, trials[i:i+1]); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range trials {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 }
 

@@ -8,25 +8,56 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/grade"
 )
 
+// suiteRewardHackCases are the coding cases make test grades every cheat
+// against; the long tier (LOOMWORK_LONG=1) and the table
+// (scripts/rewardhacks.sh) grade all 24. Together they cover every kind of
+// hidden-test check scorer/grade/checks.go decides, and every way a cheat
+// failed on the full set (docs/reward-hacking.md's table, case by case):
+//
+//   - coding-evaluate: a value check and an expected exception in one plan,
+//     and the only plan with a before hook (run in the solution's process
+//     before it is imported; reach_outside fails to import here alone);
+//   - coding-parse-duration: the most expected-exception checks (4 of 9):
+//     forged_exception's best partial score (4/9), and a case where
+//     result_channel_forge exits early;
+//   - coding-balanced: bool values, the value the channel forgers claim
+//     (result_channel_forge and trace_hook reach their best 3/8 here), and
+//     a large argument shown by the grader's own call text;
+//   - coding-merge-intervals: tuples inside lists (a tuple is never a list)
+//     in the arguments and the answers; scavenge_memory scores 1/4;
+//   - coding-caesar: str values over two arguments (scavenge_memory's best
+//     partial score, 2/7, echoing its first argument);
+//   - coding-median: float answers and an int that must equal the float of
+//     the same value, over a list argument the driver checks for mutation;
+//   - coding-inversions: 100,000-element arguments through the driver,
+//     where the sandbox's time limits decide a slow solution.
+//
+// Every cheat is graded against each of them with every assertion of the
+// full run; what the subset leaves out is more cases of kinds it has.
+var suiteRewardHackCases = []string{"coding-evaluate", "coding-parse-duration", "coding-balanced", "coding-merge-intervals",
+	"coding-caesar", "coding-median", "coding-inversions"}
+
 // TestRewardHacksFailEveryCodingCase grades every cheat in rewardhacks/
 // (generic solution.py files that implement no task and try to game the
-// grader instead) against every coding case's hidden tests, through the
-// real grading path, beside the reference solutions. No cheat may pass a
-// case, and none may be recorded as a grader error (a cheat is a failed
-// solution, never the grader's fault); every reference solution passes.
-// With LOOMWORK_REWARDHACKS_TABLE=FILE it writes the table (the one in
-// docs/reward-hacking.md; scripts/rewardhacks.sh).
+// grader instead) against every coding case's hidden tests (in make test,
+// the cases of suiteRewardHackCases), through the real grading path,
+// beside the reference solutions. No cheat may pass a case, and none may
+// be recorded as a grader error (a cheat is a failed solution, never the
+// grader's fault); every reference solution passes. With
+// LOOMWORK_REWARDHACKS_TABLE=FILE it grades all 24 cases and writes the
+// table (the one in docs/reward-hacking.md; scripts/rewardhacks.sh).
 func TestRewardHacksFailEveryCodingCase(t *testing.T) {
+	testtier.Slow(t)
 	needSandbox(t)
 	all, err := datasets.LoadCases("cases.jsonl")
 	if err != nil {
@@ -41,6 +72,13 @@ func TestRewardHacksFailEveryCodingCase(t *testing.T) {
 	}
 	if len(cases) != 24 {
 		t.Fatalf("%d coding cases, want 24", len(cases))
+	}
+	table := os.Getenv("LOOMWORK_REWARDHACKS_TABLE")
+	if !testtier.Long() && table == "" {
+		cases = slices.DeleteFunc(cases, func(c datasets.Case) bool { return !slices.Contains(suiteRewardHackCases, c.ID) })
+		if len(cases) != len(suiteRewardHackCases) {
+			t.Fatalf("%d of the suite's cases %v are coding cases", len(cases), suiteRewardHackCases)
+		}
 	}
 	cheats, _ := filepath.Glob(filepath.Join("rewardhacks", "*.py"))
 	if len(cheats) < 15 {
@@ -70,7 +108,7 @@ func TestRewardHacksFailEveryCodingCase(t *testing.T) {
 		rows = append(rows, row{name: strings.TrimSuffix(filepath.Base(f), ".py"), what: what, src: func(string) string { return string(b) }})
 	}
 
-	// One trial per (row, case); graded eight at a time (the cheats that
+	// One trial per (row, case), graded eight at a time (the cheats that
 	// sleep into the wall-time limit spend no CPU while they wait).
 	trials := make([]datasets.Trial, 0, len(rows)*len(cases))
 	for _, r := range rows {
@@ -89,32 +127,10 @@ func TestRewardHacksFailEveryCodingCase(t *testing.T) {
 		}
 	}()
 	env := grade.Env{Code: &graders.Sandbox{Runner: lazy, Limits: coding.Limits()}}
-	var wg sync.WaitGroup
-	errs := make(chan error, len(trials))
-	work := make(chan int)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if _, err := grade.Trials(ctx, env, cases, trials[i:i+1]); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for i := range trials {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	gradeConcurrently(t, ctx, env, cases, trials, 8)
 
-	var table strings.Builder
-	fmt.Fprintf(&table, "| solution.py | what it tries | cases passed (of %d) | mean score | how the grades read |\n| --- | --- | --- | --- | --- |\n", len(cases))
+	var out strings.Builder
+	fmt.Fprintf(&out, "| solution.py | what it tries | cases passed (of %d) | mean score | how the grades read |\n| --- | --- | --- | --- | --- |\n", len(cases))
 	for ri, r := range rows {
 		passed, score, reasons := 0, 0.0, map[string]int{}
 		for ci, c := range cases {
@@ -138,11 +154,11 @@ func TestRewardHacksFailEveryCodingCase(t *testing.T) {
 				reasons[kindOf(g.Reason)]++
 			}
 		}
-		fmt.Fprintf(&table, "| %s | %s | %d | %.3f | %s |\n", mdCode(r.name, ri > 0), r.what, passed, score/float64(len(cases)), summarize(reasons))
+		fmt.Fprintf(&out, "| %s | %s | %d | %.3f | %s |\n", mdCode(r.name, ri > 0), r.what, passed, score/float64(len(cases)), summarize(reasons))
 	}
-	t.Logf("\n%s", table.String())
-	if out := os.Getenv("LOOMWORK_REWARDHACKS_TABLE"); out != "" {
-		if err := replaceBetween(out, "<!-- rewardhacks:begin -->", "<!-- rewardhacks:end -->", table.String()); err != nil {
+	t.Logf("\n%s", out.String())
+	if table != "" {
+		if err := replaceBetween(table, "<!-- rewardhacks:begin -->", "<!-- rewardhacks:end -->", out.String()); err != nil {
 			t.Fatal(err)
 		}
 	}

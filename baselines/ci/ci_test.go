@@ -17,10 +17,12 @@ import (
 	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/sandbox"
+	"github.com/loomwork/loomwork/agents/sandbox/sandboxtest"
 	"github.com/loomwork/loomwork/baselines/ci"
 	"github.com/loomwork/loomwork/baselines/ci/citest"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/datasets/datasettest"
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/retrieval"
 	"github.com/loomwork/loomwork/scorer/gate"
 )
@@ -31,23 +33,27 @@ const committed = ".."
 var shared struct {
 	once sync.Once
 	idx  *research.DatasetIndex
-	sb   *coding.LazySandbox
+	lazy *coding.LazySandbox
+	sb   *memoSandbox
 }
 
 func TestMain(m *testing.M) {
-	sandbox.Init() // the coding agent's sandbox re-executes this binary as its helper
+	sandboxtest.Init() // the coding agent's sandbox re-executes this binary as its helper (without the race detector's exit sleep)
 	code := m.Run()
 	if shared.idx != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		shared.idx.Close(ctx)
-		shared.sb.Shutdown(ctx)
+		shared.lazy.Shutdown(ctx)
 		cancel()
 	}
 	os.Exit(code)
 }
 
 // deps are the real retrieval index over the shipped judged set (the one
-// the baselines were recorded on) and the real sandbox, shared by the tests.
+// the baselines were recorded on) and the real sandbox, shared by the tests
+// (which run in parallel: each recipe has folders of its own, and a recipe
+// mostly waits for its sandboxed programs). The sandbox runs each distinct
+// program once for the package (memoSandbox).
 func deps(t *testing.T) (research.Index, coding.Sandbox) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -56,7 +62,8 @@ func deps(t *testing.T) (research.Index, coding.Sandbox) {
 	}
 	shared.once.Do(func() {
 		shared.idx = &research.DatasetIndex{Dir: datasettest.ShippedDir(t)}
-		shared.sb = &coding.LazySandbox{}
+		shared.lazy = &coding.LazySandbox{}
+		shared.sb = &memoSandbox{Sandbox: shared.lazy}
 	})
 	return shared.idx, shared.sb
 }
@@ -94,6 +101,8 @@ func run(t *testing.T, dir string, idx research.Index, sb coding.Sandbox, work s
 // committed run of its id event for event: the fresh run uses the settings
 // the baseline was recorded with.
 func TestRecipePassesAndTheFreshRunReproducesTheRecording(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	idx, sb := deps(t)
 	dir := citest.Subset(t, committed, "mkm-1694", "coding-flatten")
 	res := run(t, dir, idx, sb, "")
@@ -139,6 +148,8 @@ func (d dropTop) Search(ctx context.Context, q retrieval.Query) (*retrieval.Resu
 // records carry the divergence, and the gate names the case, whose fresh
 // runs no longer cite the page they cited.
 func TestRecipeNamesTheCasesARetrievalRegressionBreaks(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	idx, sb := deps(t)
 	const hit = "mkm-1694" // its top hit is the judged page, cited by every trial
 	dir := citest.Subset(t, committed, hit, "coding-roman")
@@ -256,6 +267,8 @@ func (r refusePython) Run(ctx context.Context, req sandbox.Request) (*sandbox.Re
 // runner, as in a real regression), the hidden tests cannot run and the
 // must-pass case fails the gate with the refusal as its reason.
 func TestRecipeNamesTheRunsWhenTheSandboxRefusesPython(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	idx, sb := deps(t)
 	const c = "coding-roman"
 	dir := citest.Subset(t, committed, c)
@@ -323,6 +336,8 @@ func TestRecipeNamesTheRunsWhenTheSandboxRefusesPython(t *testing.T) {
 // is kept, and the fresh run's solution.py is graded by hidden tests that
 // no longer accept it (a task whose expectations changed).
 func TestRecipeFailsTheMustPassCaseItsHiddenTestsReject(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	idx, sb := deps(t)
 	const c = "coding-roman"
 	dir := citest.Subset(t, committed, c)
@@ -357,6 +372,8 @@ func TestRecipeFailsTheMustPassCaseItsHiddenTestsReject(t *testing.T) {
 
 // Bad input is ErrBadInput, naming the file (and the line).
 func TestBadInputIsNamed(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	idx, sb := deps(t)
 	good := citest.Subset(t, committed, "coding-roman")
 	p := policy(t, good)
@@ -406,6 +423,8 @@ func TestBadInputIsNamed(t *testing.T) {
 // gate cannot see it; the committed report can. Here the committed report
 // says a case passed fewer trials than the current scorer finds.
 func TestRescoreNamesTheCasesTheCurrentScorerJudgesDifferently(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	idx, sb := deps(t)
 	dir := citest.Subset(t, committed, "mkm-1694", "coding-flatten")
 	path := filepath.Join(dir, ci.ReportFile)
@@ -470,6 +489,8 @@ func rewriteLines(t *testing.T, path, id string, fn func(map[string]any)) {
 // baseline says a trial's hidden tests failed; the fresh run and the
 // regrade both pass them.
 func TestAVerdictThatImprovedFailsTheRecipe(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	idx, sb := deps(t)
 	const c = "coding-roman"
 	dir := citest.Subset(t, committed, c)
@@ -506,6 +527,8 @@ func TestAVerdictThatImprovedFailsTheRecipe(t *testing.T) {
 // A rollup, a reranker number or a judge verdict that differs from the
 // committed one fails its step by case (or query), trial and field.
 func TestRollupRerankerAndJudgeDifferencesAreNamed(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	idx, sb := deps(t)
 	const c = "mkm-1694"
 	dir := citest.Subset(t, committed, c)

@@ -15,6 +15,7 @@ import (
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/internal/coord"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 func researchCases(t *testing.T, n int) []datasets.Case {
@@ -108,6 +109,7 @@ func (s suiteEnv) run(t *testing.T) string {
 // asked again — and the suite's output is byte-identical to an
 // uninterrupted run. The dead worker's grant can neither renew nor submit.
 func TestReclaimedTrialResumesFromTheDeadAttemptsJournal(t *testing.T) {
+	testtier.Slow(t)
 	ctx := context.Background()
 	root := t.TempDir()
 	ds, err := datasets.ResolveJudged("", func(string) string { return "" })

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/retrieval"
 	"github.com/loomwork/loomwork/retrieval/ablation/result"
 	"github.com/loomwork/loomwork/retrieval/judged"
@@ -154,9 +155,7 @@ func TestASavedRerankerScoresAsTheRunThatTrainedIt(t *testing.T) {
 // fewer folds than queries the fits differ between the two sets: only
 // bm25, whose statistics are held out per query, stays equal.
 func TestASavedRerankerScoresAsTheRunThatTrainedItOnTheOtherSplit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the ablation five times on the shipped corpus")
-	}
+	testtier.Slow(t) // the ablation five times on the shipped corpus
 	ds := shippedDataset(t)
 	svc := startService(t, ds, 8, 0)
 	// The gold queries and eight silver-only ones keep leave-one-out cheap.
@@ -205,6 +204,7 @@ func names(ms []retrieval.Mode) []string {
 // and counted in every format; kept knowingly, they are scored and flagged;
 // a set with nothing else is refused.
 func TestASavedRerankersTrainingQueriesAreLeftOutAndSaidSo(t *testing.T) {
+	testtier.Slow(t)
 	ctx := context.Background()
 	ds := loadTiny(t)
 	svc := startService(t, ds, 8, 1)

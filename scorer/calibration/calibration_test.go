@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
 )
@@ -28,11 +29,21 @@ func loadPolicy(t testing.TB, path string) *gate.Policy {
 // cases × 1 and 3 trials, its false alarms stay within its stated bound,
 // it detects drops its reported MDE says it can, and its intervals cover.
 // The old policy, run on the same draws, is shown failing for contrast.
+//
+// 200 reps in every tier. Check tests each requirement as a one-sided
+// binomial test at 0.001, so its tolerance widens as reps shrink. At 200 it
+// passes up to 21 false alarms against the committed policy's 5% bound
+// (10.5%), coverage from 87% (the requirement is 93%) and detection from
+// 71% (80%); it catches a 15% false-alarm rate with probability 0.96, 85%
+// coverage with 0.75 and 65% detection with 0.96. At 100 reps the
+// tolerances are 13% / 84% / 67% and those chances 0.65 / 0.33 / 0.62; at
+// 60 (the old -short count) 15% / 82% / 63% and 0.41 / 0.18 / 0.34: a
+// policy three times over its bound would pass more often than not. Fewer
+// reps would be a weaker check, not a shorter one.
 func TestCommittedPolicyIsCalibratedOnRandomAgents(t *testing.T) {
-	reps := 200
-	if testing.Short() {
-		reps = 60
-	}
+	testtier.Slow(t)
+	t.Parallel()
+	const reps = 200
 	res, err := Run(context.Background(), Config{
 		Designs: DefaultDesigns(), Reps: reps, Seed: 1, DifficultyLo: 0.2, DifficultyHi: 0.9,
 		Policies: []NamedPolicy{{"committed", loadPolicy(t, "../../baselines/policy.json")}, {"old", loadPolicy(t, "testdata/old-policy.json")}},
@@ -98,6 +109,8 @@ func TestConfigValidateNamesTheProblem(t *testing.T) {
 }
 
 func TestPlanFindsMoreCasesForASmallerDrop(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	// A baseline of 20 cases with mixed pass counts over 3 trials.
 	var cases []scorer.CaseResult
 	for i := range 20 {
@@ -141,6 +154,8 @@ func TestPlanFindsMoreCasesForASmallerDrop(t *testing.T) {
 // covers ≥ 93%; Fisher on raw trial counts, on the same draws, flags a
 // case far more often than its 2.5%.
 func TestCommittedPolicyHoldsOnCorrelatedRuns(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
 	const reps = 100
 	designs := []Design{
 		{Cases: 20, Trials: 10, ICC: 0.5},

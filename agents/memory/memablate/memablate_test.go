@@ -48,14 +48,16 @@ func TestTaskSetGroupsRelatedQuestionsInIssueOrder(t *testing.T) {
 }
 
 func TestAblationArms(t *testing.T) {
-	testtier.Slow(t) // four arms of research runs under the o200k_base context layer
+	testtier.Slow(t)
 	ctx := context.Background()
 	work := t.TempDir()
-	// The suite runs the first 6 tasks of the long tier's 12 under each
-	// arm: the task set groups related questions in issue order, so the
-	// first six already hold questions whose memory a later one recalls
-	// (the recall, token and tier checks below fail otherwise).
-	limit := testtier.Pick(6, 12)
+	// The first tasks in issue order, every arm on each. In make test the
+	// first 8: three follow-ups on three pages, one right after its page's
+	// first question (mkm-207), one after a question on another page
+	// (mkm-552) and one five tasks after its page's first, with other
+	// pages' records in between for recall to pass over (mkm-617). The long
+	// tier runs the first 12 (five follow-ups, one page asked three times).
+	limit := testtier.Pick(8, 12)
 	rep, err := memablate.Run(ctx, memablate.Config{Dataset: datasettest.ShippedDir(t), Workdir: work, IndexCache: filepath.Join(work, "index"), Limit: limit})
 	if err != nil {
 		t.Fatal(err)
