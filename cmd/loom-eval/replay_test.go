@@ -32,7 +32,7 @@ func runReplayCmd(t *testing.T, args ...string) (string, error) {
 
 func TestReplayCommandPassesTheCommittedJournalAndWritesTrials(t *testing.T) {
 	trials := filepath.Join(t.TempDir(), "trials.jsonl")
-	out, err := runReplayCmd(t, "--json", "--trials-out", trials, replayGood)
+	out, err := runReplayCmd(t, "--json", "--trials-out", trials, "--experiments-dir", t.TempDir(), replayGood)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -110,7 +110,7 @@ func TestReplayCommandSendsItsSpansOverOTLP(t *testing.T) {
 	defer srv.Stop()
 
 	trials := filepath.Join(t.TempDir(), "trials.jsonl")
-	out, err := runReplayCmd(t, "--otlp-endpoint", lis.Addr().String(), "--trials-out", trials, replayGood)
+	out, err := runReplayCmd(t, "--otlp-endpoint", lis.Addr().String(), "--trials-out", trials, "--experiments-dir", t.TempDir(), replayGood)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
