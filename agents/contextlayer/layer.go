@@ -108,7 +108,7 @@ func New(cfg Config, tok Counter, sum Summarizer) (*Layer, error) {
 		cfg.MaxPinTokens = 200
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
-	return &Layer{cfg: cfg, tok: tok, sum: sum}, nil
+	return &Layer{cfg: cfg, tok: newMemo(tok), sum: sum}, nil
 }
 
 // Input is a conversation about to be sent.
