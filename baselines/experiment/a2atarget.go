@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	a2aproto "github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
 	"github.com/loomwork/loomwork/agents/a2a"
@@ -88,7 +87,9 @@ func (t *A2ATarget) Run(ctx context.Context, req Request) (Response, error) {
 		}
 		return Response{}, err
 	}
-	rep, err := remote.Ask(context.WithValue(ctx, a2aTraceKey{}, req.Trace), req.Case.Task)
+	// The trial's trace context goes into ctx; the remote's client sends
+	// whatever ctx carries (traceparent, tracestate, baggage) on each call.
+	rep, err := remote.Ask(req.Trace.context(ctx), req.Case.Task)
 	if err != nil {
 		return classifyA2A(ctx, err)
 	}
@@ -110,8 +111,7 @@ func (t *A2ATarget) connect(ctx context.Context) (*a2a.Remote, error) {
 		return t.remote, nil
 	}
 	base, path := t.cfg.split()
-	r, err := a2a.NewRemote(a2a.RemoteConfig{BaseURL: base, CardPath: path, HTTPClient: t.cfg.Client,
-		Interceptors: []a2aclient.CallInterceptor{traceInterceptor{}}})
+	r, err := a2a.NewRemote(a2a.RemoteConfig{BaseURL: base, CardPath: path, HTTPClient: t.cfg.Client})
 	if err != nil {
 		return nil, &InfraError{Err: err}
 	}
@@ -125,29 +125,6 @@ func (t *A2ATarget) connect(ctx context.Context) (*a2a.Remote, error) {
 	}
 	t.remote = r
 	return r, nil
-}
-
-type a2aTraceKey struct{}
-
-// traceInterceptor puts the trial's trace context on each call's headers.
-type traceInterceptor struct {
-	a2aclient.PassthroughInterceptor
-}
-
-func (traceInterceptor) Before(ctx context.Context, req *a2aclient.Request) (context.Context, error) {
-	p, ok := ctx.Value(a2aTraceKey{}).(Propagation)
-	if !ok {
-		return ctx, nil
-	}
-	h := http.Header{}
-	p.Headers(h)
-	if req.Meta == nil {
-		req.Meta = a2aclient.CallMeta{}
-	}
-	for k, v := range h {
-		req.Meta[strings.ToLower(k)] = v
-	}
-	return ctx, nil
 }
 
 func classifyA2A(ctx context.Context, err error) (Response, error) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/loomwork/loomwork/datasets"
 )
 
@@ -163,6 +165,15 @@ func (p Propagation) Headers(h http.Header) {
 	if p.Baggage != "" {
 		h.Set("baggage", p.Baggage)
 	}
+}
+
+// context returns ctx carrying p's trace context and baggage, for a
+// client that propagates what its context holds (the A2A remote).
+func (p Propagation) context(ctx context.Context) context.Context {
+	h := http.Header{}
+	p.Headers(h)
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}).
+		Extract(ctx, propagation.HeaderCarrier(h))
 }
 
 // escapeResourceValue percent-encodes what OTEL_RESOURCE_ATTRIBUTES
