@@ -25,117 +25,189 @@ import (
 
 // runAblate runs every retrieval mode on a judged dataset and reports the
 // table, a chart and the trained reranker.
-func (m *Main) runAblate(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("ablate", "ablate [--dataset DIR] [--qrels FILE] [--modes bm25,dense,rrf,weighted,rerank] [--format text|json|markdown] [--json] [--seed N] [--out DIR] [--statistics held-out|full|both] [--no-exclude-own | --with-leaky] [--reranker FILE [--keep-trained]]")
-	dataset := fs.String("dataset", "", "judged dataset `folder` (docs/, issues.jsonl, qrels.jsonl; default "+datasets.DescribeDefault()+")")
-	qrels := fs.String("qrels", "", "judgements file (default DATASET/qrels.jsonl)")
-	modes := fs.String("modes", "bm25,dense,rrf,weighted,rerank", "comma-separated retrieval modes")
-	outFmt := m.addOutputFlags(fs, "text", "json", "markdown")
-	seed := fs.Uint64("seed", 1, "seed for LSA, bootstrap resamples and reranker folds")
-	out := fs.String("out", ".loomwork/ablation", "folder for report.json, report.md, ndcg.svg and reranker.json (empty: write none)")
-	cache := fs.String("cache", ".loomwork/index", "folder for the persisted BM25 index (rebuilt only when the corpus changes)")
-	noExclude := fs.Bool("no-exclude-own", false, "leaky variant only: leave each query's own issue in the corpus")
-	withLeaky := fs.Bool("with-leaky", false, "run the honest and the leaky variant side by side")
-	statistics := fs.String("statistics", "held-out", "fitted corpus statistics (BM25, LSA) for the honest variant: held-out (without each query's own issue), full (whole corpus, own issue included: the cheaper, leakier protocol), or both side by side with the difference")
-	statFolds := fs.Int("stat-folds", 5, "held-out statistics: LSA refits, one per fold of the judged queries' issues (at the number of queries or more: one per query, leave one out)")
-	savedReranker := fs.String("reranker", "", "score this saved reranker (a reranker.json written by ablate --out) in rerank mode instead of training one; queries it was trained on are excluded")
-	keepTrained := fs.Bool("keep-trained", false, "with --reranker: keep the queries it was trained on (their rerank numbers are leaky; the report says so)")
-	bootstrap := fs.Int("bootstrap", 2000, "bootstrap resamples for confidence intervals")
-	folds := fs.Int("folds", 5, "silver cross-validation folds for the learned reranker")
-	depth := fs.Int("depth", 100, "hits retrieved per query before collapsing sections to pages")
-	lsaDims := fs.Int("lsa-dims", 128, "LSA latent dimensions")
-	embedURL := fs.String("embed-url", "", "OpenAI-compatible API root for dense mode instead of LSA, e.g. http://127.0.0.1:8000/v1 (key from $LOOMWORK_EMBED_API_KEY)")
-	embedModel := fs.String("embed-model", "", "embedding model name for --embed-url")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// ablateFlags are `loom-eval ablate`'s flags.
+type ablateFlags struct {
+	dataset, qrels, modes, out, cache, statistics, savedReranker, embedURL, embedModel *string
+	seed                                                                               *uint64
+	noExclude, withLeaky, keepTrained                                                  *bool
+	statFolds, bootstrap, folds, depth, lsaDims                                        *int
+	set                                                                                map[string]bool // the flags given
+}
+
+func (f *ablateFlags) register(fs *flag.FlagSet) {
+	f.dataset = fs.String("dataset", "", "judged dataset `folder` (docs/, issues.jsonl, qrels.jsonl; default "+datasets.DescribeDefault()+")")
+	f.qrels = fs.String("qrels", "", "judgements file (default DATASET/qrels.jsonl)")
+	f.modes = fs.String("modes", "bm25,dense,rrf,weighted,rerank", "comma-separated retrieval modes")
+	f.seed = fs.Uint64("seed", 1, "seed for LSA, bootstrap resamples and reranker folds")
+	f.out = fs.String("out", ".loomwork/ablation", "folder for report.json, report.md, ndcg.svg and reranker.json (empty: write none)")
+	f.cache = fs.String("cache", ".loomwork/index", "folder for the persisted BM25 index (rebuilt only when the corpus changes)")
+	f.noExclude = fs.Bool("no-exclude-own", false, "leaky variant only: leave each query's own issue in the corpus")
+	f.withLeaky = fs.Bool("with-leaky", false, "run the honest and the leaky variant side by side")
+	f.statistics = fs.String("statistics", "held-out", "fitted corpus statistics (BM25, LSA) for the honest variant: held-out (without each query's own issue), full (whole corpus, own issue included: the cheaper, leakier protocol), or both side by side with the difference")
+	f.statFolds = fs.Int("stat-folds", 5, "held-out statistics: LSA refits, one per fold of the judged queries' issues (at the number of queries or more: one per query, leave one out)")
+	f.savedReranker = fs.String("reranker", "", "score this saved reranker (a reranker.json written by ablate --out) in rerank mode instead of training one; queries it was trained on are excluded")
+	f.keepTrained = fs.Bool("keep-trained", false, "with --reranker: keep the queries it was trained on (their rerank numbers are leaky; the report says so)")
+	f.bootstrap = fs.Int("bootstrap", 2000, "bootstrap resamples for confidence intervals")
+	f.folds = fs.Int("folds", 5, "silver cross-validation folds for the learned reranker")
+	f.depth = fs.Int("depth", 100, "hits retrieved per query before collapsing sections to pages")
+	f.lsaDims = fs.Int("lsa-dims", 128, "LSA latent dimensions")
+	f.embedURL = fs.String("embed-url", "", "OpenAI-compatible API root for dense mode instead of LSA, e.g. http://127.0.0.1:8000/v1 (key from $LOOMWORK_EMBED_API_KEY)")
+	f.embedModel = fs.String("embed-model", "", "embedding model name for --embed-url")
+}
+
+// variants checks the variant flags and returns the variants to run.
+func (f *ablateFlags) variants() ([]ablation.Variant, error) {
+	if *f.noExclude && *f.withLeaky {
+		return nil, usageError("ablate: --no-exclude-own and --with-leaky exclude each other")
 	}
-	if fs.NArg() > 0 {
-		return usageError("ablate: unexpected argument %q", fs.Arg(0))
-	}
-	dir, err := m.judgedDataset(*dataset)
-	if err != nil {
-		return err
-	}
-	*dataset = dir
-	format, err := outFmt.Format()
-	if err != nil {
-		return err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *noExclude && *withLeaky {
-		return usageError("ablate: --no-exclude-own and --with-leaky exclude each other")
-	}
-	if *noExclude && (set["statistics"] || set["stat-folds"]) {
-		return usageError("ablate: --no-exclude-own runs only the leaky variant, which has no held-out statistics; drop --statistics/--stat-folds")
+	if *f.noExclude && (f.set["statistics"] || f.set["stat-folds"]) {
+		return nil, usageError("ablate: --no-exclude-own runs only the leaky variant, which has no held-out statistics; drop --statistics/--stat-folds")
 	}
 	var variants []ablation.Variant
-	switch *statistics {
+	switch *f.statistics {
 	case "held-out":
 		variants = []ablation.Variant{ablation.Excluded}
 	case "full":
 		variants = []ablation.Variant{ablation.FullStats}
-		if set["stat-folds"] {
-			return usageError("ablate: --stat-folds sets the held-out LSA fits; --statistics full has none")
+		if f.set["stat-folds"] {
+			return nil, usageError("ablate: --stat-folds sets the held-out LSA fits; --statistics full has none")
 		}
 	case "both":
 		variants = []ablation.Variant{ablation.Excluded, ablation.FullStats}
 	default:
-		return usageError("ablate: --statistics must be held-out, full or both (got %q)", *statistics)
+		return nil, usageError("ablate: --statistics must be held-out, full or both (got %q)", *f.statistics)
 	}
-	if *noExclude {
+	if *f.noExclude {
 		variants = []ablation.Variant{ablation.Leaky}
-	} else if *withLeaky {
+	} else if *f.withLeaky {
 		variants = append(variants, ablation.Leaky)
 	}
-	if *statFolds < 2 {
-		return usageError("ablate: --stat-folds must be >= 2 (got %d)", *statFolds)
+	if *f.statFolds < 2 {
+		return nil, usageError("ablate: --stat-folds must be >= 2 (got %d)", *f.statFolds)
 	}
-	if set["stat-folds"] && *embedURL != "" {
-		return usageError("ablate: --stat-folds sets the LSA refits; an --embed-url embedder is not fitted on the corpus, so there are none")
+	if f.set["stat-folds"] && *f.embedURL != "" {
+		return nil, usageError("ablate: --stat-folds sets the LSA refits; an --embed-url embedder is not fitted on the corpus, so there are none")
 	}
-	if *keepTrained && *savedReranker == "" {
-		return usageError("ablate: --keep-trained only applies with --reranker FILE")
+	if *f.keepTrained && *f.savedReranker == "" {
+		return nil, usageError("ablate: --keep-trained only applies with --reranker FILE")
 	}
+	return variants, nil
+}
+
+// retrievalModes parses --modes and checks the numeric flags.
+func (f *ablateFlags) retrievalModes() ([]retrieval.Mode, error) {
 	var ms []retrieval.Mode
-	for _, s := range strings.Split(*modes, ",") {
+	for _, s := range strings.Split(*f.modes, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			continue
 		}
 		md, err := retrieval.ParseMode(s)
 		if err != nil {
-			return usageError("ablate: --modes: %v", err)
+			return nil, usageError("ablate: --modes: %v", err)
 		}
 		ms = append(ms, md)
 	}
 	if len(ms) == 0 {
-		return usageError("ablate: --modes lists no mode")
+		return nil, usageError("ablate: --modes lists no mode")
 	}
-	if *bootstrap < 1 || *folds < 2 || *depth < 10 || *lsaDims < 2 {
-		return usageError("ablate: need --bootstrap >= 1, --folds >= 2, --depth >= 10, --lsa-dims >= 2")
+	if *f.bootstrap < 1 || *f.folds < 2 || *f.depth < 10 || *f.lsaDims < 2 {
+		return nil, usageError("ablate: need --bootstrap >= 1, --folds >= 2, --depth >= 10, --lsa-dims >= 2")
 	}
-	var saved *retrieval.LogisticModel
-	if *savedReranker != "" {
-		if !slices.Contains(ms, retrieval.ModeRerank) {
-			return usageError("ablate: --reranker is scored in rerank mode, which --modes leaves out")
-		}
-		if set["folds"] {
-			return usageError("ablate: --folds plans reranker training; --reranker scores a saved one and trains nothing")
-		}
-		if saved, err = retrieval.LoadLogisticModel(*savedReranker); err != nil {
-			return usageError("ablate: --reranker: %v", err)
-		}
-	}
+	return ms, nil
+}
 
-	// Latencies are wall clock: record how busy the machine was.
-	loadAtStart := "unknown"
+// savedModel loads --reranker (nil without it).
+func (f *ablateFlags) savedModel(ms []retrieval.Mode) (*retrieval.LogisticModel, error) {
+	if *f.savedReranker == "" {
+		return nil, nil
+	}
+	if !slices.Contains(ms, retrieval.ModeRerank) {
+		return nil, usageError("ablate: --reranker is scored in rerank mode, which --modes leaves out")
+	}
+	if f.set["folds"] {
+		return nil, usageError("ablate: --folds plans reranker training; --reranker scores a saved one and trains nothing")
+	}
+	saved, err := retrieval.LoadLogisticModel(*f.savedReranker)
+	if err != nil {
+		return nil, usageError("ablate: --reranker: %v", err)
+	}
+	return saved, nil
+}
+
+// loadAverage is how busy the machine was (latencies are wall clock).
+func loadAverage() string {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) >= 3 {
-			loadAtStart = "load average " + strings.Join(f[:3], " ") + " at start"
+			return "load average " + strings.Join(f[:3], " ") + " at start"
 		}
 	}
-	ds, err := judged.Load(*dataset, *qrels)
+	return "unknown"
+}
+
+// ablateService configures the service over the judged corpus and says
+// which embedder it uses.
+func (m *Main) ablateService(f *ablateFlags, ds *judged.Dataset, corpus *retrieval.Corpus) (*retrieval.Service, string, error) {
+	cfg := retrieval.Config{
+		Corpus: corpus, CacheDir: *f.cache, Duplicates: ds.Duplicates(),
+		LSA:          retrieval.LSAConfig{Dims: *f.lsaDims, Seed: *f.seed},
+		DataSourceID: datasets.JudgedName(*f.dataset),
+		Logger:       slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	embedderName := fmt.Sprintf("LSA (TF-IDF + randomized SVD, %d dims, seed %d)", *f.lsaDims, *f.seed)
+	if *f.embedURL != "" {
+		e, err := openai.NewEmbeddings(openai.EmbeddingsConfig{BaseURL: *f.embedURL, Model: *f.embedModel, APIKey: gateway.NewSecret(m.Getenv("LOOMWORK_EMBED_API_KEY"))})
+		if err != nil {
+			return nil, "", usageError("ablate: %v", err)
+		}
+		cfg.Embedder = e
+		cfg.EmbedderName = "openai-compatible model=" + *f.embedModel
+		embedderName = fmt.Sprintf("%s at %s", *f.embedModel, *f.embedURL)
+	}
+	svc, err := retrieval.New(cfg)
+	if err != nil {
+		return nil, "", usageError("ablate: %v", err)
+	}
+	return svc, embedderName, nil
+}
+
+// runAblate runs the retrieval ablation on a judged dataset.
+func (m *Main) runAblate(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("ablate", "ablate [--dataset DIR] [--qrels FILE] [--modes bm25,dense,rrf,weighted,rerank] [--format text|json|markdown] [--json] [--seed N] [--out DIR] [--statistics held-out|full|both] [--no-exclude-own | --with-leaky] [--reranker FILE [--keep-trained]]")
+	var f ablateFlags
+	f.register(fs)
+	outFmt := m.addOutputFlags(fs, "text", "json", "markdown")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("ablate: unexpected argument %q", fs.Arg(0))
+	}
+	dir, err := m.judgedDataset(*f.dataset)
+	if err != nil {
+		return err
+	}
+	*f.dataset = dir
+	format, err := outFmt.Format()
+	if err != nil {
+		return err
+	}
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	variants, err := f.variants()
+	if err != nil {
+		return err
+	}
+	ms, err := f.retrievalModes()
+	if err != nil {
+		return err
+	}
+	saved, err := f.savedModel(ms)
+	if err != nil {
+		return err
+	}
+	loadAtStart := loadAverage()
+	ds, err := judged.Load(*f.dataset, *f.qrels)
 	if err != nil {
 		return usageError("ablate: %v", err)
 	}
@@ -143,25 +215,9 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError("ablate: %v", err)
 	}
-	cfg := retrieval.Config{
-		Corpus: corpus, CacheDir: *cache, Duplicates: ds.Duplicates(),
-		LSA:          retrieval.LSAConfig{Dims: *lsaDims, Seed: *seed},
-		DataSourceID: datasets.JudgedName(*dataset),
-		Logger:       slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
-	embedderName := fmt.Sprintf("LSA (TF-IDF + randomized SVD, %d dims, seed %d)", *lsaDims, *seed)
-	if *embedURL != "" {
-		e, err := openai.NewEmbeddings(openai.EmbeddingsConfig{BaseURL: *embedURL, Model: *embedModel, APIKey: gateway.NewSecret(m.Getenv("LOOMWORK_EMBED_API_KEY"))})
-		if err != nil {
-			return usageError("ablate: %v", err)
-		}
-		cfg.Embedder = e
-		cfg.EmbedderName = "openai-compatible model=" + *embedModel
-		embedderName = fmt.Sprintf("%s at %s", *embedModel, *embedURL)
-	}
-	svc, err := retrieval.New(cfg)
+	svc, embedderName, err := m.ablateService(&f, ds, corpus)
 	if err != nil {
-		return usageError("ablate: %v", err)
+		return err
 	}
 	fmt.Fprintf(m.Stderr, "ablate: %d documents (%d issues), %d judged queries; building index and dense model\n", corpus.Len(), len(ds.Issues), len(ds.Queries))
 	t0 := time.Now()
@@ -173,17 +229,16 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	fmt.Fprintf(m.Stderr, "ablate: service ready in %s (bm25 index %s: %s; embedder fit %s; embedding %s)\n",
 		time.Since(t0).Round(time.Millisecond), map[bool]string{true: "built", false: "reused"}[info.IndexRebuilt],
 		info.IndexTime.Round(time.Millisecond), info.EmbedderFit.Round(time.Millisecond), info.EmbedTime.Round(time.Millisecond))
-
 	if saved != nil {
 		if err := ablation.CheckSaved(saved, svc); err != nil {
-			return usageError("ablate: --reranker %s: %v", *savedReranker, err)
+			return usageError("ablate: --reranker %s: %v", *f.savedReranker, err)
 		}
 	}
 	rep, err := ablation.Run(ctx, ablation.Config{
 		Service: svc, Queries: ds.Queries, Duplicates: ds.Duplicates(), Modes: ms, Variants: variants,
-		Seed: *seed, Bootstrap: *bootstrap, Depth: *depth, Folds: *folds, StatFolds: *statFolds, Progress: m.Stderr,
-		DatasetName: datasets.JudgedName(*dataset), QrelsSHA256: ds.QrelsSHA256,
-		Saved: saved, SavedFile: *savedReranker, KeepOverlap: *keepTrained,
+		Seed: *f.seed, Bootstrap: *f.bootstrap, Depth: *f.depth, Folds: *f.folds, StatFolds: *f.statFolds, Progress: m.Stderr,
+		DatasetName: datasets.JudgedName(*f.dataset), QrelsSHA256: ds.QrelsSHA256,
+		Saved: saved, SavedFile: *f.savedReranker, KeepOverlap: *f.keepTrained,
 	})
 	if errors.Is(err, ablation.ErrNothingLeft) {
 		return usageError("ablate: %v", err)
@@ -191,22 +246,34 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("ablate: %w", err)}
 	}
-	rep.Environment = map[string]string{
+	rep.Environment = ablateEnvironment(loadAtStart, embedderName, ds, corpus, info)
+	return m.writeAblation(rep, *f.out, format)
+}
+
+// ablateEnvironment says where and on what the ablation ran.
+func ablateEnvironment(load, embedder string, ds *judged.Dataset, corpus *retrieval.Corpus, info retrieval.BuildInfo) map[string]string {
+	return map[string]string{
 		"machine":   machineDescription(),
 		"go":        runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
-		"load":      loadAtStart,
+		"load":      load,
 		"corpus":    fmt.Sprintf("%d documents (%d doc sections, %d issues), sha256 %s…", corpus.Len(), corpus.Len()-len(ds.Issues), len(ds.Issues), corpus.Hash()[:12]),
-		"embedder":  embedderName,
+		"embedder":  embedder,
 		"bm25":      fmt.Sprintf("bleve v2.6.3, scoring model bm25, index %s in %s", map[bool]string{true: "built", false: "reused"}[info.IndexRebuilt], info.IndexTime.Round(time.Millisecond)),
 		"dense fit": fmt.Sprintf("fit %s, embed corpus %s", info.EmbedderFit.Round(time.Millisecond), info.EmbedTime.Round(time.Millisecond)),
 	}
-	if *out != "" {
-		written, err := writeAblationFiles(*out, rep)
+}
+
+// writeAblation writes the report's files into out (unless empty) and the
+// report in format to stdout.
+func (m *Main) writeAblation(rep *ablation.Report, out, format string) error {
+	if out != "" {
+		written, err := writeAblationFiles(out, rep)
 		if err != nil {
 			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("ablate: %w", err)}
 		}
 		fmt.Fprintf(m.Stderr, "ablate: wrote %s\n", strings.Join(written, ", "))
 	}
+	var err error
 	switch format {
 	case "json":
 		err = rep.WriteJSON(m.Stdout)
