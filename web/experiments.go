@@ -70,6 +70,9 @@ type ExperimentItem struct {
 	PassRate *float64 `json:"pass_rate"`
 	PassLow  *float64 `json:"pass_rate_low"`
 	PassHigh *float64 `json:"pass_rate_high"`
+	// DatasetVersion is the dataset version whose cases.jsonl has the
+	// experiment's dataset digest (nil when the datasets folder has none).
+	DatasetVersion *datasets.Version `json:"dataset_version,omitempty"`
 }
 
 // ExperimentListView is the /experiments page.
@@ -121,6 +124,7 @@ func (s *Server) listExperiments(ctx context.Context, q url.Values) (ExperimentL
 		}
 		v.Experiments = append(v.Experiments, newExperimentItem(e))
 	}
+	s.nameDatasetVersions(v.Experiments)
 	return v, nil
 }
 
@@ -362,4 +366,30 @@ func experimentPageURL(q url.Values, token string) string {
 	}
 	v.Set("page_token", token)
 	return "/experiments?" + v.Encode()
+}
+
+// nameDatasetVersions sets each item's DatasetVersion from the datasets
+// folder, by digest.
+func (s *Server) nameDatasetVersions(items []ExperimentItem) {
+	if s.deps.Datasets == "" || len(items) == 0 {
+		return
+	}
+	reg := datasets.Registry{Dir: s.deps.Datasets}
+	byDigest := map[string]*datasets.Version{}
+	names, err := reg.Names()
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		vs, err := reg.Versions(n)
+		if err != nil {
+			continue
+		}
+		for i := range vs {
+			byDigest[vs[i].SHA256] = &vs[i]
+		}
+	}
+	for i := range items {
+		items[i].DatasetVersion = byDigest[items[i].Dataset.SHA256]
+	}
 }

@@ -106,6 +106,10 @@ type Deps struct {
 	// (/experiments/compare); nil: the compare page says it cannot. The
 	// list needs only the store.
 	Experiments ExperimentComparer
+	// Datasets is the folder of versioned datasets (datasets.Registry)
+	// the /datasets pages list and the trace list's "make cases" grows;
+	// "" hides them behind a note on how to configure it.
+	Datasets string
 }
 
 // HealthReport is what /healthz and /readyz answer.
@@ -213,6 +217,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.registerLabels()
 	s.registerApprovals()
 	s.registerExperiments()
+	s.registerDatasets()
 	return s, nil
 }
 
@@ -253,8 +258,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // trace reader (every read scoped by the request's project in its
 // context), its own trace cache (a cached trace is never served across
 // projects), the project's subdirectory of each file directory
-// (RUNS/<project>, REPORTS/<project>, ABLATIONS/<project>), and no human
-// labels file or approvals, which are not per project.
+// (RUNS/<project>, REPORTS/<project>, ABLATIONS/<project>,
+// DATASETS/.projects/<project>), and no human labels file or approvals,
+// which are not per project.
 func (s *Server) projectServer(project string) (*Server, error) {
 	s.projMu.Lock()
 	defer s.projMu.Unlock()
@@ -263,6 +269,11 @@ func (s *Server) projectServer(project string) (*Server, error) {
 	}
 	deps := s.deps
 	deps.Labels, deps.Approvals = "", nil
+	if deps.Datasets != "" {
+		// ".projects" is no dataset name (names start with a letter or
+		// digit), so a project's datasets never mix with the default's.
+		deps.Datasets = filepath.Join(deps.Datasets, ".projects", projectDir(project))
+	}
 	if f := s.deps.Files; f != nil {
 		sub := func(dir string) string {
 			if dir == "" {

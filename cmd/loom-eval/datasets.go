@@ -12,13 +12,17 @@ import (
 	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
-// runDatasets builds and checks judged query sets.
+// runDatasets builds and checks judged query sets, and lists, shows and
+// commits versions of case datasets (datasets.Registry, the folder serve
+// --datasets shows and grows from traces).
 func (m *Main) runDatasets(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(m.Stderr, "Usage: loom-eval datasets mine --docs DIR --docs-url-prefix URL --maintainers FILE --issues FILE.jsonl --out DIR [--aliases FILE] [--skip PREFIX,...] [--id-prefix NAME]")
 		fmt.Fprintln(m.Stderr, "       loom-eval datasets check [--dataset DIR] --docs-url-prefix URL [--aliases FILE] [--qrels FILE]")
+		fmt.Fprintf(m.Stderr, "       loom-eval %s\n       loom-eval %s\n       loom-eval %s\n", datasetsListUsage, datasetsShowUsage, datasetsCommitUsage)
+		fmt.Fprintln(m.Stderr, "mine and check build judged query sets (retrieval). list, show and commit keep versioned case datasets: DIR/NAME/vNNNN/cases.jsonl with its record, version.json; versions never change. Run one with experiment run --cases DIR/NAME/vNNNN/cases.jsonl.")
 		if len(args) == 0 {
-			return usageError("datasets: missing subcommand (mine or check)")
+			return usageError("datasets: missing subcommand (mine, check, list, show or commit)")
 		}
 		return nil
 	}
@@ -27,8 +31,14 @@ func (m *Main) runDatasets(ctx context.Context, args []string) error {
 		return m.runDatasetsMine(ctx, args[1:])
 	case "check":
 		return m.runDatasetsCheck(ctx, args[1:])
+	case "list":
+		return m.runDatasetsList(args[1:])
+	case "show":
+		return m.runDatasetsShow(args[1:])
+	case "commit":
+		return m.runDatasetsCommit(args[1:])
 	}
-	return usageError("datasets: unknown subcommand %q (want mine or check)", args[0])
+	return usageError("datasets: unknown subcommand %q (want mine, check, list, show or commit)", args[0])
 }
 
 func (m *Main) runDatasetsMine(_ context.Context, args []string) error {

@@ -85,7 +85,7 @@ func commands() map[string]command {
 		"run":              {"run a reference agent (research or coding), journaled and traced", (*Main).runRun},
 		"sandbox":          {"run a command in the sandbox (sandbox exec [limits] -- CMD ARGS)", (*Main).runSandbox},
 		"ablate":           {"run the retrieval ablation on a judged dataset", (*Main).runAblate},
-		"datasets":         {"build judged query sets from a project's docs and issues", (*Main).runDatasets},
+		"datasets":         {"keep versioned case datasets; build judged query sets from a project's docs and issues", (*Main).runDatasets},
 		"context":          {"measure context-layer strategies under token budgets", (*Main).runContext},
 		"memory-ablate":    {"memory off vs on vs stale for the research agent on a multi-run task set from the judged data (scripted; --doc docs/context.md rewrites its section)", (*Main).runMemoryAblate},
 		"memory":           {"the memory store between runs (memory list | show KEY | forget KEY|--decayed | distill RUN-ID)", (*Main).runMemory},

@@ -174,6 +174,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	runsDir := fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
 	reportsDir := fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
 	approvalsJournal := fs.String("approvals-journal", "", "workflow journal (SQLite) whose suspended approval gates the UI lists and answers at /approvals (answers need --auth-token)")
+	datasetsDir := fs.String("datasets", defaultDatasetsDir, "folder of versioned case datasets the UI lists (/datasets) and grows from ticked traces; loom-eval datasets list|show|commit reads it too (empty: none)")
 	labelsFile := fs.String("labels", "", "human labels file (labels JSONL, created if missing) that the UI's label form appends to and /labels exports; loom-eval labels agreement --labels reads it")
 	ablationsDir := fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")
 	pricesFile := fs.String("prices", "", "price table JSON merged over the built-in one, for the cost the UI and the JSON API show (the same file score, rollup and traces take)")
@@ -366,7 +367,7 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 			webCfg.Keys = keyAuth(keys)
 		}
 		h, err := web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile, Health: health, Approvals: approvals,
-			Experiments: newWebExperiments(st)})
+			Experiments: newWebExperiments(st), Datasets: *datasetsDir})
 		if err != nil {
 			closeUI()
 			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))

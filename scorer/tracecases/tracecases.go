@@ -135,6 +135,10 @@ type CaseReport struct {
 	// traces (a union over them when there are several).
 	ExpectedTools    []string `json:"expected_tools"`
 	RequiredEvidence []string `json:"required_evidence"`
+	// Answer is the first trace's final answer ("" when its content was
+	// not captured): what the agent said, for a reviewer to judge, never
+	// copied into the case as its expected answer.
+	Answer string `json:"answer,omitempty"`
 	// Notes say where the traces disagreed and what was kept.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -155,6 +159,7 @@ type read struct {
 	trial    int    // -1: no usable loomwork.trial
 	trialWhy string
 	task     string
+	answer   string
 	agent    string
 	label    string
 	model    string
@@ -204,6 +209,54 @@ pages:
 		}
 		q.PageToken = page.NextPageToken
 	}
+	cases, trials := assemble(reads, &rep)
+	return cases, trials, rep, nil
+}
+
+// MaxSelected bounds how many traces one FromTraces call reads.
+const MaxSelected = 500
+
+// TraceGetter is the part of a trace store FromTraces reads.
+type TraceGetter interface {
+	GetTrace(ctx context.Context, traceID string) ([]store.Span, error)
+}
+
+// FromTraces is Build over traces chosen by id (a person's selection in
+// the UI) rather than by a filter: every id must be a stored trace, and
+// each is read once however often it is given.
+func FromTraces(ctx context.Context, r TraceGetter, traceIDs []string) ([]datasets.Case, []datasets.Trial, Report, error) {
+	var rep Report
+	if len(traceIDs) == 0 {
+		return nil, nil, rep, errors.New("cases from traces: no trace selected")
+	}
+	if len(traceIDs) > MaxSelected {
+		return nil, nil, rep, fmt.Errorf("cases from traces: %d traces selected, at most %d at a time", len(traceIDs), MaxSelected)
+	}
+	seen := map[string]bool{}
+	var reads []read
+	for _, id := range traceIDs {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		rep.Listed++
+		spans, err := r.GetTrace(ctx, id)
+		if err != nil {
+			return nil, nil, rep, fmt.Errorf("cases from traces: trace %s: %w", id, err)
+		}
+		rd, _, err := readTrace(spans, nil)
+		if err != nil {
+			return nil, nil, rep, fmt.Errorf("cases from traces: trace %s: %w", id, err)
+		}
+		reads = append(reads, rd)
+	}
+	cases, trials := assemble(reads, &rep)
+	return cases, trials, rep, nil
+}
+
+// assemble groups reads into cases (one per case id, sorted) and trials,
+// filling rep's counts and per-case reports.
+func assemble(reads []read, rep *Report) ([]datasets.Case, []datasets.Trial) {
 	rep.Read = len(reads)
 	for _, rd := range reads {
 		if !rd.marked {
@@ -242,7 +295,7 @@ pages:
 		rep.PerCase = append(rep.PerCase, cr)
 	}
 	rep.Cases, rep.Trials = len(cases), len(trials)
-	return cases, trials, rep, nil
+	return cases, trials
 }
 
 func hasTask(rs []read) bool {
@@ -344,6 +397,12 @@ func buildCase(id string, rs []read) (datasets.Case, []datasets.Trial, CaseRepor
 	for _, t := range trials {
 		cr.Traces = append(cr.Traces, t.TraceID)
 	}
+	for _, r := range rs {
+		if r.answer != "" {
+			cr.Answer = r.answer
+			break
+		}
+	}
 	return c, trials, cr
 }
 
@@ -396,7 +455,9 @@ func readTrace(spans []store.Span, attrs map[string]string) (read, bool, error) 
 	// The task as graders read it (grade.TranscriptFromSpans): the root's
 	// first user message, else its input.value, else the first model
 	// call's first user message.
-	rd.task = strings.TrimSpace(grade.TranscriptFromSpans(spans).Task)
+	tr := grade.TranscriptFromSpans(spans)
+	rd.task = strings.TrimSpace(tr.Task)
+	rd.answer = strings.TrimSpace(tr.Answer)
 	rd.tools = distinctSorted(d.ToolsCalled)
 	rd.cited = distinctSorted(d.EvidenceCited)
 	return rd, true, nil

@@ -475,3 +475,37 @@ func TestGradersFileMergesOntoCases(t *testing.T) {
 		}
 	}
 }
+
+func TestFromTracesBuildsTheSelectedTracesOnly(t *testing.T) {
+	st := openStore(t, suite...)
+	ctx := context.Background()
+	// Traces 1 and 3 (case mean), 5 (no case id), and 1 again.
+	cases, trials, rep, err := tracecases.FromTraces(ctx, st, []string{traceID(3), traceID(1), traceID(5), traceID(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range cases {
+		ids = append(ids, c.ID)
+	}
+	if want := []string{"mean", tracecases.UnmarkedCaseID(traceID(5))}; !slices.Equal(ids, want) {
+		t.Fatalf("case ids %v, want %v", ids, want)
+	}
+	if len(trials) != 3 || rep.Read != 3 || rep.Listed != 3 {
+		t.Fatalf("%d trials, report %+v: want each selected trace read once", len(trials), rep)
+	}
+	// The per-case report carries the agent's answer for a reviewer, and
+	// the case does not: an answer is not an expected answer.
+	if rep.PerCase[0].Answer != "2.33" || len(cases[0].Graders) != 0 {
+		t.Fatalf("mean: answer %q, graders %+v", rep.PerCase[0].Answer, cases[0].Graders)
+	}
+	if !slices.Equal(rep.PerCase[0].Traces, []string{traceID(1), traceID(3)}) {
+		t.Fatalf("mean traces %v, want 1 then 3 (start order)", rep.PerCase[0].Traces)
+	}
+	if _, _, _, err := tracecases.FromTraces(ctx, st, []string{traceID(1), traceID(99)}); err == nil || !strings.Contains(err.Error(), traceID(99)) {
+		t.Fatalf("a trace the store lacks: %v, want an error naming it", err)
+	}
+	if _, _, _, err := tracecases.FromTraces(ctx, st, nil); err == nil {
+		t.Fatal("no trace selected: no error")
+	}
+}
