@@ -73,6 +73,13 @@ type Definition struct {
 	// CasesDigest is the SHA-256 of the cases file: a suite folder holds
 	// one suite.
 	CasesDigest string `json:"cases_digest"`
+	// OTLPEndpoint is the collector (host:port, OTLP/gRPC) every worker
+	// sends its trials' spans to, unless its own configuration names
+	// another (a worker on another host); "" sends none.
+	OTLPEndpoint string `json:"otlp_endpoint,omitempty"`
+	// CaptureContent records each chat span's messages (the scripted
+	// policies' prompts and answers; no secret is in them).
+	CaptureContent bool `json:"capture_content,omitempty"`
 }
 
 // Duration is the coordinator's duration, which reads and writes as "10s".

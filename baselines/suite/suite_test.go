@@ -10,12 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/internal/coord"
 	"github.com/loomwork/loomwork/internal/testtier"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 func researchCases(t *testing.T, n int) []datasets.Case {
@@ -44,7 +49,7 @@ type suiteEnv struct {
 // newSuite builds a suite in root whose worker uses idx: the tests share
 // one opened index (opening the corpus fits its LSA model, which is slow
 // under -race on a loaded machine).
-func newSuite(t *testing.T, root string, idx *research.DatasetIndex, cases []datasets.Case, trials int, lease time.Duration) suiteEnv {
+func newSuite(t *testing.T, root string, idx *research.DatasetIndex, cases []datasets.Case, trials int, lease time.Duration, opts ...func(*Definition, *WorkerConfig)) suiteEnv {
 	t.Helper()
 	ctx := context.Background()
 	ds, err := datasets.ResolveJudged("", func(string) string { return "" })
@@ -53,6 +58,10 @@ func newSuite(t *testing.T, root string, idx *research.DatasetIndex, cases []dat
 	}
 	def := Definition{Agent: research.Name, Trials: trials, Dir: root, AbsDir: root, Dataset: ds, IndexCache: idx.CacheDir,
 		Lease: Duration(lease), CasesDigest: "test"}
+	wcfg := WorkerConfig{ID: "w", Index: idx, Poll: 20 * time.Millisecond}
+	for _, o := range opts {
+		o(&def, &wcfg)
+	}
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +77,8 @@ func newSuite(t *testing.T, root string, idx *research.DatasetIndex, cases []dat
 	if err := Enqueue(ctx, c, def, plan); err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWorker(ctx, WorkerConfig{Coord: c, ID: "w", Index: idx, Poll: 20 * time.Millisecond})
+	wcfg.Coord = c
+	w, err := NewWorker(ctx, wcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,5 +206,58 @@ func TestValidateRefusesAForeignRecord(t *testing.T) {
 	raw, _ = json.Marshal(Result{Trial: json.RawMessage(rec)})
 	if _, err := validate(def, spec, raw); err != nil {
 		t.Fatalf("a failed trial without a journal: %v", err)
+	}
+}
+
+// TestWorkersSendEachTrialsSpans: a suite worker with a tracer provider
+// sends each trial as one trace whose invoke_agent root names its case and
+// trial, with the chat spans' messages when the suite captures content;
+// the trial records are the same as without tracing.
+func TestWorkersSendEachTrialsSpans(t *testing.T) {
+	testtier.Slow(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	ds, err := datasets.ResolveJudged("", func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := &research.DatasetIndex{Dir: ds, CacheDir: filepath.Join(root, "index")}
+	defer idx.Close(ctx)
+	cases := researchCases(t, 1)
+	plain := newSuite(t, filepath.Join(root, "plain"), idx, cases, 2, time.Minute).run(t)
+
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	traced := newSuite(t, filepath.Join(root, "traced"), idx, cases, 2, time.Minute, func(d *Definition, w *WorkerConfig) {
+		d.CaptureContent = true
+		w.TracerProvider = tp
+	}).run(t)
+	if traced != strings.ReplaceAll(plain, "/plain/", "/traced/") {
+		t.Fatalf("tracing changed the trial records:\n got %s\nwant %s", traced, plain)
+	}
+	roots := map[int]bool{}
+	traces := map[string]bool{}
+	chatsWithContent := 0
+	for _, sp := range rec.Ended() {
+		traces[sp.SpanContext().TraceID().String()] = true
+		attrs := map[attribute.Key]attribute.Value{}
+		for _, kv := range sp.Attributes() {
+			attrs[kv.Key] = kv.Value
+		}
+		if !sp.Parent().IsValid() {
+			if attrs[semconv.AttrCaseID].AsString() != cases[0].ID {
+				t.Errorf("root %q: case id %v", sp.Name(), attrs[semconv.AttrCaseID])
+			}
+			roots[int(attrs[semconv.AttrTrial].AsInt64())] = true
+		}
+		if strings.HasPrefix(sp.Name(), "chat") && attrs[semconv.AttrInputMessages].AsString() != "" {
+			chatsWithContent++
+		}
+	}
+	if len(roots) != 2 || !roots[0] || !roots[1] || len(traces) != 2 {
+		t.Fatalf("roots for trials %v in %d traces, want trials 0 and 1, one trace each", roots, len(traces))
+	}
+	if chatsWithContent == 0 {
+		t.Fatal("no chat span carries its input messages")
 	}
 }

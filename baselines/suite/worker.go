@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/contextlayer"
 	"github.com/loomwork/loomwork/agents/journal"
@@ -42,6 +44,9 @@ type WorkerConfig struct {
 	// refused). Default: nowhere.
 	Log    io.Writer
 	Logger *slog.Logger
+	// TracerProvider receives each trial's spans (its invoke_agent root
+	// carries the case id and trial); nil sends none.
+	TracerProvider trace.TracerProvider
 
 	_ struct{}
 }
@@ -321,7 +326,8 @@ func (w *Worker) runTrial(ctx context.Context, spec TrialSpec, fence int64) (dat
 		return datasets.Trial{}, "", 0, err
 	}
 	cspec.Summarizer = runtime.SummarizerExtract
-	rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Context: &cspec, Logger: w.cfg.Logger})
+	rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Context: &cspec, Logger: w.cfg.Logger,
+		TracerProvider: w.cfg.TracerProvider, CaptureContent: w.def.CaptureContent})
 	if err != nil {
 		return datasets.Trial{}, "", 0, err
 	}
