@@ -39,6 +39,11 @@ const (
 	// ContextSpec in the run_started journal event's attributes object (so
 	// a resumed or replayed run compacts as the recorded one did).
 	AttrRunContextSpec = "loomwork.context"
+	// AttrRunInputOrigin is not a span attribute either: the key of
+	// run_started's attributes holding the task's untrusted origin
+	// (runtime.Task.InputOrigin, e.g. "a2a:PEER"), so a replay re-decides
+	// with the same taint.
+	AttrRunInputOrigin = "loomwork.input_origin"
 )
 
 // Context-layer attribute keys on chat spans: what the layer did to the

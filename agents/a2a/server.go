@@ -71,6 +71,10 @@ func (c ServerConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// PeerOrigin is the taint origin of a task an A2A peer sent
+// (runtime.Task.InputOrigin).
+const PeerOrigin = "a2a:peer"
+
 // Server is one agent as an A2A server.
 type Server struct {
 	cfg    ServerConfig
@@ -171,7 +175,10 @@ func (e executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 		span.SetStatus(codes.Error, "empty message")
 		return state(a2a.TaskStateRejected, agentText(rc, "the message has no text part"), true)
 	}
-	res, err := s.cfg.Runtime.Run(runCtx, s.cfg.Agent, runtime.Task{RunID: string(rc.TaskID), Input: input, Attributes: s.cfg.TaskAttributes})
+	// A peer's message is untrusted input (InputOrigin): under a policy,
+	// no write the run makes from it goes through without approval.
+	res, err := s.cfg.Runtime.Run(runCtx, s.cfg.Agent, runtime.Task{RunID: string(rc.TaskID), Input: input, Attributes: s.cfg.TaskAttributes,
+		InputOrigin: PeerOrigin})
 	switch {
 	case err != nil && runCtx.Err() != nil:
 		// Cancelled by tasks/cancel: either this server's cancel or the SDK

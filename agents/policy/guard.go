@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -117,7 +118,8 @@ type DecisionRecord struct {
 	Injection []string `json:"injection,omitempty"` // detector patterns seen in the content the call derives from (a signal)
 }
 
-// Taint rebuilds the tracker of a call: ids are "input" (the task, trusted),
+// Taint rebuilds the tracker of a call: ids are "context" (the untrusted
+// context, see contextOrigin; absent when there is none), "input" (the task),
 // "result:CALLID" (a tool output, untrusted, origin "tool:NAME" or
 // "doc:ID via tool:NAME"), "message:N" (the Nth assistant message,
 // derived from everything before it) and "ARG" for each argument of the
@@ -127,6 +129,12 @@ func (g *Guard) Taint(call runtime.AuthCall) (*Tracker, []string, []string) {
 	t := NewTracker()
 	var prior []string
 	patterns := map[string]bool{}
+	if origin := g.contextOrigin(call); origin != "" {
+		// The model read these before its first word, on every request:
+		// whatever it says derives from them.
+		t.MarkUntrusted("context", origin)
+		prior = append(prior, "context")
+	}
 	asst := 0
 	last := ""
 	for _, m := range call.Messages {
@@ -180,6 +188,28 @@ func (g *Guard) Taint(call runtime.AuthCall) (*Tracker, []string, []string) {
 	}
 	sort.Strings(ps)
 	return t, argIDs, ps
+}
+
+// contextOrigin names the untrusted context of a call ("" when there is
+// none): the run's (an untrusted task, evidence and memory in the system
+// prompt) and the descriptions of remote tools, which come from their
+// server and are sent to the model with every request — an injection
+// needs no call to land.
+func (g *Guard) contextOrigin(call runtime.AuthCall) string {
+	origins := slices.Clone(call.ContextOrigins)
+	var remote []string
+	for _, o := range g.cfg.ToolOrigins {
+		remote = append(remote, o)
+	}
+	sort.Strings(remote)
+	for _, o := range remote {
+		origins = append(origins, "tool description "+o)
+	}
+	const shown = 4
+	if len(origins) > shown {
+		origins = append(origins[:shown:shown], fmt.Sprintf("and %d more", len(origins)-shown))
+	}
+	return strings.Join(origins, ", ")
 }
 
 // Authorize implements runtime.Authorizer.

@@ -34,6 +34,13 @@ type AuthCall struct {
 	// Documents maps a tool call id of Messages to the evidence ids its
 	// result returned (retrieved documents and their origin).
 	Documents map[string][]string
+	// ContextOrigins name the untrusted material the model saw outside
+	// the conversation, in the order it was given: the task when it came
+	// from an untrusted party (Task.InputOrigin), then each piece of
+	// evidence ("evidence:ID") and recalled memory ("memory:ID") offered
+	// in the system prompt. Everything the model said after seeing them
+	// derives from them.
+	ContextOrigins []string
 	// Rechecking is true when the journal already holds this decision (a
 	// resumed or replayed run): the decision is made again and must match,
 	// but side channels (an approval queue, an audit log) should not
@@ -67,7 +74,7 @@ func (r *run) authorize(ctx context.Context, step int, call llm.ToolCall, args j
 		effect = t.Effect
 	}
 	a, err := az.Authorize(ctx, AuthCall{RunID: r.task.RunID, Agent: r.agent.Name, Step: step, Call: call, Arguments: args,
-		Effect: effect, Messages: r.seen, Documents: r.callDocs, Rechecking: r.pos < len(r.recorded)})
+		Effect: effect, Messages: r.seen, Documents: r.callDocs, ContextOrigins: r.contextOrigins(), Rechecking: r.pos < len(r.recorded)})
 	if err != nil {
 		return nil, fmt.Errorf("run %s: step %d: authorize %s: %w", r.task.RunID, step, call.Name, err)
 	}
@@ -82,4 +89,23 @@ func (r *run) authorize(ctx context.Context, step int, call llm.ToolCall, args j
 		return nil, nil
 	}
 	return &journal.ToolResult{IsError: true, Content: a.Observation}, nil
+}
+
+// contextOrigins lists the run's untrusted context (AuthCall.ContextOrigins).
+// Evidence and memory count when offered, admitted or not: a conservative
+// taint, and one that does not depend on a request's budget.
+func (r *run) contextOrigins() []string {
+	var out []string
+	if r.task.InputOrigin != "" {
+		out = append(out, "input from "+r.task.InputOrigin)
+	}
+	if s := r.ctxSpec; s != nil && s.Tiers != nil {
+		for _, d := range s.Tiers.Evidence {
+			out = append(out, "evidence:"+d.ID)
+		}
+		for _, d := range s.Tiers.Memory {
+			out = append(out, "memory:"+d.ID)
+		}
+	}
+	return out
 }

@@ -314,6 +314,10 @@ func startedAttributes(task Task, spec *ContextSpec) (json.RawMessage, error) {
 		}
 		m[semconv.AttrRunContextSpec] = b
 	}
+	if task.InputOrigin != "" {
+		b, _ := json.Marshal(task.InputOrigin)
+		m[semconv.AttrRunInputOrigin] = b
+	}
 	if len(m) == 0 {
 		return nil, nil
 	}
@@ -346,6 +350,12 @@ func ReplayTask(run journal.Run) (Task, error) {
 			}
 			task.Context = &spec
 			delete(m, semconv.AttrRunContextSpec)
+		}
+		if raw, ok := m[semconv.AttrRunInputOrigin]; ok {
+			if err := json.Unmarshal(raw, &task.InputOrigin); err != nil {
+				return Task{}, fmt.Errorf("replay task %s: run_started attributes.%s: %w", run.ID, semconv.AttrRunInputOrigin, err)
+			}
+			delete(m, semconv.AttrRunInputOrigin)
 		}
 		if len(m) > 0 {
 			b, err := json.Marshal(m)

@@ -161,6 +161,11 @@ type Task struct {
 	// or replayed run gives its tools the same values. Keys starting with
 	// "loomwork." are reserved.
 	Attributes json.RawMessage
+	// InputOrigin, when set, says the task itself came from an untrusted
+	// party (an A2A peer: "a2a:PEER"; a production request): an
+	// Authorizer taints everything derived from it. It is journaled in
+	// run_started, so a replay decides the same.
+	InputOrigin string
 
 	// contextFixed makes Context authoritative even when nil (ReplayTask:
 	// a run recorded without a layer replays without one).
