@@ -221,21 +221,22 @@ func (f *runFlags) openMemory(ctx context.Context, spec *runtime.ContextSpec) (*
 	return mem, nil
 }
 
-// runTracing is the tracer provider that sends spans to --otlp-endpoint
-// (nil without it) and the function that flushes it.
-func (m *Main) runTracing(ctx context.Context, endpoint string) (trace.TracerProvider, func(), error) {
+// otlpTracing is the tracer provider that sends cmd's spans (service
+// loom-eval-CMD) over OTLP/gRPC to endpoint (nil without one) and the
+// function that flushes it, saying on stderr when that fails.
+func (m *Main) otlpTracing(ctx context.Context, cmd, endpoint string) (trace.TracerProvider, func(), error) {
 	if endpoint == "" {
 		return nil, func() {}, nil
 	}
 	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
 	if err != nil {
-		return nil, nil, fmt.Errorf("run: otlp exporter: %w", err)
+		return nil, nil, fmt.Errorf("%s: otlp exporter: %w", cmd, err)
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "loom-eval-run"))))
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "loom-eval-"+cmd))))
 	flush := func() {
 		if err := sdk.Shutdown(context.WithoutCancel(ctx)); err != nil {
-			fmt.Fprintf(m.Stderr, "loom-eval run: flush spans to %s: %v\n", endpoint, err)
+			fmt.Fprintf(m.Stderr, "loom-eval %s: flush spans to %s: %v\n", cmd, endpoint, err)
 		}
 	}
 	return sdk, flush, nil
@@ -370,7 +371,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if r.mem != nil {
 		defer r.mem.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // every write is committed
 	}
-	tp, flush, err := m.runTracing(ctx, *f.endpoint)
+	tp, flush, err := m.otlpTracing(ctx, "run", *f.endpoint)
 	if err != nil {
 		return err
 	}
