@@ -221,6 +221,17 @@ func (f *runFlags) openMemory(ctx context.Context, spec *runtime.ContextSpec) (*
 	return mem, nil
 }
 
+// otlpProvider is a tracer provider that batches service's spans over
+// OTLP/gRPC to endpoint; cmd names the command in its error.
+func otlpProvider(ctx context.Context, cmd, service, endpoint string) (*sdktrace.TracerProvider, error) {
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
+	if err != nil {
+		return nil, fmt.Errorf("%s: otlp exporter: %w", cmd, err)
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service)))), nil
+}
+
 // otlpTracing is the tracer provider that sends cmd's spans (service
 // loom-eval-CMD) over OTLP/gRPC to endpoint (nil without one) and the
 // function that flushes it, saying on stderr when that fails.
@@ -228,12 +239,10 @@ func (m *Main) otlpTracing(ctx context.Context, cmd, endpoint string) (trace.Tra
 	if endpoint == "" {
 		return nil, func() {}, nil
 	}
-	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
+	sdk, err := otlpProvider(ctx, cmd, "loom-eval-"+cmd, endpoint)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: otlp exporter: %w", cmd, err)
+		return nil, nil, err
 	}
-	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "loom-eval-"+cmd))))
 	flush := func() {
 		if err := sdk.Shutdown(context.WithoutCancel(ctx)); err != nil {
 			fmt.Fprintf(m.Stderr, "loom-eval %s: flush spans to %s: %v\n", cmd, endpoint, err)
@@ -282,11 +291,13 @@ func (m *Main) runAgent(ctx context.Context, f *runFlags, tp trace.TracerProvide
 	return runtime.Agent{}, func() {}, nil
 }
 
-// openRunJournal opens (creating its folder) the SQLite journal.
-func openRunJournal(ctx context.Context, path string, deterministic bool) (*journaldb.Store, error) {
+// openJournalDB opens (creating its folder) the SQLite journal at path
+// for cmd, which its errors name; deterministic stamps events with a
+// logical clock.
+func openJournalDB(ctx context.Context, cmd, path string, deterministic bool) (*journaldb.Store, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: %w", err)}
+			return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w", cmd, err)}
 		}
 	}
 	jcfg := journaldb.Config{Path: path}
@@ -295,7 +306,7 @@ func openRunJournal(ctx context.Context, path string, deterministic bool) (*jour
 	}
 	j, err := journaldb.Open(ctx, jcfg)
 	if err != nil {
-		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: %w", err)}
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w", cmd, err)}
 	}
 	return j, nil
 }
@@ -390,7 +401,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		return err
 	}
 	r.agent, r.mcp = withMCPTools(agent, mcpClients), mcpClients
-	if r.j, err = openRunJournal(ctx, *f.journalPath, *f.deterministic); err != nil {
+	if r.j, err = openJournalDB(ctx, "run", *f.journalPath, *f.deterministic); err != nil {
 		return err
 	}
 	defer r.j.Shutdown(context.WithoutCancel(ctx))
