@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,24 +13,85 @@ import (
 	"github.com/loomwork/loomwork/scorer/report"
 )
 
+// calibrateFlags are `loom-eval calibrate`'s flags (the output flags
+// aside).
+type calibrateFlags struct {
+	policyPath, against, casesF, trialsF, effectsF, iccF *string
+	reps, groups                                         *int
+	seed                                                 *uint64
+	shockSD, lo, hi                                      *float64
+	bootstrap                                            *bool
+}
+
+func (f *calibrateFlags) register(fs *flag.FlagSet) {
+	f.policyPath = fs.String("policy", "baselines/policy.json", "gate policy to calibrate")
+	f.against = fs.String("against", "", "a second policy gated on the same draws, side by side (e.g. the old one)")
+	f.reps = fs.Int("reps", 200, "simulated baseline/candidate pairs per design")
+	f.seed = fs.Uint64("seed", 1, "simulation seed (same seed, same table)")
+	f.casesF = fs.String("cases", "", "comma-separated case counts (default: the documented grid)")
+	f.trialsF = fs.String("trials", "", "comma-separated trials per case (with --cases)")
+	f.effectsF = fs.String("effects", "0,-0.05,-0.15", "comma-separated true effects on pass probability (with --cases)")
+	f.iccF = fs.String("icc", "0", "comma-separated within-case intra-class correlations of trials in one run, 0 to 1 (with --cases)")
+	f.groups = fs.Int("groups", 0, "split the cases into this many declared groups (with --cases; 0: none)")
+	f.shockSD = fs.Float64("shock-sd", 0, "SD of each group's per-run shock on the logit scale (with --groups)")
+	f.lo = fs.Float64("difficulty-lo", 0.2, "lowest case pass probability")
+	f.hi = fs.Float64("difficulty-hi", 0.9, "highest case pass probability")
+	f.bootstrap = fs.Bool("bootstrap", false, "also measure the percentile bootstrap's coverage on the same draws (slow)")
+}
+
+// designs are the simulated designs: the grid --cases, --trials,
+// --effects and --icc span, else the documented grid with its correlated
+// designs.
+func (f *calibrateFlags) designs() ([]calibration.Design, error) {
+	if *f.casesF == "" && *f.trialsF == "" {
+		if *f.iccF != "0" || *f.groups != 0 || *f.shockSD != 0 {
+			return nil, usageError("calibrate: --icc, --groups and --shock-sd need --cases and --trials (the default grid has its own correlated designs)")
+		}
+		return append(calibration.DefaultDesigns(), calibration.CorrelatedDesigns()...), nil
+	}
+	ns, err := intList("calibrate: --cases", *f.casesF)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := intList("calibrate: --trials", *f.trialsF)
+	if err != nil {
+		return nil, err
+	}
+	es, err := floatList("calibrate: --effects", *f.effectsF)
+	if err != nil {
+		return nil, err
+	}
+	iccs, err := floatList("calibrate: --icc", *f.iccF)
+	if err != nil {
+		return nil, err
+	}
+	return calibration.Grid(ns, ts, es, iccs, *f.groups, *f.shockSD), nil
+}
+
+// policies are --policy and (with --against) the second policy.
+func (f *calibrateFlags) policies() ([]calibration.NamedPolicy, error) {
+	p, err := loadPolicy(*f.policyPath)
+	if err != nil {
+		return nil, err
+	}
+	ps := []calibration.NamedPolicy{{Name: policyName(*f.policyPath), Policy: p}}
+	if *f.against != "" {
+		q, err := loadPolicy(*f.against)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, calibration.NamedPolicy{Name: policyName(*f.against), Policy: q})
+	}
+	return ps, nil
+}
+
 // runCalibrate simulates random agents through the real gate and reports
 // false alarms, detection and interval coverage for a policy. Exit 1 when a
 // calibration requirement is violated (see calibration.Result.Check).
 func (m *Main) runCalibrate(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("calibrate", "calibrate [--policy POLICY.json] [--against OLD.json] [--reps N] [--seed N] [--cases 5,20,100 --trials 1,3 --effects 0,-0.05,-0.15 --icc 0,0.25 --groups 10 --shock-sd 0.5] [--format text|json|markdown]")
-	policyPath := fs.String("policy", "baselines/policy.json", "gate policy to calibrate")
-	against := fs.String("against", "", "a second policy gated on the same draws, side by side (e.g. the old one)")
-	reps := fs.Int("reps", 200, "simulated baseline/candidate pairs per design")
-	seed := fs.Uint64("seed", 1, "simulation seed (same seed, same table)")
-	casesF := fs.String("cases", "", "comma-separated case counts (default: the documented grid)")
-	trialsF := fs.String("trials", "", "comma-separated trials per case (with --cases)")
-	effectsF := fs.String("effects", "0,-0.05,-0.15", "comma-separated true effects on pass probability (with --cases)")
-	iccF := fs.String("icc", "0", "comma-separated within-case intra-class correlations of trials in one run, 0 to 1 (with --cases)")
-	groups := fs.Int("groups", 0, "split the cases into this many declared groups (with --cases; 0: none)")
-	shockSD := fs.Float64("shock-sd", 0, "SD of each group's per-run shock on the logit scale (with --groups)")
-	lo := fs.Float64("difficulty-lo", 0.2, "lowest case pass probability")
-	hi := fs.Float64("difficulty-hi", 0.9, "highest case pass probability")
-	bootstrap := fs.Bool("bootstrap", false, "also measure the percentile bootstrap's coverage on the same draws (slow)")
+	var f calibrateFlags
+	f.register(fs)
 	out := m.addOutputFlags(fs, "text", "json", "markdown")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -41,39 +103,12 @@ func (m *Main) runCalibrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := calibration.Config{Reps: *reps, Seed: *seed, DifficultyLo: *lo, DifficultyHi: *hi, Progress: m.Stderr, Designs: append(calibration.DefaultDesigns(), calibration.CorrelatedDesigns()...), Bootstrap: *bootstrap}
-	if *casesF != "" || *trialsF != "" {
-		ns, err := intList("calibrate: --cases", *casesF)
-		if err != nil {
-			return err
-		}
-		ts, err := intList("calibrate: --trials", *trialsF)
-		if err != nil {
-			return err
-		}
-		es, err := floatList("calibrate: --effects", *effectsF)
-		if err != nil {
-			return err
-		}
-		iccs, err := floatList("calibrate: --icc", *iccF)
-		if err != nil {
-			return err
-		}
-		cfg.Designs = calibration.Grid(ns, ts, es, iccs, *groups, *shockSD)
-	} else if *iccF != "0" || *groups != 0 || *shockSD != 0 {
-		return usageError("calibrate: --icc, --groups and --shock-sd need --cases and --trials (the default grid has its own correlated designs)")
-	}
-	p, err := loadPolicy(*policyPath)
-	if err != nil {
+	cfg := calibration.Config{Reps: *f.reps, Seed: *f.seed, DifficultyLo: *f.lo, DifficultyHi: *f.hi, Progress: m.Stderr, Bootstrap: *f.bootstrap}
+	if cfg.Designs, err = f.designs(); err != nil {
 		return err
 	}
-	cfg.Policies = append(cfg.Policies, calibration.NamedPolicy{Name: policyName(*policyPath), Policy: p})
-	if *against != "" {
-		q, err := loadPolicy(*against)
-		if err != nil {
-			return err
-		}
-		cfg.Policies = append(cfg.Policies, calibration.NamedPolicy{Name: policyName(*against), Policy: q})
+	if cfg.Policies, err = f.policies(); err != nil {
+		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError("calibrate: %v", err)
@@ -82,7 +117,14 @@ func (m *Main) runCalibrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
+	return m.writeCalibration(res, format)
+}
+
+// writeCalibration writes the result in format to stdout; a violated
+// calibration requirement is a failure (exit 1).
+func (m *Main) writeCalibration(res *calibration.Result, format string) error {
 	violations := res.Check()
+	var err error
 	switch format {
 	case "json":
 		enc := json.NewEncoder(m.Stdout)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -62,20 +63,106 @@ type casesFromTracesOutput struct {
 	tracecases.Report
 }
 
+// casesFromTracesFlags are `loom-eval cases from-traces`'s flags.
+type casesFromTracesFlags struct {
+	storeURL, since, until, service, agent, gradersFile, casesOut, trialsOut *string
+	attrs                                                                    attrFlags
+	limit                                                                    *int
+	force                                                                    *bool
+}
+
+func (f *casesFromTracesFlags) register(fs *flag.FlagSet) {
+	f.since = fs.String("since", "", "traces starting at or after this: a duration back from now (1h) or an RFC 3339 time")
+	f.until = fs.String("until", "", "traces starting before this: a duration back from now (10m) or an RFC 3339 time")
+	f.service = fs.String("service", "", "traces with a span of this service.name")
+	f.agent = fs.String("agent", "", "traces with a span of this gen_ai.agent.name")
+	f.attrs = attrFlags{}
+	fs.Var(f.attrs, "attr", "KEY=VALUE the root span (else its resource) must carry, e.g. service.version=2; repeatable, all must hold")
+	f.limit = fs.Int("limit", 0, "read at most this many matching traces, the most recent (0: all)")
+	f.gradersFile = fs.String("graders", "", "graders file (JSONL, {\"case_id\": ..., \"graders\": [...]} a line) to put on the cases; needs --cases-out")
+	f.casesOut = fs.String("cases-out", "", "write the cases (JSONL) here")
+	f.trialsOut = fs.String("trials-out", "", "write the trials (JSONL) here")
+	f.force = fs.Bool("force", false, "overwrite --cases-out and --trials-out if they exist")
+}
+
+// filter is the traces' filter, --since and --until read against now.
+func (f *casesFromTracesFlags) filter(now time.Time) (tracecases.Filter, error) {
+	flt := tracecases.Filter{Service: strings.TrimSpace(*f.service), Agent: strings.TrimSpace(*f.agent), Attributes: f.attrs, Limit: *f.limit}
+	var err error
+	if flt.Since, err = parseWhen(*f.since, now); err != nil {
+		return flt, usageError("cases from-traces: --since: %v", err)
+	}
+	if flt.Until, err = parseWhen(*f.until, now); err != nil {
+		return flt, usageError("cases from-traces: --until: %v", err)
+	}
+	if err := flt.Validate(); err != nil {
+		return flt, usageError("cases from-traces: %s", strings.NewReplacer("limit", "--limit", "until", "--until", "since", "--since").Replace(err.Error()))
+	}
+	return flt, nil
+}
+
+// checkOutputs checks the output flags and that no output would be
+// overwritten without --force.
+func (f *casesFromTracesFlags) checkOutputs() error {
+	if *f.casesOut == "" && *f.trialsOut == "" {
+		return usageError("cases from-traces: give --cases-out FILE, --trials-out FILE or both")
+	}
+	if *f.casesOut != "" && *f.trialsOut != "" && filepath.Clean(*f.casesOut) == filepath.Clean(*f.trialsOut) {
+		return usageError("cases from-traces: --cases-out and --trials-out are the same file %s", *f.casesOut)
+	}
+	if *f.gradersFile != "" && *f.casesOut == "" {
+		return usageError("cases from-traces: --graders %s needs --cases-out: the graders go on the cases", *f.gradersFile)
+	}
+	for _, out := range []struct{ flag, path string }{{"--cases-out", *f.casesOut}, {"--trials-out", *f.trialsOut}} {
+		if out.path == "" || *f.force {
+			continue
+		}
+		if _, err := os.Stat(out.path); err == nil {
+			return usageError("cases from-traces: %s %s exists; add --force to overwrite it", out.flag, out.path)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("cases from-traces: %s: %w", out.flag, err)}
+		}
+	}
+	return nil
+}
+
+// readGraders reads --graders (none without it), checked as far as it can
+// be alone.
+func (f *casesFromTracesFlags) readGraders() ([]tracecases.GraderSet, error) {
+	if *f.gradersFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(*f.gradersFile)
+	if err != nil {
+		return nil, usageError("cases from-traces: --graders: %v", err)
+	}
+	sets, err := tracecases.ReadGraders(bytes.NewReader(b), *f.gradersFile)
+	if err != nil {
+		return nil, usageError("cases from-traces: --graders: %w", err)
+	}
+	return sets, nil
+}
+
+// writeOutputs writes the cases and the trials to the files asked for.
+func (f *casesFromTracesFlags) writeOutputs(cases []datasets.Case, trials []datasets.Trial) error {
+	if *f.casesOut != "" {
+		if err := writeJSONLFile(*f.casesOut, cases); err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("cases from-traces: --cases-out: %w", err)}
+		}
+	}
+	if *f.trialsOut != "" {
+		if err := writeJSONLFile(*f.trialsOut, trials); err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("cases from-traces: --trials-out: %w", err)}
+		}
+	}
+	return nil
+}
+
 func (m *Main) runCasesFromTraces(ctx context.Context, args []string, now time.Time) error {
 	fs := m.newFlagSet("cases from-traces", "cases from-traces [--store URL] [--since 1h|RFC3339] [--until 10m|RFC3339] [--service S] [--agent A] [--attr KEY=VALUE ...] [--limit N] [--graders FILE] [--cases-out FILE] [--trials-out FILE] [--force] [--format text|json] [--json]")
-	storeURL := m.tracesStoreFlag(fs)
-	since := fs.String("since", "", "traces starting at or after this: a duration back from now (1h) or an RFC 3339 time")
-	until := fs.String("until", "", "traces starting before this: a duration back from now (10m) or an RFC 3339 time")
-	service := fs.String("service", "", "traces with a span of this service.name")
-	agent := fs.String("agent", "", "traces with a span of this gen_ai.agent.name")
-	attrs := attrFlags{}
-	fs.Var(attrs, "attr", "KEY=VALUE the root span (else its resource) must carry, e.g. service.version=2; repeatable, all must hold")
-	limit := fs.Int("limit", 0, "read at most this many matching traces, the most recent (0: all)")
-	gradersFile := fs.String("graders", "", "graders file (JSONL, {\"case_id\": ..., \"graders\": [...]} a line) to put on the cases; needs --cases-out")
-	casesOut := fs.String("cases-out", "", "write the cases (JSONL) here")
-	trialsOut := fs.String("trials-out", "", "write the trials (JSONL) here")
-	force := fs.Bool("force", false, "overwrite --cases-out and --trials-out if they exist")
+	var f casesFromTracesFlags
+	f.storeURL = m.tracesStoreFlag(fs)
+	f.register(fs)
 	output := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -87,86 +174,27 @@ func (m *Main) runCasesFromTraces(ctx context.Context, args []string, now time.T
 	if fs.NArg() > 0 {
 		return usageError("cases from-traces: unexpected arguments %q", fs.Args())
 	}
-	f := tracecases.Filter{Service: strings.TrimSpace(*service), Agent: strings.TrimSpace(*agent), Attributes: attrs, Limit: *limit}
-	if f.Since, err = parseWhen(*since, now); err != nil {
-		return usageError("cases from-traces: --since: %v", err)
-	}
-	if f.Until, err = parseWhen(*until, now); err != nil {
-		return usageError("cases from-traces: --until: %v", err)
-	}
-	if err := f.Validate(); err != nil {
-		return usageError("cases from-traces: %s", strings.NewReplacer("limit", "--limit", "until", "--until", "since", "--since").Replace(err.Error()))
-	}
-	if *casesOut == "" && *trialsOut == "" {
-		return usageError("cases from-traces: give --cases-out FILE, --trials-out FILE or both")
-	}
-	if *casesOut != "" && *trialsOut != "" && filepath.Clean(*casesOut) == filepath.Clean(*trialsOut) {
-		return usageError("cases from-traces: --cases-out and --trials-out are the same file %s", *casesOut)
-	}
-	if *gradersFile != "" && *casesOut == "" {
-		return usageError("cases from-traces: --graders %s needs --cases-out: the graders go on the cases", *gradersFile)
-	}
-	for _, out := range []struct{ flag, path string }{{"--cases-out", *casesOut}, {"--trials-out", *trialsOut}} {
-		if out.path == "" || *force {
-			continue
-		}
-		if _, err := os.Stat(out.path); err == nil {
-			return usageError("cases from-traces: %s %s exists; add --force to overwrite it", out.flag, out.path)
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("cases from-traces: %s: %w", out.flag, err)}
-		}
-	}
-	// The graders file is read (and checked as far as it can be alone)
-	// before the store, so a typo costs no store read.
-	var sets []tracecases.GraderSet
-	if *gradersFile != "" {
-		b, err := os.ReadFile(*gradersFile)
-		if err != nil {
-			return usageError("cases from-traces: --graders: %v", err)
-		}
-		if sets, err = tracecases.ReadGraders(bytes.NewReader(b), *gradersFile); err != nil {
-			return usageError("cases from-traces: --graders: %w", err)
-		}
-	}
-
-	st, err := m.tracesOpenStore(ctx, *storeURL)
+	flt, err := f.filter(now)
 	if err != nil {
 		return err
 	}
-	defer st.Shutdown(context.WithoutCancel(ctx))
-	cases, trials, rep, err := tracecases.Build(ctx, st, f)
+	if err := f.checkOutputs(); err != nil {
+		return err
+	}
+	// The graders file is read before the store, so a typo costs no
+	// store read.
+	sets, err := f.readGraders()
 	if err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: err}
+		return err
 	}
-	if rep.Read == 0 {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("cases from-traces: no traces match (%d listed for the time, service and agent filters, %d left out by --attr); nothing written", rep.Listed, rep.AttrFilteredOut)}
+	cases, trials, rep, err := m.casesFromStore(ctx, &f, flt, sets)
+	if err != nil {
+		return err
 	}
-	if len(sets) > 0 {
-		if err := tracecases.MergeGraders(cases, sets, *gradersFile); err != nil {
-			return usageError("cases from-traces: --graders: %w", err)
-		}
-		if err := checkCodeGraderFiles(cases, *casesOut); err != nil {
-			return usageError("cases from-traces: --graders %s: %w", *gradersFile, err)
-		}
+	if err := f.writeOutputs(cases, trials); err != nil {
+		return err
 	}
-	if *casesOut != "" {
-		if err := writeJSONLFile(*casesOut, cases); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("cases from-traces: --cases-out: %w", err)}
-		}
-	}
-	if *trialsOut != "" {
-		if err := writeJSONLFile(*trialsOut, trials); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("cases from-traces: --trials-out: %w", err)}
-		}
-	}
-	// The store as opened (tracesOpenStore's defaults), for the summary.
-	store := *storeURL
-	if store == "" {
-		store = m.getenv(storeurl.EnvVar)
-	}
-	if store == "" {
-		store = storeurl.DefaultPath
-	}
+	store := m.storeAsOpened(*f.storeURL)
 	if format == "json" {
 		if rep.WithoutCaseID == nil {
 			rep.WithoutCaseID = []tracecases.Unmarked{}
@@ -174,10 +202,48 @@ func (m *Main) runCasesFromTraces(ctx context.Context, args []string, now time.T
 		if rep.WithoutTask == nil {
 			rep.WithoutTask = []string{}
 		}
-		return tracesWriteJSON(m.Stdout, casesFromTracesOutput{Store: store, CasesOut: *casesOut, TrialsOut: *trialsOut, Graders: *gradersFile, Report: rep})
+		return tracesWriteJSON(m.Stdout, casesFromTracesOutput{Store: store, CasesOut: *f.casesOut, TrialsOut: *f.trialsOut, Graders: *f.gradersFile, Report: rep})
 	}
-	printCasesReport(m.Stdout, rep, cases, store, *casesOut, *trialsOut, *gradersFile)
+	printCasesReport(m.Stdout, rep, cases, store, *f.casesOut, *f.trialsOut, *f.gradersFile)
 	return nil
+}
+
+// casesFromStore builds the cases and trials from the store's traces that
+// flt matches and puts the graders sets on the cases.
+func (m *Main) casesFromStore(ctx context.Context, f *casesFromTracesFlags, flt tracecases.Filter, sets []tracecases.GraderSet) ([]datasets.Case, []datasets.Trial, tracecases.Report, error) {
+	st, err := m.tracesOpenStore(ctx, *f.storeURL)
+	if err != nil {
+		return nil, nil, tracecases.Report{}, err
+	}
+	defer st.Shutdown(context.WithoutCancel(ctx))
+	cases, trials, rep, err := tracecases.Build(ctx, st, flt)
+	if err != nil {
+		return nil, nil, rep, &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	if rep.Read == 0 {
+		return nil, nil, rep, &ExitError{Code: ExitFailure, Err: fmt.Errorf("cases from-traces: no traces match (%d listed for the time, service and agent filters, %d left out by --attr); nothing written", rep.Listed, rep.AttrFilteredOut)}
+	}
+	if len(sets) > 0 {
+		if err := tracecases.MergeGraders(cases, sets, *f.gradersFile); err != nil {
+			return nil, nil, rep, usageError("cases from-traces: --graders: %w", err)
+		}
+		if err := checkCodeGraderFiles(cases, *f.casesOut); err != nil {
+			return nil, nil, rep, usageError("cases from-traces: --graders %s: %w", *f.gradersFile, err)
+		}
+	}
+	return cases, trials, rep, nil
+}
+
+// storeAsOpened is the store URL as tracesOpenStore opens it (its
+// defaults), for the summary.
+func (m *Main) storeAsOpened(url string) string {
+	if url == "" {
+		url = m.getenv(storeurl.EnvVar)
+	}
+	if url == "" {
+		url = storeurl.DefaultPath
+	}
+	return url
 }
 
 // parseWhen reads --since/--until: "" is unbounded, a duration is that

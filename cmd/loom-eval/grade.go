@@ -46,19 +46,9 @@ func (m *Main) runGrade(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	trials, err := datasets.LoadTrials(in)
+	trials, carried, err := loadGradeTrials(in)
 	if err != nil {
-		return &ExitError{Code: ExitUsage, Err: err}
-	}
-	// Transcripts the trials file carried are kept in the output;
-	// transcripts read from a journal or a trace are not copied in (the
-	// journal or trace stays the authority).
-	inline, spans := make([]bool, len(trials)), make([]bool, len(trials))
-	for i := range trials {
-		inline[i], spans[i] = trials[i].Transcript != nil, len(trials[i].Spans) > 0
-	}
-	if _, err := journal.CheckProvenance(in, trials, journal.SearchDirs(in)); err != nil {
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("provenance: %w", err)}
+		return err
 	}
 	prices := pricing.Default()
 	if *pricesPath != "" {
@@ -66,20 +56,11 @@ func (m *Main) runGrade(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if *storeURL != "" {
-		st, err := m.tracesOpenStore(ctx, *storeURL)
-		if err != nil {
-			return err
-		}
-		defer st.Shutdown(context.WithoutCancel(ctx))
-		if err := scorer.ResolveTraces(ctx, st, trials); err != nil {
-			code := ExitRuntimeErr
-			if errors.Is(err, scorer.ErrTraceMissing) {
-				code = ExitUsage
-			}
-			return &ExitError{Code: code, Err: err}
-		}
+	closeStore, err := m.resolveGradeTraces(ctx, *storeURL, trials)
+	if err != nil {
+		return err
 	}
+	defer closeStore()
 	env, stop, err := g.env(ctx, m.Stderr, m.Getenv, cases)
 	if err != nil {
 		return err
@@ -94,56 +75,123 @@ func (m *Main) runGrade(ctx context.Context, args []string) error {
 		}
 		return &ExitError{Code: code, Err: err}
 	}
+	tally, err := m.writeGraded(*out, trials, carried)
+	if err != nil {
+		return err
+	}
+	m.printGradeSummary(sum, tally)
+	return nil
+}
+
+// gradeCarried says, per trial, what the trials file itself carried:
+// transcripts it carried are kept in the output; transcripts read from a
+// journal or a trace are not copied in (the journal or trace stays the
+// authority), nor are spans loaded from the store.
+type gradeCarried struct{ inline, spans []bool }
+
+// loadGradeTrials reads the trials file in, notes what it carries and
+// checks its provenance.
+func loadGradeTrials(in string) ([]datasets.Trial, gradeCarried, error) {
+	trials, err := datasets.LoadTrials(in)
+	if err != nil {
+		return nil, gradeCarried{}, &ExitError{Code: ExitUsage, Err: err}
+	}
+	c := gradeCarried{inline: make([]bool, len(trials)), spans: make([]bool, len(trials))}
+	for i := range trials {
+		c.inline[i], c.spans[i] = trials[i].Transcript != nil, len(trials[i].Spans) > 0
+	}
+	if _, err := journal.CheckProvenance(in, trials, journal.SearchDirs(in)); err != nil {
+		return nil, gradeCarried{}, &ExitError{Code: ExitUsage, Err: fmt.Errorf("provenance: %w", err)}
+	}
+	return trials, c, nil
+}
+
+// resolveGradeTraces loads, from the store at storeURL (none when empty),
+// the trace of every trial that has a trace_id but no inline spans, and
+// returns the function that closes the store.
+func (m *Main) resolveGradeTraces(ctx context.Context, storeURL string, trials []datasets.Trial) (func(), error) {
+	if storeURL == "" {
+		return func() {}, nil
+	}
+	st, err := m.tracesOpenStore(ctx, storeURL)
+	if err != nil {
+		return nil, err
+	}
+	closeStore := func() { st.Shutdown(context.WithoutCancel(ctx)) }
+	if err := scorer.ResolveTraces(ctx, st, trials); err != nil {
+		closeStore()
+		code := ExitRuntimeErr
+		if errors.Is(err, scorer.ErrTraceMissing) {
+			code = ExitUsage
+		}
+		return nil, &ExitError{Code: code, Err: err}
+	}
+	return closeStore, nil
+}
+
+// gradeTally counts the verdicts written.
+type gradeTally struct {
+	passed, failed int
+	all            []datasets.Grade
+}
+
+// writeGraded writes the graded trials as JSONL to out (stdout when empty)
+// and counts their verdicts.
+func (m *Main) writeGraded(out string, trials []datasets.Trial, carried gradeCarried) (gradeTally, error) {
+	var tally gradeTally
 	var w io.Writer = m.Stdout
 	var fh *os.File
-	if *out != "" {
-		if fh, err = os.Create(*out); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: %w", err)}
+	if out != "" {
+		var err error
+		if fh, err = os.Create(out); err != nil {
+			return tally, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: %w", err)}
 		}
 		w = fh
 	}
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	passed, failed := 0, 0
-	var all []datasets.Grade
 	for i := range trials {
 		t := trials[i]
-		if !inline[i] {
+		if !carried.inline[i] {
 			t.Transcript = nil
 		}
-		if !spans[i] {
+		if !carried.spans[i] {
 			t.Spans = nil // loaded from the store: the trace_id already points at them
 		}
-		all = append(all, t.Grades...)
+		tally.all = append(tally.all, t.Grades...)
 		for _, gr := range t.Grades {
 			if gr.Passed {
-				passed++
+				tally.passed++
 			} else {
-				failed++
+				tally.failed++
 			}
 		}
 		if err := enc.Encode(t); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: write: %w", err)}
+			return tally, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: write: %w", err)}
 		}
 	}
 	if err := bw.Flush(); err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: write: %w", err)}
+		return tally, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: write: %w", err)}
 	}
 	if fh != nil {
 		if err := fh.Close(); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: %w", err)}
+			return tally, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: %w", err)}
 		}
 	}
+	return tally, nil
+}
+
+// printGradeSummary says on stderr what grading did.
+func (m *Main) printGradeSummary(sum grade.Summary, tally gradeTally) {
 	fmt.Fprintf(m.Stderr, "graded %d trials: %d verdicts reached now, %d kept as recorded (%d of them decided again from their recorded judge replies); %d passed, %d failed\n",
-		sum.Trials, sum.Graded, sum.Recorded, sum.Redecided, passed, failed)
-	for _, l := range report.JudgeConsistencyLines(scorer.JudgeConsistency(all, scorer.DefaultConfig().Level)) {
+		sum.Trials, sum.Graded, sum.Recorded, sum.Redecided, tally.passed, tally.failed)
+	for _, l := range report.JudgeConsistencyLines(scorer.JudgeConsistency(tally.all, scorer.DefaultConfig().Level)) {
 		fmt.Fprintln(m.Stderr, "judge:", l)
 	}
 	for _, n := range sum.Notes {
 		fmt.Fprintln(m.Stderr, "note:", n)
 	}
-	return nil
 }
 
 // sameFile reports whether a and b name one existing file.

@@ -33,90 +33,146 @@ func (m *Main) runMCP(ctx context.Context, args []string) error {
 	return m.runMCPServe(ctx, args[1:])
 }
 
+// mcpServeFlags are `loom-eval mcp serve`'s flags.
+type mcpServeFlags struct {
+	httpAddr, tokenFile, dataset, indexCache, exclude, storeURL *string
+	noPython, noTraces                                          *bool
+	origins                                                     listFlag
+}
+
+func (f *mcpServeFlags) register(fs *flag.FlagSet, storeURL *string) {
+	f.httpAddr = fs.String("http", "", "serve Streamable HTTP on this address (path /mcp) instead of stdio")
+	f.tokenFile = fs.String("token-file", "", "file holding the bearer token HTTP clients must send (default $LOOMWORK_MCP_TOKEN); required with --http")
+	f.dataset = fs.String("dataset", "", "judged dataset folder the doc tools search (default $LOOMWORK_DATASET, else the shipped set)")
+	f.indexCache = fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	f.exclude = fs.String("exclude-issues", "", "issue numbers (comma-separated) no search or read may return, whatever the caller asks")
+	f.storeURL = storeURL
+	f.noPython = fs.Bool("no-python", false, "do not offer run_python_code")
+	f.noTraces = fs.Bool("no-traces", false, "do not offer the trace queries")
+	fs.Var(&f.origins, "allow-origin", "with --http: also accept requests from this browser origin, scheme://host[:port] (repeatable; localhost origins are always accepted, any other Origin is refused with 403)")
+}
+
+// validateOrigins checks --allow-origin.
+func (f *mcpServeFlags) validateOrigins() error {
+	if len(f.origins) > 0 && *f.httpAddr == "" {
+		return usageError("mcp serve: --allow-origin needs --http")
+	}
+	for _, o := range f.origins {
+		if err := mcp.ValidOrigin(o); err != nil {
+			return usageError("mcp serve: --allow-origin %q: %v", o, err)
+		}
+	}
+	return nil
+}
+
+// token is the bearer token HTTP clients must send (--token-file, else
+// $LOOMWORK_MCP_TOKEN, read with getenv when it is not nil); "" for stdio.
+func (f *mcpServeFlags) token(getenv func(string) string) (string, error) {
+	if *f.httpAddr == "" {
+		return "", nil
+	}
+	token := ""
+	switch {
+	case *f.tokenFile != "":
+		b, err := os.ReadFile(*f.tokenFile)
+		if err != nil {
+			return "", usageError("mcp serve: --token-file: %v", err)
+		}
+		token = strings.TrimSpace(string(b))
+	case getenv != nil:
+		token = strings.TrimSpace(getenv("LOOMWORK_MCP_TOKEN"))
+	}
+	if token == "" {
+		return "", usageError("mcp serve: --http needs a bearer token (--token-file or $LOOMWORK_MCP_TOKEN)")
+	}
+	return token, nil
+}
+
+// mcpServeTools are the tools mcp serve offers (the research agent's,
+// run_python_code unless --no-python, the trace queries unless
+// --no-traces) and the function that releases what they hold, last
+// opened first.
+func (m *Main) mcpServeTools(ctx context.Context, f *mcpServeFlags) ([]runtime.Tool, func(), error) {
+	var closers []func()
+	release := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	var tools []runtime.Tool
+	idx, err := m.researchIndex("mcp serve", *f.dataset, *f.indexCache)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, func() { idx.Close(context.WithoutCancel(ctx)) })
+	ra, err := research.New(research.Config{Index: idx})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	tools = append(tools, ra.Tools...)
+	if !*f.noPython {
+		sb, stop := lazySandbox(ctx)
+		closers = append(closers, func() { _ = stop() })
+		tools = append(tools, mcp.Python(sb))
+	}
+	if !*f.noTraces {
+		st, err := m.tracesOpenStore(ctx, *f.storeURL)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		closers = append(closers, func() { st.Shutdown(context.WithoutCancel(ctx)) })
+		tools = append(tools, mcp.TraceTools(storeQueries{st})...)
+	}
+	return tools, release, nil
+}
+
 // runMCPServe serves Loomwork's tools over MCP: stdio by default, or
 // Streamable HTTP with --http (bearer token required).
 func (m *Main) runMCPServe(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F [--allow-origin https://app.example]] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces]")
-	httpAddr := fs.String("http", "", "serve Streamable HTTP on this address (path /mcp) instead of stdio")
-	tokenFile := fs.String("token-file", "", "file holding the bearer token HTTP clients must send (default $LOOMWORK_MCP_TOKEN); required with --http")
-	dataset := fs.String("dataset", "", "judged dataset folder the doc tools search (default $LOOMWORK_DATASET, else the shipped set)")
-	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
-	exclude := fs.String("exclude-issues", "", "issue numbers (comma-separated) no search or read may return, whatever the caller asks")
-	storeURL := m.tracesStoreFlag(fs)
-	noPython := fs.Bool("no-python", false, "do not offer run_python_code")
-	noTraces := fs.Bool("no-traces", false, "do not offer the trace queries")
-	var origins listFlag
-	fs.Var(&origins, "allow-origin", "with --http: also accept requests from this browser origin, scheme://host[:port] (repeatable; localhost origins are always accepted, any other Origin is refused with 403)")
+	var f mcpServeFlags
+	f.register(fs, m.tracesStoreFlag(fs))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError("mcp serve: unexpected arguments %q", fs.Args())
 	}
-	if len(origins) > 0 && *httpAddr == "" {
-		return usageError("mcp serve: --allow-origin needs --http")
+	if err := f.validateOrigins(); err != nil {
+		return err
 	}
-	for _, o := range origins {
-		if err := mcp.ValidOrigin(o); err != nil {
-			return usageError("mcp serve: --allow-origin %q: %v", o, err)
-		}
+	token, err := f.token(m.Getenv)
+	if err != nil {
+		return err
 	}
-	token := ""
-	if *httpAddr != "" {
-		switch {
-		case *tokenFile != "":
-			b, err := os.ReadFile(*tokenFile)
-			if err != nil {
-				return usageError("mcp serve: --token-file: %v", err)
-			}
-			token = strings.TrimSpace(string(b))
-		case m.Getenv != nil:
-			token = strings.TrimSpace(m.Getenv("LOOMWORK_MCP_TOKEN"))
-		}
-		if token == "" {
-			return usageError("mcp serve: --http needs a bearer token (--token-file or $LOOMWORK_MCP_TOKEN)")
-		}
-	}
-	issues, err := research.ExcludedIssues(splitNonEmpty(*exclude))
+	issues, err := research.ExcludedIssues(splitNonEmpty(*f.exclude))
 	if err != nil {
 		return usageError("mcp serve: --exclude-issues: %v", err)
 	}
-
-	var tools []runtime.Tool
-	idx, err := m.researchIndex("mcp serve", *dataset, *indexCache)
+	tools, release, err := m.mcpServeTools(ctx, &f)
 	if err != nil {
 		return err
 	}
-	defer idx.Close(context.WithoutCancel(ctx))
-	ra, err := research.New(research.Config{Index: idx})
+	defer release()
+	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...), Logger: m.mcpLogger(), AllowedOrigins: f.origins})
 	if err != nil {
 		return err
 	}
-	tools = append(tools, ra.Tools...)
-	if !*noPython {
-		sb, stop := lazySandbox(ctx)
-		defer func() { _ = stop() }()
-		tools = append(tools, mcp.Python(sb))
-	}
-	if !*noTraces {
-		st, err := m.tracesOpenStore(ctx, *storeURL)
-		if err != nil {
-			return err
-		}
-		defer st.Shutdown(context.WithoutCancel(ctx))
-		tools = append(tools, mcp.TraceTools(storeQueries{st})...)
-	}
-	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...), Logger: m.mcpLogger(), AllowedOrigins: origins})
-	if err != nil {
-		return err
-	}
-	if *httpAddr == "" {
+	if *f.httpAddr == "" {
 		if err := srv.ServeStdio(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("mcp serve: %w", err)}
 		}
 		return nil
 	}
-	ln, err := net.Listen("tcp", *httpAddr)
+	return m.serveMCPHTTP(ctx, srv, *f.httpAddr, token)
+}
+
+// serveMCPHTTP serves srv as Streamable HTTP on addr (path /mcp) until ctx
+// ends.
+func (m *Main) serveMCPHTTP(ctx context.Context, srv *mcp.Server, addr, token string) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("mcp serve: %w", err)}
 	}

@@ -4,19 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
@@ -67,21 +64,33 @@ type replayOutput struct {
 	Experiment *experimentPlace `json:"experiment,omitempty"`
 }
 
+// replayFlags are `loom-eval replay`'s own flags (the MCP, reference and
+// output flags have their own types).
+type replayFlags struct {
+	rescore, strict                            *bool
+	trialsOut, endpoint, policyFile, casesFile *string
+}
+
+func (f *replayFlags) register(fs *flag.FlagSet) {
+	f.rescore = fs.Bool("rescore", false, "derive the reports from the recorded events alone; execute nothing")
+	f.trialsOut = fs.String("trials-out", "", "write one trial record per run (JSONL) to this file, for loom-eval score")
+	f.endpoint = fs.String("otlp-endpoint", "", "send the replay's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
+	f.policyFile = fs.String("policy", "", "re-decide every tool call with this policy rules `file` (journals recorded under a policy carry its decisions)")
+	f.strict = fs.Bool("strict", false, "also fail (exit 1) when a re-executed tool returns a different result")
+	f.casesFile = fs.String("cases", "", "with --trials-out: the case file the journals' runs attempted, recorded in the experiment and graded on (default: a case file of the runs' own tasks, written into the experiment folder)")
+}
+
 // runReplay re-runs journals with their recorded model answers, executing
 // the tools again; no model key is involved.
 func (m *Main) runReplay(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("replay", "replay [flags] JOURNAL.jsonl... [--trials-out FILE [--cases FILE] [--experiment-out DIR | --no-experiment]]")
-	rescore := fs.Bool("rescore", false, "derive the reports from the recorded events alone; execute nothing")
-	trialsOut := fs.String("trials-out", "", "write one trial record per run (JSONL) to this file, for loom-eval score")
-	endpoint := fs.String("otlp-endpoint", "", "send the replay's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
+	var f replayFlags
+	f.register(fs)
 	outFmt := m.addOutputFlags(fs, "text", "json")
-	policyFile := fs.String("policy", "", "re-decide every tool call with this policy rules `file` (journals recorded under a policy carry its decisions)")
-	strict := fs.Bool("strict", false, "also fail (exit 1) when a re-executed tool returns a different result")
 	var mcpLive mcpFlags
 	mcpLive.add(fs, "re-execute the MCP tools of journals that used this server (default: their recorded results; no server needed)")
 	var ref referenceFlags
 	ref.register(fs, "true for journals of scripted answers, false for live ones")
-	casesFile := fs.String("cases", "", "with --trials-out: the case file the journals' runs attempted, recorded in the experiment and graded on (default: a case file of the runs' own tasks, written into the experiment folder)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -93,10 +102,10 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	if fs.NArg() == 0 {
 		return usageError("replay: no journal given")
 	}
-	if err := ref.check("replay", *endpoint); err != nil {
+	if err := ref.check("replay", *f.endpoint); err != nil {
 		return err
 	}
-	if *rescore && *endpoint != "" {
+	if *f.rescore && *f.endpoint != "" {
 		return usageError("replay: --rescore executes nothing and emits no spans; drop --otlp-endpoint")
 	}
 	reg, cleanup, err := m.replayAgents()
@@ -104,41 +113,68 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := replay.Config{Registry: reg, CaptureContent: ref.replayCapture()}
-	if *policyFile != "" {
-		g, err := policyGuard(*policyFile)
+	r := &replayer{rescore: *f.rescore, cfg: replay.Config{Registry: reg, CaptureContent: ref.replayCapture()}}
+	if *f.policyFile != "" {
+		g, err := policyGuard(*f.policyFile)
 		if err != nil {
 			return err
 		}
-		cfg.Authorizer = g
+		r.cfg.Authorizer = g
 	}
-	if *endpoint != "" {
-		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(*endpoint), otlptracegrpc.WithInsecure())
-		if err != nil {
-			return fmt.Errorf("replay: otlp exporter: %w", err)
-		}
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-			sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "loom-eval-replay"))))
-		defer func() {
-			if err := tp.Shutdown(context.WithoutCancel(ctx)); err != nil {
-				fmt.Fprintf(m.Stderr, "loom-eval replay: flush spans to %s: %v\n", *endpoint, err)
-			}
-		}()
-		cfg.TracerProvider = tp
-	}
-	engine, err := replay.New(cfg)
+	tp, flush, err := m.otlpTracing(ctx, "replay", *f.endpoint)
 	if err != nil {
 		return err
 	}
-	liveMCP, stopMCP, err := m.mcpConnect(ctx, &mcpLive, cfg.TracerProvider)
+	defer flush()
+	r.cfg.TracerProvider = tp
+	if r.engine, err = replay.New(r.cfg); err != nil {
+		return err
+	}
+	liveMCP, stopMCP, err := m.mcpConnect(ctx, &mcpLive, r.cfg.TracerProvider)
 	defer stopMCP()
 	if err != nil {
 		return err
 	}
+	r.liveMCP = liveMCP
+	out, badInput, err := r.replayFiles(ctx, fs.Args())
+	if err != nil {
+		return err
+	}
+	// Every replayed run gets its trial, a diverged one too (its
+	// divergence field says why), so the file names every case and the
+	// scorer fails the diverged trials by name.
+	diverged := divergedRuns(out.Reports, *f.strict)
+	out.OK = len(out.Errors) == 0 && len(diverged) == 0
+	if *f.trialsOut != "" {
+		trials, err := writeTrials(*f.trialsOut, out.Reports, *f.endpoint != "", *f.strict)
+		if err != nil {
+			return err
+		}
+		if out.Experiment, err = m.recordReplay(ctx, &ref, trials, *f.trialsOut, *f.casesFile, asJSON); err != nil {
+			return err
+		}
+	}
+	if err := m.writeReplay(out, asJSON, *f.rescore); err != nil {
+		return err
+	}
+	return replayExit(out, badInput, diverged)
+}
 
-	out := replayOutput{Reports: []journal.ReplayReport{}}
-	badInput := false
-	for _, path := range fs.Args() {
+// replayer replays the runs of journal files.
+type replayer struct {
+	rescore bool
+	cfg     replay.Config
+	engine  *replay.Engine
+	liveMCP []*mcp.Client // the --mcp servers that re-execute their tools
+}
+
+// replayFiles replays every run of the journals at paths, in order. A
+// journal or run that fails is an entry of out.Errors (badInput when a
+// journal is corrupt or missing); the error is the context's, when it
+// ended.
+func (r *replayer) replayFiles(ctx context.Context, paths []string) (out replayOutput, badInput bool, err error) {
+	out = replayOutput{Reports: []journal.ReplayReport{}}
+	for _, path := range paths {
 		runs, err := journal.ReadJSONLFile(path)
 		if err != nil {
 			var ce *journal.CorruptionError
@@ -147,20 +183,10 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 			continue
 		}
 		for _, run := range runs {
-			var rep journal.ReplayReport
-			if *rescore {
-				rep, err = replay.Rescore(run)
-			} else if e, ok, merr := mcpReplayEngine(run, cfg, liveMCP); ok || merr != nil {
-				err = merr
-				if err == nil {
-					rep, err = e.Replay(ctx, run)
-				}
-			} else {
-				rep, err = engine.Replay(ctx, run)
-			}
+			rep, err := r.replayRun(ctx, run)
 			if err != nil {
 				if ctx.Err() != nil {
-					return err
+					return out, badInput, err
 				}
 				out.Errors = append(out.Errors, err.Error())
 				continue
@@ -168,43 +194,57 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 			out.Reports = append(out.Reports, rep)
 		}
 	}
-	// Every replayed run gets its trial, a diverged one too (its
-	// divergence field says why), so the file names every case and the
-	// scorer fails the diverged trials by name.
+	return out, badInput, nil
+}
+
+// replayRun rescored or replays one run, on an engine with the live MCP
+// servers of its pins when it has them.
+func (r *replayer) replayRun(ctx context.Context, run journal.Run) (journal.ReplayReport, error) {
+	if r.rescore {
+		return replay.Rescore(run)
+	}
+	if e, ok, err := mcpReplayEngine(run, r.cfg, r.liveMCP); ok || err != nil {
+		if err != nil {
+			return journal.ReplayReport{}, err
+		}
+		return e.Replay(ctx, run)
+	}
+	return r.engine.Replay(ctx, run)
+}
+
+// divergedRuns names (case/trial) the reports that did not reproduce their
+// journal.
+func divergedRuns(reports []journal.ReplayReport, strict bool) []string {
 	var diverged []string
-	for i := range out.Reports {
-		r := &out.Reports[i]
-		if replay.Diverged(r, *strict) != "" {
+	for i := range reports {
+		r := &reports[i]
+		if replay.Diverged(r, strict) != "" {
 			diverged = append(diverged, caseTrial(r))
 		}
 	}
-	failed := len(out.Errors) > 0 || len(diverged) > 0
-	out.OK = !failed
+	return diverged
+}
 
-	if *trialsOut != "" {
-		trials, err := writeTrials(*trialsOut, out.Reports, *endpoint != "", *strict)
-		if err != nil {
-			return err
-		}
-		if out.Experiment, err = m.recordReplay(ctx, &ref, trials, *trialsOut, *casesFile, asJSON); err != nil {
-			return err
-		}
-	}
+// writeReplay writes the reports as JSON or text to stdout.
+func (m *Main) writeReplay(out replayOutput, asJSON, rescore bool) error {
 	if asJSON {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return err
-		}
-	} else {
-		m.printReplay(out, *rescore)
+		return enc.Encode(out)
 	}
+	m.printReplay(out, rescore)
+	return nil
+}
+
+// replayExit is replay's exit: a rejected journal, a run that could not be
+// replayed, or runs that diverged.
+func replayExit(out replayOutput, badInput bool, diverged []string) error {
 	switch {
 	case badInput:
 		return &ExitError{Code: ExitUsage, Err: errors.New("replay: a journal was rejected")}
 	case len(out.Errors) > 0:
 		return &ExitError{Code: ExitRuntimeErr, Err: errors.New("replay: a run could not be replayed")}
-	case failed:
+	case !out.OK:
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("replay: %d run(s) did not reproduce their journal: %s", len(diverged), strings.Join(diverged, ", "))}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -100,35 +101,248 @@ type runTask struct {
 	attrs  json.RawMessage
 }
 
+// runFlags are `loom-eval run`'s own flags (the MCP, reference and output
+// flags have their own types).
+type runFlags struct {
+	agentName, taskText, caseFile, caseID, caseTag, provider, model, baseURL, apiKeyEnv *string
+	journalPath, journalOut, runID, endpoint, ctxStrategy, ctxSummarizer                *string
+	dataset, indexCache, workspaces, memoryDB                                           *string
+	trials, ctxBudget, maxSteps, maxTokens                                              *int
+	budgetUSD                                                                           *float64
+	deterministic                                                                       *bool
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	f.agentName = fs.String("agent", "", "reference agent: research or coding")
+	f.taskText = fs.String("task", "", "the task text")
+	f.caseFile = fs.String("case", "", "a cases JSONL file (datasets.Case); research cases tagged issue:N exclude issue N from retrieval")
+	f.caseID = fs.String("case-id", "", "the case to run from --case (default: every case in the file)")
+	f.caseTag = fs.String("tag", "", "run only the cases of --case carrying this tag (e.g. research)")
+	f.trials = fs.Int("trials", 1, "trials per task (trial t of the scripted research policy uses query formulation t mod 3)")
+	f.provider = fs.String("provider", "scripted", "scripted, openai (or any OpenAI-compatible server) or anthropic; keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY")
+	f.model = fs.String("model", "", "model id for a live provider")
+	f.baseURL = fs.String("base-url", "", "API root of the provider (e.g. http://127.0.0.1:8000/v1 for a local OpenAI-compatible server)")
+	f.apiKeyEnv = fs.String("api-key-env", "", "environment variable holding the key (default: the provider's)")
+	f.journalPath = fs.String("journal", ".loomwork/runs.journal.db", "SQLite journal; a run id already in it is resumed, never re-asked")
+	f.journalOut = fs.String("journal-out", "", "also export this invocation's runs to this JSONL `file` (the format loom-eval replay reads)")
+	f.runID = fs.String("run-id", "", "run id (one task, one trial; default AGENT-CASE-tN for cases, AGENT-TASKHASH-TIME for --task)")
+	f.endpoint = fs.String("otlp-endpoint", "", "send spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
+	f.budgetUSD = fs.Float64("budget-usd", 0, "refuse model calls whose worst case would exceed this spend (live providers; 0: no budget)")
+	f.ctxBudget = fs.Int("context-budget", 0, "context-layer token budget (0: the agent's default, 8000)")
+	f.ctxStrategy = fs.String("context-strategy", "", "context strategy: truncate, shrink, shrink+summarise, shrink+summarise+pins, or none (default: the agent's)")
+	f.ctxSummarizer = fs.String("context-summarizer", "extractive", "extractive, or model (live providers: the summary is asked of the same model and journaled)")
+	f.maxSteps = fs.Int("max-steps", 8, "model calls that may request tools before the tools-withheld last call")
+	f.maxTokens = fs.Int("max-tokens", 0, "output cap per model call (live providers; 0: 2048)")
+	f.dataset = fs.String("dataset", "", "research corpus: a judged dataset `folder` (default "+datasets.DescribeDefault()+")")
+	f.indexCache = fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	f.workspaces = fs.String("workspaces", ".loomwork/workspaces", "coding: folder of per-run sandbox workspaces (keep it to resume runs)")
+	f.memoryDB = fs.String("memory", "", "research: recall from this memory store (SQLite, e.g. .loomwork/memory.db) into the context's memory tier before each run, and distill each finished run into it (scope default/research/default)")
+	f.deterministic = fs.Bool("deterministic", false, "stamp journal events with a logical clock (2026-01-01T00:00:00Z + 1 ms per event) so a scripted recording is byte-identical on every machine; recorded durations are then logical")
+}
+
+// live reports whether a live provider answers (not the scripted policy).
+func (f *runFlags) live() bool { return *f.provider != "scripted" }
+
+// validate checks the agent, the task source, the numbers and the
+// provider's flags.
+func (f *runFlags) validate() error {
+	if *f.agentName != research.Name && *f.agentName != coding.Name {
+		return usageError("run: --agent must be research or coding (got %q)", *f.agentName)
+	}
+	if (*f.taskText == "") == (*f.caseFile == "") {
+		return usageError("run: give exactly one of --task and --case")
+	}
+	if (*f.caseID != "" || *f.caseTag != "") && *f.caseFile == "" {
+		return usageError("run: --case-id and --tag need --case")
+	}
+	if *f.trials < 1 || *f.maxSteps < 1 || *f.maxTokens < 0 || *f.budgetUSD < 0 || *f.ctxBudget < 0 {
+		return usageError("run: need --trials >= 1, --max-steps >= 1 and non-negative --max-tokens, --budget-usd, --context-budget")
+	}
+	switch *f.provider {
+	case "scripted":
+		if *f.model != "" || *f.baseURL != "" || *f.budgetUSD != 0 || *f.apiKeyEnv != "" {
+			return usageError("run: --model, --base-url, --api-key-env and --budget-usd are for live providers; the scripted policy takes none")
+		}
+		if *f.ctxSummarizer == runtime.SummarizerModel {
+			return usageError("run: --context-summarizer model needs a live provider")
+		}
+	case "openai", "anthropic":
+		if *f.model == "" {
+			return usageError("run: --provider %s needs --model", *f.provider)
+		}
+	default:
+		return usageError("run: --provider must be scripted, openai or anthropic (got %q)", *f.provider)
+	}
+	return nil
+}
+
+// contextSpec is the agent's context layer as the flags change it (nil
+// with --context-strategy none).
+func (f *runFlags) contextSpec() (*runtime.ContextSpec, error) {
+	if *f.ctxStrategy == "none" {
+		if *f.ctxBudget > 0 {
+			return nil, usageError("run: --context-budget with --context-strategy none")
+		}
+		return nil, nil
+	}
+	s := research.DefaultContext()
+	if *f.agentName == coding.Name {
+		s = coding.DefaultContext()
+	}
+	if *f.ctxStrategy != "" {
+		s.Strategy = *f.ctxStrategy
+	}
+	if *f.ctxBudget > 0 {
+		s.Budget = *f.ctxBudget
+	}
+	s.Summarizer = *f.ctxSummarizer
+	if err := s.Validate(); err != nil {
+		return nil, usageError("run: %v", err)
+	}
+	return &s, nil
+}
+
+// openMemory opens the --memory store (nil without it); the caller shuts
+// it down.
+func (f *runFlags) openMemory(ctx context.Context, spec *runtime.ContextSpec) (*memory.Store, error) {
+	if *f.memoryDB == "" {
+		return nil, nil
+	}
+	if *f.agentName != research.Name || spec == nil {
+		return nil, usageError("run: --memory is for the research agent with a context layer (the memory tier is part of it)")
+	}
+	if err := os.MkdirAll(filepath.Dir(*f.memoryDB), 0o755); err != nil {
+		return nil, err
+	}
+	mem, err := memory.Open(ctx, memory.Config{Path: *f.memoryDB})
+	if err != nil {
+		return nil, usageError("run: --memory: %v", err)
+	}
+	return mem, nil
+}
+
+// otlpProvider is a tracer provider that batches service's spans over
+// OTLP/gRPC to endpoint; cmd names the command in its error.
+func otlpProvider(ctx context.Context, cmd, service, endpoint string) (*sdktrace.TracerProvider, error) {
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
+	if err != nil {
+		return nil, fmt.Errorf("%s: otlp exporter: %w", cmd, err)
+	}
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service)))), nil
+}
+
+// otlpTracing is the tracer provider that sends cmd's spans (service
+// loom-eval-CMD) over OTLP/gRPC to endpoint (nil without one) and the
+// function that flushes it, saying on stderr when that fails.
+func (m *Main) otlpTracing(ctx context.Context, cmd, endpoint string) (trace.TracerProvider, func(), error) {
+	if endpoint == "" {
+		return nil, func() {}, nil
+	}
+	sdk, err := otlpProvider(ctx, cmd, "loom-eval-"+cmd, endpoint)
+	if err != nil {
+		return nil, nil, err
+	}
+	flush := func() {
+		if err := sdk.Shutdown(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(m.Stderr, "loom-eval %s: flush spans to %s: %v\n", cmd, endpoint, err)
+		}
+	}
+	return sdk, flush, nil
+}
+
+// runAgent is the reference agent --agent names and the function that
+// releases what it holds (the research index, the coding sandbox).
+func (m *Main) runAgent(ctx context.Context, f *runFlags, tp trace.TracerProvider) (runtime.Agent, func(), error) {
+	switch *f.agentName {
+	case research.Name:
+		idx, err := m.researchIndex("run", *f.dataset, *f.indexCache)
+		if err != nil {
+			return runtime.Agent{}, nil, err
+		}
+		if tp != nil {
+			idx.Tracer = tp.Tracer("github.com/loomwork/loomwork/retrieval")
+		}
+		release := func() { idx.Close(context.WithoutCancel(ctx)) }
+		a, err := research.New(research.Config{Index: idx})
+		if err != nil {
+			release()
+			return runtime.Agent{}, nil, err
+		}
+		return a, release, nil
+	case coding.Name:
+		sb, stopSandbox := lazySandbox(ctx)
+		release := func() { _ = stopSandbox() }
+		// The sandbox's init helper starts in "/", so a relative workspace
+		// (the default .loomwork/workspaces) would name another directory
+		// there than here: every run_python failed to open its workspace.
+		work, err := filepath.Abs(*f.workspaces)
+		if err != nil {
+			release()
+			return runtime.Agent{}, nil, usageError("run: --workspaces %s: %v", *f.workspaces, err)
+		}
+		a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: work})
+		if err != nil {
+			release()
+			return runtime.Agent{}, nil, err
+		}
+		return a, release, nil
+	}
+	return runtime.Agent{}, func() {}, nil
+}
+
+// openJournalDB opens (creating its folder) the SQLite journal at path
+// for cmd, which its errors name; deterministic stamps events with a
+// logical clock.
+func openJournalDB(ctx context.Context, cmd, path string, deterministic bool) (*journaldb.Store, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w", cmd, err)}
+		}
+	}
+	jcfg := journaldb.Config{Path: path}
+	if deterministic {
+		jcfg.Clock = journaldb.DeterministicClock()
+	}
+	j, err := journaldb.Open(ctx, jcfg)
+	if err != nil {
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w", cmd, err)}
+	}
+	return j, nil
+}
+
+// runGateway is the gateway to the live provider.
+func runGateway(f *runFlags, tp trace.TracerProvider, getenv func(string) string) (*gateway.Gateway, error) {
+	mc := gateway.ModelConfig{Provider: *f.provider, Model: *f.model, BaseURL: *f.baseURL, APIKeyEnv: *f.apiKeyEnv,
+		MaxOutputTokens: 2048, Capabilities: []gateway.Capability{gateway.CapTools}, Timeout: gateway.Duration(2 * time.Minute)}
+	if *f.maxTokens > 0 {
+		mc.MaxOutputTokens = *f.maxTokens
+	}
+	if pm, _, ok := pricing.Default().Lookup(*f.model); ok {
+		mc.Prices = gatewayPrices(pm)
+	} else if *f.budgetUSD > 0 {
+		return nil, usageError("run: --budget-usd: no price is known for model %q, so the budget cannot be enforced", *f.model)
+	}
+	cfg := gateway.DefaultConfig()
+	cfg.Models = []gateway.ModelConfig{mc}
+	cfg.BudgetUSD = *f.budgetUSD
+	opts := gateway.Options{Providers: providers.Standard(), Getenv: getenv}
+	if tp != nil {
+		opts.Tracer = tp.Tracer("github.com/loomwork/loomwork/agents/gateway")
+	}
+	gw, err := gateway.New(cfg, opts)
+	if err != nil {
+		return nil, usageError("run: %v", err)
+	}
+	return gw, nil
+}
+
 // runRun runs a reference agent, journaled (SQLite) and traced (OTLP), on a
 // scripted policy by default or a live provider through the gateway.
 func (m *Main) runRun(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("run", runUsage)
-	agentName := fs.String("agent", "", "reference agent: research or coding")
-	taskText := fs.String("task", "", "the task text")
-	caseFile := fs.String("case", "", "a cases JSONL file (datasets.Case); research cases tagged issue:N exclude issue N from retrieval")
-	caseID := fs.String("case-id", "", "the case to run from --case (default: every case in the file)")
-	caseTag := fs.String("tag", "", "run only the cases of --case carrying this tag (e.g. research)")
-	trials := fs.Int("trials", 1, "trials per task (trial t of the scripted research policy uses query formulation t mod 3)")
-	provider := fs.String("provider", "scripted", "scripted, openai (or any OpenAI-compatible server) or anthropic; keys come from OPENAI_API_KEY / ANTHROPIC_API_KEY")
-	model := fs.String("model", "", "model id for a live provider")
-	baseURL := fs.String("base-url", "", "API root of the provider (e.g. http://127.0.0.1:8000/v1 for a local OpenAI-compatible server)")
-	apiKeyEnv := fs.String("api-key-env", "", "environment variable holding the key (default: the provider's)")
-	journalPath := fs.String("journal", ".loomwork/runs.journal.db", "SQLite journal; a run id already in it is resumed, never re-asked")
-	journalOut := fs.String("journal-out", "", "also export this invocation's runs to this JSONL `file` (the format loom-eval replay reads)")
-	runID := fs.String("run-id", "", "run id (one task, one trial; default AGENT-CASE-tN for cases, AGENT-TASKHASH-TIME for --task)")
-	endpoint := fs.String("otlp-endpoint", "", "send spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
-	budgetUSD := fs.Float64("budget-usd", 0, "refuse model calls whose worst case would exceed this spend (live providers; 0: no budget)")
-	ctxBudget := fs.Int("context-budget", 0, "context-layer token budget (0: the agent's default, 8000)")
-	ctxStrategy := fs.String("context-strategy", "", "context strategy: truncate, shrink, shrink+summarise, shrink+summarise+pins, or none (default: the agent's)")
-	ctxSummarizer := fs.String("context-summarizer", "extractive", "extractive, or model (live providers: the summary is asked of the same model and journaled)")
-	maxSteps := fs.Int("max-steps", 8, "model calls that may request tools before the tools-withheld last call")
-	maxTokens := fs.Int("max-tokens", 0, "output cap per model call (live providers; 0: 2048)")
-	dataset := fs.String("dataset", "", "research corpus: a judged dataset `folder` (default "+datasets.DescribeDefault()+")")
-	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
-	workspaces := fs.String("workspaces", ".loomwork/workspaces", "coding: folder of per-run sandbox workspaces (keep it to resume runs)")
-	memoryDB := fs.String("memory", "", "research: recall from this memory store (SQLite, e.g. .loomwork/memory.db) into the context's memory tier before each run, and distill each finished run into it (scope default/research/default)")
-	deterministic := fs.Bool("deterministic", false, "stamp journal events with a logical clock (2026-01-01T00:00:00Z + 1 ms per event) so a scripted recording is byte-identical on every machine; recorded durations are then logical")
+	var f runFlags
+	f.register(fs)
 	var mcpf mcpFlags
 	mcpf.add(fs, "take tools")
 	var ref referenceFlags
@@ -141,137 +355,44 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	asJSON := format == "json"
 	if fs.NArg() > 0 {
 		return usageError("run: unexpected argument %q", fs.Arg(0))
 	}
-	if *agentName != research.Name && *agentName != coding.Name {
-		return usageError("run: --agent must be research or coding (got %q)", *agentName)
-	}
-	if (*taskText == "") == (*caseFile == "") {
-		return usageError("run: give exactly one of --task and --case")
-	}
-	if (*caseID != "" || *caseTag != "") && *caseFile == "" {
-		return usageError("run: --case-id and --tag need --case")
-	}
-	if *trials < 1 || *maxSteps < 1 || *maxTokens < 0 || *budgetUSD < 0 || *ctxBudget < 0 {
-		return usageError("run: need --trials >= 1, --max-steps >= 1 and non-negative --max-tokens, --budget-usd, --context-budget")
-	}
-	live := *provider != "scripted"
-	switch *provider {
-	case "scripted":
-		if *model != "" || *baseURL != "" || *budgetUSD != 0 || *apiKeyEnv != "" {
-			return usageError("run: --model, --base-url, --api-key-env and --budget-usd are for live providers; the scripted policy takes none")
-		}
-		if *ctxSummarizer == runtime.SummarizerModel {
-			return usageError("run: --context-summarizer model needs a live provider")
-		}
-	case "openai", "anthropic":
-		if *model == "" {
-			return usageError("run: --provider %s needs --model", *provider)
-		}
-	default:
-		return usageError("run: --provider must be scripted, openai or anthropic (got %q)", *provider)
-	}
-	if err := ref.check("run", *endpoint); err != nil {
+	if err := f.validate(); err != nil {
 		return err
 	}
-
-	tasks, err := runTasks(*agentName, *taskText, *caseFile, *caseID, *caseTag)
+	if err := ref.check("run", *f.endpoint); err != nil {
+		return err
+	}
+	tasks, err := runTasks(*f.agentName, *f.taskText, *f.caseFile, *f.caseID, *f.caseTag)
 	if err != nil {
 		return err
 	}
-	if *runID != "" && (len(tasks) != 1 || *trials != 1) {
+	if *f.runID != "" && (len(tasks) != 1 || *f.trials != 1) {
 		return usageError("run: --run-id names one run: use it with one task and --trials 1")
 	}
-
-	// Context layer.
-	var spec *runtime.ContextSpec
-	if *ctxStrategy != "none" {
-		s := research.DefaultContext()
-		if *agentName == coding.Name {
-			s = coding.DefaultContext()
-		}
-		if *ctxStrategy != "" {
-			s.Strategy = *ctxStrategy
-		}
-		if *ctxBudget > 0 {
-			s.Budget = *ctxBudget
-		}
-		s.Summarizer = *ctxSummarizer
-		if err := s.Validate(); err != nil {
-			return usageError("run: %v", err)
-		}
-		spec = &s
-	} else if *ctxBudget > 0 {
-		return usageError("run: --context-budget with --context-strategy none")
+	r := &runner{f: &f, ref: &ref, live: f.live(),
+		memScope: memory.Scope{Tenant: "default", Agent: research.Name, Namespace: "default"}}
+	if r.spec, err = f.contextSpec(); err != nil {
+		return err
 	}
-	var mem *memory.Store
-	memScope := memory.Scope{Tenant: "default", Agent: research.Name, Namespace: "default"}
-	if *memoryDB != "" {
-		if *agentName != research.Name || spec == nil {
-			return usageError("run: --memory is for the research agent with a context layer (the memory tier is part of it)")
-		}
-		if err := os.MkdirAll(filepath.Dir(*memoryDB), 0o755); err != nil {
-			return err
-		}
-		if mem, err = memory.Open(ctx, memory.Config{Path: *memoryDB}); err != nil {
-			return usageError("run: --memory: %v", err)
-		}
-		defer mem.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // every write is committed
+	if r.mem, err = f.openMemory(ctx, r.spec); err != nil {
+		return err
 	}
-
-	// Tracing.
-	var tp trace.TracerProvider
-	if *endpoint != "" {
-		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(*endpoint), otlptracegrpc.WithInsecure())
-		if err != nil {
-			return fmt.Errorf("run: otlp exporter: %w", err)
-		}
-		sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-			sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "loom-eval-run"))))
-		defer func() {
-			if err := sdk.Shutdown(context.WithoutCancel(ctx)); err != nil {
-				fmt.Fprintf(m.Stderr, "loom-eval run: flush spans to %s: %v\n", *endpoint, err)
-			}
-		}()
-		tp = sdk
+	if r.mem != nil {
+		defer r.mem.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // every write is committed
 	}
-
-	// The agent.
-	var agent runtime.Agent
-	switch *agentName {
-	case research.Name:
-		idx, err := m.researchIndex("run", *dataset, *indexCache)
-		if err != nil {
-			return err
-		}
-		if tp != nil {
-			idx.Tracer = tp.Tracer("github.com/loomwork/loomwork/retrieval")
-		}
-		defer idx.Close(context.WithoutCancel(ctx))
-		a, err := research.New(research.Config{Index: idx})
-		if err != nil {
-			return err
-		}
-		agent = a
-	case coding.Name:
-		sb, stopSandbox := lazySandbox(ctx)
-		defer func() { _ = stopSandbox() }()
-		// The sandbox's init helper starts in "/", so a relative workspace
-		// (the default .loomwork/workspaces) would name another directory
-		// there than here: every run_python failed to open its workspace.
-		work, err := filepath.Abs(*workspaces)
-		if err != nil {
-			return usageError("run: --workspaces %s: %v", *workspaces, err)
-		}
-		a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: work})
-		if err != nil {
-			return err
-		}
-		agent = a
+	tp, flush, err := m.otlpTracing(ctx, "run", *f.endpoint)
+	if err != nil {
+		return err
 	}
-
+	defer flush()
+	r.tp = tp
+	agent, release, err := m.runAgent(ctx, &f, tp)
+	if err != nil {
+		return err
+	}
+	defer release()
 	// Tools from MCP servers (pinned now; the pins are journaled with
 	// each run's attributes).
 	mcpClients, stopMCP, err := m.mcpConnect(ctx, &mcpf, tp)
@@ -279,184 +400,233 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	agent = withMCPTools(agent, mcpClients)
-
-	// The journal.
-	if dir := filepath.Dir(*journalPath); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: %w", err)}
-		}
+	r.agent, r.mcp = withMCPTools(agent, mcpClients), mcpClients
+	if r.j, err = openJournalDB(ctx, "run", *f.journalPath, *f.deterministic); err != nil {
+		return err
 	}
-	jcfg := journaldb.Config{Path: *journalPath}
-	if *deterministic {
-		jcfg.Clock = journaldb.DeterministicClock()
+	defer r.j.Shutdown(context.WithoutCancel(ctx))
+	if err := r.setModels(m.getenv); err != nil {
+		return err
 	}
-	j, err := journaldb.Open(ctx, jcfg)
+	results, err := r.runAll(ctx, tasks)
 	if err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: %w", err)}
+		return err
 	}
-	defer j.Shutdown(context.WithoutCancel(ctx))
+	return m.finishRun(ctx, &f, &ref, r.j, results, format)
+}
 
-	// The model: a scripted policy (one per trial, see below) or the gateway.
-	var gw *gateway.Gateway
-	if live {
-		mc := gateway.ModelConfig{Provider: *provider, Model: *model, BaseURL: *baseURL, APIKeyEnv: *apiKeyEnv,
-			MaxOutputTokens: 2048, Capabilities: []gateway.Capability{gateway.CapTools}, Timeout: gateway.Duration(2 * time.Minute)}
-		if *maxTokens > 0 {
-			mc.MaxOutputTokens = *maxTokens
+// runner runs run's tasks: what every trial shares.
+type runner struct {
+	f         *runFlags
+	ref       *referenceFlags
+	live      bool
+	spec      *runtime.ContextSpec // nil: no context layer
+	mem       *memory.Store        // nil: no --memory
+	memScope  memory.Scope
+	tp        trace.TracerProvider
+	agent     runtime.Agent
+	mcp       []*mcp.Client
+	j         *journaldb.Store
+	gw        *gateway.Gateway // live providers only
+	counter   contextlayer.Counter
+	pricer    callPricer
+	sumTracer trace.Tracer
+}
+
+// setModels sets up the model side: the gateway for a live provider, the
+// token counter of the scripted policies, the pricer and the summariser's
+// tracer.
+func (r *runner) setModels(getenv func(string) string) error {
+	if r.live {
+		gw, err := runGateway(r.f, r.tp, getenv)
+		if err != nil {
+			return err
 		}
-		if pm, _, ok := pricing.Default().Lookup(*model); ok {
-			mc.Prices = gatewayPrices(pm)
-		} else if *budgetUSD > 0 {
-			return usageError("run: --budget-usd: no price is known for model %q, so the budget cannot be enforced", *model)
-		}
-		cfg := gateway.DefaultConfig()
-		cfg.Models = []gateway.ModelConfig{mc}
-		cfg.BudgetUSD = *budgetUSD
-		opts := gateway.Options{Providers: providers.Standard(), Getenv: m.getenv}
-		if tp != nil {
-			opts.Tracer = tp.Tracer("github.com/loomwork/loomwork/agents/gateway")
-		}
-		if gw, err = gateway.New(cfg, opts); err != nil {
-			return usageError("run: %v", err)
-		}
+		r.gw = gw
 	}
-	var counter contextlayer.Counter = contextlayer.Estimate{}
-	if !live {
+	r.counter = contextlayer.Estimate{}
+	if !r.live {
 		tok, err := contextlayer.NewTokenizer()
 		if err != nil {
 			return err
 		}
-		counter = tok
+		r.counter = tok
 	}
-
-	pricer := callPricer{table: pricing.Default()}
-	var sumTracer trace.Tracer
-	if live {
-		pricer.requested = *model
-		if tp != nil {
-			sumTracer = tp.Tracer("github.com/loomwork/loomwork/agents/contextlayer")
+	r.pricer = callPricer{table: pricing.Default()}
+	if r.live {
+		r.pricer.requested = *r.f.model
+		if r.tp != nil {
+			r.sumTracer = r.tp.Tracer("github.com/loomwork/loomwork/agents/contextlayer")
 		}
 	}
+	return nil
+}
 
+// runAll runs every trial of every task, in order.
+func (r *runner) runAll(ctx context.Context, tasks []runTask) ([]runResult, error) {
 	var results []runResult
 	for _, t := range tasks {
-		for trial := range *trials {
-			var mdl runtime.Model
-			switch {
-			case live:
-				mdl = gw
-			case *agentName == research.Name:
-				mdl = research.Policy(research.PolicyConfig{QueryStyle: research.QueryStyleForTrial(trial), Counter: counter})
-			default:
-				mdl = coding.Policy(coding.PolicyConfig{Trial: trial, Counter: counter})
-			}
-			rcfg := runtime.Config{Model: mdl, Journal: j, TracerProvider: tp, MaxSteps: *maxSteps, Context: spec, CaptureContent: ref.capture.or(!live)}
-			var recalled []string
-			id := *runID
-			if id == "" {
-				id = runtime.RunID(*agentName, t.caseID, t.input, trial, time.Now())
-			}
-			resumed := false
-			if mem != nil {
-				// A run already journaled resumes with the memory it recalled
-				// then (recalling again would change its first request), and
-				// is not distilled twice.
-				prev, err := j.Events(ctx, id)
-				if err != nil {
-					return &ExitError{Code: ExitRuntimeErr, Err: err}
-				}
-				if resumed = len(prev) > 0; resumed {
-					if rt, err := runtime.ReplayTask(journal.Run{ID: id, Events: prev}); err == nil && rt.Context != nil {
-						rcfg.Context = rt.Context
-						if rt.Context.Tiers != nil {
-							for _, d := range rt.Context.Tiers.Memory {
-								recalled = append(recalled, strings.TrimPrefix(d.ID, "memory:"))
-							}
-						}
-					}
-				}
-			}
-			if mem != nil && !resumed {
-				docs, scored, err := research.Recall(ctx, mem, memScope, t.input, research.RecallConfig{}, time.Now())
-				if err != nil {
-					return &ExitError{Code: ExitRuntimeErr, Err: err}
-				}
-				for _, sc := range scored {
-					recalled = append(recalled, sc.Record.Key)
-				}
-				rs := research.RecallContext(*spec, docs, research.RecallConfig{Window: spec.Budget + 2000, Reserve: 2000})
-				rcfg.Context = &rs
-			}
-			// The summariser's calls get their own chat spans and are priced
-			// and logged here: the journal keeps only the summary text.
-			sumLog := &contextlayer.CallLog{}
-			if live && spec != nil && spec.Summarizer == runtime.SummarizerModel {
-				rcfg.Summarizer = contextlayer.ModelSummarizer{Model: gw, ModelName: *model, Tracer: sumTracer, Price: pricer.price, Log: sumLog}
-			}
-			rt, err := runtime.New(rcfg)
+		for trial := range *r.f.trials {
+			res, err := r.runOne(ctx, t, trial)
 			if err != nil {
-				return usageError("run: %v", err)
+				return nil, err
 			}
-			task := runtime.Task{RunID: id, Input: t.input, CaseID: t.caseID, Trial: trial, Attributes: t.attrs}
-			if len(mcpClients) > 0 {
-				if task.Attributes, err = mcp.Attributes(t.attrs, mcpClients...); err != nil {
-					return err
-				}
-			}
-			if live {
-				task.Model = *model
-				task.MaxTokens = *maxTokens
-			}
-			res, err := rt.Run(ctx, agent, task)
-			if err != nil {
-				var de *journal.DivergenceError
-				if errors.As(err, &de) {
-					return &ExitError{Code: ExitFailure, Err: fmt.Errorf("run %s: the journal %s already holds this run id with different steps: %w", id, *journalPath, err)}
-				}
-				return &ExitError{Code: ExitRuntimeErr, Err: err}
-			}
-			rc, err := costOfRun(ctx, j, id, pricer, sumLog.Calls())
-			if err != nil {
-				return &ExitError{Code: ExitRuntimeErr, Err: err}
-			}
-			results = append(results, runResult{RunID: id, Agent: *agentName, CaseID: t.caseID, Trial: trial, ModelLabel: res.Label,
-				Answer: res.Answer, Citations: nonNilStrings(res.Citations), Documents: nonNilStrings(res.Documents), Steps: res.Steps,
-				StepLimitReached: res.StepLimitReached, Usage: res.Usage, ModelCalls: res.ModelCalls, Reused: res.Reused,
-				SummaryCalls: rc.SummaryCalls, SummaryUsage: rc.SummaryUsage, SummariesReused: rc.SummariesReused,
-				TotalUsage: rc.Total, CostUSD: rc.CostUSD, KnownCostUSD: rc.KnownCostUSD, UnpricedModels: rc.Unpriced, CostNote: rc.Note,
-				TraceID: res.TraceID, Journal: *journalPath, Recalled: recalled})
-			if mem != nil && !resumed {
-				evs, err := j.Events(ctx, id)
-				if err != nil {
-					return &ExitError{Code: ExitRuntimeErr, Err: err}
-				}
-				if _, err := distillInto(ctx, mem, memScope, journal.Run{ID: id, Events: evs}, time.Now()); err != nil {
-					return &ExitError{Code: ExitRuntimeErr, Err: err}
+			results = append(results, res)
+		}
+	}
+	return results, nil
+}
+
+// model answers trial: the gateway, or a scripted policy of its own.
+func (r *runner) model(trial int) runtime.Model {
+	switch {
+	case r.live:
+		return r.gw
+	case *r.f.agentName == research.Name:
+		return research.Policy(research.PolicyConfig{QueryStyle: research.QueryStyleForTrial(trial), Counter: r.counter})
+	default:
+		return coding.Policy(coding.PolicyConfig{Trial: trial, Counter: r.counter})
+	}
+}
+
+// runOne runs one trial of t, prices it and (with --memory) distills it.
+func (r *runner) runOne(ctx context.Context, t runTask, trial int) (runResult, error) {
+	rcfg := runtime.Config{Model: r.model(trial), Journal: r.j, TracerProvider: r.tp, MaxSteps: *r.f.maxSteps, Context: r.spec, CaptureContent: r.ref.capture.or(!r.live)}
+	id := *r.f.runID
+	if id == "" {
+		id = runtime.RunID(*r.f.agentName, t.caseID, t.input, trial, time.Now())
+	}
+	recalled, resumed, err := r.recall(ctx, &rcfg, id, t.input)
+	if err != nil {
+		return runResult{}, err
+	}
+	// The summariser's calls get their own chat spans and are priced
+	// and logged here: the journal keeps only the summary text.
+	sumLog := &contextlayer.CallLog{}
+	if r.live && r.spec != nil && r.spec.Summarizer == runtime.SummarizerModel {
+		rcfg.Summarizer = contextlayer.ModelSummarizer{Model: r.gw, ModelName: *r.f.model, Tracer: r.sumTracer, Price: r.pricer.price, Log: sumLog}
+	}
+	rt, err := runtime.New(rcfg)
+	if err != nil {
+		return runResult{}, usageError("run: %v", err)
+	}
+	task, err := r.task(t, trial, id)
+	if err != nil {
+		return runResult{}, err
+	}
+	res, err := rt.Run(ctx, r.agent, task)
+	if err != nil {
+		var de *journal.DivergenceError
+		if errors.As(err, &de) {
+			return runResult{}, &ExitError{Code: ExitFailure, Err: fmt.Errorf("run %s: the journal %s already holds this run id with different steps: %w", id, *r.f.journalPath, err)}
+		}
+		return runResult{}, &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	rc, err := costOfRun(ctx, r.j, id, r.pricer, sumLog.Calls())
+	if err != nil {
+		return runResult{}, &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	result := runResult{RunID: id, Agent: *r.f.agentName, CaseID: t.caseID, Trial: trial, ModelLabel: res.Label,
+		Answer: res.Answer, Citations: nonNilStrings(res.Citations), Documents: nonNilStrings(res.Documents), Steps: res.Steps,
+		StepLimitReached: res.StepLimitReached, Usage: res.Usage, ModelCalls: res.ModelCalls, Reused: res.Reused,
+		SummaryCalls: rc.SummaryCalls, SummaryUsage: rc.SummaryUsage, SummariesReused: rc.SummariesReused,
+		TotalUsage: rc.Total, CostUSD: rc.CostUSD, KnownCostUSD: rc.KnownCostUSD, UnpricedModels: rc.Unpriced, CostNote: rc.Note,
+		TraceID: res.TraceID, Journal: *r.f.journalPath, Recalled: recalled}
+	if r.mem != nil && !resumed {
+		if err := r.distill(ctx, id); err != nil {
+			return runResult{}, err
+		}
+	}
+	return result, nil
+}
+
+// recall fills run id's memory tier (with --memory) and returns the
+// recalled keys and whether the run is resumed. A run already journaled
+// resumes with the memory it recalled then (recalling again would change
+// its first request), and is not distilled twice.
+func (r *runner) recall(ctx context.Context, rcfg *runtime.Config, id, input string) ([]string, bool, error) {
+	if r.mem == nil {
+		return nil, false, nil
+	}
+	var recalled []string
+	prev, err := r.j.Events(ctx, id)
+	if err != nil {
+		return nil, false, &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	if len(prev) > 0 {
+		if rt, err := runtime.ReplayTask(journal.Run{ID: id, Events: prev}); err == nil && rt.Context != nil {
+			rcfg.Context = rt.Context
+			if rt.Context.Tiers != nil {
+				for _, d := range rt.Context.Tiers.Memory {
+					recalled = append(recalled, strings.TrimPrefix(d.ID, "memory:"))
 				}
 			}
 		}
+		return recalled, true, nil
 	}
+	docs, scored, err := research.Recall(ctx, r.mem, r.memScope, input, research.RecallConfig{}, time.Now())
+	if err != nil {
+		return nil, false, &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	for _, sc := range scored {
+		recalled = append(recalled, sc.Record.Key)
+	}
+	rs := research.RecallContext(*r.spec, docs, research.RecallConfig{Window: r.spec.Budget + 2000, Reserve: 2000})
+	rcfg.Context = &rs
+	return recalled, false, nil
+}
 
-	if *journalOut != "" {
+// task is the runtime's task for trial of t, with the MCP servers' pins
+// and the live model's settings.
+func (r *runner) task(t runTask, trial int, id string) (runtime.Task, error) {
+	task := runtime.Task{RunID: id, Input: t.input, CaseID: t.caseID, Trial: trial, Attributes: t.attrs}
+	if len(r.mcp) > 0 {
+		var err error
+		if task.Attributes, err = mcp.Attributes(t.attrs, r.mcp...); err != nil {
+			return runtime.Task{}, err
+		}
+	}
+	if r.live {
+		task.Model = *r.f.model
+		task.MaxTokens = *r.f.maxTokens
+	}
+	return task, nil
+}
+
+// distill distills the journaled run id into the memory store.
+func (r *runner) distill(ctx context.Context, id string) error {
+	evs, err := r.j.Events(ctx, id)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	if _, err := distillInto(ctx, r.mem, r.memScope, journal.Run{ID: id, Events: evs}, time.Now()); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	return nil
+}
+
+// finishRun exports the runs (--journal-out), records them (the reference
+// flags) and writes them in format to stdout.
+func (m *Main) finishRun(ctx context.Context, f *runFlags, ref *referenceFlags, j *journaldb.Store, results []runResult, format string) error {
+	if *f.journalOut != "" {
 		ids := make([]string, len(results))
 		for i, r := range results {
 			ids[i] = r.RunID
 		}
-		if err := exportRuns(ctx, j, *journalOut, ids); err != nil {
+		if err := exportRuns(ctx, j, *f.journalOut, ids); err != nil {
 			return &ExitError{Code: ExitRuntimeErr, Err: err}
 		}
 	}
-	if err := m.recordRun(ctx, &ref, j, results, *agentName, *caseFile, runModelDescription(*provider, *model)); err != nil {
+	if err := m.recordRun(ctx, ref, j, results, *f.agentName, *f.caseFile, runModelDescription(*f.provider, *f.model)); err != nil {
 		return err
 	}
-	if asJSON {
+	if format == "json" {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		return enc.Encode(results)
 	}
-	printRunResults(m.Stdout, results, *journalPath)
+	printRunResults(m.Stdout, results, *f.journalPath)
 	return nil
 }
 

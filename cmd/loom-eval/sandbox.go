@@ -19,6 +19,87 @@ import (
 
 const sandboxUsage = "sandbox exec [flags] -- CMD [ARGS...]"
 
+// sandboxFlags are `loom-eval sandbox exec`'s flags (the output flags
+// aside).
+type sandboxFlags struct {
+	wall, cpu                                *time.Duration
+	memory, output, fileSize, addrSpace, tmp byteSize
+	tasks, openFiles                         *int
+	workspace, stdinFile, egress             *string
+	noSeccomp, verbose                       *bool
+}
+
+// register adds the flags, their defaults def.
+func (f *sandboxFlags) register(fs *flag.FlagSet, def sandbox.Limits) {
+	f.wall = fs.Duration("wall", def.WallTime, "wall-clock limit")
+	f.cpu = fs.Duration("cpu", def.CPUTime, "CPU time limit (whole seconds; per process and for the whole tree)")
+	f.memory = sizeFlag(fs, "memory", def.Memory, "memory limit for the whole tree (e.g. 256MiB)")
+	f.tasks = fs.Int("tasks", def.Tasks, "limit on processes+threads of the tree (pids cgroup)")
+	f.output = sizeFlag(fs, "output", def.Output, "bytes of stdout and of stderr kept; more kills the run")
+	f.fileSize = sizeFlag(fs, "file-size", def.FileSize, "largest file the command may write (RLIMIT_FSIZE)")
+	f.openFiles = fs.Int("open-files", def.OpenFiles, "open file limit (RLIMIT_NOFILE)")
+	f.addrSpace = sizeFlag(fs, "address-space", def.AddressSpace, "address space of the command (RLIMIT_AS)")
+	f.tmp = sizeFlag(fs, "tmp", def.Tmp, "size of the private /tmp")
+	f.workspace = fs.String("workspace", "", "host directory mounted read-write at /work (default: a fresh temporary one)")
+	f.stdinFile = fs.String("stdin", "", "file fed to the command's stdin ('-' for this process's stdin; default /dev/null)")
+	f.noSeccomp = fs.Bool("no-seccomp", false, "run without the seccomp filter")
+	f.egress = fs.String("egress", "", "JSON egress policy file (allow/deny/credentials; docs/sandbox.md); default: no network")
+}
+
+// limits are the run's limits, checked.
+func (f *sandboxFlags) limits() (sandbox.Limits, error) {
+	lim := sandbox.Limits{
+		WallTime: *f.wall, CPUTime: *f.cpu, Memory: *f.memory.v, Tasks: *f.tasks, Output: *f.output.v,
+		FileSize: *f.fileSize.v, OpenFiles: *f.openFiles, AddressSpace: *f.addrSpace.v, Tmp: *f.tmp.v,
+	}
+	if err := lim.Validate(); err != nil {
+		return lim, usageError("sandbox exec: %v", err)
+	}
+	return lim, nil
+}
+
+// sandboxStdin is what --stdin feeds the command: nothing, this process's
+// stdin (-) or a file.
+func sandboxStdin(stdin io.Reader, path string) ([]byte, error) {
+	switch path {
+	case "":
+		return nil, nil
+	case "-":
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("read stdin: %w", err)}
+		}
+		return b, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageError("sandbox exec: --stdin: %v", err)
+	}
+	return b, nil
+}
+
+// loadEgress reads the --egress policy (nil without it: no network) and
+// its credentials. Credential values come from this process's
+// environment, on the host; the sandbox never sees them.
+func loadEgress(path string) (*sandbox.Egress, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageError("sandbox exec: --egress: %v", err)
+	}
+	egress, err := sandbox.ParseEgress(f, path)
+	_ = f.Close()
+	if err != nil {
+		return nil, usageError("sandbox exec: --egress: %v", err)
+	}
+	if err := egress.LoadEgressCredentials(os.Getenv); err != nil {
+		return nil, usageError("sandbox exec: --egress: %v", err)
+	}
+	return egress, nil
+}
+
 // runSandbox runs one command in the sandbox and prints how it ended.
 func (m *Main) runSandbox(ctx context.Context, args []string) error {
 	// Until main() calls it first thing, the helper re-exec lands here.
@@ -32,24 +113,10 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 		return usageError("sandbox: want 'sandbox exec [flags] -- CMD ARGS'")
 	}
 	fs := m.newFlagSet("sandbox exec", sandboxUsage)
-	def := sandbox.DefaultLimits()
-	var (
-		wall      = fs.Duration("wall", def.WallTime, "wall-clock limit")
-		cpu       = fs.Duration("cpu", def.CPUTime, "CPU time limit (whole seconds; per process and for the whole tree)")
-		memory    = sizeFlag(fs, "memory", def.Memory, "memory limit for the whole tree (e.g. 256MiB)")
-		tasks     = fs.Int("tasks", def.Tasks, "limit on processes+threads of the tree (pids cgroup)")
-		output    = sizeFlag(fs, "output", def.Output, "bytes of stdout and of stderr kept; more kills the run")
-		fileSize  = sizeFlag(fs, "file-size", def.FileSize, "largest file the command may write (RLIMIT_FSIZE)")
-		openFiles = fs.Int("open-files", def.OpenFiles, "open file limit (RLIMIT_NOFILE)")
-		addrSpace = sizeFlag(fs, "address-space", def.AddressSpace, "address space of the command (RLIMIT_AS)")
-		tmp       = sizeFlag(fs, "tmp", def.Tmp, "size of the private /tmp")
-		workspace = fs.String("workspace", "", "host directory mounted read-write at /work (default: a fresh temporary one)")
-		stdinFile = fs.String("stdin", "", "file fed to the command's stdin ('-' for this process's stdin; default /dev/null)")
-		noSeccomp = fs.Bool("no-seccomp", false, "run without the seccomp filter")
-		egressArg = fs.String("egress", "", "JSON egress policy file (allow/deny/credentials; docs/sandbox.md); default: no network")
-		outFmt    = m.addOutputFlags(fs, "text", "json")
-		verbose   = fs.Bool("v", false, "log sandbox housekeeping to stderr")
-	)
+	var f sandboxFlags
+	f.register(fs, sandbox.DefaultLimits())
+	outFmt := m.addOutputFlags(fs, "text", "json")
+	f.verbose = fs.Bool("v", false, "log sandbox housekeeping to stderr")
 	if err := parseFlagsThenCommand(fs, args[1:]); err != nil {
 		return err
 	}
@@ -57,56 +124,27 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	asJSON := format == "json"
 	cmd := fs.Args()
 	if len(cmd) == 0 {
 		return usageError("sandbox exec: no command given (put it after --)")
 	}
-	lim := sandbox.Limits{
-		WallTime: *wall, CPUTime: *cpu, Memory: *memory.v, Tasks: *tasks, Output: *output.v,
-		FileSize: *fileSize.v, OpenFiles: *openFiles, AddressSpace: *addrSpace.v, Tmp: *tmp.v,
+	lim, err := f.limits()
+	if err != nil {
+		return err
 	}
-	if err := lim.Validate(); err != nil {
-		return usageError("sandbox exec: %v", err)
+	stdin, err := sandboxStdin(m.Stdin, *f.stdinFile)
+	if err != nil {
+		return err
 	}
-	var stdin []byte
-	switch *stdinFile {
-	case "":
-	case "-":
-		b, err := io.ReadAll(m.Stdin)
-		if err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("read stdin: %w", err)}
-		}
-		stdin = b
-	default:
-		b, err := os.ReadFile(*stdinFile)
-		if err != nil {
-			return usageError("sandbox exec: --stdin: %v", err)
-		}
-		stdin = b
-	}
-	var egress *sandbox.Egress
-	if *egressArg != "" {
-		f, err := os.Open(*egressArg)
-		if err != nil {
-			return usageError("sandbox exec: --egress: %v", err)
-		}
-		egress, err = sandbox.ParseEgress(f, *egressArg)
-		_ = f.Close()
-		if err != nil {
-			return usageError("sandbox exec: --egress: %v", err)
-		}
-		// Credential values come from this process's environment, on the
-		// host; the sandbox never sees them.
-		if err := egress.LoadEgressCredentials(os.Getenv); err != nil {
-			return usageError("sandbox exec: --egress: %v", err)
-		}
+	egress, err := loadEgress(*f.egress)
+	if err != nil {
+		return err
 	}
 	logger := slog.New(slog.DiscardHandler)
-	if *verbose {
+	if *f.verbose {
 		logger = slog.New(slog.NewTextHandler(m.Stderr, nil))
 	}
-	r, err := sandbox.New(sandbox.Config{Limits: lim, DisableSeccomp: *noSeccomp, Logger: logger, HelperArgs: []string{"sandbox"}})
+	r, err := sandbox.New(sandbox.Config{Limits: lim, DisableSeccomp: *f.noSeccomp, Logger: logger, HelperArgs: []string{"sandbox"}})
 	if err != nil {
 		return usageError("%v", err)
 	}
@@ -118,10 +156,16 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 		defer cancel()
 		_ = r.Shutdown(sctx)
 	}()
-	res, err := r.Run(ctx, sandbox.Request{Command: cmd, Workspace: *workspace, Stdin: stdin, Egress: egress})
+	res, err := r.Run(ctx, sandbox.Request{Command: cmd, Workspace: *f.workspace, Stdin: stdin, Egress: egress})
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
+	return m.writeSandboxResult(res, format == "json")
+}
+
+// writeSandboxResult writes how the command ended, as JSON or text, to
+// stdout; a command that did not exit 0 is a failure (exit 1).
+func (m *Main) writeSandboxResult(res *sandbox.Result, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -24,6 +25,45 @@ const scheduleUsage = "schedule tick|deliver|pause|resume|list|run --coordinator
 	"  run      [--baselines DIR] [--store URL] [--cases FILE] [--reports DIR]   run the queued inspections of the product's routines,\n" +
 	"           then execute the queued score-traces tasks (regression tasks stay queued for a person or an agent)"
 
+// scheduleFlags are `loom-eval schedule`'s flags (one set for every
+// subcommand).
+type scheduleFlags struct {
+	db, schedFile, routine, nominal, reason, baselinesDir, storeURL, cases, reports *string
+	asJSON                                                                          *bool
+}
+
+func (f *scheduleFlags) register(fs *flag.FlagSet) {
+	f.db = fs.String("coordinator", ".loomwork/coord.db", "the coordinator `database` the routines' tasks live in")
+	f.schedFile = fs.String("schedules", "", "schedules `file`: one JSON schedule per line (routine, schedule_version, calendar, timezone, overlap, catch_up, budget)")
+	f.routine = fs.String("routine", "", "routine name")
+	f.nominal = fs.String("nominal", "", "the occurrence's nominal time (RFC 3339), for deliver")
+	f.reason = fs.String("reason", "", "why the routine is paused (recorded on every paused occurrence)")
+	f.baselinesDir = fs.String("baselines", "baselines", "nightly-gate: the baselines `folder` loom-eval ci replays and gates")
+	f.storeURL = fs.String("store", "", "score-traces: the trace store (default as loom-eval traces)")
+	f.cases = fs.String("cases", "baselines/cases.jsonl", "score-traces: the cases `file` new traces are scored against")
+	f.reports = fs.String("reports", ".loomwork/reports", "score-traces: the `folder` each executed task writes its report into (REPORTS/score-traces/SINCE/UNTIL)")
+	f.asJSON = fs.Bool("json", false, "machine output")
+}
+
+// schedules checks what sub needs and loads --schedules (for tick and
+// deliver).
+func (f *scheduleFlags) schedules(sub string) ([]coord.Schedule, error) {
+	var scheds []coord.Schedule
+	if sub == "tick" || sub == "deliver" {
+		if *f.schedFile == "" {
+			return nil, usageError("schedule %s: --schedules is required", sub)
+		}
+		var err error
+		if scheds, err = loadSchedules(*f.schedFile); err != nil {
+			return nil, usageError("schedule %s: %v", sub, err)
+		}
+	}
+	if (sub == "pause" || sub == "resume" || sub == "deliver") && *f.routine == "" {
+		return nil, usageError("schedule %s: --routine is required", sub)
+	}
+	return scheds, nil
+}
+
 // runSchedule is `loom-eval schedule`: scheduled evaluations as
 // coordinator occurrences (internal/coord) running the product's own
 // routines (baselines/routines).
@@ -33,16 +73,8 @@ func (m *Main) runSchedule(ctx context.Context, args []string) error {
 	}
 	sub := args[0]
 	fs := m.newFlagSet("schedule "+sub, scheduleUsage)
-	db := fs.String("coordinator", ".loomwork/coord.db", "the coordinator `database` the routines' tasks live in")
-	schedFile := fs.String("schedules", "", "schedules `file`: one JSON schedule per line (routine, schedule_version, calendar, timezone, overlap, catch_up, budget)")
-	routine := fs.String("routine", "", "routine name")
-	nominal := fs.String("nominal", "", "the occurrence's nominal time (RFC 3339), for deliver")
-	reason := fs.String("reason", "", "why the routine is paused (recorded on every paused occurrence)")
-	baselinesDir := fs.String("baselines", "baselines", "nightly-gate: the baselines `folder` loom-eval ci replays and gates")
-	storeURL := fs.String("store", "", "score-traces: the trace store (default as loom-eval traces)")
-	cases := fs.String("cases", "baselines/cases.jsonl", "score-traces: the cases `file` new traces are scored against")
-	reports := fs.String("reports", ".loomwork/reports", "score-traces: the `folder` each executed task writes its report into (REPORTS/score-traces/SINCE/UNTIL)")
-	asJSON := fs.Bool("json", false, "machine output")
+	var f scheduleFlags
+	f.register(fs)
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -52,104 +84,139 @@ func (m *Main) runSchedule(ctx context.Context, args []string) error {
 	if sub != "tick" && sub != "deliver" && sub != "pause" && sub != "resume" && sub != "list" && sub != "run" {
 		return usageError("schedule: unknown subcommand %q\nUsage: loom-eval %s", sub, scheduleUsage)
 	}
-	var scheds []coord.Schedule
-	if sub == "tick" || sub == "deliver" {
-		if *schedFile == "" {
-			return usageError("schedule %s: --schedules is required", sub)
-		}
-		var err error
-		if scheds, err = loadSchedules(*schedFile); err != nil {
-			return usageError("schedule %s: %v", sub, err)
-		}
+	scheds, err := f.schedules(sub)
+	if err != nil {
+		return err
 	}
-	if (sub == "pause" || sub == "resume" || sub == "deliver") && *routine == "" {
-		return usageError("schedule %s: --routine is required", sub)
-	}
-	if err := os.MkdirAll(dirOf(*db), 0o755); err != nil {
+	if err := os.MkdirAll(dirOf(*f.db), 0o755); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("schedule: %w", err)}
 	}
-	c, err := coord.Open(ctx, coord.Config{Path: *db})
+	c, err := coord.Open(ctx, coord.Config{Path: *f.db})
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("schedule: %w", err)}
 	}
 	defer c.Shutdown(context.WithoutCancel(ctx))
-	rt := func(err error) error {
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("schedule %s: %w", sub, err)}
-	}
-
+	s := &scheduleCmd{m: m, sub: sub, f: &f, c: c, scheds: scheds}
 	var occs []coord.Occurrence
 	switch sub {
 	case "tick":
-		for _, s := range scheds {
-			o, err := c.Tick(ctx, s)
-			if err != nil {
-				return rt(err)
-			}
-			occs = append(occs, o...)
-		}
+		occs, err = s.tick(ctx)
 	case "deliver":
-		n, err := time.Parse(time.RFC3339, *nominal)
-		if err != nil {
-			return usageError("schedule deliver: --nominal %q: %v", *nominal, err)
-		}
-		var s *coord.Schedule
-		for i := range scheds {
-			if scheds[i].Routine == *routine {
-				s = &scheds[i]
-			}
-		}
-		if s == nil {
-			return usageError("schedule deliver: routine %q is not in %s", *routine, *schedFile)
-		}
-		o, err := c.Deliver(ctx, *s, n)
-		if err != nil {
-			return usageError("schedule deliver: %v", err)
-		}
-		occs = append(occs, o)
+		occs, err = s.deliver(ctx)
 	case "pause", "resume":
-		if sub == "pause" && *reason == "" {
-			return usageError("schedule pause: --reason is required (it is recorded on every paused occurrence)")
-		}
-		if err := c.SetPaused(ctx, *routine, sub == "pause", *reason); err != nil {
-			return rt(err)
-		}
-		fmt.Fprintf(m.Stdout, "%s: %sd\n", *routine, sub)
-		return nil
+		return s.pause(ctx)
 	case "list":
-		if occs, err = c.Occurrences(ctx, *routine); err != nil {
-			return rt(err)
+		if occs, err = c.Occurrences(ctx, *f.routine); err != nil {
+			err = s.rt(err)
 		}
 	case "run":
-		// The store is opened when a score-traces inspection needs it: a
-		// missing store fails that occurrence with the reason as evidence,
-		// not the gate's.
-		st := &lazyTraceStore{open: func(ctx context.Context) (store.Store, error) { return m.tracesOpenStore(ctx, *storeURL) }}
-		defer st.close(context.WithoutCancel(ctx))
-		gate := routines.Gate{Run: func(ctx context.Context) (routines.GateResult, error) {
-			return m.gateForRoutine(ctx, *baselinesDir)
-		}}
-		r := &routines.Runner{Coord: c, Routines: []routines.Routine{gate, routines.Traces{Store: st, Cases: *cases}},
-			Worker: fmt.Sprintf("routines-%d", os.Getpid()), Log: m.Stderr}
-		n, err := r.RunQueued(ctx)
-		if err != nil {
-			return rt(err)
-		}
-		fmt.Fprintf(m.Stdout, "%d inspection(s) run\n", n)
-		// The scoring work the trace routine proposed runs here too; the
-		// gate's regression tasks are for a person or an agent and stay
-		// queued.
-		w := &routines.ScoreWork{Coord: c, Store: st, Out: *reports, Worker: r.Worker, Log: m.Stderr}
-		done, werr := w.RunQueued(ctx)
-		fmt.Fprintf(m.Stdout, "%d score-traces task(s) executed into %s\n", done, *reports)
-		if regs, err := c.InState(ctx, "regression", coord.Pending); err == nil && len(regs) > 0 {
-			fmt.Fprintf(m.Stdout, "%d regression task(s) queued for a person or an agent\n", len(regs))
-		}
-		if werr != nil {
-			return rt(werr)
-		}
-		return nil
+		return s.run(ctx)
 	}
-	if *asJSON {
+	if err != nil {
+		return err
+	}
+	return m.printOccurrences(occs, *f.asJSON)
+}
+
+// scheduleCmd is one schedule subcommand's flags, coordinator and
+// schedules.
+type scheduleCmd struct {
+	m      *Main
+	sub    string
+	f      *scheduleFlags
+	c      *coord.Coordinator
+	scheds []coord.Schedule
+}
+
+// rt is an operational error of the subcommand.
+func (s *scheduleCmd) rt(err error) error {
+	return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("schedule %s: %w", s.sub, err)}
+}
+
+// tick records the occurrences due now.
+func (s *scheduleCmd) tick(ctx context.Context) ([]coord.Occurrence, error) {
+	var occs []coord.Occurrence
+	for _, sc := range s.scheds {
+		o, err := s.c.Tick(ctx, sc)
+		if err != nil {
+			return nil, s.rt(err)
+		}
+		occs = append(occs, o...)
+	}
+	return occs, nil
+}
+
+// deliver is one timer delivery of --routine at --nominal.
+func (s *scheduleCmd) deliver(ctx context.Context) ([]coord.Occurrence, error) {
+	n, err := time.Parse(time.RFC3339, *s.f.nominal)
+	if err != nil {
+		return nil, usageError("schedule deliver: --nominal %q: %v", *s.f.nominal, err)
+	}
+	var sc *coord.Schedule
+	for i := range s.scheds {
+		if s.scheds[i].Routine == *s.f.routine {
+			sc = &s.scheds[i]
+		}
+	}
+	if sc == nil {
+		return nil, usageError("schedule deliver: routine %q is not in %s", *s.f.routine, *s.f.schedFile)
+	}
+	o, err := s.c.Deliver(ctx, *sc, n)
+	if err != nil {
+		return nil, usageError("schedule deliver: %v", err)
+	}
+	return []coord.Occurrence{o}, nil
+}
+
+// pause turns the routine's pause switch on (pause) or off (resume).
+func (s *scheduleCmd) pause(ctx context.Context) error {
+	if s.sub == "pause" && *s.f.reason == "" {
+		return usageError("schedule pause: --reason is required (it is recorded on every paused occurrence)")
+	}
+	if err := s.c.SetPaused(ctx, *s.f.routine, s.sub == "pause", *s.f.reason); err != nil {
+		return s.rt(err)
+	}
+	fmt.Fprintf(s.m.Stdout, "%s: %sd\n", *s.f.routine, s.sub)
+	return nil
+}
+
+// run runs the queued inspections of the product's routines, then the
+// queued score-traces tasks.
+func (s *scheduleCmd) run(ctx context.Context) error {
+	m, f, c := s.m, s.f, s.c
+	// The store is opened when a score-traces inspection needs it: a
+	// missing store fails that occurrence with the reason as evidence,
+	// not the gate's.
+	st := &lazyTraceStore{open: func(ctx context.Context) (store.Store, error) { return m.tracesOpenStore(ctx, *f.storeURL) }}
+	defer st.close(context.WithoutCancel(ctx))
+	gate := routines.Gate{Run: func(ctx context.Context) (routines.GateResult, error) {
+		return m.gateForRoutine(ctx, *f.baselinesDir)
+	}}
+	r := &routines.Runner{Coord: c, Routines: []routines.Routine{gate, routines.Traces{Store: st, Cases: *f.cases}},
+		Worker: fmt.Sprintf("routines-%d", os.Getpid()), Log: m.Stderr}
+	n, err := r.RunQueued(ctx)
+	if err != nil {
+		return s.rt(err)
+	}
+	fmt.Fprintf(m.Stdout, "%d inspection(s) run\n", n)
+	// The scoring work the trace routine proposed runs here too; the
+	// gate's regression tasks are for a person or an agent and stay
+	// queued.
+	w := &routines.ScoreWork{Coord: c, Store: st, Out: *f.reports, Worker: r.Worker, Log: m.Stderr}
+	done, werr := w.RunQueued(ctx)
+	fmt.Fprintf(m.Stdout, "%d score-traces task(s) executed into %s\n", done, *f.reports)
+	if regs, err := c.InState(ctx, "regression", coord.Pending); err == nil && len(regs) > 0 {
+		fmt.Fprintf(m.Stdout, "%d regression task(s) queued for a person or an agent\n", len(regs))
+	}
+	if werr != nil {
+		return s.rt(werr)
+	}
+	return nil
+}
+
+// printOccurrences writes the occurrences as JSON or a table to stdout.
+func (m *Main) printOccurrences(occs []coord.Occurrence, asJSON bool) error {
+	if asJSON {
 		if occs == nil {
 			occs = []coord.Occurrence{}
 		}

@@ -39,39 +39,21 @@ func (m *Main) runSecurityEval(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
-	dir := *work
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "loomwork-security-eval-"); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: err}
-		}
-		defer os.RemoveAll(dir)
+	dir, removeDir, err := securityEvalWorkDir(*work)
+	if err != nil {
+		return err
 	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		return usageError("security-eval: --work: %v", err)
-	}
+	defer removeDir()
 	j, err := journaldb.Open(ctx, journaldb.Config{Path: filepath.Join(dir, "security-eval.journal.db")})
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
 	defer j.Shutdown(ctx)
 	cfg := securityeval.Config{Journal: j, Cases: cases}
-	for _, a := range strings.Split(*agents, ",") {
-		switch strings.TrimSpace(a) {
-		case research.Name:
-			ds, err := m.judgedDataset(*dataset)
-			if err != nil {
-				return err
-			}
-			idx := &research.DatasetIndex{Dir: ds, CacheDir: filepath.Join(dir, "index")}
-			defer idx.Close(context.WithoutCancel(ctx))
-			cfg.ResearchIndex = idx
-		case coding.Name:
-			sb, stop := lazySandbox(ctx)
-			defer func() { _ = stop() }()
-			cfg.CodingSandbox, cfg.WorkRoot = sb, filepath.Join(dir, "workspaces")
-		default:
-			return usageError("security-eval: unknown agent %q (want research, coding)", a)
-		}
+	release, err := m.securityEvalAgents(ctx, &cfg, *agents, *dataset, dir)
+	defer release()
+	if err != nil {
+		return err
 	}
 	n := 0
 	cfg.Progress = func(securityeval.Trial) {
@@ -85,32 +67,101 @@ func (m *Main) runSecurityEval(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
 	if *jsonOut != "" {
-		var buf bytes.Buffer
-		for _, t := range trials {
-			b, _ := json.Marshal(t)
-			buf.Write(append(b, '\n'))
-		}
-		if err := os.WriteFile(*jsonOut, buf.Bytes(), 0o644); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: err}
+		if err := writeSecurityTrials(*jsonOut, trials); err != nil {
+			return err
 		}
 	}
 	table := securityeval.Markdown(securityeval.Summarize(trials))
 	fmt.Fprint(m.Stdout, table)
 	if *doc != "" {
-		b, err := os.ReadFile(*doc)
-		if err != nil {
-			return &ExitError{Code: ExitUsage, Err: err}
-		}
-		s := string(b)
-		i, k := strings.Index(s, secevBegin), strings.Index(s, secevEnd)
-		if i < 0 || k < i {
-			return usageError("security-eval: %s has no %q ... %q markers", *doc, secevBegin, secevEnd)
-		}
-		s = s[:i+len(secevBegin)] + "\n\n" + table + "\n" + s[k:]
-		if err := os.WriteFile(*doc, []byte(s), 0o644); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: err}
+		if err := writeSecurityTable(*doc, table); err != nil {
+			return err
 		}
 		fmt.Fprintf(m.Stderr, "security-eval: %d trials; table written to %s\n", len(trials), *doc)
+	}
+	return nil
+}
+
+// securityEvalWorkDir is the scratch folder (--work as an absolute path,
+// else a temporary one) and the function that removes a temporary one.
+func securityEvalWorkDir(work string) (string, func(), error) {
+	dir, remove := work, func() {}
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "loomwork-security-eval-"); err != nil {
+			return "", nil, &ExitError{Code: ExitRuntimeErr, Err: err}
+		}
+		tmp := dir
+		remove = func() { os.RemoveAll(tmp) }
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		remove()
+		return "", nil, usageError("security-eval: --work: %v", err)
+	}
+	return abs, remove, nil
+}
+
+// securityEvalAgents sets up the agents --agents names in cfg (the
+// research index, the coding sandbox, under dir) and returns the function
+// that releases them, last set up first; it is to be called on an error
+// too.
+func (m *Main) securityEvalAgents(ctx context.Context, cfg *securityeval.Config, agents, dataset, dir string) (func(), error) {
+	var closers []func()
+	release := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	for _, a := range strings.Split(agents, ",") {
+		switch strings.TrimSpace(a) {
+		case research.Name:
+			ds, err := m.judgedDataset(dataset)
+			if err != nil {
+				return release, err
+			}
+			idx := &research.DatasetIndex{Dir: ds, CacheDir: filepath.Join(dir, "index")}
+			closers = append(closers, func() { idx.Close(context.WithoutCancel(ctx)) })
+			cfg.ResearchIndex = idx
+		case coding.Name:
+			sb, stop := lazySandbox(ctx)
+			closers = append(closers, func() { _ = stop() })
+			cfg.CodingSandbox, cfg.WorkRoot = sb, filepath.Join(dir, "workspaces")
+		default:
+			return release, usageError("security-eval: unknown agent %q (want research, coding)", a)
+		}
+	}
+	return release, nil
+}
+
+// writeSecurityTrials writes every trial as a JSON line to path.
+func writeSecurityTrials(path string, trials []securityeval.Trial) error {
+	var buf bytes.Buffer
+	for _, t := range trials {
+		b, _ := json.Marshal(t)
+		buf.Write(append(b, '\n'))
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	return nil
+}
+
+// writeSecurityTable rewrites the table between doc's security-eval
+// markers.
+func writeSecurityTable(doc, table string) error {
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	s := string(b)
+	i, k := strings.Index(s, secevBegin), strings.Index(s, secevEnd)
+	if i < 0 || k < i {
+		return usageError("security-eval: %s has no %q ... %q markers", doc, secevBegin, secevEnd)
+	}
+	s = s[:i+len(secevBegin)] + "\n\n" + table + "\n" + s[k:]
+	if err := os.WriteFile(doc, []byte(s), 0o644); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
 	return nil
 }

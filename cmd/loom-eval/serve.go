@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"github.com/loomwork/loomwork/collector/spool"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/internal/projects"
+	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/sqlite"
 	"github.com/loomwork/loomwork/store/storeurl"
@@ -138,15 +140,23 @@ func writeReadyFile(path string, r ServeReady) error {
 	return nil
 }
 
-// runServe runs the OTLP collector pipeline, the trace store and the HTTP
-// API/UI until the context ends (SIGINT/SIGTERM), then drains and closes.
-// It binds every listener before it says it is ready; a listener it cannot
-// bind is an operational error (exit 3) naming the address and the flag
-// and environment variable that move it.
-func (m *Main) runServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("serve", "serve [--store URL] [--grpc-addr ADDR] [--http-addr ADDR] [--ui-addr ADDR] [--labels FILE] [--ready-file PATH]")
+// serveFlags are `loom-eval serve`'s flags.
+type serveFlags struct {
+	storeURL, grpcAddr, httpAddr, uiAddr, readyFile, receiver, spoolDir, logLevel, authToken *string
+	runsDir, reportsDir, approvalsJournal, labelsFile, ablationsDir, pricesFile, keysFile    *string
+	datasetsDir                                                                              *string
+	redact                                                                                   *string
+	maxAttr, maxReqMiB, inFlightMiB, spoolMaxMiB, spoolBatchMiB, gcPercent, writers          *int
+	memMiB                                                                                   *uint
+	retentionEvery                                                                           *time.Duration
+	redactPatterns                                                                           stringList
+}
+
+// register adds serve's flags to fs; the listen addresses default to their
+// environment variables, read with getenv.
+func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	envOr := func(k, def string) string {
-		if v := strings.TrimSpace(m.getenv(k)); v != "" {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
 			return v
 		}
 		return def
@@ -154,35 +164,294 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	addrUsage := func(what, env, def string) string {
 		return fmt.Sprintf("%s listen address: host:port (port 0 picks a free one) or off; default $%s, else %s", what, env, def)
 	}
-	storeURL := fs.String("store", "", "trace store URL: a file path or sqlite:PATH (embedded), clickhouse://HOST:PORT/DB; default $"+storeurl.EnvVar+", else "+storeurl.DefaultPath)
-	grpcAddr := fs.String("grpc-addr", envOr(envGRPCAddr, collector.DefaultGRPCAddr), addrUsage("OTLP/gRPC", envGRPCAddr, collector.DefaultGRPCAddr))
-	httpAddr := fs.String("http-addr", envOr(envHTTPAddr, collector.DefaultHTTPAddr), addrUsage("OTLP/HTTP", envHTTPAddr, collector.DefaultHTTPAddr))
-	uiAddr := fs.String("ui-addr", envOr(envUIAddr, defaultUIAddr), addrUsage("web UI and JSON API", envUIAddr, defaultUIAddr))
-	readyFile := fs.String("ready-file", "", "once every listener is bound and the store is open, write the addresses in use here as JSON (pid, store, grpc_addr, http_addr, ui_addr, ui_url); removed on exit")
-	maxAttr := fs.Int("max-attr-bytes", genai.DefaultMaxAttrBytes, "truncate attribute values larger than this many bytes (-1: never)")
-	receiver := fs.String("receiver", collector.ReceiverLoomwork, "OTLP receiver: loomwork (partial_success, precise errors) or otlp (the Collector's core otlpreceiver)")
-	memMiB := fs.Uint("memory-limit-mib", 0, fmt.Sprintf("refuse data (retryably) above this heap size; 0: an eighth of the machine's (or cgroup's) memory, between 512 and 2048 (here %d)", collector.DefaultMemoryLimitMiB()))
-	maxReqMiB := fs.Int("max-request-mib", 64, "largest request accepted (gRPC message; HTTP body after decompression); larger ones are refused without being decoded")
-	inFlightMiB := fs.Int("max-in-flight-mib", 0, "request bytes admitted at once (read, decoded and handed on); more are refused retryably before being read; 0: a 128th of the memory limit")
-	spoolDir := fs.String("spool-dir", "", "durable spool for the ClickHouse store: acknowledge once fsynced here, feed ClickHouse in large inserts, ride out its outages; off: write directly; default "+defaultSpoolDir+" (the embedded store always writes directly)")
-	spoolMaxMiB := fs.Int("spool-max-mib", collector.DefaultSpoolMaxMiB, "bound on the spool's unconsumed data; a full spool refuses retryably (429 / RESOURCE_EXHAUSTED)")
-	spoolBatchMiB := fs.Int("spool-batch-mib", 0, "spooled data the feeder writes to ClickHouse in one insert; 0: a sixteenth of the memory limit, 16 to 128")
-	gcPercent := fs.Int("gc-percent", 0, fmt.Sprintf("Go GC target percentage (GOGC); 0: $GOGC when set, else %d (trades heap for CPU; the memory limit still applies)", collector.DefaultGCPercent))
-	writers := fs.Int("writers", 1, "concurrent store writes; 1 coalesces the most requests per write, which ClickHouse needs most")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	authToken := fs.String("auth-token", "", "require this bearer token on OTLP ingest, the UI and the API (default $LOOMWORK_AUTH_TOKEN; empty: no authentication)")
-	runsDir := fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
-	reportsDir := fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
-	approvalsJournal := fs.String("approvals-journal", "", "workflow journal (SQLite) whose suspended approval gates the UI lists and answers at /approvals (answers need --auth-token)")
-	datasetsDir := fs.String("datasets", defaultDatasetsDir, "folder of versioned case datasets the UI lists (/datasets) and grows from ticked traces; loom-eval datasets list|show|commit reads it too (empty: none)")
-	labelsFile := fs.String("labels", "", "human labels file (labels JSONL, created if missing) that the UI's label form appends to and /labels exports; loom-eval labels agreement --labels reads it")
-	ablationsDir := fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")
-	pricesFile := fs.String("prices", "", "price table JSON merged over the built-in one, for the cost the UI and the JSON API show (the same file score, rollup and traces take)")
-	keysFile := fs.String("keys", "", "projects and API keys file (loom-eval keys; default $"+envKeysFile+"): spans are stored under the sending key's project and each key reads only its project (docs/projects.md)")
-	redactFlag := fs.String("redact", "", "redact before storing: comma-separated api_key, email, card, or all")
-	var redactPatterns stringList
-	fs.Var(&redactPatterns, "redact-pattern", "redact matches of a custom RE2 pattern, NAME=REGEX (repeatable)")
-	retentionEvery := fs.Duration("retention-interval", time.Hour, "how often the embedded store deletes traces past their project's retention")
+	f.storeURL = fs.String("store", "", "trace store URL: a file path or sqlite:PATH (embedded), clickhouse://HOST:PORT/DB; default $"+storeurl.EnvVar+", else "+storeurl.DefaultPath)
+	f.grpcAddr = fs.String("grpc-addr", envOr(envGRPCAddr, collector.DefaultGRPCAddr), addrUsage("OTLP/gRPC", envGRPCAddr, collector.DefaultGRPCAddr))
+	f.httpAddr = fs.String("http-addr", envOr(envHTTPAddr, collector.DefaultHTTPAddr), addrUsage("OTLP/HTTP", envHTTPAddr, collector.DefaultHTTPAddr))
+	f.uiAddr = fs.String("ui-addr", envOr(envUIAddr, defaultUIAddr), addrUsage("web UI and JSON API", envUIAddr, defaultUIAddr))
+	f.readyFile = fs.String("ready-file", "", "once every listener is bound and the store is open, write the addresses in use here as JSON (pid, store, grpc_addr, http_addr, ui_addr, ui_url); removed on exit")
+	f.maxAttr = fs.Int("max-attr-bytes", genai.DefaultMaxAttrBytes, "truncate attribute values larger than this many bytes (-1: never)")
+	f.receiver = fs.String("receiver", collector.ReceiverLoomwork, "OTLP receiver: loomwork (partial_success, precise errors) or otlp (the Collector's core otlpreceiver)")
+	f.memMiB = fs.Uint("memory-limit-mib", 0, fmt.Sprintf("refuse data (retryably) above this heap size; 0: an eighth of the machine's (or cgroup's) memory, between 512 and 2048 (here %d)", collector.DefaultMemoryLimitMiB()))
+	f.maxReqMiB = fs.Int("max-request-mib", 64, "largest request accepted (gRPC message; HTTP body after decompression); larger ones are refused without being decoded")
+	f.inFlightMiB = fs.Int("max-in-flight-mib", 0, "request bytes admitted at once (read, decoded and handed on); more are refused retryably before being read; 0: a 128th of the memory limit")
+	f.spoolDir = fs.String("spool-dir", "", "durable spool for the ClickHouse store: acknowledge once fsynced here, feed ClickHouse in large inserts, ride out its outages; off: write directly; default "+defaultSpoolDir+" (the embedded store always writes directly)")
+	f.spoolMaxMiB = fs.Int("spool-max-mib", collector.DefaultSpoolMaxMiB, "bound on the spool's unconsumed data; a full spool refuses retryably (429 / RESOURCE_EXHAUSTED)")
+	f.spoolBatchMiB = fs.Int("spool-batch-mib", 0, "spooled data the feeder writes to ClickHouse in one insert; 0: a sixteenth of the memory limit, 16 to 128")
+	f.gcPercent = fs.Int("gc-percent", 0, fmt.Sprintf("Go GC target percentage (GOGC); 0: $GOGC when set, else %d (trades heap for CPU; the memory limit still applies)", collector.DefaultGCPercent))
+	f.writers = fs.Int("writers", 1, "concurrent store writes; 1 coalesces the most requests per write, which ClickHouse needs most")
+	f.logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")
+	f.authToken = fs.String("auth-token", "", "require this bearer token on OTLP ingest, the UI and the API (default $LOOMWORK_AUTH_TOKEN; empty: no authentication)")
+	f.runsDir = fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
+	f.reportsDir = fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
+	f.approvalsJournal = fs.String("approvals-journal", "", "workflow journal (SQLite) whose suspended approval gates the UI lists and answers at /approvals (answers need --auth-token)")
+	f.datasetsDir = fs.String("datasets", defaultDatasetsDir, "folder of versioned case datasets the UI lists (/datasets) and grows from ticked traces; loom-eval datasets list|show|commit reads it too (empty: none)")
+	f.labelsFile = fs.String("labels", "", "human labels file (labels JSONL, created if missing) that the UI's label form appends to and /labels exports; loom-eval labels agreement --labels reads it")
+	f.ablationsDir = fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")
+	f.pricesFile = fs.String("prices", "", "price table JSON merged over the built-in one, for the cost the UI and the JSON API show (the same file score, rollup and traces take)")
+	f.keysFile = fs.String("keys", "", "projects and API keys file (loom-eval keys; default $"+envKeysFile+"): spans are stored under the sending key's project and each key reads only its project (docs/projects.md)")
+	f.redact = fs.String("redact", "", "redact before storing: comma-separated api_key, email, card, or all")
+	fs.Var(&f.redactPatterns, "redact-pattern", "redact matches of a custom RE2 pattern, NAME=REGEX (repeatable)")
+	f.retentionEvery = fs.Duration("retention-interval", time.Hour, "how often the embedded store deletes traces past their project's retention")
+}
+
+// listeners are the three listen addresses as configured.
+func (f *serveFlags) listeners() (grpcL, httpL, uiL listener) {
+	return listener{name: "OTLP gRPC", flag: "--grpc-addr", env: envGRPCAddr, addr: strings.TrimSpace(*f.grpcAddr)},
+		listener{name: "OTLP HTTP", flag: "--http-addr", env: envHTTPAddr, addr: strings.TrimSpace(*f.httpAddr)},
+		listener{name: "UI", flag: "--ui-addr", env: envUIAddr, addr: strings.TrimSpace(*f.uiAddr)}
+}
+
+// validate checks --gc-percent and the listen addresses.
+func (f *serveFlags) validate() error {
+	if *f.gcPercent < 0 {
+		return usageError("serve: --gc-percent: must not be negative (got %d)", *f.gcPercent)
+	}
+	grpcL, httpL, uiL := f.listeners()
+	for _, l := range []listener{grpcL, httpL, uiL} {
+		if l.addr == collector.AddrOff {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(l.addr); err != nil {
+			return usageError("serve: %s (or $%s): %q is not host:port or off", l.flag, l.env, l.addr)
+		}
+	}
+	return nil
+}
+
+// checkFiles removes a stale --ready-file and checks --labels before
+// anything starts.
+func (f *serveFlags) checkFiles() error {
+	if *f.readyFile != "" {
+		// A ready file left by a serve that died must not say this one is ready.
+		if err := os.Remove(*f.readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --ready-file: remove the old %s: %w", *f.readyFile, err)}
+		}
+	}
+	if *f.labelsFile != "" {
+		// A file that does not decode is found now, not at the first label.
+		if _, err := datasets.LoadLabels(*f.labelsFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return inputError("serve: --labels", err)
+		}
+		if fi, err := os.Stat(filepath.Dir(*f.labelsFile)); err != nil || !fi.IsDir() {
+			return usageError("serve: --labels %s: its directory does not exist", *f.labelsFile)
+		}
+	}
+	return nil
+}
+
+// serveSetup is what serve runs with once its flags and environment are
+// read.
+type serveSetup struct {
+	cfg               collector.ServerConfig
+	url               string // the store URL (--store, else $LOOMWORK_STORE)
+	loc               storeurl.Location
+	keys              *projects.Registry // nil without --keys
+	grpcL, httpL, uiL listener
+	log               *slog.Logger
+}
+
+// serveConfig tunes the GC, fills the flags the environment defaults
+// (auth token, store, keys file) and configures the collector.
+func (m *Main) serveConfig(f *serveFlags, log *slog.Logger) (*serveSetup, error) {
+	s := &serveSetup{log: log}
+	s.grpcL, s.httpL, s.uiL = f.listeners()
+	if *f.memMiB == 0 {
+		*f.memMiB = uint(collector.DefaultMemoryLimitMiB())
+	}
+	tuneGC(m.Getenv, *f.gcPercent, *f.memMiB, log)
+	if *f.authToken == "" && m.Getenv != nil {
+		*f.authToken = m.Getenv("LOOMWORK_AUTH_TOKEN")
+	}
+	s.url = *f.storeURL
+	if s.url == "" && m.Getenv != nil {
+		s.url = m.Getenv(storeurl.EnvVar)
+	}
+	var err error
+	if s.loc, err = storeurl.Parse(s.url); err != nil {
+		return nil, usageError("serve: --store: %v", err)
+	}
+	if sd := strings.TrimSpace(*f.spoolDir); s.loc.Backend != storeurl.ClickHouse && sd != "" && sd != "off" {
+		log.Info("--spool-dir ignored: the embedded store writes directly (its commit is as durable as the spool's)", "spool_dir", sd)
+	}
+	redactCfg, err := parseRedact(*f.redact, f.redactPatterns)
+	if err != nil {
+		return nil, usageError("serve: %v", err)
+	}
+	if *f.keysFile == "" && m.Getenv != nil {
+		*f.keysFile = m.Getenv(envKeysFile)
+	}
+	if *f.keysFile != "" {
+		if s.keys, err = projects.Open(*f.keysFile, nil); err != nil {
+			return nil, usageError("serve: --keys: %v", err)
+		}
+	}
+	s.cfg = collector.ServerConfig{
+		GRPCAddr: s.grpcL.addr,
+		HTTPAddr: s.httpL.addr,
+		Receiver: *f.receiver,
+		Exporter: collector.Config{
+			MaxAttributeBytes: *f.maxAttr,
+			Writers:           *f.writers,
+			Timeout:           collector.DefaultTimeout,
+			SpoolDir:          spoolFor(s.loc.Backend, *f.spoolDir),
+			SpoolMaxMiB:       *f.spoolMaxMiB,
+			SpoolBatchMiB:     *f.spoolBatchMiB,
+		},
+		MemoryLimitMiB: uint32(*f.memMiB),
+		MaxInFlightMiB: *f.inFlightMiB,
+		MaxRequestMiB:  *f.maxReqMiB,
+		AuthToken:      *f.authToken,
+		Redact:         redactCfg,
+		Logger:         log,
+	}
+	if s.keys != nil {
+		s.cfg.Keys, s.cfg.Policy = keyAuth(s.keys), servePolicy(s.keys)
+	}
+	if err := s.cfg.Validate(); err != nil {
+		return nil, usageError("serve: %v", err)
+	}
+	return s, nil
+}
+
+// start binds the UI's listener (nil when off), opens the store and
+// starts the collector. The UI's listener comes first: it needs nothing
+// else, so a taken port fails before the store is opened. On an error
+// nothing is left open.
+func (s *serveSetup) start(ctx context.Context) (net.Listener, store.Store, *collector.Server, error) {
+	var uiLn net.Listener
+	if s.uiL.addr != collector.AddrOff {
+		var err error
+		if uiLn, err = net.Listen("tcp", s.uiL.addr); err != nil {
+			return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", s.uiL.listenError(err))}
+		}
+	}
+	closeUI := func() {
+		if uiLn != nil {
+			uiLn.Close()
+		}
+	}
+	st, err := storeurl.OpenWithLogger(ctx, s.url, false, s.log)
+	if err != nil {
+		closeUI()
+		return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
+	}
+	srv, err := collector.NewServer(s.cfg, st)
+	if err != nil {
+		closeUI()
+		st.Shutdown(context.WithoutCancel(ctx))
+		return nil, nil, nil, usageError("serve: %v", err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		closeUI()
+		st.Shutdown(context.WithoutCancel(ctx))
+		if l, ok := failedListener(err, s.grpcL, s.httpL); ok {
+			err = l.listenError(err)
+		}
+		if ce, ok := errors.AsType[*spool.CorruptionError](err); ok {
+			err = fmt.Errorf("%w (loom-eval spool repair %s cuts the spool at the bad record and says how much is lost)", err, ce.Dir)
+		}
+		return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
+	}
+	return uiLn, st, srv, nil
+}
+
+// startRetention starts the embedded store's deletion of traces past their
+// project's retention (with --keys) and returns the function that stops it.
+func (s *serveSetup) startRetention(ctx context.Context, st store.Store, every time.Duration) (func(), error) {
+	if s.keys == nil {
+		return func() {}, nil
+	}
+	if sq, ok := st.(*sqlite.Store); ok {
+		job := &sqlite.RetentionJob{Store: sq, Policies: retentionPolicies(s.keys), Interval: every, Logger: s.log}
+		if err := job.Start(ctx); err != nil {
+			return nil, err
+		}
+		return func() { job.Shutdown(context.WithoutCancel(ctx)) }, nil
+	} else if s.loc.Backend == storeurl.ClickHouse {
+		// ClickHouse: the collector stamps each span with its project's
+		// retention and the store writes the row's expiry; the tables'
+		// TTL deletes expired rows in merges (docs/projects.md).
+	} else if len(retentionPolicies(s.keys)()) > 0 {
+		s.log.Warn("project retention is enforced by the embedded store's deletion job; this store does not run it", "store", s.loc.String())
+	}
+	return func() {}, nil
+}
+
+// openApprovals opens --approvals-journal for the UI (nil without it) and
+// returns the function that closes it.
+func openApprovals(ctx context.Context, path string) (web.Approvals, func(), error) {
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	j, err := journaldb.Open(ctx, journaldb.Config{Path: path})
+	if err != nil {
+		return nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --approvals-journal: %w", err)}
+	}
+	return webApprovals{j: j, clock: time.Now}, func() { j.Shutdown(context.WithoutCancel(ctx)) }, nil
+}
+
+// uiHandler is the web UI and JSON API over the store.
+func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.Store, prices *pricing.Table, approvals web.Approvals) (http.Handler, error) {
+	files := &web.FileSources{RunsDir: *f.runsDir, ReportsDir: *f.reportsDir, AblationsDir: *f.ablationsDir}
+	health := func(ctx context.Context) web.HealthReport {
+		h := srv.Health(ctx)
+		return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Detail: h}
+	}
+	webCfg := web.Config{AuthToken: *f.authToken}
+	if s.keys != nil {
+		webCfg.Keys = keyAuth(s.keys)
+	}
+	return web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: s.log, Files: files, Labels: *f.labelsFile, Health: health, Approvals: approvals,
+		Experiments: newWebExperiments(st), Datasets: *f.datasetsDir})
+}
+
+// serveUI serves h on ln in the background and returns its server and URL.
+func serveUI(h http.Handler, ln net.Listener, log *slog.Logger) (*http.Server, string) {
+	ui := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := ui.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("UI server stopped", "error", err)
+		}
+	}()
+	return ui, "http://" + ln.Addr().String()
+}
+
+// serveReady is what --ready-file says: the addresses in use.
+func serveReady(loc storeurl.Location, srv *collector.Server, cfg collector.ServerConfig, uiLn net.Listener, uiURL string) ServeReady {
+	ready := ServeReady{
+		PID:      os.Getpid(),
+		Store:    loc.String(),
+		GRPCAddr: serveAddr(srv.GRPCAddr(), cfg.GRPCAddr),
+		HTTPAddr: serveAddr(srv.HTTPAddr(), cfg.HTTPAddr),
+		UIAddr:   collector.AddrOff,
+		UIURL:    uiURL,
+	}
+	if uiLn != nil {
+		ready.UIAddr = uiLn.Addr().String()
+	}
+	return ready
+}
+
+// printServing tells the user where serve listens.
+func (m *Main) printServing(loc storeurl.Location, ready ServeReady) {
+	fmt.Fprintf(m.Stdout, "loom-eval serve: storing traces in %s\n", loc)
+	fmt.Fprintf(m.Stdout, "  OTLP gRPC  %s\n", ready.GRPCAddr)
+	fmt.Fprintf(m.Stdout, "  OTLP HTTP  %s\n", ready.HTTPAddr)
+	if ready.UIURL != "" {
+		fmt.Fprintf(m.Stdout, "  UI / API   %s  (JSON under /api/v1/)\n", ready.UIURL)
+	}
+	fmt.Fprintln(m.Stdout, "Send a trace with: loom-eval demo   (Ctrl-C stops; acknowledged spans are on disk)")
+}
+
+// runServe runs the OTLP collector pipeline, the trace store and the HTTP
+// API/UI until the context ends (SIGINT/SIGTERM), then drains and closes.
+// It binds every listener before it says it is ready; a listener it cannot
+// bind is an operational error (exit 3) naming the address and the flag
+// and environment variable that move it.
+func (m *Main) runServe(ctx context.Context, args []string) error {
+	fs := m.newFlagSet("serve", "serve [--store URL] [--grpc-addr ADDR] [--http-addr ADDR] [--ui-addr ADDR] [--labels FILE] [--ready-file PATH]")
+	var f serveFlags
+	f.register(fs, m.getenv)
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
@@ -195,229 +464,70 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return usageError("serve: unexpected arguments %q", fs.Args())
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(*f.logLevel)); err != nil {
 		return usageError("serve: --log-level: %v", err)
 	}
-	prices, err := scorerLoadPrices(*pricesFile)
+	prices, err := scorerLoadPrices(*f.pricesFile)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: level}))
-
-	if *gcPercent < 0 {
-		return usageError("serve: --gc-percent: must not be negative (got %d)", *gcPercent)
+	if err := f.validate(); err != nil {
+		return err
 	}
-	grpcL := listener{name: "OTLP gRPC", flag: "--grpc-addr", env: envGRPCAddr, addr: strings.TrimSpace(*grpcAddr)}
-	httpL := listener{name: "OTLP HTTP", flag: "--http-addr", env: envHTTPAddr, addr: strings.TrimSpace(*httpAddr)}
-	uiL := listener{name: "UI", flag: "--ui-addr", env: envUIAddr, addr: strings.TrimSpace(*uiAddr)}
-	for _, l := range []listener{grpcL, httpL, uiL} {
-		if l.addr == collector.AddrOff {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(l.addr); err != nil {
-			return usageError("serve: %s (or $%s): %q is not host:port or off", l.flag, l.env, l.addr)
-		}
+	if err := f.checkFiles(); err != nil {
+		return err
 	}
-	if *readyFile != "" {
-		// A ready file left by a serve that died must not say this one is ready.
-		if err := os.Remove(*readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --ready-file: remove the old %s: %w", *readyFile, err)}
-		}
-	}
-	if *labelsFile != "" {
-		// A file that does not decode is found now, not at the first label.
-		if _, err := datasets.LoadLabels(*labelsFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return inputError("serve: --labels", err)
-		}
-		if fi, err := os.Stat(filepath.Dir(*labelsFile)); err != nil || !fi.IsDir() {
-			return usageError("serve: --labels %s: its directory does not exist", *labelsFile)
-		}
-	}
-	if *memMiB == 0 {
-		*memMiB = uint(collector.DefaultMemoryLimitMiB())
-	}
-	tuneGC(m.Getenv, *gcPercent, *memMiB, log)
-
-	if *authToken == "" && m.Getenv != nil {
-		*authToken = m.Getenv("LOOMWORK_AUTH_TOKEN")
-	}
-	url := *storeURL
-	if url == "" && m.Getenv != nil {
-		url = m.Getenv(storeurl.EnvVar)
-	}
-	loc, err := storeurl.Parse(url)
+	s, err := m.serveConfig(&f, log)
 	if err != nil {
-		return usageError("serve: --store: %v", err)
+		return err
 	}
-	if f := strings.TrimSpace(*spoolDir); loc.Backend != storeurl.ClickHouse && f != "" && f != "off" {
-		log.Info("--spool-dir ignored: the embedded store writes directly (its commit is as durable as the spool's)", "spool_dir", f)
-	}
-	redactCfg, err := parseRedact(*redactFlag, redactPatterns)
+	uiLn, st, srv, err := s.start(ctx)
 	if err != nil {
-		return usageError("serve: %v", err)
+		return err
 	}
-	if *keysFile == "" && m.Getenv != nil {
-		*keysFile = m.Getenv(envKeysFile)
-	}
-	var keys *projects.Registry
-	if *keysFile != "" {
-		if keys, err = projects.Open(*keysFile, nil); err != nil {
-			return usageError("serve: --keys: %v", err)
-		}
-	}
-	cfg := collector.ServerConfig{
-		GRPCAddr: grpcL.addr,
-		HTTPAddr: httpL.addr,
-		Receiver: *receiver,
-		Exporter: collector.Config{
-			MaxAttributeBytes: *maxAttr,
-			Writers:           *writers,
-			Timeout:           collector.DefaultTimeout,
-			SpoolDir:          spoolFor(loc.Backend, *spoolDir),
-			SpoolMaxMiB:       *spoolMaxMiB,
-			SpoolBatchMiB:     *spoolBatchMiB,
-		},
-		MemoryLimitMiB: uint32(*memMiB),
-		MaxInFlightMiB: *inFlightMiB,
-		MaxRequestMiB:  *maxReqMiB,
-		AuthToken:      *authToken,
-		Redact:         redactCfg,
-		Logger:         log,
-	}
-	if keys != nil {
-		cfg.Keys, cfg.Policy = keyAuth(keys), servePolicy(keys)
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError("serve: %v", err)
-	}
-
-	// The UI's listener first: it needs nothing else, so a taken port fails
-	// before the store is opened.
-	var uiLn net.Listener
-	if uiL.addr != collector.AddrOff {
-		if uiLn, err = net.Listen("tcp", uiL.addr); err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", uiL.listenError(err))}
-		}
-	}
-	closeUI := func() {
-		if uiLn != nil {
-			uiLn.Close()
-		}
-	}
-
-	st, err := storeurl.OpenWithLogger(ctx, url, false, log)
+	stopRetention, err := s.startRetention(ctx, st, *f.retentionEvery)
 	if err != nil {
-		closeUI()
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
+		return errors.Join(usageError("serve: retention: %v", err), shutdownServe(srv, nil, st, log))
 	}
-	srv, err := collector.NewServer(cfg, st)
-	if err != nil {
-		closeUI()
-		st.Shutdown(context.WithoutCancel(ctx))
-		return usageError("serve: %v", err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		closeUI()
-		st.Shutdown(context.WithoutCancel(ctx))
-		if l, ok := failedListener(err, grpcL, httpL); ok {
-			err = l.listenError(err)
-		}
-		if ce, ok := errors.AsType[*spool.CorruptionError](err); ok {
-			err = fmt.Errorf("%w (loom-eval spool repair %s cuts the spool at the bad record and says how much is lost)", err, ce.Dir)
-		}
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
-	}
-
-	if keys != nil {
-		if sq, ok := st.(*sqlite.Store); ok {
-			job := &sqlite.RetentionJob{Store: sq, Policies: retentionPolicies(keys), Interval: *retentionEvery, Logger: log}
-			if err := job.Start(ctx); err != nil {
-				return errors.Join(usageError("serve: retention: %v", err), shutdownServe(srv, nil, st, log))
-			}
-			defer job.Shutdown(context.WithoutCancel(ctx))
-		} else if loc.Backend == storeurl.ClickHouse {
-			// ClickHouse: the collector stamps each span with its project's
-			// retention and the store writes the row's expiry; the tables'
-			// TTL deletes expired rows in merges (docs/projects.md).
-		} else if len(retentionPolicies(keys)()) > 0 {
-			log.Warn("project retention is enforced by the embedded store's deletion job; this store does not run it", "store", loc.String())
-		}
-	}
-
+	defer stopRetention()
 	var ui *http.Server
 	uiURL := ""
 	if uiLn != nil {
-		files := &web.FileSources{RunsDir: *runsDir, ReportsDir: *reportsDir, AblationsDir: *ablationsDir}
-		health := func(ctx context.Context) web.HealthReport {
-			h := srv.Health(ctx)
-			return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Detail: h}
-		}
-		var approvals web.Approvals
-		if *approvalsJournal != "" {
-			j, err := journaldb.Open(ctx, journaldb.Config{Path: *approvalsJournal})
-			if err != nil {
-				closeUI()
-				return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --approvals-journal: %w", err)}
-			}
-			defer j.Shutdown(context.WithoutCancel(ctx))
-			approvals = webApprovals{j: j, clock: time.Now}
-		}
-		webCfg := web.Config{AuthToken: *authToken}
-		if keys != nil {
-			webCfg.Keys = keyAuth(keys)
-		}
-		h, err := web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: log, Files: files, Labels: *labelsFile, Health: health, Approvals: approvals,
-			Experiments: newWebExperiments(st), Datasets: *datasetsDir})
+		approvals, closeApprovals, err := openApprovals(ctx, *f.approvalsJournal)
 		if err != nil {
-			closeUI()
+			uiLn.Close()
+			return err
+		}
+		defer closeApprovals()
+		h, err := s.uiHandler(&f, srv, st, prices, approvals)
+		if err != nil {
+			uiLn.Close()
 			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))
 		}
-		ui = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-		uiURL = "http://" + uiLn.Addr().String()
-		ln := uiLn
-		go func() {
-			if err := ui.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("UI server stopped", "error", err)
-			}
-		}()
+		ui, uiURL = serveUI(h, uiLn, log)
 	}
-
-	ready := ServeReady{
-		PID:      os.Getpid(),
-		Store:    loc.String(),
-		GRPCAddr: serveAddr(srv.GRPCAddr(), cfg.GRPCAddr),
-		HTTPAddr: serveAddr(srv.HTTPAddr(), cfg.HTTPAddr),
-		UIAddr:   collector.AddrOff,
-		UIURL:    uiURL,
-	}
-	if uiLn != nil {
-		ready.UIAddr = uiLn.Addr().String()
-	}
-	if *readyFile != "" {
-		if err := writeReadyFile(*readyFile, ready); err != nil {
+	ready := serveReady(s.loc, srv, s.cfg, uiLn, uiURL)
+	if *f.readyFile != "" {
+		if err := writeReadyFile(*f.readyFile, ready); err != nil {
 			return errors.Join(&ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}, shutdownServe(srv, ui, st, log))
 		}
-		defer func() {
-			if err := os.Remove(*readyFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-				log.Warn("could not remove the ready file", "path", *readyFile, "error", err)
-			}
-		}()
+		defer removeReadyFile(*f.readyFile, log)
 	}
-
-	fmt.Fprintf(m.Stdout, "loom-eval serve: storing traces in %s\n", loc)
-	fmt.Fprintf(m.Stdout, "  OTLP gRPC  %s\n", ready.GRPCAddr)
-	fmt.Fprintf(m.Stdout, "  OTLP HTTP  %s\n", ready.HTTPAddr)
-	if uiURL != "" {
-		fmt.Fprintf(m.Stdout, "  UI / API   %s  (JSON under /api/v1/)\n", uiURL)
-	}
-	fmt.Fprintln(m.Stdout, "Send a trace with: loom-eval demo   (Ctrl-C stops; acknowledged spans are on disk)")
-
+	m.printServing(s.loc, ready)
 	<-ctx.Done()
 	log.Info("shutting down: draining in-flight requests")
 	if err := shutdownServe(srv, ui, st, log); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 	return nil
+}
+
+// removeReadyFile removes --ready-file on the way out.
+func removeReadyFile(path string, log *slog.Logger) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		log.Warn("could not remove the ready file", "path", path, "error", err)
+	}
 }
 
 // shutdownServe stops accepting (UI and OTLP), waits for in-flight writes,

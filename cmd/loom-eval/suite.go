@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -49,17 +50,151 @@ type suiteReport struct {
 	Experiment *experimentPlace `json:"experiment,omitempty"`
 }
 
+// suiteRunFlags are `loom-eval suite run`'s flags.
+type suiteRunFlags struct {
+	casesFile, tag, agentName, out, dataset, indexCache *string
+	trials, workers                                     *int
+	lease                                               *time.Duration
+}
+
+func (f *suiteRunFlags) register(fs *flag.FlagSet) {
+	f.casesFile = fs.String("cases", "", "cases JSONL `file` (datasets.Case)")
+	f.tag = fs.String("tag", "", "run only the cases carrying this tag (default: the --agent's name when the file tags cases by agent, else all)")
+	f.agentName = fs.String("agent", research.Name, "reference agent on its scripted policy: research or coding")
+	f.trials = fs.Int("trials", 1, "trials per case")
+	f.workers = fs.Int("workers", 0, "worker processes to start (0: run the trials in this process; more workers may join with loom-eval worker --coordinator OUT/coord.db)")
+	f.out = fs.String("out", ".loomwork/suite", "suite `folder`: coord.db, trials.jsonl, journals/, attempts/ (running the same suite again resumes it)")
+	f.lease = fs.Duration("lease", 30*time.Second, "lease of a claimed trial; a killed worker's trial is reclaimed after it (renewed every third)")
+	f.dataset = fs.String("dataset", "", "the research agent's judged dataset `folder` (default "+datasets.DescribeDefault()+")")
+	f.indexCache = fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+}
+
+// validate checks the flags that need no file.
+func (f *suiteRunFlags) validate() error {
+	if *f.casesFile == "" {
+		return usageError("suite run: --cases is required")
+	}
+	if *f.trials < 1 || *f.workers < 0 || *f.lease <= 0 {
+		return usageError("suite run: need --trials >= 1, --workers >= 0 and a positive --lease")
+	}
+	if *f.agentName != research.Name && *f.agentName != coding.Name {
+		return usageError("suite run: --agent must be research or coding (got %q)", *f.agentName)
+	}
+	return nil
+}
+
+// loadCases reads --cases and keeps the cases of --tag (by default the
+// agent's name, when the file tags cases by agent).
+func (f *suiteRunFlags) loadCases() ([]datasets.Case, error) {
+	cases, err := datasets.LoadCases(*f.casesFile)
+	if err != nil {
+		return nil, usageError("suite run: %v", err)
+	}
+	if *f.tag == "" && slices.ContainsFunc(cases, func(c datasets.Case) bool { return slices.Contains(c.Tags, *f.agentName) }) {
+		*f.tag = *f.agentName
+	}
+	if *f.tag != "" {
+		cases = slices.DeleteFunc(cases, func(c datasets.Case) bool { return !slices.Contains(c.Tags, *f.tag) })
+	}
+	if len(cases) == 0 {
+		return nil, usageError("suite run: %s has no cases (tag %q)", *f.casesFile, *f.tag)
+	}
+	return cases, nil
+}
+
+// suiteDefinition is the suite the flags define (the research agent's
+// dataset and index cache as absolute paths), validated.
+func (m *Main) suiteDefinition(f *suiteRunFlags) (suite.Definition, error) {
+	raw, err := os.ReadFile(*f.casesFile)
+	if err != nil {
+		return suite.Definition{}, usageError("suite run: %v", err)
+	}
+	absOut, err := filepath.Abs(*f.out)
+	if err != nil {
+		return suite.Definition{}, usageError("suite run: --out %s: %v", *f.out, err)
+	}
+	def := suite.Definition{Agent: *f.agentName, Trials: *f.trials, Dir: filepath.Clean(*f.out), AbsDir: absOut,
+		Lease: suite.Duration(*f.lease), CasesDigest: coord.Digest(raw)}
+	if *f.agentName == research.Name {
+		ds, err := m.judgedDataset(*f.dataset)
+		if err != nil {
+			return suite.Definition{}, err
+		}
+		if def.Dataset, err = filepath.Abs(ds); err != nil {
+			return suite.Definition{}, usageError("suite run: %v", err)
+		}
+		if def.IndexCache, err = filepath.Abs(*f.indexCache); err != nil {
+			return suite.Definition{}, usageError("suite run: %v", err)
+		}
+	}
+	if err := def.Validate(); err != nil {
+		return suite.Definition{}, usageError("suite run: %v", err)
+	}
+	return def, nil
+}
+
+// openSuiteCoordinator opens the suite's coordinator (creating its
+// folder) and enqueues the plan's trials; the caller shuts it down.
+func openSuiteCoordinator(ctx context.Context, def suite.Definition, plan []suite.TrialSpec) (*coord.Coordinator, error) {
+	if err := os.MkdirAll(def.AbsDir, 0o755); err != nil {
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w", err)}
+	}
+	c, err := coord.Open(ctx, coord.Config{Path: suite.CoordinatorPath(def.AbsDir)})
+	if err != nil {
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w", err)}
+	}
+	if err := suite.Enqueue(ctx, c, def, plan); err != nil {
+		c.Shutdown(context.WithoutCancel(ctx))
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("suite run: %w", err)}
+	}
+	return c, nil
+}
+
+// startSuiteWorkers starts the suite's workers: with workers 0 this
+// process is the one worker, else that many worker processes under a
+// supervisor (nil for the single process). stop reports a worker's
+// failure to the driver; release stops them.
+func (m *Main) startSuiteWorkers(ctx context.Context, c *coord.Coordinator, def suite.Definition, workers int) (stop func() error, sup *supervisor, release func(), err error) {
+	if workers == 0 {
+		// The single-process run: this process is the one worker.
+		w, closeW, err := m.newSuiteWorker(ctx, c, def, fmt.Sprintf("local-%d", os.Getpid()))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- w.Run(ctx) }()
+		var werr error
+		done := false
+		stop = func() error {
+			if !done {
+				select {
+				case werr = <-errc:
+					done = true
+				default:
+				}
+			}
+			if werr != nil {
+				return werr
+			}
+			return nil
+		}
+		return stop, nil, closeW, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: find this binary to start workers: %w", err)}
+	}
+	sup = &supervisor{m: m, exe: exe, db: suite.CoordinatorPath(def.AbsDir)}
+	for i := range workers {
+		sup.start(ctx, i)
+	}
+	return sup.err, sup, sup.stopAll, nil
+}
+
 func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("suite run", suiteUsage)
-	casesFile := fs.String("cases", "", "cases JSONL `file` (datasets.Case)")
-	tag := fs.String("tag", "", "run only the cases carrying this tag (default: the --agent's name when the file tags cases by agent, else all)")
-	agentName := fs.String("agent", research.Name, "reference agent on its scripted policy: research or coding")
-	trials := fs.Int("trials", 1, "trials per case")
-	workers := fs.Int("workers", 0, "worker processes to start (0: run the trials in this process; more workers may join with loom-eval worker --coordinator OUT/coord.db)")
-	out := fs.String("out", ".loomwork/suite", "suite `folder`: coord.db, trials.jsonl, journals/, attempts/ (running the same suite again resumes it)")
-	lease := fs.Duration("lease", 30*time.Second, "lease of a claimed trial; a killed worker's trial is reclaimed after it (renewed every third)")
-	dataset := fs.String("dataset", "", "the research agent's judged dataset `folder` (default "+datasets.DescribeDefault()+")")
-	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	var f suiteRunFlags
+	f.register(fs)
 	var ref referenceFlags
 	ref.register(fs, "")
 	outFmt := m.addOutputFlags(fs, "text", "json")
@@ -76,116 +211,41 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	if err := ref.check("suite run", ""); err != nil {
 		return err
 	}
-	if *casesFile == "" {
-		return usageError("suite run: --cases is required")
+	if err := f.validate(); err != nil {
+		return err
 	}
-	if *trials < 1 || *workers < 0 || *lease <= 0 {
-		return usageError("suite run: need --trials >= 1, --workers >= 0 and a positive --lease")
+	cases, err := f.loadCases()
+	if err != nil {
+		return err
 	}
-	if *agentName != research.Name && *agentName != coding.Name {
-		return usageError("suite run: --agent must be research or coding (got %q)", *agentName)
+	def, err := m.suiteDefinition(&f)
+	if err != nil {
+		return err
 	}
-	cases, err := datasets.LoadCases(*casesFile)
+	plan, err := suite.Plan(*f.agentName, cases, *f.trials, *f.casesFile)
 	if err != nil {
 		return usageError("suite run: %v", err)
 	}
-	if *tag == "" && slices.ContainsFunc(cases, func(c datasets.Case) bool { return slices.Contains(c.Tags, *agentName) }) {
-		*tag = *agentName
-	}
-	if *tag != "" {
-		cases = slices.DeleteFunc(cases, func(c datasets.Case) bool { return !slices.Contains(c.Tags, *tag) })
-	}
-	if len(cases) == 0 {
-		return usageError("suite run: %s has no cases (tag %q)", *casesFile, *tag)
-	}
-	raw, err := os.ReadFile(*casesFile)
+	c, err := openSuiteCoordinator(ctx, def, plan)
 	if err != nil {
-		return usageError("suite run: %v", err)
-	}
-	absOut, err := filepath.Abs(*out)
-	if err != nil {
-		return usageError("suite run: --out %s: %v", *out, err)
-	}
-	def := suite.Definition{Agent: *agentName, Trials: *trials, Dir: filepath.Clean(*out), AbsDir: absOut,
-		Lease: suite.Duration(*lease), CasesDigest: coord.Digest(raw)}
-	if *agentName == research.Name {
-		ds, err := m.judgedDataset(*dataset)
-		if err != nil {
-			return err
-		}
-		if def.Dataset, err = filepath.Abs(ds); err != nil {
-			return usageError("suite run: %v", err)
-		}
-		if def.IndexCache, err = filepath.Abs(*indexCache); err != nil {
-			return usageError("suite run: %v", err)
-		}
-	}
-	if err := def.Validate(); err != nil {
-		return usageError("suite run: %v", err)
-	}
-	plan, err := suite.Plan(*agentName, cases, *trials, *casesFile)
-	if err != nil {
-		return usageError("suite run: %v", err)
-	}
-	if err := os.MkdirAll(absOut, 0o755); err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w", err)}
-	}
-	c, err := coord.Open(ctx, coord.Config{Path: suite.CoordinatorPath(absOut)})
-	if err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w", err)}
+		return err
 	}
 	defer c.Shutdown(context.WithoutCancel(ctx))
-	if err := suite.Enqueue(ctx, c, def, plan); err != nil {
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("suite run: %w", err)}
-	}
 	start := time.Now()
 	if err := suite.WarmIndex(ctx, def); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w", err)}
 	}
 	fmt.Fprintf(m.Stderr, "suite: %d cases × %d trials = %d trials of the %s agent (scripted), coordinator %s\n",
-		len(cases), *trials, len(plan), *agentName, suite.CoordinatorPath(def.Dir))
+		len(cases), *f.trials, len(plan), *f.agentName, suite.CoordinatorPath(def.Dir))
 
 	drv := &suite.Driver{Coord: c, Def: def, Progress: m.Stderr}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var stop func() error
-	var sup *supervisor
-	if *workers == 0 {
-		// The single-process run: this process is the one worker.
-		w, closeW, err := m.newSuiteWorker(runCtx, c, def, fmt.Sprintf("local-%d", os.Getpid()))
-		if err != nil {
-			return err
-		}
-		defer closeW()
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(runCtx) }()
-		var werr error
-		done := false
-		stop = func() error {
-			if !done {
-				select {
-				case werr = <-errc:
-					done = true
-				default:
-				}
-			}
-			if werr != nil {
-				return werr
-			}
-			return nil
-		}
-	} else {
-		exe, err := os.Executable()
-		if err != nil {
-			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: find this binary to start workers: %w", err)}
-		}
-		sup = &supervisor{m: m, exe: exe, db: suite.CoordinatorPath(absOut)}
-		for i := range *workers {
-			sup.start(runCtx, i)
-		}
-		stop = sup.err
-		defer sup.stopAll()
+	stop, sup, release, err := m.startSuiteWorkers(runCtx, c, def, *f.workers)
+	if err != nil {
+		return err
 	}
+	defer release()
 	p, err := drv.Wait(runCtx, stop)
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w (%s)", err, p)}
@@ -194,21 +254,27 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("suite run: %w", err)}
 	}
-	place, err := m.recordSuite(ctx, &ref, path, *casesFile, *agentName)
+	place, err := m.recordSuite(ctx, &ref, path, *f.casesFile, *f.agentName)
 	if err != nil {
 		return err
 	}
-	rep := suiteReport{Trials: path, Progress: p, Workers: *workers, Seconds: time.Since(start).Seconds(), Experiment: place}
+	rep := suiteReport{Trials: path, Progress: p, Workers: *f.workers, Seconds: time.Since(start).Seconds(), Experiment: place}
 	if sup != nil {
 		rep.Restarts = sup.restarts()
 	}
+	return m.writeSuiteReport(rep, format)
+}
+
+// writeSuiteReport writes suite run's report in format to stdout.
+func (m *Main) writeSuiteReport(rep suiteReport, format string) error {
 	if format == "json" {
 		enc := json.NewEncoder(m.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
+	p := rep.Progress
 	fmt.Fprintf(m.Stdout, "%d trial records in %s (%d reclaimed, %d stale renewals/results refused, %d worker restarts, %.1fs)\n",
-		p.Accepted, path, p.Reclaimed, p.Refused, rep.Restarts, rep.Seconds)
+		p.Accepted, rep.Trials, p.Reclaimed, p.Refused, rep.Restarts, rep.Seconds)
 	return nil
 }
 

@@ -62,12 +62,30 @@ func tracesDropped(s store.Span) string {
 // URLs, and every link with its flags. Nothing is printed for spans that
 // carry none of it.
 func tracesPrintEnvelope(w io.Writer, spans []store.Span) {
-	flags := map[string]int{}
-	type scopeKey struct{ name, version, schema, attrs string }
-	scopes := map[scopeKey]int{}
-	var scopeOrder []scopeKey
-	resSchemas := map[string]int{}
-	var links []string
+	e := collectEnvelope(spans)
+	if e.ordinary() {
+		return // nothing beyond the scope names the tree implies
+	}
+	e.print(w)
+}
+
+// envelopeScope is an instrumentation scope as the envelope table shows it.
+type envelopeScope struct{ name, version, schema, attrs string }
+
+// traceEnvelope is what OTLP sent with a trace's spans besides their
+// attributes, counted.
+type traceEnvelope struct {
+	flags      map[string]int // spans per flags description
+	scopes     map[envelopeScope]int
+	scopeOrder []envelopeScope // in order of first appearance
+	resSchemas map[string]int  // spans per "SERVICE\tSCHEMA URL"
+	links      []string        // one tab-separated line per link
+}
+
+// collectEnvelope counts the spans' flags, scopes and resource schema
+// URLs and lists their links.
+func collectEnvelope(spans []store.Span) *traceEnvelope {
+	e := &traceEnvelope{flags: map[string]int{}, scopes: map[envelopeScope]int{}, resSchemas: map[string]int{}}
 	for _, s := range spans {
 		f := "none sent"
 		if s.Flags != 0 {
@@ -76,15 +94,15 @@ func tracesPrintEnvelope(w io.Writer, spans []store.Span) {
 				f += ", root"
 			}
 		}
-		flags[f]++
-		k := scopeKey{s.ScopeName, s.ScopeVersion, s.ScopeSchemaURL, tracesAttrs(s.ScopeAttributes)}
+		e.flags[f]++
+		k := envelopeScope{s.ScopeName, s.ScopeVersion, s.ScopeSchemaURL, tracesAttrs(s.ScopeAttributes)}
 		if s.ScopeDroppedAttributesCount > 0 {
 			k.attrs = strings.TrimSpace(k.attrs + fmt.Sprintf(" (%d dropped)", s.ScopeDroppedAttributesCount))
 		}
-		if _, ok := scopes[k]; !ok {
-			scopeOrder = append(scopeOrder, k)
+		if _, ok := e.scopes[k]; !ok {
+			e.scopeOrder = append(e.scopeOrder, k)
 		}
-		scopes[k]++
+		e.scopes[k]++
 		if s.ResourceSchemaURL != "" || s.ResourceDroppedAttributesCount > 0 {
 			r := s.ResourceSchemaURL
 			if r == "" {
@@ -93,66 +111,82 @@ func tracesPrintEnvelope(w io.Writer, spans []store.Span) {
 			if s.ResourceDroppedAttributesCount > 0 {
 				r += fmt.Sprintf(" (%d attributes dropped)", s.ResourceDroppedAttributesCount)
 			}
-			resSchemas[s.ServiceName+"\t"+r]++
+			e.resSchemas[s.ServiceName+"\t"+r]++
 		}
-		for _, l := range s.Links {
-			line := fmt.Sprintf("%s\t%s/%s\t%s", tracesClip(s.Name, 40), l.TraceID, l.SpanID, store.DescribeFlags(l.Flags))
-			if a := tracesAttrs(l.Attributes); a != "" {
-				line += "\t" + a
-			} else {
-				line += "\t"
-			}
-			if l.DroppedAttributesCount > 0 {
-				line += fmt.Sprintf(" (%d attributes dropped)", l.DroppedAttributesCount)
-			}
-			links = append(links, line)
+		e.links = append(e.links, envelopeLinks(s)...)
+	}
+	return e
+}
+
+// envelopeLinks are s's links, one line each.
+func envelopeLinks(s store.Span) []string {
+	var links []string
+	for _, l := range s.Links {
+		line := fmt.Sprintf("%s\t%s/%s\t%s", tracesClip(s.Name, 40), l.TraceID, l.SpanID, store.DescribeFlags(l.Flags))
+		if a := tracesAttrs(l.Attributes); a != "" {
+			line += "\t" + a
+		} else {
+			line += "\t"
 		}
+		if l.DroppedAttributesCount > 0 {
+			line += fmt.Sprintf(" (%d attributes dropped)", l.DroppedAttributesCount)
+		}
+		links = append(links, line)
 	}
-	if len(flags) == 1 && flags["none sent"] > 0 && len(resSchemas) == 0 && len(links) == 0 &&
-		len(scopeOrder) == 1 && scopeOrder[0].schema == "" && scopeOrder[0].attrs == "" {
-		return // nothing beyond the scope names the tree implies
-	}
+	return links
+}
+
+// ordinary reports whether the envelope holds nothing beyond the scope
+// names the tree implies.
+func (e *traceEnvelope) ordinary() bool {
+	return len(e.flags) == 1 && e.flags["none sent"] > 0 && len(e.resSchemas) == 0 && len(e.links) == 0 &&
+		len(e.scopeOrder) == 1 && e.scopeOrder[0].schema == "" && e.scopeOrder[0].attrs == ""
+}
+
+// print writes the envelope's tables: span flags, instrumentation scopes,
+// and (when there are any) resource schema URLs and links.
+func (e *traceEnvelope) print(w io.Writer) {
 	fmt.Fprintln(w, "\nSpan flags")
-	keys := make([]string, 0, len(flags))
-	for k := range flags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, k := range keys {
-		fmt.Fprintf(tw, "  %d span(s)\t%s\n", flags[k], k)
+	for _, k := range sortedCounts(e.flags) {
+		fmt.Fprintf(tw, "  %d span(s)\t%s\n", e.flags[k], k)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nInstrumentation scopes")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  SCOPE\tVERSION\tSCHEMA URL\tATTRIBUTES\tSPANS")
-	for _, k := range scopeOrder {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\n", dash(k.name), dash(k.version), dash(k.schema), dash(k.attrs), scopes[k])
+	for _, k := range e.scopeOrder {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\n", dash(k.name), dash(k.version), dash(k.schema), dash(k.attrs), e.scopes[k])
 	}
 	tw.Flush()
-	if len(resSchemas) > 0 {
+	if len(e.resSchemas) > 0 {
 		fmt.Fprintln(w, "\nResource schema URLs")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  SERVICE\tSCHEMA URL\tSPANS")
-		keys = keys[:0]
-		for k := range resSchemas {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(tw, "  %s\t%d\n", k, resSchemas[k])
+		for _, k := range sortedCounts(e.resSchemas) {
+			fmt.Fprintf(tw, "  %s\t%d\n", k, e.resSchemas[k])
 		}
 		tw.Flush()
 	}
-	if len(links) > 0 {
+	if len(e.links) > 0 {
 		fmt.Fprintln(w, "\nLinks")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  FROM SPAN\tTO TRACE/SPAN\tFLAGS\tATTRIBUTES")
-		for _, l := range links {
+		for _, l := range e.links {
 			fmt.Fprintln(tw, "  "+l)
 		}
 		tw.Flush()
 	}
+}
+
+// sortedCounts is counts' keys, sorted.
+func sortedCounts(counts map[string]int) []string {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // tracesAttrs renders attributes as sorted key=value pairs.
