@@ -251,12 +251,26 @@ func TestRunTracesCaseTrialAndContentThroughTheCollector(t *testing.T) {
 }
 
 // TestSuiteRunWritesAnExperiment: `suite run` records its trials as an
-// experiment too (one case × 2 trials of the scripted research agent).
+// experiment too (one case × 2 trials of the scripted research agent),
+// and with --otlp-endpoint its worker sends each trial as a trace whose
+// root names the case and the trial, with the conversation (scripted:
+// content on by default); the record names the store and is saved there.
 func TestSuiteRunWritesAnExperiment(t *testing.T) {
 	testtier.Slow(t)
 	cases := suiteCases(t, t.TempDir(), 1) // before refInputs leaves the package folder
 	ds, _ := refInputs(t)
-	out := mustCLI(t, "suite", "run", "--cases", cases, "--trials", "2", "--out", "suite", "--dataset", ds, "--experiment-out", "exp/suite")
+	ctx := context.Background()
+	storePath, err := filepath.Abs("traces.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := startTraceBackend(ctx, storePath, "", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Shutdown(ctx)
+	out := mustCLI(t, "suite", "run", "--cases", cases, "--trials", "2", "--out", "suite", "--dataset", ds, "--experiment-out", "exp/suite",
+		"--otlp-endpoint", b.GRPCAddr(), "--store", storePath)
 	if !strings.Contains(out, "2 trial records") {
 		t.Fatalf("suite run:\n%s", out)
 	}
@@ -266,10 +280,58 @@ func TestSuiteRunWritesAnExperiment(t *testing.T) {
 	}
 	e := recs[0]
 	if e.Status != datasets.ExperimentComplete || e.Target.Description != "reference agent research (scripted)" || e.Trials != 2 ||
-		e.Cases != 1 || e.Summary.Recorded != 2 || e.Agent.Params["command"] != "suite run" || e.Dataset.Path != cases {
+		e.Cases != 1 || e.Summary.Recorded != 2 || e.Agent.Params["command"] != "suite run" || e.Dataset.Path != cases || e.Store != storePath {
 		t.Fatalf("suite record = %+v", e)
 	}
 	mustCLI(t, "experiment", "show", "exp/suite")
+	if out := mustCLI(t, "experiment", "list", "--store", storePath); !strings.Contains(out, e.ID) {
+		t.Fatalf("the store does not keep the suite's experiment:\n%s", out)
+	}
+
+	// The two trials' traces: found by service, each with its own trial.
+	caseID := caseIDOf(t, cases)
+	trials := map[string]bool{}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(trials) < 2 && time.Now().Before(deadline) {
+		page, err := b.Reader().ListTraces(ctx, store.TraceQuery{Service: "loom-eval-suite", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sum := range page.Traces {
+			spans, _ := b.Reader().GetTrace(ctx, sum.TraceID)
+			for i := range spans {
+				s := &spans[i]
+				if s.ParentSpanID == "" && fmt.Sprint(s.Attributes[semconv.AttrCaseID]) == caseID {
+					if hasChatContent(spans) {
+						trials[fmt.Sprint(s.Attributes[semconv.AttrTrial])] = true
+					}
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !trials["0"] || !trials["1"] {
+		t.Fatalf("traces of trials %v in the store, want 0 and 1 with the conversation on their chat spans", trials)
+	}
+}
+
+// caseIDOf is the id of a one-case file's case.
+func caseIDOf(t *testing.T, casesFile string) string {
+	t.Helper()
+	cs, err := datasets.LoadCases(casesFile)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("cases %s: %v (%d)", casesFile, err, len(cs))
+	}
+	return cs[0].ID
+}
+
+func hasChatContent(spans []store.Span) bool {
+	for i := range spans {
+		if spans[i].Operation == semconv.OpChat && len(conversation.FromSpan(&spans[i]).Input) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func TestReferenceExperimentFlagsRefuseContradictions(t *testing.T) {

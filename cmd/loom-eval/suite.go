@@ -21,7 +21,7 @@ import (
 	"github.com/loomwork/loomwork/internal/coord"
 )
 
-const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--experiment-out DIR | --no-experiment] [--json]\n" +
+const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--experiment-out DIR | --no-experiment] [--json]\n" +
 	"       loom-eval suite status [--out DIR] [--json]"
 
 // runSuite is `loom-eval suite run|status`: an eval suite split into
@@ -53,6 +53,7 @@ type suiteReport struct {
 // suiteRunFlags are `loom-eval suite run`'s flags.
 type suiteRunFlags struct {
 	casesFile, tag, agentName, out, dataset, indexCache *string
+	otlpEndpoint                                        *string
 	trials, workers                                     *int
 	lease                                               *time.Duration
 }
@@ -67,6 +68,7 @@ func (f *suiteRunFlags) register(fs *flag.FlagSet) {
 	f.lease = fs.Duration("lease", 30*time.Second, "lease of a claimed trial; a killed worker's trial is reclaimed after it (renewed every third)")
 	f.dataset = fs.String("dataset", "", "the research agent's judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	f.indexCache = fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	f.otlpEndpoint = fs.String("otlp-endpoint", "", "send each trial's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve); the workers this run starts send there too")
 }
 
 // validate checks the flags that need no file.
@@ -104,7 +106,7 @@ func (f *suiteRunFlags) loadCases() ([]datasets.Case, error) {
 
 // suiteDefinition is the suite the flags define (the research agent's
 // dataset and index cache as absolute paths), validated.
-func (m *Main) suiteDefinition(f *suiteRunFlags) (suite.Definition, error) {
+func (m *Main) suiteDefinition(f *suiteRunFlags, ref *referenceFlags) (suite.Definition, error) {
 	raw, err := os.ReadFile(*f.casesFile)
 	if err != nil {
 		return suite.Definition{}, usageError("suite run: %v", err)
@@ -114,7 +116,8 @@ func (m *Main) suiteDefinition(f *suiteRunFlags) (suite.Definition, error) {
 		return suite.Definition{}, usageError("suite run: --out %s: %v", *f.out, err)
 	}
 	def := suite.Definition{Agent: *f.agentName, Trials: *f.trials, Dir: filepath.Clean(*f.out), AbsDir: absOut,
-		Lease: suite.Duration(*f.lease), CasesDigest: coord.Digest(raw)}
+		Lease: suite.Duration(*f.lease), CasesDigest: coord.Digest(raw),
+		OTLPEndpoint: *f.otlpEndpoint, CaptureContent: ref.capture.or(true)}
 	if *f.agentName == research.Name {
 		ds, err := m.judgedDataset(*f.dataset)
 		if err != nil {
@@ -196,7 +199,7 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	var f suiteRunFlags
 	f.register(fs)
 	var ref referenceFlags
-	ref.register(fs, "")
+	ref.register(fs, "true (the policies are scripted)")
 	outFmt := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -208,7 +211,7 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usageError("suite run: unexpected argument %q", fs.Arg(0))
 	}
-	if err := ref.check("suite run", ""); err != nil {
+	if err := ref.check("suite run", *f.otlpEndpoint); err != nil {
 		return err
 	}
 	if err := f.validate(); err != nil {
@@ -218,7 +221,7 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	def, err := m.suiteDefinition(&f)
+	def, err := m.suiteDefinition(&f, &ref)
 	if err != nil {
 		return err
 	}
@@ -333,6 +336,16 @@ func (m *Main) newSuiteWorker(ctx context.Context, c *coord.Coordinator, def sui
 		sb, stopSandbox := lazySandbox(ctx)
 		cfg.Sandbox = sb
 		closeFn = func() { _ = stopSandbox() }
+	}
+	if def.OTLPEndpoint != "" {
+		tp, flush, err := m.otlpTracing(ctx, "suite", def.OTLPEndpoint)
+		if err != nil {
+			closeFn()
+			return nil, nil, usageError("suite worker %s: %v", id, err)
+		}
+		cfg.TracerProvider = tp
+		closeDeps := closeFn
+		closeFn = func() { flush(); closeDeps() }
 	}
 	w, err := suite.NewWorker(ctx, cfg)
 	if err != nil {

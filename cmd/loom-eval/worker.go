@@ -10,7 +10,7 @@ import (
 	"github.com/loomwork/loomwork/internal/coord"
 )
 
-const workerUsage = "worker --coordinator FILE.db [--id ID]"
+const workerUsage = "worker --coordinator FILE.db [--id ID] [--otlp-endpoint host:4317]"
 
 // runWorker is `loom-eval worker`: claim and run a suite's trials from a
 // coordinator database (the coord.db in a `suite run --out` folder) until
@@ -19,6 +19,7 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("worker", workerUsage)
 	db := fs.String("coordinator", "", "the suite's coordinator `database` (OUT/coord.db of loom-eval suite run)")
 	id := fs.String("id", "", "worker name in grants and logs (default: worker-PID); the pid is always appended, so a restarted worker is a new worker")
+	endpoint := fs.String("otlp-endpoint", "", "send the trials' spans here instead of the suite's --otlp-endpoint (a worker on another host)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -43,6 +44,9 @@ func (m *Main) runWorker(ctx context.Context, args []string) error {
 	def, err := suite.LoadDefinition(ctx, c)
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("worker: %w", err)}
+	}
+	if *endpoint != "" {
+		def.OTLPEndpoint = *endpoint
 	}
 	w, closeW, err := m.newSuiteWorker(ctx, c, def, name)
 	if err != nil {
