@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -276,12 +277,13 @@ func (q storeQueries) Rollup(ctx context.Context, id string) (any, error) {
 // mcpFlags are the repeatable flags that take a run's tools from MCP
 // servers (run and replay --mcp-live share them).
 type mcpFlags struct {
-	stdio, urls, env listFlag
+	stdio, urls, env, replace listFlag
 }
 
 func (f *mcpFlags) add(fs *flag.FlagSet, what string) {
 	fs.Var(&f.stdio, "mcp", what+" from a stdio MCP server: NAME=COMMAND [ARGS] (split on spaces; repeatable)")
 	fs.Var(&f.urls, "mcp-url", what+" from a Streamable HTTP MCP server: NAME=URL (bearer token from $LOOMWORK_MCP_TOKEN; repeatable)")
+	fs.Var(&f.replace, "mcp-replace", "let the MCP server NAME replace these of the agent's own tools: NAME=TOOL[,TOOL] (repeatable; without it a server tool named like one of the agent's is refused, so an untrusted server cannot shadow e.g. search_docs)")
 	fs.Var(&f.env, "mcp-env", "pass these variables of this environment to the stdio MCP server NAME: NAME=VAR[,VAR] (repeatable; by default a server gets only "+strings.Join(mcp.DefaultPassEnv, ", ")+")")
 }
 
@@ -374,26 +376,68 @@ func (m *Main) mcpConnect(ctx context.Context, f *mcpFlags, tp trace.TracerProvi
 	return clients, stop, nil
 }
 
-// withMCPTools gives agent the servers' tools: a tool with the name of one
-// of the agent's own replaces it (e.g. the research agent's search_docs
-// from `loom-eval mcp serve`), others are added.
-func withMCPTools(agent runtime.Agent, clients []*mcp.Client) runtime.Agent {
+// withMCPTools gives agent the servers' tools. A tool named like one of
+// the agent's own replaces it only where --mcp-replace lets that server
+// (e.g. the research agent's search_docs from `loom-eval mcp serve`);
+// otherwise the collision is refused: an untrusted server must not shadow
+// a tool the agent trusts. Two servers offering one name are refused too.
+func withMCPTools(agent runtime.Agent, clients []*mcp.Client, f *mcpFlags) (runtime.Agent, error) {
+	may, err := f.replacements()
+	if err != nil {
+		return agent, err
+	}
+	own := map[string]bool{}
+	for _, t := range agent.Tools {
+		own[t.Name] = true
+	}
 	tools := append([]runtime.Tool(nil), agent.Tools...)
+	from := map[string]string{}
 	for _, c := range clients {
 		for _, t := range c.Tools() {
-			replaced := false
-			for i := range tools {
-				if tools[i].Name == t.Name {
-					tools[i], replaced = t, true
-				}
+			if prev, dup := from[t.Name]; dup {
+				return agent, usageError("MCP servers %s and %s both offer a tool %q: the agent cannot tell them apart", prev, c.Name(), t.Name)
 			}
-			if !replaced {
+			from[t.Name] = c.Name()
+			i := slices.IndexFunc(tools, func(x runtime.Tool) bool { return x.Name == t.Name })
+			switch {
+			case i < 0:
 				tools = append(tools, t)
+			case own[t.Name] && !may[c.Name()][t.Name]:
+				return agent, usageError("MCP server %s offers %q, a tool of the %s agent's own: refused (an untrusted server must not shadow it); --mcp-replace %s=%s lets it", c.Name(), t.Name, agent.Name, c.Name(), t.Name)
+			default:
+				tools[i] = t
+			}
+		}
+	}
+	for server, names := range may {
+		for name := range names {
+			if from[name] != server {
+				return agent, usageError("--mcp-replace %s=%s: server %s offers no tool %q", server, name, server, name)
 			}
 		}
 	}
 	agent.Tools = tools
-	return agent
+	return agent, nil
+}
+
+// replacements reads --mcp-replace: server → the tools it may replace.
+func (f *mcpFlags) replacements() (map[string]map[string]bool, error) {
+	out := map[string]map[string]bool{}
+	for _, s := range f.replace {
+		name, tools, ok := strings.Cut(s, "=")
+		if !ok || name == "" || strings.TrimSpace(tools) == "" {
+			return nil, usageError("--mcp-replace %q: want NAME=TOOL[,TOOL]", s)
+		}
+		for _, t := range strings.Split(tools, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				if out[name] == nil {
+					out[name] = map[string]bool{}
+				}
+				out[name][t] = true
+			}
+		}
+	}
+	return out, nil
 }
 
 // mcpReplayEngine returns the engine that replays run when the run took

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/datasets/datasettest"
 	"github.com/loomwork/loomwork/internal/testtier"
 )
 
@@ -100,5 +102,50 @@ func TestRunMCPServerEverythingSeesNoSecrets(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMCPToolsCannotShadowTheAgents: a server's tool list is untrusted. A
+// server tool named like one of the agent's own is refused unless
+// --mcp-replace lets that server replace it; two servers offering one
+// name are refused; --mcp-replace naming a tool the server lacks is
+// refused. Each is a usage error (exit 2) before any run starts.
+func TestMCPToolsCannotShadowTheAgents(t *testing.T) {
+	testtier.Slow(t)
+	ctx := context.Background()
+	ds := datasettest.ShippedDir(t)
+	cache := indexCache(t)
+	dir := t.TempDir()
+	server := func(name string) string {
+		return name + "=" + strings.Join([]string{os.Args[0], "mcp", "serve", "--dataset", ds, "--index-cache", cache, "--no-python", "--no-traces"}, " ")
+	}
+	run := func(extra ...string) (int, string) {
+		args := append([]string{"run", "--agent", "research", "--task", "x", "--dataset", ds, "--index-cache", cache,
+			"--journal", "j.db", "--mcp-env", "docs=LOOMWORK_TEST_MAIN"}, extra...)
+		out, err := loomEval(ctx, dir, args...).CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	for _, c := range []struct {
+		extra []string
+		want  string
+	}{
+		{[]string{"--mcp", server("docs")}, `a tool of the research agent's own: refused (an untrusted server must not shadow it); --mcp-replace docs=`},
+		{[]string{"--mcp", server("docs"), "--mcp-replace", "docs=search_docs,read_doc,fetch"}, `--mcp-replace docs=fetch: server docs offers no tool "fetch"`},
+		{[]string{"--mcp", server("docs"), "--mcp", server("docs2"), "--mcp-env", "docs2=LOOMWORK_TEST_MAIN", "--mcp-replace", "docs=search_docs,read_doc"}, `MCP servers docs and docs2 both offer a tool "`},
+	} {
+		code, out := run(c.extra...)
+		if code != ExitUsage || !strings.Contains(out, c.want) {
+			t.Errorf("run %v: exit %d, want %d with %q:\n%s", c.extra[len(c.extra)-1], code, ExitUsage, c.want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "j.db")); err == nil {
+		t.Error("a refused run opened its journal")
 	}
 }

@@ -357,7 +357,7 @@ func TestRunThroughMCPThenReplayWithoutServer(t *testing.T) {
 		return string(out), err
 	}
 	if out, err := run("run", "--agent", "research", "--task", "Google Analytics with tracking code", "--run-id", "r-mcp",
-		"--mcp", server("--no-traces"), "--mcp-env", "docs=LOOMWORK_TEST_MAIN", "--dataset", ds, "--index-cache", cache,
+		"--mcp", server("--no-traces"), "--mcp-env", "docs=LOOMWORK_TEST_MAIN", "--mcp-replace", "docs=search_docs,read_doc", "--dataset", ds, "--index-cache", cache,
 		"--journal", "j.db", "--journal-out", "out.jsonl", "--json"); err != nil {
 		t.Fatalf("run with --mcp: %v\n%s", err, out)
 	}

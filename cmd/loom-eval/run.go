@@ -400,7 +400,10 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r.agent, r.mcp = withMCPTools(agent, mcpClients), mcpClients
+	if r.agent, err = withMCPTools(agent, mcpClients, &mcpf); err != nil {
+		return err
+	}
+	r.mcp = mcpClients
 	if r.j, err = openJournalDB(ctx, "run", *f.journalPath, *f.deterministic); err != nil {
 		return err
 	}
