@@ -110,6 +110,9 @@ type Deps struct {
 	// the /datasets pages list and the trace list's "make cases" grows;
 	// "" hides them behind a note on how to configure it.
 	Datasets string
+	// Audit is the policy audit log /audit shows, with its chain checked;
+	// nil: the page says how to configure it.
+	Audit AuditSource
 }
 
 // HealthReport is what /healthz and /readyz answer.
@@ -218,6 +221,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.registerApprovals()
 	s.registerExperiments()
 	s.registerDatasets()
+	s.registerAudit()
 	return s, nil
 }
 
@@ -259,8 +263,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // context), its own trace cache (a cached trace is never served across
 // projects), the project's subdirectory of each file directory
 // (RUNS/<project>, REPORTS/<project>, ABLATIONS/<project>,
-// DATASETS/.projects/<project>), and no human labels file or approvals,
-// which are not per project.
+// DATASETS/.projects/<project>), and no human labels file, approvals or
+// audit log, which are not per project.
 func (s *Server) projectServer(project string) (*Server, error) {
 	s.projMu.Lock()
 	defer s.projMu.Unlock()
@@ -268,7 +272,7 @@ func (s *Server) projectServer(project string) (*Server, error) {
 		return ps, nil
 	}
 	deps := s.deps
-	deps.Labels, deps.Approvals = "", nil
+	deps.Labels, deps.Approvals, deps.Audit = "", nil, nil
 	if deps.Datasets != "" {
 		// ".projects" is no dataset name (names start with a letter or
 		// digit), so a project's datasets never mix with the default's.

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/loomwork/loomwork/agents/policy"
+	"github.com/loomwork/loomwork/web"
+)
+
+// webAudit is the UI's view of a policy audit log (web.AuditSource): read
+// with policy.ReadAudit and checked with policy.VerifyAudit, the calls
+// `audit verify` makes, so the page and the command agree.
+type webAudit struct{ file string }
+
+func (a webAudit) ReadAudit(context.Context) (web.AuditView, error) {
+	v := web.AuditView{File: a.file}
+	f, err := os.Open(a.file)
+	if errors.Is(err, fs.ErrNotExist) {
+		v.Missing, v.Verified = true, true
+		return v, nil
+	}
+	if err != nil {
+		return v, fmt.Errorf("audit log %s: %w", a.file, err)
+	}
+	defer f.Close()
+	entries, err := policy.ReadAudit(f, a.file)
+	if err != nil {
+		// A line that is not an entry: nothing after it can be trusted,
+		// and the strict reader keeps none; say where.
+		v.Problem = err.Error()
+		return v, nil
+	}
+	if verr := policy.VerifyAudit(entries); verr != nil {
+		v.Problem = verr.Error()
+	} else {
+		v.Verified = true
+	}
+	for _, e := range entries {
+		v.Entries = append(v.Entries, auditRow(e))
+	}
+	return v, nil
+}
+
+// auditRow is an entry with a policy decision's summary read from its
+// data (the guard's tool_call entries; other actions keep theirs as
+// logged).
+func auditRow(e policy.AuditEntry) web.AuditRow {
+	row := web.AuditRow{Seq: e.Seq, Time: e.Time, Actor: e.Actor, Action: e.Action, Data: e.Data, Hash: e.Hash}
+	var d struct {
+		Tool    string `json:"tool"`
+		Verdict struct {
+			Decision string `json:"decision"`
+			Reason   string `json:"reason"`
+		} `json:"verdict"`
+	}
+	if json.Unmarshal(e.Data, &d) == nil {
+		row.Tool, row.Decision, row.Reason = d.Tool, d.Verdict.Decision, d.Verdict.Reason
+	}
+	return row
+}
