@@ -87,9 +87,11 @@ func (m *Main) a2aAgent(ctx context.Context, f *a2aServeFlags) (a2aServed, func(
 // journal whose run id is the task id; the model is the agent's scripted
 // policy (labelled scripted).
 func (m *Main) runA2AServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("a2a serve", "a2a serve --agent research|coding [--http 127.0.0.1:8766] [--journal F] [--otlp-endpoint host:4317] [--dataset DIR] [--workspaces DIR]")
+	fs := m.newFlagSet("a2a serve", "a2a serve --agent research|coding [--http 127.0.0.1:8766] [--journal F] [--otlp-endpoint host:4317] [--dataset DIR] [--workspaces DIR] [--policy FILE [--audit LOG]]")
 	var f a2aServeFlags
 	f.register(fs)
+	var pol policyFlags
+	pol.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -115,7 +117,13 @@ func (m *Main) runA2AServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer j.Shutdown(context.WithoutCancel(ctx))
-	rt, err := runtime.New(runtime.Config{Model: served.model, Journal: j, TracerProvider: tp})
+	// A peer's task is untrusted input (a2a.PeerOrigin): under --policy
+	// no write derived from it runs without approval.
+	az, err := pol.guard("a2a serve", nil, tp)
+	if err != nil {
+		return err
+	}
+	rt, err := runtime.New(runtime.Config{Model: served.model, Journal: j, TracerProvider: tp, Authorizer: az})
 	if err != nil {
 		return err
 	}

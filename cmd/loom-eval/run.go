@@ -36,7 +36,7 @@ import (
 
 const runUsage = "run --agent research|coding (--task TEXT | --case FILE [--case-id ID]) [--trials N] " +
 	"[--provider scripted|openai|anthropic] [--model M] [--base-url URL] [--journal FILE.db] [--journal-out FILE.jsonl] " +
-	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] " +
+	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] [--policy FILE [--audit LOG]] [--mcp NAME=CMD [--mcp-replace NAME=TOOL]] " +
 	"[--experiment-out DIR | --no-experiment] [--label L] [--json]"
 
 // judgedDataset is the judged set a command reads: its --dataset flag,
@@ -347,6 +347,8 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	mcpf.add(fs, "take tools")
 	var ref referenceFlags
 	ref.register(fs, "true for the scripted policy, false for a live provider")
+	var pol policyFlags
+	pol.register(fs)
 	outFmt := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -393,17 +395,11 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 		return err
 	}
 	defer release()
-	// Tools from MCP servers (pinned now; the pins are journaled with
-	// each run's attributes).
-	mcpClients, stopMCP, err := m.mcpConnect(ctx, &mcpf, tp)
+	stopMCP, err := r.setTools(ctx, m, agent, &mcpf, &pol)
 	defer stopMCP()
 	if err != nil {
 		return err
 	}
-	if r.agent, err = withMCPTools(agent, mcpClients, &mcpf); err != nil {
-		return err
-	}
-	r.mcp = mcpClients
 	if r.j, err = openJournalDB(ctx, "run", *f.journalPath, *f.deterministic); err != nil {
 		return err
 	}
@@ -434,6 +430,23 @@ type runner struct {
 	counter   contextlayer.Counter
 	pricer    callPricer
 	sumTracer trace.Tracer
+	az        runtime.Authorizer // --policy's guard; nil: no policy
+}
+
+// setTools gives the runner its agent with the MCP servers' tools
+// (pinned now; the pins are journaled with each run's attributes) and
+// --policy's guard, which knows those tools' origins. stop ends the
+// servers; call it even on an error.
+func (r *runner) setTools(ctx context.Context, m *Main, agent runtime.Agent, mcpf *mcpFlags, pol *policyFlags) (stop func(), err error) {
+	r.mcp, stop, err = m.mcpConnect(ctx, mcpf, r.tp)
+	if err != nil {
+		return stop, err
+	}
+	if r.agent, err = withMCPTools(agent, r.mcp, mcpf); err != nil {
+		return stop, err
+	}
+	r.az, err = pol.guard("run", mcp.Origins(r.mcp...), r.tp)
+	return stop, err
 }
 
 // setModels sets up the model side: the gateway for a live provider, the
@@ -494,7 +507,8 @@ func (r *runner) model(trial int) runtime.Model {
 
 // runOne runs one trial of t, prices it and (with --memory) distills it.
 func (r *runner) runOne(ctx context.Context, t runTask, trial int) (runResult, error) {
-	rcfg := runtime.Config{Model: r.model(trial), Journal: r.j, TracerProvider: r.tp, MaxSteps: *r.f.maxSteps, Context: r.spec, CaptureContent: r.ref.capture.or(!r.live)}
+	rcfg := runtime.Config{Model: r.model(trial), Journal: r.j, TracerProvider: r.tp, MaxSteps: *r.f.maxSteps, Context: r.spec,
+		CaptureContent: r.ref.capture.or(!r.live), Authorizer: r.az}
 	id := *r.f.runID
 	if id == "" {
 		id = runtime.RunID(*r.f.agentName, t.caseID, t.input, trial, time.Now())

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/loomwork/loomwork/agents/policy"
+	"github.com/loomwork/loomwork/agents/runtime"
+)
+
+// defaultAuditFile is where commands that authorize tool calls append
+// their decisions, and what serve's /audit shows, by default.
+const defaultAuditFile = ".loomwork/audit.jsonl"
+
+// policyFlags are --policy and --audit, for the commands that run agents
+// through the runtime (run, a2a serve): one policy file format, one
+// audit log (docs/policy.md).
+type policyFlags struct{ file, audit string }
+
+func (p *policyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.file, "policy", "", "authorize every tool call with this policy rules `file` (docs/policy.md): a matching deny is final, a write whose arguments derive from untrusted content (tool results, MCP tools' descriptions, evidence, memory, a peer's task) is held for approval, else allow, else deny; each decision is journaled (replay it with replay --policy FILE)")
+	fs.StringVar(&p.audit, "audit", defaultAuditFile, "with --policy: append every decision to this hash-chained audit `log` (check it with loom-eval audit verify; serve --audit shows it); empty: none")
+}
+
+// guard is the Authorizer of --policy (nil without it), auditing to
+// --audit; origins are the remote tools' taint origins (mcp.Origins).
+func (p *policyFlags) guard(cmd string, origins map[string]string, tp trace.TracerProvider) (runtime.Authorizer, error) {
+	if p.file == "" {
+		return nil, nil
+	}
+	r, err := policy.LoadRules(p.file)
+	if err != nil {
+		return nil, usageError("%s: --policy: %v", cmd, err)
+	}
+	e, err := policy.NewEngine(r)
+	if err != nil {
+		return nil, usageError("%s: --policy %s: %v", cmd, p.file, err)
+	}
+	cfg := policy.GuardConfig{Engine: e, Rules: r, ToolOrigins: origins, TracerProvider: tp}
+	if p.audit != "" {
+		if err := mkdirFor(p.audit); err != nil {
+			return nil, usageError("%s: --audit %s: %v", cmd, p.audit, err)
+		}
+		// OpenAudit verifies the chain it finds: a tampered log is not
+		// appended to.
+		if cfg.Audit, err = policy.OpenAudit(p.audit, nil); err != nil {
+			return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: --audit: %w", cmd, err)}
+		}
+	}
+	g, err := policy.NewGuard(cfg)
+	if err != nil {
+		return nil, usageError("%s: %v", cmd, err)
+	}
+	return g, nil
+}
+
+// mkdirFor makes the folder a file goes in (private: an audit log names
+// what agents did).
+func mkdirFor(file string) error {
+	return os.MkdirAll(filepath.Dir(file), 0o700)
+}
