@@ -46,6 +46,9 @@ type HoldOutInfo struct {
 	Groups int `json:"issue_groups"`
 	// FoldIssues is how many issue documents each fold's fit left out.
 	FoldIssues []int `json:"lsa_fold_issues,omitempty"`
+	// FoldsCached is how many of the Folds models were read from the
+	// service's model cache instead of fitted.
+	FoldsCached int `json:"lsa_folds_cached,omitempty"`
 	// IndexTime is the time to build the private BM25 index, FitTime the
 	// wall clock of all fold fits and their corpus embeddings.
 	IndexTime time.Duration `json:"index_ns"`
@@ -266,6 +269,15 @@ func (h *HeldOut) fitFolds(ctx context.Context, cfg HoldOutConfig) error {
 	h.info.Folds = k
 	h.info.FoldIssues = make([]int, k)
 	errs := make([]error, k)
+	cached := make([]bool, k)
+	// The folds' models go to the service's model cache unless there are
+	// more of them than half of what it keeps (leave one out on many
+	// queries): those would only push out each other and the service's
+	// own model.
+	cache := h.base.modelCache()
+	if k > cache.maxFiles/2 {
+		cache.dir = ""
+	}
 	sem := make(chan struct{}, cfg.Parallel)
 	var wg sync.WaitGroup
 	for f := 0; f < k; f++ {
@@ -282,7 +294,10 @@ func (h *HeldOut) fitFolds(ctx context.Context, cfg HoldOutConfig) error {
 				}
 				terms = append(terms, fitTerms[i])
 			}
-			lsa, err := fitLSACounts(ctx, h.st.an, terms, h.base.cfg.LSA)
+			lsa, res, err := cache.get(ctx, countsKey(terms, h.base.cfg.LSA), func() (*LSA, error) {
+				return fitLSACounts(ctx, h.st.an, terms, h.base.cfg.LSA)
+			})
+			cached[f] = res.source == EmbedderCached
 			if err != nil {
 				errs[f] = fmt.Errorf("fit lsa without fold %d's %d issues: %w", f+1, len(out[f]), err)
 				return
@@ -297,6 +312,11 @@ func (h *HeldOut) fitFolds(ctx context.Context, cfg HoldOutConfig) error {
 		}(f)
 	}
 	wg.Wait()
+	for _, c := range cached {
+		if c {
+			h.info.FoldsCached++
+		}
+	}
 	return errors.Join(errs...)
 }
 

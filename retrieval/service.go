@@ -140,6 +140,16 @@ type Config struct {
 	EmbedderName string
 	// LSA configures the default embedder.
 	LSA LSAConfig
+	// ModelCacheDir keeps fitted LSA models (the default embedder's and
+	// HeldOut's fold fits), keyed by a digest of everything a fit depends
+	// on, so a restart on the same corpus and settings reads the model
+	// instead of refitting it (see lsacache.go for the key and the file
+	// format). Empty: no cache, every Start fits. DefaultModelCacheDir is
+	// what the commands use.
+	ModelCacheDir string
+	// ModelCacheFiles is how many models ModelCacheDir keeps, the most
+	// recently used (default DefaultModelCacheFiles).
+	ModelCacheFiles int
 	// Reranker serves ModeRerank; nil makes that mode return ErrNoReranker.
 	Reranker Reranker
 	// Tracer receives one "retrieval" span per search (nil: no spans).
@@ -175,6 +185,12 @@ func (c Config) Validate() error {
 	}
 	if c.RRFK < 0 {
 		errs = append(errs, fmt.Errorf("rrf_k: must be >= 0 (got %g)", c.RRFK))
+	}
+	if c.ModelCacheFiles < 0 {
+		errs = append(errs, fmt.Errorf("model_cache_files: must be >= 0 (got %d)", c.ModelCacheFiles))
+	}
+	if c.ModelCacheDir != "" && strings.ContainsRune(c.ModelCacheDir, 0) {
+		errs = append(errs, errors.New("model_cache_dir: must not contain a NUL byte"))
 	}
 	if c.DenseWeight != nil && (*c.DenseWeight < 0 || *c.DenseWeight > 1) {
 		errs = append(errs, fmt.Errorf("dense_weight: must be in [0,1] (got %g)", *c.DenseWeight))
@@ -219,10 +235,32 @@ type state struct {
 type BuildInfo struct {
 	IndexRebuilt bool          `json:"index_rebuilt"`
 	IndexTime    time.Duration `json:"index_ns"`
-	EmbedderFit  time.Duration `json:"embedder_fit_ns"`
-	EmbedTime    time.Duration `json:"embed_ns"`
-	Docs         int           `json:"docs"`
-	CorpusHash   string        `json:"corpus_hash"`
+	// EmbedderFit is the time to fit the LSA model, or to read it from
+	// the model cache; EmbedderSource says which (EmbedderFitted,
+	// EmbedderCached, or EmbedderGiven for Config.Embedder), and
+	// EmbedderCacheFile names the cache file read or written.
+	EmbedderFit       time.Duration `json:"embedder_fit_ns"`
+	EmbedderSource    string        `json:"embedder_source"`
+	EmbedderCacheFile string        `json:"embedder_cache_file,omitempty"`
+	EmbedTime         time.Duration `json:"embed_ns"`
+	Docs              int           `json:"docs"`
+	CorpusHash        string        `json:"corpus_hash"`
+}
+
+// EmbedderSummary says in words where the dense model came from and how
+// long that took: "fitted in 4.2s", "read from the model cache in 40ms",
+// or "given" for an Embedder in the config.
+func (b BuildInfo) EmbedderSummary() string {
+	d := b.EmbedderFit.Round(time.Millisecond)
+	switch b.EmbedderSource {
+	case EmbedderFitted:
+		return fmt.Sprintf("fitted in %s", d)
+	case EmbedderCached:
+		return fmt.Sprintf("read from the model cache in %s", d)
+	case EmbedderGiven:
+		return "given"
+	}
+	return fmt.Sprintf("%s in %s", b.EmbedderSource, d)
 }
 
 // New validates cfg and returns an unstarted Service (no I/O).
@@ -242,6 +280,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.DenseWeight == nil {
 		w := 0.5
 		cfg.DenseWeight = &w
+	}
+	if cfg.ModelCacheFiles == 0 {
+		cfg.ModelCacheFiles = DefaultModelCacheFiles
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -288,19 +329,25 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	st.info = BuildInfo{IndexRebuilt: idx.rebuilt, IndexTime: time.Since(t0), Docs: c.Len(), CorpusHash: c.Hash()}
 	emb := s.cfg.Embedder
+	st.info.EmbedderSource = EmbedderGiven
 	if emb == nil {
 		t1 := time.Now()
 		texts := make([]string, c.Len())
 		for i, d := range c.Docs() {
 			texts[i] = d.Text()
 		}
-		lsa, err := FitLSA(ctx, texts, s.cfg.LSA)
+		lsa, res, err := s.modelCache().get(ctx, textsKey(texts, s.cfg.LSA), func() (*LSA, error) {
+			return FitLSA(ctx, texts, s.cfg.LSA)
+		})
 		if err != nil {
 			_ = idx.close()
 			return fmt.Errorf("start retrieval: %w", err)
 		}
 		emb = lsa
 		st.info.EmbedderFit = time.Since(t1)
+		st.info.EmbedderSource, st.info.EmbedderCacheFile = res.source, res.file
+		s.log.Info("lsa model ready", "source", res.source, "took", st.info.EmbedderFit.Round(time.Millisecond),
+			"cache_file", res.file, "dims", lsa.Dims(), "terms", lsa.VocabSize())
 	}
 	t2 := time.Now()
 	dense, err := buildDense(ctx, emb, c)
@@ -317,6 +364,18 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	st.bm25, st.dense, st.embedder, st.started = idx, dense, emb, true
 	return nil
+}
+
+// modelCache is the service's LSA model cache (a no-op without
+// Config.ModelCacheDir). Its warnings go to Config.Logger, or to
+// slog.Default() when there is none: an unreadable cache file is worth
+// seeing even where the service's own logs are discarded.
+func (s *Service) modelCache() lsaCache {
+	log := s.cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return lsaCache{dir: s.cfg.ModelCacheDir, maxFiles: s.cfg.ModelCacheFiles, log: log}
 }
 
 // Shutdown closes the index. It is safe to call without Start and more than

@@ -409,7 +409,9 @@ func (s ServiceIndex) Duplicates(context.Context) (map[int][]int, error) { retur
 // queries differently from a persisted one built from the same corpus
 // (measured on the shipped set: 5 of 14 gold queries), and a replay must
 // see the ranking the recording saw. Fresh persisted builds agree with each
-// other, so recording and replay both use one.
+// other, so recording and replay both use one. The LSA model is kept in
+// retrieval.DefaultModelCacheDir() ($LOOMWORK_LSA_CACHE=off: refit on
+// every start).
 type DatasetIndex struct {
 	Dir string
 	// CacheDir holds the persisted BM25 index, reused while the corpus is
@@ -446,7 +448,8 @@ func (d *DatasetIndex) open(ctx context.Context) (*ServiceIndex, error) {
 		cache = d.tmp
 	}
 	svc, err := retrieval.New(retrieval.Config{Corpus: corpus, CacheDir: cache, Duplicates: ds.Duplicates(),
-		Tracer: d.Tracer, DataSourceID: filepath.Base(filepath.Clean(d.Dir))})
+		ModelCacheDir: retrieval.DefaultModelCacheDir(),
+		Tracer:        d.Tracer, DataSourceID: filepath.Base(filepath.Clean(d.Dir))})
 	if err != nil {
 		return nil, fmt.Errorf("open research dataset: %w", err)
 	}

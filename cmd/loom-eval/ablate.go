@@ -149,7 +149,7 @@ func loadAverage() string {
 // which embedder it uses.
 func (m *Main) ablateService(f *ablateFlags, ds *judged.Dataset, corpus *retrieval.Corpus) (*retrieval.Service, string, error) {
 	cfg := retrieval.Config{
-		Corpus: corpus, CacheDir: *f.cache, Duplicates: ds.Duplicates(),
+		Corpus: corpus, CacheDir: *f.cache, Duplicates: ds.Duplicates(), ModelCacheDir: retrieval.DefaultModelCacheDir(),
 		LSA:          retrieval.LSAConfig{Dims: *f.lsaDims, Seed: *f.seed},
 		DataSourceID: datasets.JudgedName(*f.dataset),
 		Logger:       slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -226,9 +226,9 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	}
 	defer svc.Shutdown(context.Background())
 	info := svc.Info()
-	fmt.Fprintf(m.Stderr, "ablate: service ready in %s (bm25 index %s: %s; embedder fit %s; embedding %s)\n",
+	fmt.Fprintf(m.Stderr, "ablate: service ready in %s (bm25 index %s: %s; embedder %s; embedding %s)\n",
 		time.Since(t0).Round(time.Millisecond), map[bool]string{true: "built", false: "reused"}[info.IndexRebuilt],
-		info.IndexTime.Round(time.Millisecond), info.EmbedderFit.Round(time.Millisecond), info.EmbedTime.Round(time.Millisecond))
+		info.IndexTime.Round(time.Millisecond), info.EmbedderSummary(), info.EmbedTime.Round(time.Millisecond))
 	if saved != nil {
 		if err := ablation.CheckSaved(saved, svc); err != nil {
 			return usageError("ablate: --reranker %s: %v", *f.savedReranker, err)
@@ -259,7 +259,7 @@ func ablateEnvironment(load, embedder string, ds *judged.Dataset, corpus *retrie
 		"corpus":    fmt.Sprintf("%d documents (%d doc sections, %d issues), sha256 %s…", corpus.Len(), corpus.Len()-len(ds.Issues), len(ds.Issues), corpus.Hash()[:12]),
 		"embedder":  embedder,
 		"bm25":      fmt.Sprintf("bleve v2.6.3, scoring model bm25, index %s in %s", map[bool]string{true: "built", false: "reused"}[info.IndexRebuilt], info.IndexTime.Round(time.Millisecond)),
-		"dense fit": fmt.Sprintf("fit %s, embed corpus %s", info.EmbedderFit.Round(time.Millisecond), info.EmbedTime.Round(time.Millisecond)),
+		"dense fit": fmt.Sprintf("%s, embed corpus %s", info.EmbedderSummary(), info.EmbedTime.Round(time.Millisecond)),
 	}
 }
 

@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	sharedDir = dir
+	// One LSA model cache for the package run (retrieval.DefaultModelCacheDir):
+	// the shipped corpus is fitted once, not by every command a test runs.
+	os.Setenv("LOOMWORK_LSA_CACHE", filepath.Join(dir, "lsa"))
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)

@@ -207,8 +207,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if info.Folds == 0 {
 			rep.Statistics.Dense = "not-fitted"
 		}
-		fmt.Fprintf(progress, "ablate: held-out statistics: private bm25 index in %s, %d LSA fold fits in %s\n",
-			info.IndexTime.Round(time.Millisecond), info.Folds, info.FitTime.Round(time.Millisecond))
+		cached := ""
+		if info.FoldsCached > 0 {
+			cached = fmt.Sprintf(" (%d read from the model cache)", info.FoldsCached)
+		}
+		fmt.Fprintf(progress, "ablate: held-out statistics: private bm25 index in %s, %d LSA fold fits in %s%s\n",
+			info.IndexTime.Round(time.Millisecond), info.Folds, info.FitTime.Round(time.Millisecond), cached)
 	}
 	// view is the service a query of variant v is searched on.
 	view := func(v Variant, q judged.Query) (*retrieval.Service, error) {
