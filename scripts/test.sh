@@ -36,6 +36,10 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 # Everything this run writes goes under one fresh folder, so two runs on one
 # machine never overwrite each other's logs or binaries.
 work=$(mktemp -d "${TMPDIR:-/tmp}/loomwork-test.XXXXXX")
+# Fitted LSA models (retrieval's model cache) are shared by every package
+# of this run, and by nothing else: a run starts with an empty cache, so it
+# fits the shipped corpus once and never reads a model an earlier run left.
+export LOOMWORK_LSA_CACHE="${LOOMWORK_LSA_CACHE:-$work/lsa}"
 summary="$work/summary.txt"
 step=""
 chdir=""
