@@ -12,6 +12,7 @@ import (
 
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/tracecases"
+	"github.com/loomwork/loomwork/store"
 )
 
 // Datasets: versioned case sets (datasets.Registry) the UI lists, shows and
@@ -456,6 +457,16 @@ func versionCases(parent []datasets.Case, v *DraftView) (cases []datasets.Case, 
 			cases[at] = c
 		} else {
 			cases = append(cases, c)
+		}
+		// Sources come back from the form: a version records only trace
+		// ids, never text a page could render as something else.
+		for _, src := range row.Sources {
+			if id, err := store.ParseTraceIDPrefix(src); err != nil || len(id) != store.TraceIDLen {
+				row.Error, ok = fmt.Sprintf("source %q is not a trace id", clipRunes(src, 40)), false
+			}
+		}
+		if row.Error != "" {
+			continue
 		}
 		if len(row.Sources) > 0 {
 			sources[c.ID] = row.Sources

@@ -273,6 +273,7 @@ func TestDatasetDraftRefusesBadInputAndWritesNothing(t *testing.T) {
 	bad(func(v url.Values) { v.Set("r0.check", "regex"); v.Set("r0.check_value", "(") }, http.StatusBadRequest, "pattern")
 	bad(func(v url.Values) { v.Set("r0.check", "contains") }, http.StatusBadRequest, "give the text")
 	bad(func(v url.Values) { v.Set("r0.check", "python") }, http.StatusBadRequest, "want none, contains, equals or regex")
+	bad(func(v url.Values) { v.Set("r0.source", "<img src=x>") }, http.StatusBadRequest, "is not a trace id")
 	if names, _ := reg.Names(); len(names) != 0 {
 		t.Fatalf("refused submissions wrote datasets %v", names)
 	}
