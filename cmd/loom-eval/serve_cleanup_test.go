@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -140,4 +142,32 @@ func TestServeShutdownReleasesEverything(t *testing.T) {
 		t.Errorf("ready file after serve stopped: %v", err)
 	}
 	assertServeReleased(t, ignore, free...)
+}
+
+// TestCleanupStackReleasesLastFirstOnce: unwind releases in reverse order
+// of acquisition, joins the errors naming what failed to release, and
+// releases nothing twice.
+func TestCleanupStackReleasesLastFirstOnce(t *testing.T) {
+	var order []string
+	var s cleanupStack
+	for _, name := range []string{"store", "collector", "UI server"} {
+		s.push("stop "+name, func(context.Context) error {
+			order = append(order, name)
+			if name == "collector" {
+				return errors.New("drain timed out")
+			}
+			return nil
+		})
+	}
+	err := s.unwind(context.Background())
+	if got := strings.Join(order, ", "); got != "UI server, collector, store" {
+		t.Errorf("released %s, want UI server, collector, store", got)
+	}
+	if err == nil || err.Error() != "stop collector: drain timed out" {
+		t.Errorf("unwind: %v", err)
+	}
+	order = nil
+	if err := s.unwind(context.Background()); err != nil || len(order) != 0 {
+		t.Errorf("second unwind released %v (%v)", order, err)
+	}
 }
