@@ -144,8 +144,13 @@ func (m *Main) writeGraded(out string, trials []datasets.Trial, carried gradeCar
 	if out != "" {
 		var err error
 		if fh, err = os.Create(out); err != nil {
-			return tally, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: %w", err)}
+			return tally, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: --out: %w", err)}
 		}
+		defer func() {
+			if fh != nil { // an error on the way: close it all the same
+				fh.Close()
+			}
+		}()
 		w = fh
 	}
 	bw := bufio.NewWriter(w)
@@ -175,8 +180,10 @@ func (m *Main) writeGraded(out string, trials []datasets.Trial, carried gradeCar
 		return tally, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: write: %w", err)}
 	}
 	if fh != nil {
-		if err := fh.Close(); err != nil {
-			return tally, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: %w", err)}
+		err := fh.Close()
+		fh = nil
+		if err != nil {
+			return tally, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("grade: --out: %w", err)}
 		}
 	}
 	return tally, nil

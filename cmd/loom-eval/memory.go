@@ -55,7 +55,7 @@ func openMemoryStore(ctx context.Context, sub string, f *memoryFlags) (*memory.S
 			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("memory %s: --db %s: %w", sub, *f.db, err)}
 		}
 	} else if err := os.MkdirAll(filepath.Dir(*f.db), 0o755); err != nil {
-		return nil, err
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("memory %s: --db %s: %w", sub, *f.db, err)}
 	}
 	st, err := memory.Open(ctx, memory.Config{Path: *f.db, HalfLife: *f.halfLife, MinSalience: *f.minSal})
 	if err != nil {
@@ -74,6 +74,12 @@ func (m *Main) runMemory(ctx context.Context, args []string) error {
 		return usageError("memory: want a subcommand: list, show, forget or distill")
 	}
 	sub, args := args[0], args[1:]
+	switch sub {
+	case "list", "show", "forget", "distill":
+	default:
+		// Before --agent is checked or --db opened: a typo is named as one.
+		return usageError("memory: unknown subcommand %q (want list, show, forget or distill)", sub)
+	}
 	fs := m.newFlagSet("memory "+sub, memoryUsage)
 	var f memoryFlags
 	f.register(fs)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,5 +164,22 @@ func TestRunWithMemoryRecallsAnEarlierRelatedRun(t *testing.T) {
 	again := run("mkm-207")
 	if again.ModelCalls != 0 || strings.Join(again.Recalled, ",") != "ep-research-mkm-156-t0-answer" {
 		t.Fatalf("resume: %+v", again)
+	}
+}
+
+// TestMemoryUnknownSubcommandIsNamedFirst: a mistyped subcommand is
+// reported as one, before --agent is checked or --db opened (it used to
+// say "--agent is required", or that --db does not exist).
+func TestMemoryUnknownSubcommandIsNamedFirst(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.db")
+	for _, args := range [][]string{
+		{"memory", "bogus"},
+		{"memory", "lsit", "--agent", "research", "--db", missing},
+	} {
+		code, _, stderr := runCLI(t, args...)
+		want := fmt.Sprintf("memory: unknown subcommand %q", args[1])
+		if code != ExitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", args, code, stderr, ExitUsage, want)
+		}
 	}
 }

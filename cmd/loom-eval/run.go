@@ -212,7 +212,7 @@ func (f *runFlags) openMemory(ctx context.Context, spec *runtime.ContextSpec) (*
 		return nil, usageError("run: --memory is for the research agent with a context layer (the memory tier is part of it)")
 	}
 	if err := os.MkdirAll(filepath.Dir(*f.memoryDB), 0o755); err != nil {
-		return nil, err
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: --memory %s: %w", *f.memoryDB, err)}
 	}
 	mem, err := memory.Open(ctx, memory.Config{Path: *f.memoryDB})
 	if err != nil {
@@ -734,7 +734,11 @@ func exportRuns(ctx context.Context, j *journaldb.Store, path string, ids []stri
 		os.Remove(tmp)
 		return fmt.Errorf("run: export journal: %w", err)
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("run: export journal: %w", err)
+	}
+	return nil
 }
 
 // researchIndex is the research agent's search index over the judged

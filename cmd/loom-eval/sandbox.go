@@ -67,7 +67,7 @@ func sandboxStdin(stdin io.Reader, path string) ([]byte, error) {
 	case "-":
 		b, err := io.ReadAll(stdin)
 		if err != nil {
-			return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("read stdin: %w", err)}
+			return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("sandbox exec: --stdin -: read stdin: %w", err)}
 		}
 		return b, nil
 	}
@@ -80,8 +80,9 @@ func sandboxStdin(stdin io.Reader, path string) ([]byte, error) {
 
 // loadEgress reads the --egress policy (nil without it: no network) and
 // its credentials. Credential values come from this process's
-// environment, on the host; the sandbox never sees them.
-func loadEgress(path string) (*sandbox.Egress, error) {
+// environment as getenv reads it (Main's), on the host; the sandbox never
+// sees them.
+func loadEgress(path string, getenv func(string) string) (*sandbox.Egress, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -94,7 +95,7 @@ func loadEgress(path string) (*sandbox.Egress, error) {
 	if err != nil {
 		return nil, usageError("sandbox exec: --egress: %v", err)
 	}
-	if err := egress.LoadEgressCredentials(os.Getenv); err != nil {
+	if err := egress.LoadEgressCredentials(getenv); err != nil {
 		return nil, usageError("sandbox exec: --egress: %v", err)
 	}
 	return egress, nil
@@ -136,7 +137,7 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	egress, err := loadEgress(*f.egress)
+	egress, err := loadEgress(*f.egress, m.getenv)
 	if err != nil {
 		return err
 	}

@@ -123,3 +123,47 @@ except OSError as e:
 		t.Errorf("unset credential variable: exit %d, stderr %s", code, stderr)
 	}
 }
+
+// TestSandboxEgressCredentialsComeFromMainsEnvironment: --egress reads a
+// credential's value_env through Main's environment, not the process's
+// (which an embedding program or a test does not control).
+func TestSandboxEgressCredentialsComeFromMainsEnvironment(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "egress.json")
+	if err := os.WriteFile(policy, []byte(`{"allow":[{"host":"api.test","ports":[443]}],
+		"credentials":[{"name":"t","host":"api.test","port":443,"value_env":"LOOMWORK_TEST_EGRESS_TOKEN"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LOOMWORK_TEST_EGRESS_TOKEN", "from-the-process")
+
+	env := map[string]string{"LOOMWORK_TEST_EGRESS_TOKEN": "from-main"}
+	m := &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(k string) string { return env[k] }}
+	e, err := loadEgress(policy, m.getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(e.Credentials[0].Value); got != "from-main" {
+		t.Errorf("credential value %q, want Main's %q", got, "from-main")
+	}
+
+	// Main's environment lacks it: the process's value is not used.
+	var stderr bytes.Buffer
+	m = &Main{Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	err = m.runSandbox(context.Background(), []string{"exec", "--egress", policy, "--", "/usr/bin/true"})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), "LOOMWORK_TEST_EGRESS_TOKEN is empty or unset") {
+		t.Errorf("sandbox exec with the variable only in the process's environment: %v, want a usage error naming it", err)
+	}
+}
+
+// failingReader fails every read.
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("stdin went away") }
+
+func TestSandboxStdinReadErrorSaysSandboxExec(t *testing.T) {
+	_, err := sandboxStdin(failingReader{}, "-")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != ExitRuntimeErr || !strings.HasPrefix(ee.Err.Error(), "sandbox exec: --stdin -: read stdin: stdin went away") {
+		t.Errorf("stdin read error: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/loomwork/loomwork/agents/coding"
@@ -35,6 +36,13 @@ func (m *Main) runSecurityEval(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return usageError("security-eval: unexpected arguments %q", fs.Args())
+	}
+	names, err := securityEvalAgentNames(*agents)
+	if err != nil {
+		return err
+	}
 	cases, err := datasets.LoadCases(*casesPath)
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
@@ -46,11 +54,11 @@ func (m *Main) runSecurityEval(ctx context.Context, args []string) error {
 	defer removeDir()
 	j, err := journaldb.Open(ctx, journaldb.Config{Path: filepath.Join(dir, "security-eval.journal.db")})
 	if err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: err}
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("security-eval: journal in %s: %w", dir, err)}
 	}
 	defer j.Shutdown(ctx)
 	cfg := securityeval.Config{Journal: j, Cases: cases}
-	release, err := m.securityEvalAgents(ctx, &cfg, *agents, *dataset, dir)
+	release, err := m.securityEvalAgents(ctx, &cfg, names, *dataset, dir)
 	defer release()
 	if err != nil {
 		return err
@@ -83,7 +91,8 @@ func (m *Main) runSecurityEval(ctx context.Context, args []string) error {
 }
 
 // securityEvalWorkDir is the scratch folder (--work as an absolute path,
-// else a temporary one) and the function that removes a temporary one.
+// created if missing, else a temporary one) and the function that removes
+// a temporary one.
 func securityEvalWorkDir(work string) (string, func(), error) {
 	dir, remove := work, func() {}
 	if dir == "" {
@@ -99,22 +108,41 @@ func securityEvalWorkDir(work string) (string, func(), error) {
 		remove()
 		return "", nil, usageError("security-eval: --work: %v", err)
 	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", nil, usageError("security-eval: --work %s: %v", work, err)
+	}
 	return abs, remove, nil
 }
 
-// securityEvalAgents sets up the agents --agents names in cfg (the
-// research index, the coding sandbox, under dir) and returns the function
-// that releases them, last set up first; it is to be called on an error
-// too.
-func (m *Main) securityEvalAgents(ctx context.Context, cfg *securityeval.Config, agents, dataset, dir string) (func(), error) {
+// securityEvalAgentNames are the agents --agents names, each once, in its
+// order: an unknown agent or one named twice is a usage error.
+func securityEvalAgentNames(agents string) ([]string, error) {
+	var names []string
+	for _, a := range strings.Split(agents, ",") {
+		a = strings.TrimSpace(a)
+		switch {
+		case a != research.Name && a != coding.Name:
+			return nil, usageError("security-eval: --agents: unknown agent %q (want research, coding)", a)
+		case slices.Contains(names, a):
+			return nil, usageError("security-eval: --agents: %s is listed twice", a)
+		}
+		names = append(names, a)
+	}
+	return names, nil
+}
+
+// securityEvalAgents sets up the agents names in cfg (the research index,
+// the coding sandbox, under dir) and returns the function that releases
+// them, last set up first; it is to be called on an error too.
+func (m *Main) securityEvalAgents(ctx context.Context, cfg *securityeval.Config, names []string, dataset, dir string) (func(), error) {
 	var closers []func()
 	release := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}
 	}
-	for _, a := range strings.Split(agents, ",") {
-		switch strings.TrimSpace(a) {
+	for _, a := range names {
+		switch a {
 		case research.Name:
 			ds, err := m.judgedDataset(dataset)
 			if err != nil {
@@ -138,11 +166,14 @@ func (m *Main) securityEvalAgents(ctx context.Context, cfg *securityeval.Config,
 func writeSecurityTrials(path string, trials []securityeval.Trial) error {
 	var buf bytes.Buffer
 	for _, t := range trials {
-		b, _ := json.Marshal(t)
+		b, err := json.Marshal(t)
+		if err != nil {
+			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("security-eval: --json %s: trial %s: %w", path, t.RunID, err)}
+		}
 		buf.Write(append(b, '\n'))
 	}
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: err}
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("security-eval: --json: %w", err)}
 	}
 	return nil
 }

@@ -17,15 +17,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/collector/genai"
-	"github.com/loomwork/loomwork/collector/spool"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/internal/projects"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/store"
-	"github.com/loomwork/loomwork/store/sqlite"
 	"github.com/loomwork/loomwork/store/storeurl"
 	"github.com/loomwork/loomwork/web"
 )
@@ -313,83 +310,6 @@ func (m *Main) serveConfig(f *serveFlags, log *slog.Logger) (*serveSetup, error)
 	return s, nil
 }
 
-// start binds the UI's listener (nil when off), opens the store and
-// starts the collector. The UI's listener comes first: it needs nothing
-// else, so a taken port fails before the store is opened. On an error
-// nothing is left open.
-func (s *serveSetup) start(ctx context.Context) (net.Listener, store.Store, *collector.Server, error) {
-	var uiLn net.Listener
-	if s.uiL.addr != collector.AddrOff {
-		var err error
-		if uiLn, err = net.Listen("tcp", s.uiL.addr); err != nil {
-			return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", s.uiL.listenError(err))}
-		}
-	}
-	closeUI := func() {
-		if uiLn != nil {
-			uiLn.Close()
-		}
-	}
-	st, err := storeurl.OpenWithLogger(ctx, s.url, false, s.log)
-	if err != nil {
-		closeUI()
-		return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
-	}
-	srv, err := collector.NewServer(s.cfg, st)
-	if err != nil {
-		closeUI()
-		st.Shutdown(context.WithoutCancel(ctx))
-		return nil, nil, nil, usageError("serve: %v", err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		closeUI()
-		st.Shutdown(context.WithoutCancel(ctx))
-		if l, ok := failedListener(err, s.grpcL, s.httpL); ok {
-			err = l.listenError(err)
-		}
-		if ce, ok := errors.AsType[*spool.CorruptionError](err); ok {
-			err = fmt.Errorf("%w (loom-eval spool repair %s cuts the spool at the bad record and says how much is lost)", err, ce.Dir)
-		}
-		return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
-	}
-	return uiLn, st, srv, nil
-}
-
-// startRetention starts the embedded store's deletion of traces past their
-// project's retention (with --keys) and returns the function that stops it.
-func (s *serveSetup) startRetention(ctx context.Context, st store.Store, every time.Duration) (func(), error) {
-	if s.keys == nil {
-		return func() {}, nil
-	}
-	if sq, ok := st.(*sqlite.Store); ok {
-		job := &sqlite.RetentionJob{Store: sq, Policies: retentionPolicies(s.keys), Interval: every, Logger: s.log}
-		if err := job.Start(ctx); err != nil {
-			return nil, err
-		}
-		return func() { job.Shutdown(context.WithoutCancel(ctx)) }, nil
-	} else if s.loc.Backend == storeurl.ClickHouse {
-		// ClickHouse: the collector stamps each span with its project's
-		// retention and the store writes the row's expiry; the tables'
-		// TTL deletes expired rows in merges (docs/projects.md).
-	} else if len(retentionPolicies(s.keys)()) > 0 {
-		s.log.Warn("project retention is enforced by the embedded store's deletion job; this store does not run it", "store", s.loc.String())
-	}
-	return func() {}, nil
-}
-
-// openApprovals opens --approvals-journal for the UI (nil without it) and
-// returns the function that closes it.
-func openApprovals(ctx context.Context, path string) (web.Approvals, func(), error) {
-	if path == "" {
-		return nil, func() {}, nil
-	}
-	j, err := journaldb.Open(ctx, journaldb.Config{Path: path})
-	if err != nil {
-		return nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --approvals-journal: %w", err)}
-	}
-	return webApprovals{j: j, clock: time.Now}, func() { j.Shutdown(context.WithoutCancel(ctx)) }, nil
-}
-
 // uiHandler is the web UI and JSON API over the store.
 func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.Store, prices *pricing.Table, approvals web.Approvals) (http.Handler, error) {
 	files := &web.FileSources{RunsDir: *f.runsDir, ReportsDir: *f.reportsDir, AblationsDir: *f.ablationsDir}
@@ -403,17 +323,6 @@ func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.St
 	}
 	return web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: s.log, Files: files, Labels: *f.labelsFile, Health: health, Approvals: approvals,
 		Experiments: newWebExperiments(st), Datasets: *f.datasetsDir})
-}
-
-// serveUI serves h on ln in the background and returns its server and URL.
-func serveUI(h http.Handler, ln net.Listener, log *slog.Logger) (*http.Server, string) {
-	ui := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := ui.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("UI server stopped", "error", err)
-		}
-	}()
-	return ui, "http://" + ln.Addr().String()
 }
 
 // serveReady is what --ready-file says: the addresses in use.
@@ -444,7 +353,8 @@ func (m *Main) printServing(loc storeurl.Location, ready ServeReady) {
 }
 
 // runServe runs the OTLP collector pipeline, the trace store and the HTTP
-// API/UI until the context ends (SIGINT/SIGTERM), then drains and closes.
+// API/UI (serveService) until the context ends (SIGINT/SIGTERM), then
+// drains and closes.
 // It binds every listener before it says it is ready; a listener it cannot
 // bind is an operational error (exit 3) naming the address and the flag
 // and environment variable that move it.
@@ -482,42 +392,16 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	uiLn, st, srv, err := s.start(ctx)
-	if err != nil {
+	svc := newServeService(s, &f, prices)
+	if err := svc.Start(ctx); err != nil {
 		return err
 	}
-	stopRetention, err := s.startRetention(ctx, st, *f.retentionEvery)
-	if err != nil {
-		return errors.Join(usageError("serve: retention: %v", err), shutdownServe(srv, nil, st, log))
-	}
-	defer stopRetention()
-	var ui *http.Server
-	uiURL := ""
-	if uiLn != nil {
-		approvals, closeApprovals, err := openApprovals(ctx, *f.approvalsJournal)
-		if err != nil {
-			uiLn.Close()
-			return err
-		}
-		defer closeApprovals()
-		h, err := s.uiHandler(&f, srv, st, prices, approvals)
-		if err != nil {
-			uiLn.Close()
-			return errors.Join(usageError("serve: %v", err), shutdownServe(srv, nil, st, log))
-		}
-		ui, uiURL = serveUI(h, uiLn, log)
-	}
-	ready := serveReady(s.loc, srv, s.cfg, uiLn, uiURL)
-	if *f.readyFile != "" {
-		if err := writeReadyFile(*f.readyFile, ready); err != nil {
-			return errors.Join(&ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}, shutdownServe(srv, ui, st, log))
-		}
-		defer removeReadyFile(*f.readyFile, log)
-	}
-	m.printServing(s.loc, ready)
+	m.printServing(s.loc, svc.ready)
 	<-ctx.Done()
 	log.Info("shutting down: draining in-flight requests")
-	if err := shutdownServe(srv, ui, st, log); err != nil {
+	sctx, cancel := context.WithTimeout(context.Background(), serveShutdownTimeout)
+	defer cancel()
+	if err := svc.Shutdown(sctx); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 	return nil
@@ -528,29 +412,6 @@ func removeReadyFile(path string, log *slog.Logger) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		log.Warn("could not remove the ready file", "path", path, "error", err)
 	}
-}
-
-// shutdownServe stops accepting (UI and OTLP), waits for in-flight writes,
-// then shuts the store down.
-func shutdownServe(srv *collector.Server, ui *http.Server, st store.Store, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var errs []error
-	if ui != nil {
-		if err := ui.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop UI server: %w", err))
-		}
-	}
-	if err := srv.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("stop collector: %w", err))
-	}
-	if err := st.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("shut down store: %w", err))
-	}
-	if len(errs) == 0 {
-		log.Info("stopped cleanly")
-	}
-	return errors.Join(errs...)
 }
 
 // defaultSpoolDir is where serve spools for ClickHouse unless told.

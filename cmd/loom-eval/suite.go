@@ -156,7 +156,9 @@ func openSuiteCoordinator(ctx context.Context, def suite.Definition, plan []suit
 // startSuiteWorkers starts the suite's workers: with workers 0 this
 // process is the one worker, else that many worker processes under a
 // supervisor (nil for the single process). stop reports a worker's
-// failure to the driver; release stops them.
+// failure to the driver; release stops them and waits until they have
+// stopped (safe to call more than once), so the coordinator is shut down
+// under no worker.
 func (m *Main) startSuiteWorkers(ctx context.Context, c *coord.Coordinator, def suite.Definition, workers int) (stop func() error, sup *supervisor, release func(), err error) {
 	if workers == 0 {
 		// The single-process run: this process is the one worker.
@@ -164,24 +166,8 @@ func (m *Main) startSuiteWorkers(ctx context.Context, c *coord.Coordinator, def 
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		errc := make(chan error, 1)
-		go func() { errc <- w.Run(ctx) }()
-		var werr error
-		done := false
-		stop = func() error {
-			if !done {
-				select {
-				case werr = <-errc:
-					done = true
-				default:
-				}
-			}
-			if werr != nil {
-				return werr
-			}
-			return nil
-		}
-		return stop, nil, closeW, nil
+		stop, release := runLocalWorker(ctx, w, closeW)
+		return stop, nil, release, nil
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -192,6 +178,33 @@ func (m *Main) startSuiteWorkers(ctx context.Context, c *coord.Coordinator, def 
 		sup.start(ctx, i)
 	}
 	return sup.err, sup, sup.stopAll, nil
+}
+
+// runLocalWorker runs w in the background. stop reports its error once it
+// has ended (nil while it runs or when it finished cleanly); release
+// cancels it, waits for it and then closes its dependencies (closeW).
+func runLocalWorker(ctx context.Context, w *suite.Worker, closeW func()) (stop func() error, release func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var werr error
+	go func() {
+		defer close(done)
+		werr = w.Run(wctx)
+	}()
+	stop = func() error {
+		select {
+		case <-done:
+			return werr
+		default:
+			return nil
+		}
+	}
+	release = sync.OnceFunc(func() {
+		cancel()
+		<-done
+		closeW()
+	})
+	return stop, release
 }
 
 func (m *Main) runSuiteRun(ctx context.Context, args []string) error {

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver the journal and the embedded store use
@@ -61,6 +62,9 @@ var (
 	ErrNotAccepted = errors.New("not accepted")
 	// ErrUnknownTask: no task has the key.
 	ErrUnknownTask = errors.New("unknown task")
+	// ErrClosed: an operation on a coordinator after (or interrupted by)
+	// Shutdown.
+	ErrClosed = errors.New("coordinator closed")
 )
 
 // Config configures a Coordinator.
@@ -97,7 +101,10 @@ func (c Config) Validate() error {
 // Coordinator is the job layer over one SQLite file.
 type Coordinator struct {
 	cfg Config
-	db  *sql.DB
+
+	mu     sync.RWMutex // guards db and closed
+	db     *sql.DB      // nil before Start
+	closed bool         // set by Shutdown; never cleared
 }
 
 // New returns a Coordinator for cfg. It does no I/O; call Start.
@@ -129,7 +136,8 @@ func Open(ctx context.Context, cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
-// Start opens (creating if needed) the database.
+// Start opens (creating if needed) the database. A coordinator that was
+// shut down does not start again (ErrClosed).
 func (c *Coordinator) Start(ctx context.Context) error {
 	abs, err := filepath.Abs(c.cfg.Path)
 	if err != nil {
@@ -147,7 +155,17 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("open coordinator %s: %w", c.cfg.Path, err)
 	}
+	c.mu.Lock()
+	if c.closed || c.db != nil {
+		c.mu.Unlock()
+		db.Close()
+		if c.closed {
+			return fmt.Errorf("open coordinator %s: %w", c.cfg.Path, ErrClosed)
+		}
+		return fmt.Errorf("open coordinator %s: already started", c.cfg.Path)
+	}
 	c.db = db
+	c.mu.Unlock()
 	err = c.tx(ctx, func(tx *sql.Tx, _ time.Time) error {
 		_, err := tx.ExecContext(ctx, schemaSQL)
 		return err
@@ -158,32 +176,68 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown closes the database. Safe without Start and more than once.
+// Shutdown closes the database, after the operations under way finish
+// (database/sql's Close waits for them); every operation after it fails
+// with ErrClosed. Safe without Start, concurrently with operations and
+// more than once.
 func (c *Coordinator) Shutdown(context.Context) error {
-	if c.db == nil {
+	c.mu.Lock()
+	db := c.db
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if db == nil || already {
 		return nil
 	}
-	err := c.db.Close()
-	c.db = nil
+	return db.Close()
+}
+
+// conn is the database handle for one operation: ErrClosed after
+// Shutdown, an error before Start.
+func (c *Coordinator) conn() (*sql.DB, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	switch {
+	case c.closed:
+		return nil, ErrClosed
+	case c.db == nil:
+		return nil, errors.New("coordinator not started")
+	}
+	return c.db, nil
+}
+
+// closing marks err (from an operation that a concurrent Shutdown
+// interrupted, e.g. "sql: database is closed") as ErrClosed.
+func (c *Coordinator) closing(err error) error {
+	if err == nil || errors.Is(err, ErrClosed) {
+		return err
+	}
+	c.mu.RLock()
+	closed := c.closed
+	c.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 	return err
 }
 
 // tx runs fn in one write transaction. now is the coordinator's clock read
 // after BEGIN IMMEDIATE returned, i.e. with the write lock held.
 func (c *Coordinator) tx(ctx context.Context, fn func(tx *sql.Tx, now time.Time) error) error {
-	if c.db == nil {
-		return errors.New("coordinator not started")
-	}
-	tx, err := c.db.BeginTx(ctx, nil)
+	db, err := c.conn()
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return c.closing(fmt.Errorf("begin: %w", err))
 	}
 	now := c.cfg.Clock()
 	if err := fn(tx, now); err != nil {
-		return errors.Join(err, tx.Rollback())
+		return c.closing(errors.Join(err, tx.Rollback()))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return c.closing(fmt.Errorf("commit: %w", err))
 	}
 	return nil
 }
@@ -610,9 +664,13 @@ func (c *Coordinator) Get(ctx context.Context, key string) (Task, error) {
 	if len(ts) == 0 {
 		return Task{}, fmt.Errorf("get %s: %w", key, ErrUnknownTask)
 	}
-	deps, err := depsOf(ctx, c.db, key)
+	db, err := c.conn()
 	if err != nil {
 		return Task{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	deps, err := depsOf(ctx, db, key)
+	if err != nil {
+		return Task{}, fmt.Errorf("get %s: %w", key, c.closing(err))
 	}
 	ts[0].Deps = deps
 	return ts[0], nil
@@ -647,14 +705,20 @@ func (c *Coordinator) tasks(ctx context.Context, where string, args ...any) ([]T
 }
 
 func (c *Coordinator) tasksCols(ctx context.Context, withResults bool, where string, args ...any) ([]Task, error) {
-	if c.db == nil {
-		return nil, errors.New("coordinator not started")
+	db, err := c.conn()
+	if err != nil {
+		return nil, err
 	}
+	ts, err := queryTasks(ctx, db, withResults, where, args...)
+	return ts, c.closing(err)
+}
+
+func queryTasks(ctx context.Context, db *sql.DB, withResults bool, where string, args ...any) ([]Task, error) {
 	res, join := "NULL", ""
 	if withResults {
 		res, join = "r.result", "LEFT JOIN results r ON r.key = t.key"
 	}
-	rows, err := c.db.QueryContext(ctx, `SELECT t.key, t.kind, t.payload, t.occurrence, t.state, t.owner, t.fence, t.deadline, t.candidate, `+res+`, t.claims, t.note
+	rows, err := db.QueryContext(ctx, `SELECT t.key, t.kind, t.payload, t.occurrence, t.state, t.owner, t.fence, t.deadline, t.candidate, `+res+`, t.claims, t.note
 		FROM tasks t `+join+` `+where+` ORDER BY t.seq`, args...)
 	if err != nil {
 		return nil, err
@@ -687,11 +751,17 @@ func (n Counts) Total() int { return n.Pending + n.Running + n.Proposed + n.Acce
 
 // Count counts the tasks of kind ("" for all) and the refusals on them.
 func (c *Coordinator) Count(ctx context.Context, kind string) (Counts, error) {
-	var n Counts
-	if c.db == nil {
-		return n, errors.New("coordinator not started")
+	db, err := c.conn()
+	if err != nil {
+		return Counts{}, fmt.Errorf("count tasks: %w", err)
 	}
-	rows, err := c.db.QueryContext(ctx, `SELECT state, count(*), sum(claims) FROM tasks WHERE ? = '' OR kind = ? GROUP BY state`, kind, kind)
+	n, err := countTasks(ctx, db, kind)
+	return n, c.closing(err)
+}
+
+func countTasks(ctx context.Context, db *sql.DB, kind string) (Counts, error) {
+	var n Counts
+	rows, err := db.QueryContext(ctx, `SELECT state, count(*), sum(claims) FROM tasks WHERE ? = '' OR kind = ? GROUP BY state`, kind, kind)
 	if err != nil {
 		return n, fmt.Errorf("count tasks: %w", err)
 	}
@@ -719,7 +789,7 @@ func (c *Coordinator) Count(ctx context.Context, kind string) (Counts, error) {
 	if err := rows.Err(); err != nil {
 		return n, fmt.Errorf("count tasks: %w", err)
 	}
-	err = c.db.QueryRowContext(ctx, `SELECT count(*) FROM refusals r JOIN tasks t ON t.key = r.key WHERE ? = '' OR t.kind = ?`, kind, kind).Scan(&n.Refused)
+	err = db.QueryRowContext(ctx, `SELECT count(*) FROM refusals r JOIN tasks t ON t.key = r.key WHERE ? = '' OR t.kind = ?`, kind, kind).Scan(&n.Refused)
 	if err != nil {
 		return n, fmt.Errorf("count refusals: %w", err)
 	}
@@ -738,7 +808,16 @@ type Refusal struct {
 
 // Refusals lists the refused mutations in order.
 func (c *Coordinator) Refusals(ctx context.Context) ([]Refusal, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT key, worker, fence, op, reason, at FROM refusals ORDER BY id`)
+	db, err := c.conn()
+	if err != nil {
+		return nil, fmt.Errorf("list refusals: %w", err)
+	}
+	rs, err := queryRefusals(ctx, db)
+	return rs, c.closing(err)
+}
+
+func queryRefusals(ctx context.Context, db *sql.DB) ([]Refusal, error) {
+	rows, err := db.QueryContext(ctx, `SELECT key, worker, fence, op, reason, at FROM refusals ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list refusals: %w", err)
 	}
@@ -778,13 +857,17 @@ func (c *Coordinator) SetMeta(ctx context.Context, name string, value []byte) er
 
 // Meta reads a named value (nil, nil when unset).
 func (c *Coordinator) Meta(ctx context.Context, name string) ([]byte, error) {
+	db, err := c.conn()
+	if err != nil {
+		return nil, fmt.Errorf("meta %s: %w", name, err)
+	}
 	var v []byte
-	err := c.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = ?`, name).Scan(&v)
+	err = db.QueryRowContext(ctx, `SELECT value FROM meta WHERE name = ?`, name).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("meta %s: %w", name, err)
+		return nil, fmt.Errorf("meta %s: %w", name, c.closing(err))
 	}
 	return v, nil
 }

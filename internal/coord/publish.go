@@ -138,7 +138,16 @@ func (c *Coordinator) Reconcile(ctx context.Context, r Remote) ([]Publication, e
 }
 
 func (c *Coordinator) publications(ctx context.Context, state string) ([]Publication, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT key, candidate, expected_base, state, decision, remote_head FROM publications
+	db, err := c.conn()
+	if err != nil {
+		return nil, fmt.Errorf("list publications: %w", err)
+	}
+	ps, err := queryPublications(ctx, db, state)
+	return ps, c.closing(err)
+}
+
+func queryPublications(ctx context.Context, db *sql.DB, state string) ([]Publication, error) {
+	rows, err := db.QueryContext(ctx, `SELECT key, candidate, expected_base, state, decision, remote_head FROM publications
 		WHERE ? = '' OR state = ? ORDER BY key`, state, state)
 	if err != nil {
 		return nil, fmt.Errorf("list publications: %w", err)

@@ -370,7 +370,16 @@ func occurrenceTx(ctx context.Context, q interface {
 
 // Occurrences lists a routine's occurrences ("" for all) by nominal time.
 func (c *Coordinator) Occurrences(ctx context.Context, routine string) ([]Occurrence, error) {
-	rows, err := c.db.QueryContext(ctx, `SELECT key FROM occurrences WHERE ? = '' OR routine = ? ORDER BY nominal, key`, routine, routine)
+	db, err := c.conn()
+	if err != nil {
+		return nil, fmt.Errorf("list occurrences: %w", err)
+	}
+	occs, err := queryOccurrences(ctx, db, routine)
+	return occs, c.closing(err)
+}
+
+func queryOccurrences(ctx context.Context, db *sql.DB, routine string) ([]Occurrence, error) {
+	rows, err := db.QueryContext(ctx, `SELECT key FROM occurrences WHERE ? = '' OR routine = ? ORDER BY nominal, key`, routine, routine)
 	if err != nil {
 		return nil, fmt.Errorf("list occurrences: %w", err)
 	}
@@ -386,7 +395,7 @@ func (c *Coordinator) Occurrences(ctx context.Context, routine string) ([]Occurr
 	rows.Close()
 	out := make([]Occurrence, 0, len(keys))
 	for _, k := range keys {
-		o, err := occurrenceTx(ctx, c.db, k)
+		o, err := occurrenceTx(ctx, db, k)
 		if err != nil {
 			return nil, fmt.Errorf("list occurrences: %w", err)
 		}
