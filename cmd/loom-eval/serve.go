@@ -141,7 +141,7 @@ func writeReadyFile(path string, r ServeReady) error {
 type serveFlags struct {
 	storeURL, grpcAddr, httpAddr, uiAddr, readyFile, receiver, spoolDir, logLevel, authToken *string
 	runsDir, reportsDir, approvalsJournal, labelsFile, ablationsDir, pricesFile, keysFile    *string
-	datasetsDir                                                                              *string
+	datasetsDir, auditFile                                                                   *string
 	redact                                                                                   *string
 	maxAttr, maxReqMiB, inFlightMiB, spoolMaxMiB, spoolBatchMiB, gcPercent, writers          *int
 	memMiB                                                                                   *uint
@@ -181,6 +181,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.runsDir = fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
 	f.reportsDir = fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
 	f.approvalsJournal = fs.String("approvals-journal", "", "workflow journal (SQLite) whose suspended approval gates the UI lists and answers at /approvals (answers need --auth-token)")
+	f.auditFile = fs.String("audit", defaultAuditFile, "policy audit log the UI shows at /audit, with whether its hash chain verifies (what run --policy and a2a serve --policy append to; empty: none)")
 	f.datasetsDir = fs.String("datasets", defaultDatasetsDir, "folder of versioned case datasets the UI lists (/datasets) and grows from ticked traces; loom-eval datasets list|show|commit reads it too (empty: none)")
 	f.labelsFile = fs.String("labels", "", "human labels file (labels JSONL, created if missing) that the UI's label form appends to and /labels exports; loom-eval labels agreement --labels reads it")
 	f.ablationsDir = fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")
@@ -322,7 +323,7 @@ func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.St
 		webCfg.Keys = keyAuth(s.keys)
 	}
 	return web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: s.log, Files: files, Labels: *f.labelsFile, Health: health, Approvals: approvals,
-		Experiments: newWebExperiments(st), Datasets: *f.datasetsDir})
+		Experiments: newWebExperiments(st), Datasets: *f.datasetsDir, Audit: auditSource(*f.auditFile)})
 }
 
 // serveReady is what --ready-file says: the addresses in use.
@@ -467,4 +468,12 @@ func tuneGC(getenv func(string) string, percent int, memMiB uint, log *slog.Logg
 		debug.SetMemoryLimit(collector.GCMemoryLimit(uint32(memMiB)))
 	}
 	log.Debug("garbage collector", "gc_percent", gogc, "soft_memory_limit_bytes", debug.SetMemoryLimit(-1))
+}
+
+// auditSource is the UI's view of --audit (nil without one).
+func auditSource(file string) web.AuditSource {
+	if file == "" {
+		return nil
+	}
+	return webAudit{file: file}
 }
