@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -411,9 +412,29 @@ func (s *Store) Get(ctx context.Context, runID, id string) (Entry, bool, error) 
 	return get(ctx, s.db, runID, id)
 }
 
-// Pending lists the unanswered approvals, oldest first.
+// Pending lists the unanswered approvals, oldest first: the queue's, and
+// the approval gates of workflow runs that suspended on the journal alone
+// (workflow.JournalGate, the Runner's default, queues nothing). Finding
+// the latter reads every run of the journal, as workflow.PendingApprovals
+// does.
 func (s *Store) Pending(ctx context.Context) ([]Entry, error) {
-	return s.list(ctx, `WHERE status = 'pending'`)
+	out, err := s.list(ctx, `WHERE status = 'pending'`)
+	if err != nil {
+		return nil, err
+	}
+	gates, err := workflow.PendingApprovals(ctx, s.cfg.Journal)
+	if err != nil {
+		return nil, fmt.Errorf("approvals: workflow gates: %w", err)
+	}
+	for _, g := range gates {
+		if _, ok, err := s.Get(ctx, g.RunID, g.Step); err != nil {
+			return nil, err
+		} else if !ok {
+			out = append(out, Entry{RunID: g.RunID, ID: g.Step, Kind: KindWorkflow, Name: g.Workflow, Tool: g.Step, Requested: g.Since.UTC(), Status: StatusPending})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Requested.Before(out[j].Requested) })
+	return out, nil
 }
 
 // All lists every approval, oldest first.
