@@ -199,6 +199,8 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayRep
 		rep.Steps, rep.StepLimitReached, rep.Usage = res.Steps, res.StepLimitReached, res.Usage
 	case errors.Is(runErr, errRecordedEnd) && !rep.Complete:
 		// An incomplete journal replayed to its end: fine.
+	case errors.As(runErr, new(*runtime.SuspendedError)) && !rep.Complete:
+		// A run suspended at a held call, replayed to its request: fine.
 	case errors.As(runErr, &de):
 		chk.diverge(de)
 	case errors.Is(runErr, context.Canceled) || errors.Is(runErr, context.DeadlineExceeded):

@@ -10,20 +10,42 @@ import (
 	"time"
 )
 
-// Approvals is the approval gates' store as the UI sees it: runs suspended
-// at an approval step, and the answer. cmd wires it to the workflow
-// journal; the UI never opens the journal itself.
+// Approvals is the approval queue as the UI sees it: runs suspended for a
+// human — a workflow at an approval step, an agent run at a tool call its
+// policy held — and the answer. cmd wires it to the queue beside the
+// journal (package agents/approvals); the UI never opens the journal
+// itself.
 type Approvals interface {
 	Pending(ctx context.Context) ([]PendingApproval, error)
+	// Answer answers run's approval step (the workflow step, or the tool
+	// call id).
 	Answer(ctx context.Context, runID, step string, approved bool, approver, reason string) error
 }
 
-// PendingApproval is one run waiting at one approval step.
+// Kinds of PendingApproval.
+const (
+	ApprovalWorkflow = "workflow"  // a workflow's approval step
+	ApprovalToolCall = "tool_call" // an agent run's held tool call
+)
+
+// PendingApproval is one run waiting at one approval.
 type PendingApproval struct {
-	RunID    string
+	RunID string
+	// Kind is ApprovalWorkflow or ApprovalToolCall ("" is a workflow).
+	Kind string
+	// Workflow names the workflow, or the agent of a held call.
 	Workflow string
-	Step     string
-	Since    time.Time
+	// Step is the workflow step, or the held call's id: what an answer
+	// names.
+	Step string
+	// Tool, Arguments (clipped), Reason and Origin describe a held call:
+	// the tool, what it would be called with, and why a human must
+	// decide (the verdict's reason and the taint origin).
+	Tool      string
+	Arguments string
+	Reason    string
+	Origin    string
+	Since     time.Time
 }
 
 // ApprovalsView is the /approvals page.
@@ -80,7 +102,7 @@ func (s *Server) answerApproval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.deps.Approvals == nil {
-		refuse(http.StatusConflict, errors.New("approvals: this server has no workflow journal (start loom-eval serve with --approvals-journal FILE)"))
+		refuse(http.StatusConflict, errors.New("approvals: this server has no approvals journal (start loom-eval serve with --approvals-journal FILE)"))
 		return
 	}
 	run, step := r.PostFormValue("run"), r.PostFormValue("step")

@@ -33,8 +33,12 @@ const (
 	// Workflow and policy kinds (packages agents/workflow, agents/policy).
 	KindWorkflowStarted Kind = "workflow_started" // a workflow run: its name and step graph
 	KindStep            Kind = "step"             // a workflow step's lifecycle: started, failed, retried, succeeded, replayed, approval_required, denied, interrupted
-	KindApproval        Kind = "approval"         // a human's answer to an approval gate: approved or denied, approver, reason
+	KindApproval        Kind = "approval"         // a human's answer to an approval gate or a held tool call: approved or denied, approver, reason
 	KindDecision        Kind = "policy_decision"  // an authorization decision on a tool call: allow, deny or require_approval, rule, taint
+	// KindApprovalRequested: a runtime run held a tool call for a human's
+	// answer (the decision required approval and the runtime has an
+	// approvals source); the run suspends until an approval event follows.
+	KindApprovalRequested Kind = "approval_requested"
 	// KindSeal closes a run in an exported JSONL journal. It is never stored
 	// in the database; it lets a reader tell a complete export from a
 	// truncated one.
@@ -46,7 +50,7 @@ func (k Kind) Known() bool {
 	switch k {
 	case KindRunStarted, KindModelRequest, KindModelResponse, KindToolCall,
 		KindEffect, KindToolResult, KindRunFinished, KindSeal,
-		KindWorkflowStarted, KindStep, KindApproval, KindDecision:
+		KindWorkflowStarted, KindStep, KindApproval, KindDecision, KindApprovalRequested:
 		return true
 	}
 	return false
@@ -209,6 +213,28 @@ type Usage struct {
 	CacheReadTokens     int64 `json:"cache_read_tokens,omitempty"`
 	CacheCreationTokens int64 `json:"cache_creation_tokens,omitempty"`
 	ReasoningTokens     int64 `json:"reasoning_tokens,omitempty"`
+}
+
+// ApprovalRequested is the payload of KindApprovalRequested: the call held
+// and why (the decision's reason and the taint origin of its arguments).
+// Its hash is the event's args hash, so a replay that holds a different
+// call, or for another reason, diverges there.
+type ApprovalRequested struct {
+	Tool   string `json:"tool"`
+	CallID string `json:"call_id"`
+	Reason string `json:"reason,omitempty"`
+	Origin string `json:"origin,omitempty"`
+}
+
+// ApprovalAnswer is the payload of a runtime run's KindApproval event: a
+// human's answer to a held tool call. Its hash is the event's args hash.
+// (A workflow's approval event carries "step" instead of "call_id".)
+type ApprovalAnswer struct {
+	CallID   string    `json:"call_id"`
+	Approved bool      `json:"approved"`
+	Approver string    `json:"approver"`
+	Reason   string    `json:"reason,omitempty"`
+	Time     time.Time `json:"time"`
 }
 
 // Seal is the payload of KindSeal.

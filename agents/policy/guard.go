@@ -274,6 +274,9 @@ func (g *Guard) Authorize(ctx context.Context, call runtime.AuthCall) (runtime.A
 		// The observation depends on the decision only (not on whether a
 		// queue took it), so a replay rebuilds the same conversation.
 		a.Observation = fmt.Sprintf("error: tool %s was not run: %s", req.Tool, v.Reason)
+		// With an approvals source the runtime holds the call for a
+		// human instead (runtime.Config.Approvals).
+		a.Approval = &runtime.ApprovalNeed{Reason: v.Reason, Origin: v.Origin}
 	}
 	return a, nil
 }

@@ -57,14 +57,21 @@ type Authorization struct {
 	Decision any
 	// Observation is what the model is told when the call is not allowed.
 	Observation string
+	// Approval, set on a call that is not allowed, says a human may allow
+	// it. With an approvals source (Config.Approvals) the runtime holds
+	// the call — journals approval_requested, suspends the run, and runs
+	// the call once approved or gives the model the denial — instead of
+	// giving the model Observation.
+	Approval *ApprovalNeed
 }
 
 // authorize asks the Authorizer and journals (or, resuming, matches) the
-// decision. It returns the observation when the call must not run.
-func (r *run) authorize(ctx context.Context, step int, call llm.ToolCall, args json.RawMessage) (deny *journal.ToolResult, err error) {
+// decision. It returns the observation when the call must not run, and
+// what a human would need to allow it when one may.
+func (r *run) authorize(ctx context.Context, step int, call llm.ToolCall, args json.RawMessage) (deny *journal.ToolResult, need *ApprovalNeed, err error) {
 	az := r.rt.cfg.Authorizer
 	if az == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if args == nil {
 		args = json.RawMessage("null")
@@ -76,19 +83,19 @@ func (r *run) authorize(ctx context.Context, step int, call llm.ToolCall, args j
 	a, err := az.Authorize(ctx, AuthCall{RunID: r.task.RunID, Agent: r.agent.Name, Step: step, Call: call, Arguments: args,
 		Effect: effect, Messages: r.seen, Documents: r.callDocs, ContextOrigins: r.contextOrigins(), Rechecking: r.pos < len(r.recorded)})
 	if err != nil {
-		return nil, fmt.Errorf("run %s: step %d: authorize %s: %w", r.task.RunID, step, call.Name, err)
+		return nil, nil, fmt.Errorf("run %s: step %d: authorize %s: %w", r.task.RunID, step, call.Name, err)
 	}
 	h, err := journal.HashValue(a.Decision)
 	if err != nil {
-		return nil, fmt.Errorf("run %s: step %d: decision of %s: %w", r.task.RunID, step, call.Name, err)
+		return nil, nil, fmt.Errorf("run %s: step %d: decision of %s: %w", r.task.RunID, step, call.Name, err)
 	}
 	if _, _, err := r.record(ctx, journal.Record{Kind: journal.KindDecision, Step: step, Tool: call.Name, CallID: call.ID, ArgsHash: h, Payload: a.Decision}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if a.Allow {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return &journal.ToolResult{IsError: true, Content: a.Observation}, nil
+	return &journal.ToolResult{IsError: true, Content: a.Observation}, a.Approval, nil
 }
 
 // contextOrigins lists the run's untrusted context (AuthCall.ContextOrigins).

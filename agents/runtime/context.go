@@ -326,8 +326,9 @@ func startedAttributes(task Task, spec *ContextSpec) (json.RawMessage, error) {
 
 // ReplayTask rebuilds, from a recorded run, the Task that produced it: the
 // input, limits and case from run_started, the task attributes, the context
-// spec (or explicitly none) and the model summaries each step used. The
-// replay engine runs it so a replay compacts exactly as the recording did.
+// spec (or explicitly none), the model summaries each step used and the
+// answers to held calls. The replay engine runs it so a replay compacts
+// exactly as the recording did and takes a held call's journaled answer.
 func ReplayTask(run journal.Run) (Task, error) {
 	if len(run.Events) == 0 || run.Events[0].Kind != journal.KindRunStarted {
 		return Task{}, fmt.Errorf("replay task %s: the journal does not start with run_started", run.ID)
@@ -366,6 +367,27 @@ func ReplayTask(run journal.Run) (Task, error) {
 		}
 	}
 	for _, e := range run.Events {
+		switch e.Kind {
+		case journal.KindApprovalRequested, journal.KindApproval:
+			// A held call replays from its journaled answer, without an
+			// approvals source; one still pending suspends the replay.
+			if task.approvals == nil {
+				task.approvals = map[heldCall]*journal.ApprovalAnswer{}
+			}
+			k := heldCall{e.Step, e.CallID}
+			if e.Kind == journal.KindApprovalRequested {
+				if _, ok := task.approvals[k]; !ok {
+					task.approvals[k] = nil
+				}
+				continue
+			}
+			var a journal.ApprovalAnswer
+			if err := json.Unmarshal(e.Payload, &a); err != nil {
+				return Task{}, fmt.Errorf("replay task %s: seq %d: decode approval: %w", run.ID, e.Seq, err)
+			}
+			task.approvals[k] = &a
+			continue
+		}
 		if e.Kind != journal.KindModelRequest {
 			continue
 		}

@@ -75,6 +75,13 @@ type Config struct {
 	// Authorizer); its decisions are journaled and re-checked on resume
 	// and replay.
 	Authorizer Authorizer
+	// Approvals, when set, holds every call the Authorizer leaves to a
+	// human (Authorization.Approval): the request is journaled
+	// (approval_requested) and queued, and Run returns *SuspendedError
+	// until it is answered; running the RunID again then runs the call
+	// (approved) or gives the model the denial, with the answer journaled
+	// (approval). nil: such a call is refused and the model told so.
+	Approvals Approvals
 	// CaptureContent records message content on every chat span: the
 	// request's system instructions and input messages and the response's
 	// output messages, as GenAI JSON (semconv.AttrSystemInstructions,
@@ -172,6 +179,9 @@ type Task struct {
 	contextFixed bool
 	// summaries are recorded model summaries by step (ReplayTask).
 	summaries map[int]string
+	// approvals are the recorded answers to held calls, nil for one
+	// still pending (ReplayTask).
+	approvals map[heldCall]*journal.ApprovalAnswer
 }
 
 // Result is a finished run.
@@ -455,7 +465,13 @@ func (r *run) toolStep(ctx context.Context, step int, call llm.ToolCall) (llm.Me
 		return llm.Message{}, err
 	}
 	ctx, span := r.startTool(ctx, call)
-	if deny, err := r.authorize(ctx, step, call, args); err != nil {
+	deny, need, err := r.authorize(ctx, step, call, args)
+	if err == nil && deny != nil && need != nil && r.holds(step, call) {
+		// Held for a human: approved, it runs below; denied, the denial
+		// is the observation; unanswered, the run suspends here.
+		deny, err = r.awaitApproval(ctx, step, call, args, need)
+	}
+	if err != nil {
 		r.endTool(span, journal.ToolResult{}, false, err)
 		return llm.Message{}, err
 	} else if deny != nil {

@@ -119,7 +119,7 @@ func (m *Main) runA2AServe(ctx context.Context, args []string) error {
 	defer j.Shutdown(context.WithoutCancel(ctx))
 	// A peer's task is untrusted input (a2a.PeerOrigin): under --policy
 	// no write derived from it runs without approval.
-	az, err := pol.guard("a2a serve", nil, tp)
+	az, _, err := pol.guard("a2a serve", nil, tp)
 	if err != nil {
 		return err
 	}

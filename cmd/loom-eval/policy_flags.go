@@ -26,36 +26,38 @@ func (p *policyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.audit, "audit", defaultAuditFile, "with --policy: append every decision to this hash-chained audit `log` (check it with loom-eval audit verify; serve --audit shows it); empty: none")
 }
 
-// guard is the Authorizer of --policy (nil without it), auditing to
-// --audit; origins are the remote tools' taint origins (mcp.Origins).
-func (p *policyFlags) guard(cmd string, origins map[string]string, tp trace.TracerProvider) (runtime.Authorizer, error) {
+// guard is the Authorizer of --policy (nil without it) and the --audit
+// log it appends to (nil without one), which an approval queue must share:
+// one writer per log; origins are the remote tools' taint origins
+// (mcp.Origins).
+func (p *policyFlags) guard(cmd string, origins map[string]string, tp trace.TracerProvider) (runtime.Authorizer, *policy.AuditLog, error) {
 	if p.file == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	r, err := policy.LoadRules(p.file)
 	if err != nil {
-		return nil, usageError("%s: --policy: %v", cmd, err)
+		return nil, nil, usageError("%s: --policy: %v", cmd, err)
 	}
 	e, err := policy.NewEngine(r)
 	if err != nil {
-		return nil, usageError("%s: --policy %s: %v", cmd, p.file, err)
+		return nil, nil, usageError("%s: --policy %s: %v", cmd, p.file, err)
 	}
 	cfg := policy.GuardConfig{Engine: e, Rules: r, ToolOrigins: origins, TracerProvider: tp}
 	if p.audit != "" {
 		if err := mkdirFor(p.audit); err != nil {
-			return nil, usageError("%s: --audit %s: %v", cmd, p.audit, err)
+			return nil, nil, usageError("%s: --audit %s: %v", cmd, p.audit, err)
 		}
 		// OpenAudit verifies the chain it finds: a tampered log is not
 		// appended to.
 		if cfg.Audit, err = policy.OpenAudit(p.audit, nil); err != nil {
-			return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: --audit: %w", cmd, err)}
+			return nil, nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: --audit: %w", cmd, err)}
 		}
 	}
 	g, err := policy.NewGuard(cfg)
 	if err != nil {
-		return nil, usageError("%s: %v", cmd, err)
+		return nil, nil, usageError("%s: %v", cmd, err)
 	}
-	return g, nil
+	return g, cfg.Audit, nil
 }
 
 // mkdirFor makes the folder a file goes in (private: an audit log names

@@ -28,6 +28,7 @@ import (
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/memory"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets"
@@ -373,7 +374,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if *f.runID != "" && (len(tasks) != 1 || *f.trials != 1) {
 		return usageError("run: --run-id names one run: use it with one task and --trials 1")
 	}
-	r := &runner{f: &f, ref: &ref, live: f.live(),
+	r := &runner{f: &f, ref: &ref, live: f.live(), out: m.Stderr,
 		memScope: memory.Scope{Tenant: "default", Agent: research.Name, Namespace: "default"}}
 	if r.spec, err = f.contextSpec(); err != nil {
 		return err
@@ -400,10 +401,13 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if r.j, err = openJournalDB(ctx, "run", *f.journalPath, *f.deterministic); err != nil {
+	err = r.openJournal(ctx)
+	if r.j != nil {
+		defer r.j.Shutdown(context.WithoutCancel(ctx))
+	}
+	if err != nil {
 		return err
 	}
-	defer r.j.Shutdown(context.WithoutCancel(ctx))
 	if err := r.setModels(m.getenv); err != nil {
 		return err
 	}
@@ -431,6 +435,9 @@ type runner struct {
 	pricer    callPricer
 	sumTracer trace.Tracer
 	az        runtime.Authorizer // --policy's guard; nil: no policy
+	audit     *policy.AuditLog   // --audit, shared by the guard and the queue
+	approvals runtime.Approvals  // the queue of held calls (with a policy)
+	out       io.Writer          // where a suspended run says how to resume
 }
 
 // setTools gives the runner its agent with the MCP servers' tools
@@ -445,8 +452,22 @@ func (r *runner) setTools(ctx context.Context, m *Main, agent runtime.Agent, mcp
 	if r.agent, err = withMCPTools(agent, r.mcp, mcpf); err != nil {
 		return stop, err
 	}
-	r.az, err = pol.guard("run", mcp.Origins(r.mcp...), r.tp)
+	r.az, r.audit, err = pol.guard("run", mcp.Origins(r.mcp...), r.tp)
 	return stop, err
+}
+
+// openJournal opens the run journal and, under a policy, the approval
+// queue beside it (sharing the guard's audit log): a held call suspends
+// the run until someone answers (loom-eval approve / deny, /approvals).
+func (r *runner) openJournal(ctx context.Context) (err error) {
+	if r.j, err = openJournalDB(ctx, "run", *r.f.journalPath, *r.f.deterministic); err != nil || r.az == nil {
+		return err
+	}
+	q, _, err := openApprovalQueue(ctx, r.j, r.audit, time.Now)
+	if err == nil {
+		r.approvals = q
+	}
+	return err
 }
 
 // setModels sets up the model side: the gateway for a live provider, the
@@ -508,7 +529,7 @@ func (r *runner) model(trial int) runtime.Model {
 // runOne runs one trial of t, prices it and (with --memory) distills it.
 func (r *runner) runOne(ctx context.Context, t runTask, trial int) (runResult, error) {
 	rcfg := runtime.Config{Model: r.model(trial), Journal: r.j, TracerProvider: r.tp, MaxSteps: *r.f.maxSteps, Context: r.spec,
-		CaptureContent: r.ref.capture.or(!r.live), Authorizer: r.az}
+		CaptureContent: r.ref.capture.or(!r.live), Authorizer: r.az, Approvals: r.approvals}
 	id := *r.f.runID
 	if id == "" {
 		id = runtime.RunID(*r.f.agentName, t.caseID, t.input, trial, time.Now())
@@ -532,6 +553,10 @@ func (r *runner) runOne(ctx context.Context, t runTask, trial int) (runResult, e
 		return runResult{}, err
 	}
 	res, err := rt.Run(ctx, r.agent, task)
+	if exit, held := suspendedRun(r.out, err); held {
+		fmt.Fprintf(r.out, "resume: run the same command again with --run-id %s (runs already done are read from the journal)\n", id)
+		return runResult{}, exit
+	}
 	if err != nil {
 		var de *journal.DivergenceError
 		if errors.As(err, &de) {

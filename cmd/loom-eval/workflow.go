@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/approvals"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/workflow"
 	"github.com/loomwork/loomwork/web"
 )
@@ -37,6 +40,7 @@ func (m *Main) runWorkflow(ctx context.Context, args []string) error {
 	runID := fs.String("run", "", "run id (run: an id already in the journal is resumed)")
 	crashAfter := fs.String("crash-after", "", "exit right after this step's success is durable (a simulated crash, to show the resume)")
 	asJSON := fs.Bool("json", false, "print the step events as JSON lines")
+	auditPath := fs.String("audit", "", "policy audit log (JSON lines) that receives the approval requests (run)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -66,35 +70,51 @@ func (m *Main) runWorkflow(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	mk, ok := workflows()[fs.Arg(0)]
+	return m.workflowRun(ctx, j, fs.Arg(0), *runID, *crashAfter, *auditPath, *asJSON)
+}
+
+// workflowRun runs or resumes workflow name as runID, its approval gates
+// in the approval queue beside the journal.
+func (m *Main) workflowRun(ctx context.Context, j *journaldb.Store, name, runID, crashAfter, auditPath string, asJSON bool) error {
+	mk, ok := workflows()[name]
 	if !ok {
-		return usageError("workflow run: unknown workflow %q (known: incident)", fs.Arg(0))
+		return usageError("workflow run: unknown workflow %q (known: incident)", name)
 	}
-	if *runID == "" {
+	if runID == "" {
 		return usageError("workflow run: --run must be set")
 	}
 	wf, err := mk()
 	if err != nil {
 		return err
 	}
-	rn, err := workflow.NewRunner(workflow.Config{Journal: j})
+	// The gate is the approval queue beside the journal: a gate is listed
+	// by loom-eval approvals and /approvals, answered by approve / deny.
+	audit, err := openAuditFlag(auditPath)
 	if err != nil {
 		return err
 	}
-	res, err := rn.Run(ctx, wf, *runID, workflow.RunOptions{CrashAfter: *crashAfter})
-	m.printStepEvents(res.Events, *asJSON)
+	q, _, err := openApprovalQueue(ctx, j, audit, time.Now)
+	if err != nil {
+		return err
+	}
+	rn, err := workflow.NewRunner(workflow.Config{Journal: j, Gate: q})
+	if err != nil {
+		return err
+	}
+	res, err := rn.Run(ctx, wf, runID, workflow.RunOptions{CrashAfter: crashAfter})
+	m.printStepEvents(res.Events, asJSON)
 	var sus *workflow.SuspendedError
 	var den *workflow.DeniedError
 	var crash *workflow.CrashError
 	switch {
 	case err == nil:
-		fmt.Fprintf(m.Stdout, "run %s completed: %v\n", *runID, res.Completed)
+		fmt.Fprintf(m.Stdout, "run %s completed: %v\n", runID, res.Completed)
 		return nil
 	case errors.As(err, &sus):
-		fmt.Fprintf(m.Stdout, "run %s suspended at %s: loom-eval approve %s %s --approver WHO (or deny), then run it again\n", *runID, sus.Step, *runID, sus.Step)
+		fmt.Fprintf(m.Stdout, "run %s suspended at %s: loom-eval approve %s %s --approver WHO (or deny), then run it again\n", runID, sus.Step, runID, sus.Step)
 		return nil
 	case errors.As(err, &crash):
-		fmt.Fprintf(m.Stdout, "run %s crashed (simulated) after %s with %d steps done; run it again to resume\n", *runID, crash.Step, len(res.Completed))
+		fmt.Fprintf(m.Stdout, "run %s crashed (simulated) after %s with %d steps done; run it again to resume\n", runID, crash.Step, len(res.Completed))
 		return &ExitError{Code: ExitFailure, Err: err}
 	case errors.As(err, &den):
 		return &ExitError{Code: ExitFailure, Err: err}
@@ -121,62 +141,93 @@ func (m *Main) printStepEvents(evs []workflow.StepEvent, asJSON bool) {
 	}
 }
 
-// runApprove and runDeny answer a suspended approval gate.
+// runApprove and runDeny answer a run waiting for a human: a workflow at
+// an approval gate (ID is the step) or an agent run at a held tool call
+// (ID is the call id), through the approval queue beside the journal.
 func (m *Main) runApprove(ctx context.Context, args []string) error {
 	return m.answer(ctx, "approve", args)
 }
 func (m *Main) runDeny(ctx context.Context, args []string) error { return m.answer(ctx, "deny", args) }
 
 func (m *Main) answer(ctx context.Context, verb string, args []string) error {
-	fs := m.newFlagSet(verb, verb+" RUN STEP --approver WHO [--reason TEXT]")
-	journalPath := fs.String("journal", ".loomwork/runs.journal.db", "SQLite journal holding the run")
-	approver := fs.String("approver", "", "who answers (required; journaled)")
-	reason := fs.String("reason", "", "why (required to deny; journaled)")
+	fs := m.newFlagSet(verb, verb+" RUN ID --approver WHO [--reason TEXT] [--journal F] [--audit F]")
+	journalPath := fs.String("journal", ".loomwork/runs.journal.db", "SQLite journal holding the run and its approval queue")
+	approver := fs.String("approver", "", "who answers (required; journaled and audited)")
+	reason := fs.String("reason", "", "why (required to deny; the run is told it)")
+	auditPath := fs.String("audit", "", "policy audit log (JSON lines) that receives the answer")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
-		return usageError("%s: want RUN STEP, got %q", verb, fs.Args())
+		return usageError("%s: want RUN ID (the workflow step or the held tool call's id; loom-eval approvals lists them), got %q", verb, fs.Args())
 	}
-	if *approver == "" {
+	if strings.TrimSpace(*approver) == "" {
 		return usageError("%s: --approver must be set", verb)
 	}
-	if verb == "deny" && *reason == "" {
+	if verb == "deny" && strings.TrimSpace(*reason) == "" {
 		return usageError("deny: --reason must be set")
+	}
+	audit, err := openAuditFlag(*auditPath)
+	if err != nil {
+		return err
 	}
 	j, err := m.openJournal(ctx, *journalPath)
 	if err != nil {
 		return err
 	}
 	defer j.Shutdown(ctx)
-	a := workflow.Approval{Approved: verb == "approve", Approver: *approver, Reason: *reason, Time: time.Now().UTC()}
-	if err := workflow.Record(ctx, j, fs.Arg(0), fs.Arg(1), a); err != nil {
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: %w", verb, err)}
+	q, _, err := openApprovalQueue(ctx, j, audit, time.Now)
+	if err != nil {
+		return err
 	}
-	done := map[string]string{"approve": "approved", "deny": "denied"}[verb]
-	fmt.Fprintf(m.Stdout, "run %s step %s: %s by %s; run the workflow again (loom-eval workflow run WORKFLOW --run %s) to resume or stop it\n", fs.Arg(0), fs.Arg(1), done, *approver, fs.Arg(0))
+	run, id := fs.Arg(0), fs.Arg(1)
+	e, err := q.Answer(ctx, run, id, verb == "approve", *approver, *reason)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	if e.Kind == approvals.KindToolCall {
+		fmt.Fprintf(termSafe(m.Stdout), "run %s call %s (tool %s): %s by %s; run it again (the same run id) to resume it\n", run, id, e.Tool, e.Status, e.Approver)
+		return nil
+	}
+	fmt.Fprintf(termSafe(m.Stdout), "run %s step %s: %s by %s; run the workflow again (loom-eval workflow run WORKFLOW --run %s) to resume or stop it\n", run, id, e.Status, e.Approver, run)
 	return nil
 }
 
-// webApprovals is the UI's view of the approval gates of a workflow
-// journal (web.Approvals).
+// webApprovals is the UI's view of the approval queue beside a journal
+// (web.Approvals): workflow gates and held tool calls. audit, when set,
+// receives every answer.
 type webApprovals struct {
 	j     *journaldb.Store
 	clock func() time.Time
+	audit *policy.AuditLog
+}
+
+func (a webApprovals) queue(ctx context.Context) (*approvals.Store, error) {
+	return approvals.Open(ctx, approvals.Config{Journal: a.j, Audit: a.audit, Clock: a.clock})
 }
 
 func (a webApprovals) Pending(ctx context.Context) ([]web.PendingApproval, error) {
-	ps, err := workflow.PendingApprovals(ctx, a.j)
+	q, err := a.queue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := q.Pending(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]web.PendingApproval, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, web.PendingApproval{RunID: p.RunID, Workflow: p.Workflow, Step: p.Step, Since: p.Since})
+		out = append(out, web.PendingApproval{RunID: p.RunID, Kind: p.Kind, Workflow: p.Name, Step: p.ID, Tool: p.Tool,
+			Arguments: p.Arguments, Reason: p.Reason, Origin: p.Origin, Since: p.Requested})
 	}
 	return out, nil
 }
 
 func (a webApprovals) Answer(ctx context.Context, runID, step string, approved bool, approver, reason string) error {
-	return workflow.Record(ctx, a.j, runID, step, workflow.Approval{Approved: approved, Approver: approver, Reason: reason, Time: a.clock().UTC()})
+	q, err := a.queue(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = q.Answer(ctx, runID, step, approved, approver, reason)
+	return err
 }
