@@ -74,7 +74,7 @@ var wantOrigin = map[string]string{
 // untrusted context. Then the audit log of the policy-on runs verifies and
 // agrees with the journal, decision for decision.
 func TestSurfacesSuite(t *testing.T) {
-	testtier.Slow(t) // 38 payload runs and 16 controls, with loopback MCP and A2A servers
+	testtier.Slow(t) // 42 payload runs and 16 controls, with loopback MCP and A2A servers
 	s := runSurfaces(t, securityeval.SurfacesConfig{Controls: true})
 	ps := securityeval.Payloads()
 	if len(ps) < 12 {
