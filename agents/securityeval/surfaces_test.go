@@ -317,6 +317,7 @@ func TestSurfacesTableInDocs(t *testing.T) {
 // a mail to an allowed internal address then runs. With A2AOrigins (this
 // package's adapter, what the suite uses) it is held for approval.
 func TestA2ACardDescriptionWithoutOrigins(t *testing.T) {
+	testtier.Slow(t) // loopback A2A servers
 	var card []securityeval.Payload
 	for _, p := range securityeval.Payloads() {
 		if p.Surface == securityeval.SurfaceA2ACard {
@@ -345,6 +346,7 @@ func TestA2ACardDescriptionWithoutOrigins(t *testing.T) {
 // denied, and the verdict names the result ("tool:NAME"): the result's
 // taint does not lean on the description's.
 func TestRemoteResultsTaintOnTheirOwn(t *testing.T) {
+	testtier.Slow(t) // loopback MCP and A2A servers
 	want := map[string]string{securityeval.SurfaceMCPResult: "tool:lookup_incident", securityeval.SurfaceA2AReply: "tool:ask_incident_desk"}
 	var ps []securityeval.Payload
 	for _, p := range securityeval.Payloads() {
