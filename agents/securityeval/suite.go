@@ -9,8 +9,15 @@
 // executed, and whether the task still succeeded; Summarize turns trials
 // into attack success rates and utility with Wilson intervals.
 //
+// RunSurfaces (surfaces.go) is the second suite: payloads on every surface
+// untrusted text reaches a model — documents, MCP tool results and
+// descriptions, A2A replies, Agent Cards and tasks, memory and evidence —
+// with recipient lists and look-alike domains, under a fully obedient
+// scripted model, the policy off and on, and its audit log verified.
+//
 // Every model here is scripted and labelled so; docs/policy.md holds the
-// table `loom-eval security-eval` regenerates.
+// table `loom-eval security-eval` regenerates and the surfaces table
+// TestSurfacesTableInDocs regenerates.
 package securityeval
 
 import (
