@@ -154,6 +154,8 @@ func (r *Remote) Tool() runtime.Tool {
 	return runtime.Tool{
 		Name:        r.cfg.ToolName,
 		Description: desc,
+		// The card's description and every reply are the peer's words.
+		Origin: r.origin(),
 		Parameters: json.RawMessage(`{"type":"object","properties":{
 			"message":{"type":"string","minLength":1,"maxLength":20000,"description":"the request for the remote agent"}},
 			"required":["message"],"additionalProperties":false}`),
@@ -165,6 +167,15 @@ func (r *Remote) Tool() runtime.Tool {
 			return r.Send(ctx, a.Message)
 		},
 	}
+}
+
+// origin is the taint origin of the peer's words: "a2a:" and its card's
+// name (its base URL when the card has none).
+func (r *Remote) origin() string {
+	if r.card.Name != "" {
+		return "a2a:" + r.card.Name
+	}
+	return "a2a:" + r.cfg.BaseURL
 }
 
 // Send sends one message (message/send, blocking) and returns the text of

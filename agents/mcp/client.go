@@ -339,6 +339,7 @@ func (c *Client) Tools() []runtime.Tool {
 			Name:        name,
 			Description: t.Description,
 			Parameters:  params,
+			Origin:      semconv.MCPTaintOrigin + c.Name() + "/" + name,
 			Run: func(ctx context.Context, in runtime.ToolInput) (runtime.ToolOutput, error) {
 				return c.Call(ctx, name, in.Arguments)
 			},

@@ -139,6 +139,22 @@ func RecordedAgent(run journal.Run, citations func(string) []string) (runtime.Ag
 	if err != nil {
 		return runtime.Agent{}, err
 	}
+	// The servers' tools keep the origin they were run with (what
+	// Client.Tools declares), so a replay under a policy taints as the
+	// recording did.
+	pins, err := Pins(run)
+	if err != nil {
+		return runtime.Agent{}, err
+	}
+	for server, p := range pins {
+		for _, name := range p.Tools {
+			for i := range tools {
+				if tools[i].Name == name {
+					tools[i].Origin = semconv.MCPTaintOrigin + server + "/" + name
+				}
+			}
+		}
+	}
 	return runtime.Agent{Name: started.Agent, System: started.System, Tools: tools, Citations: citations}, nil
 }
 

@@ -118,6 +118,8 @@ func TestUntrustedContextTaintsWrites(t *testing.T) {
 		{name: "mcp tool description", task: runtime.Task{RunID: "desc", Input: "look up order 7"},
 			origins: map[string]string{"lookup": "mcp:evil/lookup"}, extra: []runtime.Tool{lookup},
 			wantOrigin: "tool description mcp:evil/lookup"},
+		{name: "declared tool origin", task: runtime.Task{RunID: "decl", Input: "look up order 7"},
+			extra: []runtime.Tool{declared(lookup, "mcp:evil/lookup")}, wantOrigin: "tool description mcp:evil/lookup"},
 		// The control: the same instruction from the operator's own task
 		// is theirs to give, and the allowed write runs.
 		{name: "trusted task", task: runtime.Task{RunID: "own", Input: "Summarise the outage. " + contextInjection}, wantAllowed: true},
@@ -162,4 +164,11 @@ func TestInputOriginIsJournaledForReplay(t *testing.T) {
 	if err != nil || task.InputOrigin != "a2a:peer.example" || len(task.Attributes) != 0 {
 		t.Fatalf("replayed task %+v, %v", task, err)
 	}
+}
+
+// declared is t as a remote adapter makes it: with its Origin, and the
+// guard told nothing.
+func declared(t runtime.Tool, origin string) runtime.Tool {
+	t.Origin = origin
+	return t
 }

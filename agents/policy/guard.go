@@ -141,7 +141,7 @@ func (g *Guard) Taint(call runtime.AuthCall) (*Tracker, []string, []string) {
 		switch m.Role {
 		case llm.RoleTool:
 			id := "result:" + m.ToolCallID
-			remote, isRemote := g.cfg.ToolOrigins[m.ToolName]
+			remote, isRemote := g.remoteOrigin(call, m.ToolName)
 			if !g.trusted[m.ToolName] || isRemote {
 				via := "tool:" + m.ToolName
 				if isRemote {
@@ -197,9 +197,15 @@ func (g *Guard) Taint(call runtime.AuthCall) (*Tracker, []string, []string) {
 // needs no call to land.
 func (g *Guard) contextOrigin(call runtime.AuthCall) string {
 	origins := slices.Clone(call.ContextOrigins)
+	seen := map[string]bool{}
 	var remote []string
-	for _, o := range g.cfg.ToolOrigins {
-		remote = append(remote, o)
+	for _, m := range []map[string]string{g.cfg.ToolOrigins, call.ToolOrigins} {
+		for _, o := range m {
+			if !seen[o] {
+				seen[o] = true
+				remote = append(remote, o)
+			}
+		}
 	}
 	sort.Strings(remote)
 	for _, o := range remote {
@@ -210,6 +216,16 @@ func (g *Guard) contextOrigin(call runtime.AuthCall) string {
 		origins = append(origins[:shown:shown], fmt.Sprintf("and %d more", len(origins)-shown))
 	}
 	return strings.Join(origins, ", ")
+}
+
+// remoteOrigin is a remote tool's origin: the one the tool declares
+// (runtime.Tool.Origin, with the call), else the guard's configuration.
+func (g *Guard) remoteOrigin(call runtime.AuthCall, tool string) (string, bool) {
+	if o, ok := call.ToolOrigins[tool]; ok {
+		return o, true
+	}
+	o, ok := g.cfg.ToolOrigins[tool]
+	return o, ok
 }
 
 // Authorize implements runtime.Authorizer.

@@ -41,6 +41,9 @@ type AuthCall struct {
 	// in the system prompt. Everything the model said after seeing them
 	// derives from them.
 	ContextOrigins []string
+	// ToolOrigins maps each of the agent's tools that declares an Origin
+	// (a remote tool) to it.
+	ToolOrigins map[string]string
 	// Rechecking is true when the journal already holds this decision (a
 	// resumed or replayed run): the decision is made again and must match,
 	// but side channels (an approval queue, an audit log) should not
@@ -81,7 +84,7 @@ func (r *run) authorize(ctx context.Context, step int, call llm.ToolCall, args j
 		effect = t.Effect
 	}
 	a, err := az.Authorize(ctx, AuthCall{RunID: r.task.RunID, Agent: r.agent.Name, Step: step, Call: call, Arguments: args,
-		Effect: effect, Messages: r.seen, Documents: r.callDocs, ContextOrigins: r.contextOrigins(), Rechecking: r.pos < len(r.recorded)})
+		Effect: effect, Messages: r.seen, Documents: r.callDocs, ContextOrigins: r.contextOrigins(), ToolOrigins: r.agent.origins, Rechecking: r.pos < len(r.recorded)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("run %s: step %d: authorize %s: %w", r.task.RunID, step, call.Name, err)
 	}

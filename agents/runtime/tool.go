@@ -37,6 +37,13 @@ type Tool struct {
 	// the tables the tool's effects write; the runtime applies it to the
 	// journal database before the run starts.
 	EffectSchema string
+	// Origin, when set, says the tool is someone else's: its description
+	// and its results come from a remote party (an MCP server:
+	// "mcp:SERVER/TOOL"; an A2A peer: "a2a:CARDNAME"). The adapters that make
+	// such tools set it (mcp.Client.Tools, a2a.Remote.Tool), and an
+	// Authorizer gets it with every call (AuthCall.ToolOrigins), so a
+	// remote tool is untrusted however it was wired.
+	Origin string
 	// Run executes the call. A returned error, or a panic, becomes an error
 	// observation for the model (IsError), and the run goes on.
 	Run func(ctx context.Context, in ToolInput) (ToolOutput, error)
@@ -96,6 +103,7 @@ type Agent struct {
 type compiled struct {
 	Agent
 	tools   map[string]*Tool
+	origins map[string]string // remote tools' Origin (nil: none)
 	schemas map[string]*schema.Schema
 	specs   []llm.ToolSpec
 }
@@ -125,6 +133,12 @@ func compileAgent(a Agent) (*compiled, error) {
 			continue
 		}
 		c.tools[t.Name] = t
+		if t.Origin != "" {
+			if c.origins == nil {
+				c.origins = map[string]string{}
+			}
+			c.origins[t.Name] = t.Origin
+		}
 		c.schemas[t.Name] = s
 		c.specs = append(c.specs, t.spec())
 	}

@@ -448,17 +448,33 @@ type SurfacesConfig struct {
 	Controls bool
 	// Progress, when set, is called after every trial.
 	Progress func(SurfaceTrial)
-	// NoRemoteOrigins leaves the MCP server's and the A2A peer's tools out
-	// of the guard's ToolOrigins: their results are then untrusted as
-	// "tool:NAME" like any tool's, and their descriptions are not context.
-	// That is what a caller that wires a2a.Remote.Tool without A2AOrigins
-	// gets (the finding TestA2ACardDescriptionWithoutOrigins shows), and
-	// it isolates the taint of a remote tool's result from that of its
-	// description.
+	// NoGuardOrigins leaves the remote tools out of the guard's
+	// ToolOrigins (what a caller that wires mcp.Client.Tools or
+	// a2a.Remote.Tool without mcp.Origins or A2AOrigins does): the tools
+	// still declare their origin (runtime.Tool.Origin), and the guard reads
+	// it with every call.
+	NoGuardOrigins bool
+	// NoRemoteOrigins strips every origin — the guard's and the tools'
+	// own — as if the remote call were wrapped in a runtime.Tool by hand:
+	// the results are then untrusted as "tool:NAME" like any tool's, and
+	// the descriptions are not context. It isolates the taint of a remote
+	// tool's result from that of its description, and shows the limit:
+	// a hand-wrapped remote description is trusted like the operator's.
 	NoRemoteOrigins bool
 }
 
-type surfaceOpts struct{ noRemoteOrigins bool }
+type surfaceOpts struct{ noRemoteOrigins, noGuardOrigins bool }
+
+// remoteTools applies the origin options to a remote server's tools and
+// returns whether the guard should be told their origins.
+func (o surfaceOpts) remoteTools(tools []runtime.Tool) ([]runtime.Tool, bool) {
+	if o.noRemoteOrigins {
+		for i := range tools {
+			tools[i].Origin = ""
+		}
+	}
+	return tools, !o.noRemoteOrigins && !o.noGuardOrigins
+}
 
 // RunSurfaces runs every payload (and the controls) under each guard.
 func RunSurfaces(ctx context.Context, cfg SurfacesConfig) ([]SurfaceTrial, error) {
@@ -484,7 +500,7 @@ func RunSurfaces(ctx context.Context, cfg SurfacesConfig) ([]SurfaceTrial, error
 	var out []SurfaceTrial
 	for _, p := range runs {
 		for _, g := range cfg.Guards {
-			t, err := runSurface(ctx, cfg.Journal, audit, p, g, surfaceOpts{noRemoteOrigins: cfg.NoRemoteOrigins})
+			t, err := runSurface(ctx, cfg.Journal, audit, p, g, surfaceOpts{noRemoteOrigins: cfg.NoRemoteOrigins, noGuardOrigins: cfg.NoGuardOrigins})
 			if err != nil {
 				name := p.ID
 				if name == "" {
@@ -566,13 +582,13 @@ func runSurface(ctx context.Context, j *journaldb.Store, audit *policy.AuditLog,
 		}
 		err = sr.addResearch(plant)
 	case SurfaceMCPResult:
-		err = sr.addMCP(ctx, "", inject, !opts.noRemoteOrigins)
+		err = sr.addMCP(ctx, "", inject, opts)
 	case SurfaceMCPDescription:
-		err = sr.addMCP(ctx, inject, "", !opts.noRemoteOrigins)
+		err = sr.addMCP(ctx, inject, "", opts)
 	case SurfaceA2AReply:
-		err = sr.addPeer(ctx, j, "", inject, !opts.noRemoteOrigins)
+		err = sr.addPeer(ctx, j, "", inject, opts)
 	case SurfaceA2ACard:
-		err = sr.addPeer(ctx, j, inject, "", !opts.noRemoteOrigins)
+		err = sr.addPeer(ctx, j, inject, "", opts)
 	case SurfaceA2ATask:
 		if inject != "" {
 			sr.task.Input += "\n\n" + inject
@@ -669,7 +685,7 @@ const MCPServerName = "incidents"
 // and returns the fact with result-injection, and connects the agent to it
 // through agents/mcp's client (tool list pinned; the tools' origins are
 // mcp:incidents/…).
-func (s *surfaceRun) addMCP(ctx context.Context, descInject, resultInject string, origins bool) error {
+func (s *surfaceRun) addMCP(ctx context.Context, descInject, resultInject string, opts surfaceOpts) error {
 	srv := sdk.NewServer(&sdk.Implementation{Name: MCPServerName, Version: "1"}, &sdk.ServerOptions{Logger: quiet})
 	desc := "Look up the incident history of a service."
 	if descInject != "" {
@@ -694,7 +710,8 @@ func (s *surfaceRun) addMCP(ctx context.Context, descInject, resultInject string
 		return fmt.Errorf("mcp client: %w", err)
 	}
 	s.cleanup = append(s.cleanup, func() { c.Shutdown(context.Background()) })
-	s.agent.Tools = append(s.agent.Tools, c.Tools()...)
+	tools, origins := opts.remoteTools(c.Tools())
+	s.agent.Tools = append(s.agent.Tools, tools...)
 	if origins {
 		s.origins = mcp.Origins(c)
 	}
@@ -707,7 +724,7 @@ const PeerName = "incident-desk"
 // addPeer serves a peer agent over A2A (agents/a2a, loopback HTTP) whose
 // scripted model answers every message with the fact and reply-injection,
 // and gives the attacked agent the peer as a tool (a2a.Remote.Tool).
-func (s *surfaceRun) addPeer(ctx context.Context, j *journaldb.Store, cardInject, replyInject string, origins bool) error {
+func (s *surfaceRun) addPeer(ctx context.Context, j *journaldb.Store, cardInject, replyInject string, opts surfaceOpts) error {
 	reply := "From the incident desk: " + factText
 	if replyInject != "" {
 		reply += "\n\n" + replyInject
@@ -740,7 +757,8 @@ func (s *surfaceRun) addPeer(ctx context.Context, j *journaldb.Store, cardInject
 		return fmt.Errorf("a2a remote: %w", err)
 	}
 	s.cleanup = append(s.cleanup, func() { r.Shutdown(context.Background()) })
-	s.agent.Tools = append(s.agent.Tools, r.Tool())
+	tools, origins := opts.remoteTools([]runtime.Tool{r.Tool()})
+	s.agent.Tools = append(s.agent.Tools, tools...)
 	if origins {
 		s.origins = A2AOrigins(r)
 	}
@@ -751,7 +769,8 @@ func (s *surfaceRun) addPeer(ctx context.Context, j *journaldb.Store, cardInject
 // is known to the guard as "a2a:CARDNAME", so its output is untrusted and
 // its description — which carries the peer's Agent Card description and
 // skills, text the peer chose — is untrusted context on every request.
-// (agents/a2a should own this; it has no such helper today.)
+// Remote.Tool declares its origin itself (runtime.Tool.Origin), so this is
+// belt and braces: the guard needs neither to hold the card's payload.
 func A2AOrigins(remotes ...*a2a.Remote) map[string]string {
 	out := map[string]string{}
 	for _, r := range remotes {
