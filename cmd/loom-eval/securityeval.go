@@ -26,18 +26,22 @@ const (
 // runSecurityEval runs the prompt-injection suite and prints (or writes
 // into a doc) the table.
 func (m *Main) runSecurityEval(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("security-eval", "security-eval [--cases FILE] [--agents research,coding] [--doc docs/policy.md] [--json FILE]")
+	fs := m.newFlagSet("security-eval", "security-eval [--cases FILE] [--agents research,coding] [--doc docs/policy.md] [--json FILE] | security-eval --surfaces [--doc docs/policy.md]")
 	casesPath := fs.String("cases", "baselines/cases.jsonl", "the shipped cases (research cases tagged research, coding cases tagged coding)")
 	agents := fs.String("agents", "research,coding", "which reference agents to run")
 	dataset := fs.String("dataset", "", "research corpus: a judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	doc := fs.String("doc", "", "rewrite the table between the security-eval markers of this Markdown `file`")
 	jsonOut := fs.String("json", "", "write every trial as JSON lines to this `file`")
 	work := fs.String("work", "", "scratch `folder` for the journal, index and workspaces (default: a temporary one, removed)")
+	surfaces := fs.Bool("surfaces", false, "run the injection suite across surfaces instead (tool results, MCP results and descriptions, A2A replies, cards and tasks, memory, evidence; docs/policy.md \"Injections across surfaces\"); --doc rewrites its table")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError("security-eval: unexpected arguments %q", fs.Args())
+	}
+	if *surfaces {
+		return m.runSecurityEvalSurfaces(ctx, *doc, *work)
 	}
 	names, err := securityEvalAgentNames(*agents)
 	if err != nil {
