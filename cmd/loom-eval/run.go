@@ -37,7 +37,7 @@ import (
 
 const runUsage = "run --agent research|coding (--task TEXT | --case FILE [--case-id ID]) [--trials N] " +
 	"[--provider scripted|openai|anthropic] [--model M] [--base-url URL] [--journal FILE.db] [--journal-out FILE.jsonl] " +
-	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] [--policy FILE [--audit LOG]] [--mcp NAME=CMD [--mcp-replace NAME=TOOL]] " +
+	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] [--policy FILE [--audit LOG]] [--mcp NAME=CMD [--mcp-replace NAME=TOOL]] [--egress FILE] [--sandbox-pool N] " +
 	"[--experiment-out DIR | --no-experiment] [--label L] [--json]"
 
 // judgedDataset is the judged set a command reads: its --dataset flag,
@@ -107,8 +107,8 @@ type runTask struct {
 type runFlags struct {
 	agentName, taskText, caseFile, caseID, caseTag, provider, model, baseURL, apiKeyEnv *string
 	journalPath, journalOut, runID, endpoint, ctxStrategy, ctxSummarizer                *string
-	dataset, indexCache, workspaces, memoryDB                                           *string
-	trials, ctxBudget, maxSteps, maxTokens                                              *int
+	dataset, indexCache, workspaces, memoryDB, egress                                   *string
+	trials, ctxBudget, maxSteps, maxTokens, sandboxPool                                 *int
 	budgetUSD                                                                           *float64
 	deterministic                                                                       *bool
 }
@@ -137,6 +137,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.dataset = fs.String("dataset", "", "research corpus: a judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	f.indexCache = fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
 	f.workspaces = fs.String("workspaces", ".loomwork/workspaces", "coding: folder of per-run sandbox workspaces (keep it to resume runs)")
+	f.egress = fs.String("egress", "", "coding: run_python's network policy, a JSON `file` (allow/deny rules and credentials the host's proxy injects; docs/sandbox.md); default: no network")
+	f.sandboxPool = fs.Int("sandbox-pool", 0, "coding: keep this many sandboxes started ahead of time (warm starts; docs/sandbox.md)")
 	f.memoryDB = fs.String("memory", "", "research: recall from this memory store (SQLite, e.g. .loomwork/memory.db) into the context's memory tier before each run, and distill each finished run into it (scope default/research/default)")
 	f.deterministic = fs.Bool("deterministic", false, "stamp journal events with a logical clock (2026-01-01T00:00:00Z + 1 ms per event) so a scripted recording is byte-identical on every machine; recorded durations are then logical")
 }
@@ -155,6 +157,12 @@ func (f *runFlags) validate() error {
 	}
 	if (*f.caseID != "" || *f.caseTag != "") && *f.caseFile == "" {
 		return usageError("run: --case-id and --tag need --case")
+	}
+	if *f.agentName != coding.Name && (*f.egress != "" || *f.sandboxPool != 0) {
+		return usageError("run: --egress and --sandbox-pool configure the coding agent's sandbox; --agent %s has none", *f.agentName)
+	}
+	if *f.sandboxPool < 0 {
+		return usageError("run: --sandbox-pool must not be negative (got %d)", *f.sandboxPool)
 	}
 	if *f.trials < 1 || *f.maxSteps < 1 || *f.maxTokens < 0 || *f.budgetUSD < 0 || *f.ctxBudget < 0 {
 		return usageError("run: need --trials >= 1, --max-steps >= 1 and non-negative --max-tokens, --budget-usd, --context-budget")
@@ -272,24 +280,33 @@ func (m *Main) runAgent(ctx context.Context, f *runFlags, tp trace.TracerProvide
 		}
 		return a, release, nil
 	case coding.Name:
-		sb, stopSandbox := lazySandbox(ctx)
-		release := func() { _ = stopSandbox() }
-		// The sandbox's init helper starts in "/", so a relative workspace
-		// (the default .loomwork/workspaces) would name another directory
-		// there than here: every run_python failed to open its workspace.
-		work, err := filepath.Abs(*f.workspaces)
-		if err != nil {
-			release()
-			return runtime.Agent{}, nil, usageError("run: --workspaces %s: %v", *f.workspaces, err)
-		}
-		a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: work})
-		if err != nil {
-			release()
-			return runtime.Agent{}, nil, err
-		}
-		return a, release, nil
+		return m.codingAgent(ctx, f)
 	}
 	return runtime.Agent{}, func() {}, nil
+}
+
+// codingAgent is the coding agent on a sandbox with --egress's network
+// policy and --sandbox-pool's warm sandboxes.
+func (m *Main) codingAgent(ctx context.Context, f *runFlags) (runtime.Agent, func(), error) {
+	egress, err := loadEgressFor("run", *f.egress, m.getenv)
+	if err != nil {
+		return runtime.Agent{}, nil, err
+	}
+	// The sandbox's init helper starts in "/", so a relative workspace
+	// (the default .loomwork/workspaces) would name another directory
+	// there than here: every run_python failed to open its workspace.
+	work, err := filepath.Abs(*f.workspaces)
+	if err != nil {
+		return runtime.Agent{}, nil, usageError("run: --workspaces %s: %v", *f.workspaces, err)
+	}
+	sb, stopSandbox := pooledSandbox(ctx, *f.sandboxPool)
+	release := func() { _ = stopSandbox() }
+	a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: work, Egress: egress})
+	if err != nil {
+		release()
+		return runtime.Agent{}, nil, usageError("run: %v", err)
+	}
+	return a, release, nil
 }
 
 // openJournalDB opens (creating its folder) the SQLite journal at path

@@ -586,6 +586,19 @@ func TestRootRunCodingScriptedProviderWithTheDefaultRelativeWorkspacesRunsThePro
 	if m, _ := filepath.Glob(filepath.Join(dir, ".loomwork", "workspaces", "coding-*", "*.py")); len(m) == 0 {
 		t.Fatalf("no program in %s/.loomwork/workspaces", dir)
 	}
+	// The same run on a warm pool and under a network policy: the
+	// sandbox options reach `run` (a bad policy is refused naming it).
+	policy := filepath.Join(dir, "egress.json")
+	os.WriteFile(policy, []byte(`{"allow":[{"host":"pypi.internal.test","ports":[443]}]}`), 0o644)
+	stdout, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "run", "--agent", "coding", "--json", "--task", sol.Task,
+		"--sandbox-pool", "1", "--egress", policy, "--journal", "pooled.db")
+	if code != ExitOK || !strings.Contains(stdout, "output:"+sol.Expected) {
+		t.Fatalf("pooled run under an egress policy: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	os.WriteFile(policy, []byte(`{"allow":[]}`), 0o644)
+	if _, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "run", "--agent", "coding", "--task", sol.Task, "--egress", policy); code != ExitUsage || !strings.Contains(stderr, "run: --egress") {
+		t.Fatalf("a bad egress policy: exit %d\n%s", code, stderr)
+	}
 }
 
 // TestRootRunLiveProviderCodingAgentRunsTheModelsProgramInTheSandbox runs

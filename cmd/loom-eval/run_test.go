@@ -88,6 +88,10 @@ func TestRunRejectsBadUsageWithExitTwo(t *testing.T) {
 		{"--agent", "research", "--task", "x", "--trials", "0"},
 		{"--agent", "research", "--case-id", "a", "--task", "x"},
 		{"--agent", "coding", "--case", filepath.Join(t.TempDir(), "missing.jsonl")},
+		{"--agent", "research", "--task", "x", "--egress", "egress.json"},
+		{"--agent", "research", "--task", "x", "--sandbox-pool", "1"},
+		{"--agent", "coding", "--task", "x", "--sandbox-pool", "-1"},
+		{"--agent", "coding", "--task", "x", "--egress", filepath.Join(t.TempDir(), "missing.json")},
 	} {
 		var out, errb bytes.Buffer
 		err := newTestMain(&out, &errb, nil).runRun(context.Background(), args)

@@ -83,20 +83,25 @@ func sandboxStdin(stdin io.Reader, path string) ([]byte, error) {
 // environment as getenv reads it (Main's), on the host; the sandbox never
 // sees them.
 func loadEgress(path string, getenv func(string) string) (*sandbox.Egress, error) {
+	return loadEgressFor("sandbox exec", path, getenv)
+}
+
+// loadEgressFor is loadEgress for command cmd, which its errors name.
+func loadEgressFor(cmd, path string, getenv func(string) string) (*sandbox.Egress, error) {
 	if path == "" {
 		return nil, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, usageError("sandbox exec: --egress: %v", err)
+		return nil, usageError("%s: --egress: %v", cmd, err)
 	}
 	egress, err := sandbox.ParseEgress(f, path)
 	_ = f.Close()
 	if err != nil {
-		return nil, usageError("sandbox exec: --egress: %v", err)
+		return nil, usageError("%s: --egress: %v", cmd, err)
 	}
 	if err := egress.LoadEgressCredentials(getenv); err != nil {
-		return nil, usageError("sandbox exec: --egress: %v", err)
+		return nil, usageError("%s: --egress: %v", cmd, err)
 	}
 	return egress, nil
 }
@@ -283,7 +288,13 @@ func parseByteSize(s string) (int64, error) {
 // (the helper re-executes this binary as "loom-eval sandbox"); stop shuts it
 // down, with 15 s for the runs in flight, even after ctx is cancelled.
 func lazySandbox(ctx context.Context) (*coding.LazySandbox, func() error) {
-	sb := &coding.LazySandbox{Config: sandbox.Config{HelperArgs: []string{"sandbox"}}}
+	return pooledSandbox(ctx, 0)
+}
+
+// pooledSandbox is lazySandbox keeping pool sandboxes started ahead of
+// time once it starts (sandbox.Config.Pool: warm starts).
+func pooledSandbox(ctx context.Context, pool int) (*coding.LazySandbox, func() error) {
+	sb := &coding.LazySandbox{Config: sandbox.Config{HelperArgs: []string{"sandbox"}, Pool: pool}}
 	return sb, func() error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
