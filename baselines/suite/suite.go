@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/internal/coord"
@@ -80,6 +81,11 @@ type Definition struct {
 	// CaptureContent records each chat span's messages (the scripted
 	// policies' prompts and answers; no secret is in them).
 	CaptureContent bool `json:"capture_content,omitempty"`
+	// Policy is the policy rules file's content (agents/policy) every
+	// worker authorizes the trials' tool calls with; empty: none. The
+	// rules travel in the definition, so every worker, started here or
+	// joining later, applies the same ones.
+	Policy json.RawMessage `json:"policy,omitempty"`
 }
 
 // Duration is the coordinator's duration, which reads and writes as "10s".
@@ -99,6 +105,11 @@ func (d Definition) Validate() error {
 	}
 	if d.Lease <= 0 {
 		errs = append(errs, fmt.Errorf("lease must be positive (got %s)", time.Duration(d.Lease)))
+	}
+	if len(d.Policy) > 0 {
+		if _, err := policy.ParseRules(bytes.NewReader(d.Policy), "policy"); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

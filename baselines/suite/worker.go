@@ -47,6 +47,9 @@ type WorkerConfig struct {
 	// TracerProvider receives each trial's spans (its invoke_agent root
 	// carries the case id and trial); nil sends none.
 	TracerProvider trace.TracerProvider
+	// Authorizer decides each tool call (the suite's policy, see
+	// Definition.Policy); nil: none.
+	Authorizer runtime.Authorizer
 
 	_ struct{}
 }
@@ -327,7 +330,7 @@ func (w *Worker) runTrial(ctx context.Context, spec TrialSpec, fence int64) (dat
 	}
 	cspec.Summarizer = runtime.SummarizerExtract
 	rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Context: &cspec, Logger: w.cfg.Logger,
-		TracerProvider: w.cfg.TracerProvider, CaptureContent: w.def.CaptureContent})
+		TracerProvider: w.cfg.TracerProvider, CaptureContent: w.def.CaptureContent, Authorizer: w.cfg.Authorizer})
 	if err != nil {
 		return datasets.Trial{}, "", 0, err
 	}

@@ -358,3 +358,46 @@ func TestReferenceExperimentFlagsRefuseContradictions(t *testing.T) {
 		}
 	}
 }
+
+// TestSuiteRunUnderAPolicy: `suite run --policy` puts the rules in the
+// suite's definition; the worker authorizes every tool call (a tool the
+// rules do not name is denied, and the trial's journal holds the
+// decisions) and appends them to its own audit log, which verifies.
+func TestSuiteRunUnderAPolicy(t *testing.T) {
+	testtier.Slow(t)
+	cases := suiteCases(t, t.TempDir(), 1)
+	ds, _ := refInputs(t)
+	rules, err := filepath.Abs("policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(rules, []byte(`{"version": 1, "scope": "docs", "rules": [{"tool": "search_docs", "decision": "allow"}]}`), 0o644)
+	out := mustCLI(t, "suite", "run", "--cases", cases, "--trials", "1", "--out", "suite", "--dataset", ds, "--policy", rules, "--no-experiment")
+	if !strings.Contains(out, "1 trial records") {
+		t.Fatalf("suite run:\n%s", out)
+	}
+	journals, _ := filepath.Glob(filepath.Join("suite", "journals", "*", "*.jsonl"))
+	if len(journals) == 0 {
+		journals, _ = filepath.Glob(filepath.Join("suite", "journals", "*.jsonl"))
+	}
+	var all string
+	for _, j := range journals {
+		b, _ := os.ReadFile(j)
+		all += string(b)
+	}
+	if !strings.Contains(all, `"kind":"policy_decision"`) || !strings.Contains(all, `"decision":"deny"`) {
+		t.Fatalf("the suite's journals (%v) hold no denied decision", journals)
+	}
+	logs, _ := filepath.Glob(filepath.Join("suite", "audit", "*.jsonl"))
+	if len(logs) != 1 {
+		t.Fatalf("audit logs %v, want the one worker's", logs)
+	}
+	if out, _, code := cli(t, "audit", "verify", logs[0]); code != ExitOK || !strings.Contains(out, "chain verifies") {
+		t.Fatalf("audit verify %s: exit %d %s", logs[0], code, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(bad, []byte(`{"version": 1, "rules": [{"tool": "x", "decision": "maybe"}]}`), 0o644)
+	if _, _, code := cli(t, "suite", "run", "--cases", cases, "--out", "suite2", "--dataset", ds, "--policy", bad); code != ExitUsage {
+		t.Fatalf("a bad policy: exit %d, want %d", code, ExitUsage)
+	}
+}

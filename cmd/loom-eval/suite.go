@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/baselines/suite"
 	"github.com/loomwork/loomwork/datasets"
@@ -53,7 +55,7 @@ type suiteReport struct {
 // suiteRunFlags are `loom-eval suite run`'s flags.
 type suiteRunFlags struct {
 	casesFile, tag, agentName, out, dataset, indexCache *string
-	otlpEndpoint                                        *string
+	otlpEndpoint, policyFile                            *string
 	trials, workers                                     *int
 	lease                                               *time.Duration
 }
@@ -68,6 +70,7 @@ func (f *suiteRunFlags) register(fs *flag.FlagSet) {
 	f.lease = fs.Duration("lease", 30*time.Second, "lease of a claimed trial; a killed worker's trial is reclaimed after it (renewed every third)")
 	f.dataset = fs.String("dataset", "", "the research agent's judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	f.indexCache = fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
+	f.policyFile = fs.String("policy", "", "authorize every trial's tool calls with this policy rules `file` (docs/policy.md); the rules go into the suite's definition, so every worker applies them, and each worker appends its decisions to OUT/audit/WORKER.jsonl")
 	f.otlpEndpoint = fs.String("otlp-endpoint", "", "send each trial's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve); the workers this run starts send there too")
 }
 
@@ -118,6 +121,11 @@ func (m *Main) suiteDefinition(f *suiteRunFlags, ref *referenceFlags) (suite.Def
 	def := suite.Definition{Agent: *f.agentName, Trials: *f.trials, Dir: filepath.Clean(*f.out), AbsDir: absOut,
 		Lease: suite.Duration(*f.lease), CasesDigest: coord.Digest(raw),
 		OTLPEndpoint: *f.otlpEndpoint, CaptureContent: ref.capture.or(true)}
+	if *f.policyFile != "" {
+		if def.Policy, err = os.ReadFile(*f.policyFile); err != nil {
+			return suite.Definition{}, usageError("suite run: --policy: %v", err)
+		}
+	}
 	if *f.agentName == research.Name {
 		ds, err := m.judgedDataset(*f.dataset)
 		if err != nil {
@@ -350,6 +358,10 @@ func (m *Main) newSuiteWorker(ctx context.Context, c *coord.Coordinator, def sui
 		cfg.Sandbox = sb
 		closeFn = func() { _ = stopSandbox() }
 	}
+	if err := suiteWorkerGuard(&cfg, def, id); err != nil {
+		closeFn()
+		return nil, nil, err
+	}
 	if def.OTLPEndpoint != "" {
 		tp, flush, err := m.otlpTracing(ctx, "suite", def.OTLPEndpoint)
 		if err != nil {
@@ -474,4 +486,35 @@ func (s *supervisor) stopAll() {
 		s.mu.Unlock()
 		<-done
 	}
+}
+
+// suiteWorkerGuard gives a worker the suite's policy (Definition.Policy),
+// auditing to OUT/audit/ID.jsonl: a log per worker, since one hash chain
+// has one writer.
+func suiteWorkerGuard(cfg *suite.WorkerConfig, def suite.Definition, id string) error {
+	if len(def.Policy) == 0 {
+		return nil
+	}
+	r, err := policy.ParseRules(bytes.NewReader(def.Policy), "the suite's policy")
+	if err != nil {
+		return usageError("suite worker %s: %v", id, err)
+	}
+	e, err := policy.NewEngine(r)
+	if err != nil {
+		return usageError("suite worker %s: %v", id, err)
+	}
+	auditFile := filepath.Join(def.AbsDir, "audit", id+".jsonl")
+	if err := mkdirFor(auditFile); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite worker %s: audit: %w", id, err)}
+	}
+	log, err := policy.OpenAudit(auditFile, nil)
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("suite worker %s: %w", id, err)}
+	}
+	g, err := policy.NewGuard(policy.GuardConfig{Engine: e, Rules: r, Audit: log, Principal: "agent:" + def.Agent})
+	if err != nil {
+		return usageError("suite worker %s: %v", id, err)
+	}
+	cfg.Authorizer = g
+	return nil
 }
