@@ -23,7 +23,7 @@ import (
 	"github.com/loomwork/loomwork/internal/coord"
 )
 
-const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--experiment-out DIR | --no-experiment] [--json]\n" +
+const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--policy FILE] [--experiment-out DIR | --no-experiment] [--json]\n" +
 	"       loom-eval suite status [--out DIR] [--json]"
 
 // runSuite is `loom-eval suite run|status`: an eval suite split into
