@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -86,7 +87,11 @@ func stdioClient(t *testing.T, tp *sdktrace.TracerProvider, exclude string) *mcp
 	if exclude != "" {
 		env = append(env, "LOOMWORK_MCP_TEST_EXCLUDE="+exclude)
 	}
-	c, err := mcp.NewClient(mcp.ClientConfig{Name: "docs", Command: os.Args[0], Env: env, TracerProvider: tp})
+	// The server's first search opens the shipped corpus's index (its LSA
+	// model fitted, or read from the run's shared cache): under -race on
+	// a loaded 2-core machine that took more than the default 60 s
+	// request timeout once. This test is about the protocol, not latency.
+	c, err := mcp.NewClient(mcp.ClientConfig{Name: "docs", Command: os.Args[0], Env: env, TracerProvider: tp, Timeout: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
