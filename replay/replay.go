@@ -412,27 +412,43 @@ func (c *checker) check(evs []journal.Event) error {
 			return de
 		}
 		if got.Kind == journal.KindToolResult {
-			c.compareResult(want, got)
+			if de := c.compareResult(want, got); de != nil {
+				c.diverge(de)
+				return de
+			}
 		}
 		c.matched++
 	}
 	return nil
 }
 
-func (c *checker) compareResult(want, got journal.Event) {
+// compareResult reports a re-executed tool's result that differs from the
+// recorded one (a ResultDiff, not a divergence of control flow). A result
+// that does not decode, recorded or produced, cannot be compared: that is
+// a divergence, never a match.
+func (c *checker) compareResult(want, got journal.Event) *journal.DivergenceError {
 	var w, g journal.ToolResult
-	if json.Unmarshal(want.Payload, &w) != nil || json.Unmarshal(got.Payload, &g) != nil {
-		return
+	for _, side := range []struct {
+		name string
+		e    journal.Event
+		into *journal.ToolResult
+	}{{"recorded", want, &w}, {"produced", got, &g}} {
+		if err := json.Unmarshal(side.e.Payload, side.into); err != nil {
+			wr, gr := journal.RefOf(want), journal.RefOf(got)
+			return &journal.DivergenceError{Code: journal.CodeMismatch, RunID: c.run.ID, Seq: got.Seq, Field: "payload",
+				Recorded: &wr, Produced: &gr, Detail: fmt.Sprintf("the %s tool_result of %s does not decode: %v", side.name, got.Tool, err)}
+		}
 	}
 	if w.Content == g.Content && w.IsError == g.IsError && slices.Equal(w.Documents, g.Documents) &&
 		slices.EqualFunc(w.Events, g.Events, func(a, b journal.ToolEvent) bool { return a.Name == b.Name && maps.Equal(a.Attrs, b.Attrs) }) {
-		return
+		return nil
 	}
 	c.resultsDiffer = true
 	c.rep.ResultDiffs = append(c.rep.ResultDiffs, journal.ResultDiff{
 		Code: journal.CodeResultDiffers, Seq: got.Seq, Line: c.run.LineOf(got.Seq), Step: got.Step, Tool: got.Tool, CallID: got.CallID,
 		Recorded: describeResult(w), Replayed: describeResult(g),
 	})
+	return nil
 }
 
 func describeResult(r journal.ToolResult) string {
