@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/schema"
 	"github.com/loomwork/loomwork/semconv"
@@ -45,7 +46,16 @@ type ServerConfig struct {
 	// local server); a request without Origin (not from a browser) passes
 	// to the bearer check.
 	AllowedOrigins []string
+	// Authorizer, when set, decides every tools/call before the tool runs
+	// (agents/policy's Guard). The caller is an untrusted party: its
+	// arguments are derived from ClientOrigin, so a write is held (and,
+	// with no human on an MCP call, not run) and a read runs only where the
+	// rules allow it. A refused call is a tool error naming the reason.
+	Authorizer runtime.Authorizer
 }
+
+// ClientOrigin is the taint origin of an MCP client's arguments.
+const ClientOrigin = "mcp client"
 
 // Validate reports every problem with the configuration.
 func (c ServerConfig) Validate() error {
@@ -156,6 +166,12 @@ func (s *Server) handler(t runtime.Tool, sch *schema.Schema) sdk.ToolHandler {
 		// error the model can read and correct, not a protocol error.
 		if err := sch.Validate(args); err != nil {
 			return toolErr(fmt.Sprintf("invalid arguments for tool %s: %v", t.Name, err)), nil
+		}
+		if refusal, err := s.authorize(ctx, t, sid, args); err != nil {
+			return toolErr(fmt.Sprintf("tool %s: authorization failed: %v", t.Name, err)), nil
+		} else if refusal != "" {
+			// The guard's policy_decision span (a child of this one) says why.
+			return toolErr(refusal), nil
 		}
 		out, err := t.Run(ctx, runtime.ToolInput{RunID: "mcp:" + sid, CallID: "", Arguments: args, TaskAttributes: s.cfg.TaskAttributes})
 		if err != nil {
@@ -282,4 +298,25 @@ func clipOrigin(s string) string {
 		return s[:100] + "…"
 	}
 	return s
+}
+
+// authorize asks the Authorizer about a client's call: the refusal the
+// client reads ("" when the call may run). The call is modelled as one
+// message of the client's, derived from its untrusted origin, so every
+// argument carries the taint.
+func (s *Server) authorize(ctx context.Context, t runtime.Tool, sid string, args json.RawMessage) (string, error) {
+	if s.cfg.Authorizer == nil {
+		return "", nil
+	}
+	call := llm.ToolCall{ID: "mcp-call", Name: t.Name, Arguments: args}
+	a, err := s.cfg.Authorizer.Authorize(ctx, runtime.AuthCall{RunID: "mcp:" + sid, Agent: s.cfg.Name, Call: call, Arguments: args,
+		Effect: t.Effect, Messages: []llm.Message{{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{call}}},
+		ContextOrigins: []string{ClientOrigin}})
+	if err != nil {
+		return "", err
+	}
+	if a.Allow {
+		return "", nil
+	}
+	return a.Observation, nil
 }

@@ -132,9 +132,11 @@ func (m *Main) mcpServeTools(ctx context.Context, f *mcpServeFlags) ([]runtime.T
 // runMCPServe serves Loomwork's tools over MCP: stdio by default, or
 // Streamable HTTP with --http (bearer token required).
 func (m *Main) runMCPServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F [--allow-origin https://app.example]] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces]")
+	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F [--allow-origin https://app.example]] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces] [--policy FILE [--audit LOG]]")
 	var f mcpServeFlags
 	f.register(fs, m.tracesStoreFlag(fs))
+	var pol policyFlags
+	pol.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -157,7 +159,14 @@ func (m *Main) runMCPServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer release()
-	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...), Logger: m.mcpLogger(), AllowedOrigins: f.origins})
+	// Every client is untrusted (mcp.ClientOrigin): under --policy a
+	// write it asks for is held, and so not run.
+	az, _, err := pol.guard("mcp serve", nil, nil)
+	if err != nil {
+		return err
+	}
+	srv, err := mcp.NewServer(mcp.ServerConfig{Name: "loomwork", Version: "1", Tools: tools, TaskAttributes: research.TaskAttributes(issues...),
+		Logger: m.mcpLogger(), AllowedOrigins: f.origins, Authorizer: az})
 	if err != nil {
 		return err
 	}
