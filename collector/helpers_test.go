@@ -84,9 +84,8 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
+	mu sync.Mutex
+	t  testing.TB
 }
 
 func (w *testWriter) Write(p []byte) (int, error) {

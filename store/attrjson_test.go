@@ -121,7 +121,7 @@ func TestAppendJSONMatchesReferenceOnEdgeValues(t *testing.T) {
 		nil,
 		{},
 		{"s": "plain", "html": "<a href=\"x\">&</a>", "ctl": "\x00\x01\b\f\n\r\t\x1f", "bad": "a\xffb", "sep": "\u2028\u2029", "uni": "résumé ✓"},
-		{"i": int64(-9223372036854775808), "j": 42, "f": 3.0, "g": 1e21, "h": 1.5e-7, "z": -0.0, "nan": math.NaN(), "inf": math.Inf(1), "ninf": math.Inf(-1)},
+		{"i": int64(-9223372036854775808), "j": 42, "f": 3.0, "g": 1e21, "h": 1.5e-7, "z": math.Copysign(0, -1), "nan": math.NaN(), "inf": math.Inf(1), "ninf": math.Inf(-1)},
 		{"b": true, "n": nil, "arr": []any{"x", int64(1), 2.5, false, nil, []any{}}, "ss": []string{"a", "\"b\""}, "nested": map[string]any{"k": Attributes{"deep": 1.0}}},
 	} {
 		checkAppendJSONMatchesReference(t, a)

@@ -60,7 +60,7 @@ func openJournal(t *testing.T, name string) *journaldb.Store {
 func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
 	a := map[attribute.Key]string{}
 	for _, kv := range s.Attributes() {
-		a[kv.Key] = kv.Value.Emit()
+		a[kv.Key] = kv.Value.String()
 	}
 	return a
 }

@@ -154,10 +154,6 @@ func (l *Layer) Apply(ctx context.Context, in Input) (Output, error) {
 
 	msgs := make([]llm.Message, len(in.Messages))
 	copy(msgs, in.Messages)
-	origIndex := make([]int, len(msgs)) // position in the input, for provenance
-	for i := range origIndex {
-		origIndex[i] = i
-	}
 
 	if l.cfg.Shrink {
 		for i, m := range msgs {
@@ -194,7 +190,9 @@ func (l *Layer) Apply(ctx context.Context, in Input) (Output, error) {
 			if err != nil {
 				return Output{}, err
 			}
-			info := &SummaryInfo{FromIndex: origIndex[head], ToIndex: origIndex[start-1], Messages: len(middle), By: by}
+			// msgs is still in input order (Shrink edits in place), so head
+			// and start-1 are positions in the input.
+			info := &SummaryInfo{FromIndex: head, ToIndex: start - 1, Messages: len(middle), By: by}
 			for _, m := range middle {
 				for _, tc := range m.ToolCalls {
 					info.ToolCallIDs = append(info.ToolCallIDs, tc.ID)
@@ -209,7 +207,6 @@ func (l *Layer) Apply(ctx context.Context, in Input) (Output, error) {
 			info.Tokens = MessageTokens(l.tok, sm)
 			rep.Summary = info
 			msgs = append(append(append([]llm.Message{}, msgs[:head]...), sm), msgs[start:]...)
-			origIndex = append(append(append([]int{}, origIndex[:head]...), -1), origIndex[start:]...)
 			summaryAt = head
 		}
 	}
@@ -223,7 +220,6 @@ func (l *Layer) Apply(ctx context.Context, in Input) (Output, error) {
 				msgs[summaryAt].Content += "\n" + block
 			} else {
 				msgs = append(append(append([]llm.Message{}, msgs[:head]...), llm.Message{Role: llm.RoleUser, Content: block}), msgs[head:]...)
-				origIndex = append(append(append([]int{}, origIndex[:head]...), -1), origIndex[head:]...)
 				summaryAt = head
 			}
 		}

@@ -86,28 +86,5 @@ func (t *Tracker) chain(id string, visiting map[string]bool) string {
 	return ""
 }
 
-// sourcesOf returns the untrusted roots id derives from (for the audit).
-func (t *Tracker) roots(id string) []string {
-	seen := map[string]bool{}
-	var out []string
-	var walk func(string)
-	walk = func(v string) {
-		if seen[v] {
-			return
-		}
-		seen[v] = true
-		if o, ok := t.origin[v]; ok {
-			out = append(out, v+"="+o)
-			return
-		}
-		for _, s := range t.sources[v] {
-			walk(s)
-		}
-	}
-	walk(id)
-	sort.Strings(out)
-	return out
-}
-
 // String summarises the tracker (for debugging and logs).
 func (t *Tracker) String() string { return strings.Join(t.TaintedIDs(), ",") }

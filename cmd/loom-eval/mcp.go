@@ -324,8 +324,6 @@ func (f *mcpFlags) passEnv() (map[string][]string, error) {
 	return out, nil
 }
 
-func (f *mcpFlags) empty() bool { return len(f.stdio) == 0 && len(f.urls) == 0 }
-
 // listFlag is a repeatable string flag.
 type listFlag []string
 

@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/loomwork/loomwork/agents/memory/memablate"
+	"github.com/loomwork/loomwork/agents/memablate"
 	"github.com/loomwork/loomwork/datasets"
 )
 

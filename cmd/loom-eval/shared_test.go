@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -57,7 +56,9 @@ func buildShared(t testing.TB, name, dir, pkg string) string {
 			dir = abs
 		}
 		bin := filepath.Join(sharedDir, "bin", name)
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, pkg)
+		// go test puts its own GOROOT/bin first on the PATH of the tests it
+		// runs, so "go" is the toolchain running these tests.
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build %s: %v\n%s", name, err, out)

@@ -1,4 +1,4 @@
-package genai_test
+package genai
 
 import (
 	"testing"
@@ -7,14 +7,12 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/loomwork/loomwork/collector/agenttrace"
-	"github.com/loomwork/loomwork/collector/genai"
-	"github.com/loomwork/loomwork/collector/genai/internal/pdataref"
 )
 
 // BenchmarkDecodeProto decodes one 1,000-span request of agent-shaped
 // traces (100 traces of 10 spans, ~14 GenAI attributes a span, the load of
 // scripts/throughput) into store spans: directly, and the way it was done
-// before through pdata (pdataref). Reported per request; spans/s is the
+// before through pdata (refDecodeProto). Reported per request; spans/s is the
 // throughput of one core.
 //
 //	go test -run '^$' -bench DecodeProto -benchmem -count 6 ./collector/genai/
@@ -38,13 +36,13 @@ func BenchmarkDecodeProto(b *testing.B) {
 	}
 	b.Run("direct", func(b *testing.B) {
 		run(b, func() (int, error) {
-			s, _, err := genai.DecodeProto(req, genai.Options{})
+			s, _, err := DecodeProto(req, Options{})
 			return len(s), err
 		})
 	})
 	b.Run("pdata", func(b *testing.B) {
 		run(b, func() (int, error) {
-			s, _, err := pdataref.DecodeProto(req, pdataref.Options{})
+			s, _, err := refDecodeProto(req, refOptions{})
 			return len(s), err
 		})
 	})

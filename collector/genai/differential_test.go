@@ -9,20 +9,18 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/protobuf/encoding/protowire"
-
-	"github.com/loomwork/loomwork/collector/genai/internal/pdataref"
 )
 
 // The direct decoder must accept exactly what pdata accepts and map it to
 // exactly the spans and rejections the pdata walk produced. These tests
-// decode every input both ways (pdataref is the pdata path as it was).
+// decode every input both ways (refDecodeProto, in pdataref_*_test.go, is the pdata path as it was).
 
 // sameAsPdata decodes b both ways with the attribute limit max and reports
 // the first difference.
 func sameAsPdata(t *testing.T, b []byte, max int) {
 	t.Helper()
 	gotS, gotR, gotErr := DecodeProto(b, Options{MaxAttrBytes: max})
-	wantS, wantR, wantErr := pdataref.DecodeProto(b, pdataref.Options{MaxAttrBytes: max})
+	wantS, wantR, wantErr := refDecodeProto(b, refOptions{MaxAttrBytes: max})
 	if (gotErr == nil) != (wantErr == nil) {
 		t.Fatalf("verdicts differ on %x:\ndirect: %v\npdata:  %v", b, gotErr, wantErr)
 	}

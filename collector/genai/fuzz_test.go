@@ -9,7 +9,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
-	"github.com/loomwork/loomwork/collector/genai/internal/pdataref"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -176,12 +175,12 @@ func checkEnvelope(t *testing.T, td ptrace.Traces, spans []store.Span) {
 	}
 }
 
-// acceptedByReference reports whether the pdata mapping (pdataref) maps s
+// acceptedByReference reports whether the pdata mapping (refMapTraces) maps s
 // rather than rejecting it.
 func acceptedByReference(s ptrace.Span) bool {
 	td := ptrace.NewTraces()
 	s.CopyTo(td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty())
-	spans, _ := pdataref.MapTraces(td, pdataref.Options{MaxAttrBytes: fuzzLimit})
+	spans, _ := refMapTraces(td, refOptions{MaxAttrBytes: fuzzLimit})
 	return len(spans) == 1
 }
 

@@ -22,7 +22,7 @@ import (
 // merging of a repeated singular message, the deprecated scope-spans field
 // used when the current one is empty) and maps exactly as the pdata walk
 // did; FuzzDecodeProtoMatchesPdata holds it to the pdata path kept in
-// internal/pdataref.
+// pdataref_*_test.go.
 
 // Wire types.
 const (

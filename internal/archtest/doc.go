@@ -8,7 +8,8 @@
 // It also checks that the scorer does no I/O (no os, os/exec, net,
 // net/http), that the web UI does not link the agent runtime, tiktoken,
 // bleve or the journal database, that no top-level folder imports a folder
-// that imports it back, and that the gen_ai.* and loomwork.* attribute
+// that imports it back (nor a subfolder, such as agents/memory, one of its
+// own level), and that the gen_ai.* and loomwork.* attribute
 // names are spelled only in semconv; and (funclen_test.go) that no
 // function of cmd's non-test code is over 80 lines: cmd parses flags and
 // wires, logic lives in packages.

@@ -235,9 +235,7 @@ func TestExpiredProposalIsReclaimedAndCleared(t *testing.T) {
 // TestInvalidateAReceipt is practice exercise 3: C is validated; one input
 // changes and the worker proposes D; C's receipt does not accept D. A
 // receipt from another environment or policy does not either, nor does a
-// failing one. (Main moving between validation and publication is the
-// publication layer's refusal: TestCrashAfterPublication's not-published
-// and diverged rows.)
+// failing one.
 func TestInvalidateAReceipt(t *testing.T) {
 	ctx := context.Background()
 	clk := &manualClock{}

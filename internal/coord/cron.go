@@ -11,6 +11,13 @@ import (
 // day-of-month month day-of-week, each "*", a number, a range "a-b", a
 // step "*/n" or "a-b/n", or a comma list of those. As in cron, when both
 // day fields are restricted a day matches either.
+//
+// Not github.com/robfig/cron/v3 (which the module does not link): compared
+// on a table of expressions over ten months in America/New_York, it agrees
+// on plain, stepped, listed and DST-crossing schedules, but rejects 7 for
+// Sunday ("0 0 * * 7"), reads "1/2" in day-of-week as Mon/Wed/Fri where
+// this reads 1-7/2 (Sundays too), and would widen what a schedule may say
+// (month and day names, "?", "@daily", "@every").
 type calendar struct {
 	min, hour, dom, mon, dow [64]bool
 	domAny, dowAny           bool

@@ -47,15 +47,6 @@ CREATE TABLE IF NOT EXISTS refusals (
   reason TEXT NOT NULL,
   at     INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS publications (
-  key           TEXT PRIMARY KEY,
-  candidate     TEXT NOT NULL,
-  expected_base TEXT NOT NULL,
-  state         TEXT NOT NULL CHECK (state IN ('intended','published','held')),
-  decision      TEXT NOT NULL DEFAULT '',
-  remote_head   TEXT NOT NULL DEFAULT '',
-  updated       INTEGER NOT NULL
-);
 CREATE TABLE IF NOT EXISTS meta (
   name  TEXT PRIMARY KEY,
   value BLOB NOT NULL

@@ -108,20 +108,6 @@ func (c *chServer) conn() (clickhouse.Conn, error) {
 	return clickhouse.Open(opts)
 }
 
-func (c *chServer) exec(q string) {
-	c.t.Helper()
-	conn, err := c.conn()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := conn.Exec(ctx, q); err != nil {
-		c.t.Fatalf("%s: %v", q, err)
-	}
-}
-
 // tcpProxy forwards loopback connections to a target that can change; an
 // empty target refuses new connections (closes them at once).
 type tcpProxy struct {

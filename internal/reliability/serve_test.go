@@ -100,14 +100,13 @@ type serveProc struct {
 	GRPCAddr string
 	UIAddr   string
 
-	cmd      *exec.Cmd
-	done     chan struct{}
-	exitErr  error
-	ready    serveReady
-	sampler  *rssSampler
-	mem      memStats // over all incarnations so far
-	starts   int
-	stopOnce sync.Once
+	cmd     *exec.Cmd
+	done    chan struct{}
+	exitErr error
+	ready   serveReady
+	sampler *rssSampler
+	mem     memStats // over all incarnations so far
+	starts  int
 }
 
 // startServe starts serve with args (e.g. --store …) and waits for its

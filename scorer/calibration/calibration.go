@@ -32,6 +32,8 @@ import (
 	"sort"
 	"strings"
 
+	"gonum.org/v1/gonum/stat/distuv"
+
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
@@ -547,8 +549,10 @@ func binomUpperTail(k, n int, p float64) float64 {
 	if k <= 0 {
 		return 1
 	}
-	return 1 - stats.BinomialCDF(k-1, n, p)
+	return 1 - binomLowerTail(k-1, n, p)
 }
 
 // binomLowerTail is P(X ≤ k).
-func binomLowerTail(k, n int, p float64) float64 { return stats.BinomialCDF(k, n, p) }
+func binomLowerTail(k, n int, p float64) float64 {
+	return distuv.Binomial{N: float64(n), P: p}.CDF(float64(k))
+}

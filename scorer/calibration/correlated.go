@@ -38,10 +38,6 @@ func CorrelatedDesigns() []Design {
 		Design{Cases: 100, Trials: 3, Groups: 10})
 }
 
-// correlated says whether a design draws anything but independent trials
-// of fixed case probabilities.
-func (d Design) correlated() bool { return d.ICC > 0 || d.ShockSD > 0 || d.Groups > 0 }
-
 // label names a design in tables and errors.
 func (d Design) label() string {
 	s := fmt.Sprintf("%d cases × %d trials, effect %+.2f", d.Cases, d.Trials, d.Effect)

@@ -289,6 +289,9 @@ func Parse(b []byte) (*Policy, error) {
 	if err := dec.Decode(&p); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
+			if te.Field == "" { // the document itself: [], "x", 1
+				return nil, fmt.Errorf("wrong type: got JSON %s, want an object", te.Value)
+			}
 			return nil, fmt.Errorf("%s: wrong type: got JSON %s, want %s", te.Field, te.Value, te.Type)
 		}
 		if errors.Is(err, io.EOF) {

@@ -157,7 +157,7 @@ func ReadNumber(text, pattern string) (float64, string, error) {
 			return 0, "", err
 		}
 		m := re.FindStringSubmatch(text)
-		if m == nil || len(m) < 2 {
+		if len(m) < 2 {
 			return 0, "", fmt.Errorf("pattern /%s/ does not match", pattern)
 		}
 		s := strings.TrimSpace(m[1])

@@ -16,6 +16,9 @@ package stats
 import (
 	"fmt"
 	"math"
+
+	"gonum.org/v1/gonum/stat/combin"
+	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // PassAtK is the unbiased estimator of the probability that at least one of
@@ -89,34 +92,10 @@ func McNemarExact(regressed, fixed int) (McNemar, error) {
 		return m, nil
 	}
 	lo := min(regressed, fixed)
-	// Sum binomial terms in log space: C(n,i)/2^n without forming C(n,i).
-	lnHalfN := float64(n) * math.Ln2
-	tail := 0.0
-	for i := 0; i <= lo; i++ {
-		tail += math.Exp(lnChoose(n, i) - lnHalfN)
-	}
+	tail := distuv.Binomial{N: float64(n), P: 0.5}.CDF(float64(lo))
 	m.PValue = math.Min(1, 2*tail)
 	return m, nil
 }
 
-// lnChoose is ln C(n, r) by log-gamma: no binomial coefficient is formed,
-// so it stays finite for any n.
-func lnChoose(n, r int) float64 {
-	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x + 1)); return v }
-	return lg(n) - lg(r) - lg(n-r)
-}
-
-// BinomialCDF is P(X ≤ k) for X ~ Binomial(n, p), summed in log space.
-func BinomialCDF(k, n int, p float64) float64 {
-	switch {
-	case k >= n || p <= 0:
-		return 1
-	case p >= 1:
-		return 0
-	}
-	var s float64
-	for i := 0; i <= k; i++ {
-		s += math.Exp(lnChoose(n, i) + float64(i)*math.Log(p) + float64(n-i)*math.Log1p(-p))
-	}
-	return math.Min(1, s)
-}
+// lnChoose is ln C(n, r) by log-gamma, finite for any n (0 ≤ r ≤ n).
+func lnChoose(n, r int) float64 { return combin.LogGeneralizedBinomial(float64(n), float64(r)) }

@@ -316,9 +316,7 @@ func ReadOutcome(dir string, p Patch) (Outcome, error) {
 		derived = append(derived, fmt.Sprintf("**rollups: %d fields differ** (%s; in %s)", n, strings.Join(order, ", "), strings.Join(where, " and ")))
 	}
 	if n := len(r.Reranker.Changed); n > 0 {
-		var qs []string
 		for _, c := range r.Reranker.Changed {
-			qs = append(qs, c.QueryID)
 			all[c.QueryID] = true
 		}
 		derived = append(derived, fmt.Sprintf("**reranker: %d of %d queries differ**", n, r.Reranker.Queries))

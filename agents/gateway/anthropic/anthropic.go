@@ -164,8 +164,6 @@ func (c *Client) Complete(ctx context.Context, req llm.Request) (llm.Response, e
 	}.Do(ctx, hreq)
 }
 
-func (c *Client) scrub(err error) error { return gateway.ScrubKey(err, c.cfg.APIKey) }
-
 // ---- wire format ----
 
 type msgRequest struct {

@@ -163,9 +163,6 @@ func (c *Client) Complete(ctx context.Context, req llm.Request) (llm.Response, e
 	}.Do(ctx, hreq)
 }
 
-// scrub removes the key from an error's text fields.
-func (c *Client) scrub(err error) error { return gateway.ScrubKey(err, c.cfg.APIKey) }
-
 // ---- wire format ----
 
 type chatRequest struct {

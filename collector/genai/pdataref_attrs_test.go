@@ -1,4 +1,4 @@
-package pdataref
+package genai
 
 import (
 	"crypto/sha256"
@@ -15,30 +15,30 @@ import (
 	"github.com/loomwork/loomwork/store"
 )
 
-// DefaultMaxAttrBytes is the default size limit of one attribute value.
+// refDefaultMaxAttrBytes is the default size limit of one attribute value.
 // Prompt and completion content can be large; 64 KiB keeps a realistic
 // message while stopping a pasted file or an embedding vector from bloating
 // every read of the trace.
-const DefaultMaxAttrBytes = 64 << 10
+const refDefaultMaxAttrBytes = 64 << 10
 
-// TruncationMarker returns the text appended to a value cut by the mapping,
+// refTruncationMarker returns the text appended to a value cut by the mapping,
 // so a reader sees that the value is incomplete and how large it was.
-func TruncationMarker(originalBytes int) string {
+func refTruncationMarker(originalBytes int) string {
 	return "…[truncated by loomwork: " + strconv.Itoa(originalBytes) + " bytes]"
 }
 
-// MaxAttrKeyBytes bounds an attribute key, whenever values are bounded: a
+// refMaxAttrKeyBytes bounds an attribute key, whenever values are bounded: a
 // longer key keeps its first MaxAttrKeyBytes bytes (on a UTF-8 boundary)
 // and gains a marker with its size and a hash of the whole key, so two long
 // keys that share a beginning stay two keys.
-const MaxAttrKeyBytes = 1 << 10
+const refMaxAttrKeyBytes = 1 << 10
 
-// boundKey applies MaxAttrKeyBytes.
-func boundKey(k string) string {
-	if len(k) <= MaxAttrKeyBytes {
+// refBoundKey applies MaxAttrKeyBytes.
+func refBoundKey(k string) string {
+	if len(k) <= refMaxAttrKeyBytes {
 		return k
 	}
-	cut := MaxAttrKeyBytes
+	cut := refMaxAttrKeyBytes
 	for cut > 0 && !utf8.RuneStart(k[cut]) {
 		cut--
 	}
@@ -46,8 +46,8 @@ func boundKey(k string) string {
 	return k[:cut] + "…[key truncated by loomwork: " + strconv.Itoa(len(k)) + " bytes, sha256 " + hex.EncodeToString(sum[:6]) + "]"
 }
 
-// converter turns pdata values into store.Attributes values.
-type converter struct {
+// refConverter turns pdata values into store.Attributes values.
+type refConverter struct {
 	max int // size limit of one attribute value in bytes; <= 0 means none
 }
 
@@ -56,22 +56,22 @@ type converter struct {
 // semconv.AttrTruncatedPrefix + key. A duplicated key keeps its first value, as
 // pcommon.Map.Get does. visit, if not nil, sees each kept entry. An empty map
 // converts to nil.
-func (c converter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Value)) store.Attributes {
+func (c refConverter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Value)) store.Attributes {
 	if m.Len() == 0 {
 		return nil
 	}
 	out := make(store.Attributes, m.Len())
 	var truncated map[string]int
 	m.Range(func(k string, v pcommon.Value) bool {
-		k = validUTF8(k)
+		k = refValidUTF8(k)
 		if c.max > 0 {
-			k = boundKey(k)
+			k = refBoundKey(k)
 		}
 		if _, dup := out[k]; dup {
 			return true
 		}
 		if c.max > 0 {
-			if size := valueSize(v); size > c.max {
+			if size := refValueSize(v); size > c.max {
 				out[k], _ = c.convert(v, c.max)
 				if truncated == nil {
 					truncated = make(map[string]int)
@@ -83,7 +83,7 @@ func (c converter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Valu
 				return true
 			}
 		}
-		out[k] = plain(v)
+		out[k] = refPlain(v)
 		if visit != nil {
 			visit(k, v)
 		}
@@ -95,10 +95,10 @@ func (c converter) convertMap(m pcommon.Map, visit func(k string, v pcommon.Valu
 	return out
 }
 
-// valueSize is the size of a value as the limit counts it: the bytes of a
+// refValueSize is the size of a value as the limit counts it: the bytes of a
 // string (bytes values as their base64 text), 8 for a number or bool, and the
 // sum over the elements (and keys) of an array or map.
-func valueSize(v pcommon.Value) int {
+func refValueSize(v pcommon.Value) int {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
 		return len(v.Str())
@@ -108,13 +108,13 @@ func valueSize(v pcommon.Value) int {
 		s := v.Slice()
 		n := 0
 		for i := 0; i < s.Len(); i++ {
-			n += valueSize(s.At(i))
+			n += refValueSize(s.At(i))
 		}
 		return n
 	case pcommon.ValueTypeMap:
 		n := 0
 		v.Map().Range(func(k string, e pcommon.Value) bool {
-			n += len(k) + valueSize(e)
+			n += len(k) + refValueSize(e)
 			return true
 		})
 		return n
@@ -125,15 +125,15 @@ func valueSize(v pcommon.Value) int {
 	}
 }
 
-// plain converts a value without any limit.
-func plain(v pcommon.Value) any {
+// refPlain converts a value without any limit.
+func refPlain(v pcommon.Value) any {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
-		return validUTF8(v.Str())
+		return refValidUTF8(v.Str())
 	case pcommon.ValueTypeInt:
 		return v.Int()
 	case pcommon.ValueTypeDouble:
-		return double(v.Double())
+		return refDouble(v.Double())
 	case pcommon.ValueTypeBool:
 		return v.Bool()
 	case pcommon.ValueTypeBytes:
@@ -142,16 +142,16 @@ func plain(v pcommon.Value) any {
 		s := v.Slice()
 		out := make([]any, s.Len())
 		for i := range out {
-			out[i] = plain(s.At(i))
+			out[i] = refPlain(s.At(i))
 		}
 		return out
 	case pcommon.ValueTypeMap:
 		m := v.Map()
 		out := make(map[string]any, m.Len())
 		m.Range(func(k string, e pcommon.Value) bool {
-			k = validUTF8(k)
+			k = refValidUTF8(k)
 			if _, dup := out[k]; !dup {
-				out[k] = plain(e)
+				out[k] = refPlain(e)
 			}
 			return true
 		})
@@ -163,25 +163,25 @@ func plain(v pcommon.Value) any {
 
 // convert converts v keeping at most budget bytes (as valueSize counts
 // them); it reports whether anything was cut.
-func (c converter) convert(v pcommon.Value, budget int) (any, bool) {
+func (c refConverter) convert(v pcommon.Value, budget int) (any, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
-		return cutString(validUTF8(v.Str()), budget)
+		return refCutString(refValidUTF8(v.Str()), budget)
 	case pcommon.ValueTypeBytes:
-		return cutString(base64.StdEncoding.EncodeToString(v.Bytes().AsRaw()), budget)
+		return refCutString(base64.StdEncoding.EncodeToString(v.Bytes().AsRaw()), budget)
 	case pcommon.ValueTypeSlice:
 		s := v.Slice()
-		size := valueSize(v)
+		size := refValueSize(v)
 		if size <= budget {
-			return plain(v), false
+			return refPlain(v), false
 		}
 		out := make([]any, 0, s.Len()+1)
 		left := budget
 		for i := 0; i < s.Len() && left > 0; i++ {
 			e := s.At(i)
-			es := valueSize(e)
+			es := refValueSize(e)
 			if es <= left {
-				out = append(out, plain(e))
+				out = append(out, refPlain(e))
 				left -= es
 				continue
 			}
@@ -192,22 +192,22 @@ func (c converter) convert(v pcommon.Value, budget int) (any, bool) {
 			}
 			break
 		}
-		return append(out, TruncationMarker(size)), true
+		return append(out, refTruncationMarker(size)), true
 	case pcommon.ValueTypeMap:
-		size := valueSize(v)
+		size := refValueSize(v)
 		if size <= budget {
-			return plain(v), false
+			return refPlain(v), false
 		}
 		out := make(map[string]any)
 		left := budget
 		v.Map().Range(func(k string, e pcommon.Value) bool {
-			k = validUTF8(k)
+			k = refValidUTF8(k)
 			if _, dup := out[k]; dup {
 				return true
 			}
-			es := len(k) + valueSize(e)
+			es := len(k) + refValueSize(e)
 			if es <= left {
-				out[k] = plain(e)
+				out[k] = refPlain(e)
 				left -= es
 				return true
 			}
@@ -219,16 +219,16 @@ func (c converter) convert(v pcommon.Value, budget int) (any, bool) {
 			}
 			return false
 		})
-		out[semconv.AttrTruncated] = TruncationMarker(size)
+		out[semconv.AttrTruncated] = refTruncationMarker(size)
 		return out, true
 	default:
-		return plain(v), false
+		return refPlain(v), false
 	}
 }
 
-// cutString keeps at most budget bytes of s, cut on a rune boundary, and
+// refCutString keeps at most budget bytes of s, cut on a rune boundary, and
 // appends the marker.
-func cutString(s string, budget int) (string, bool) {
+func refCutString(s string, budget int) (string, bool) {
 	if len(s) <= budget {
 		return s, false
 	}
@@ -236,12 +236,12 @@ func cutString(s string, budget int) (string, bool) {
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + TruncationMarker(len(s)), true
+	return s[:cut] + refTruncationMarker(len(s)), true
 }
 
-// double converts a double to its stored form: store.Attributes keeps NaN and
+// refDouble converts a double to its stored form: store.Attributes keeps NaN and
 // infinities as strings, since JSON cannot spell them.
-func double(f float64) any {
+func refDouble(f float64) any {
 	switch {
 	case math.IsNaN(f):
 		return "NaN"
@@ -253,9 +253,9 @@ func double(f float64) any {
 	return f
 }
 
-// validUTF8 replaces invalid UTF-8 (which protobuf senders can produce) with
+// refValidUTF8 replaces invalid UTF-8 (which protobuf senders can produce) with
 // U+FFFD, so the stored text is what every reader decodes.
-func validUTF8(s string) string {
+func refValidUTF8(s string) string {
 	if utf8.ValidString(s) {
 		return s
 	}

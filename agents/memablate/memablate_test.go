@@ -11,7 +11,7 @@ import (
 	"github.com/loomwork/loomwork/agents/contextlayer"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
-	"github.com/loomwork/loomwork/agents/memory/memablate"
+	"github.com/loomwork/loomwork/agents/memablate"
 	"github.com/loomwork/loomwork/datasets/datasettest"
 	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/retrieval/judged"

@@ -1,4 +1,4 @@
-package pdataref
+package genai
 
 import (
 	"strings"
@@ -6,10 +6,10 @@ import (
 	"github.com/loomwork/loomwork/semconv"
 )
 
-// normalizeOperation maps gen_ai.operation.name values, including common
+// refNormalizeOperation maps gen_ai.operation.name values, including common
 // misspellings and older spellings, to the convention's names; unknown
 // values are kept (lower-cased).
-func normalizeOperation(op string) string {
+func refNormalizeOperation(op string) string {
 	op = strings.ToLower(strings.TrimSpace(op))
 	switch op {
 	case semconv.OpChat, "chat_completion", "chat_completions", "chat.completions", "chat.completion":
@@ -30,10 +30,10 @@ func normalizeOperation(op string) string {
 	return op
 }
 
-// openInferenceOperation maps openinference.span.kind to an operation. Kinds
+// refOpenInferenceOperation maps openinference.span.kind to an operation. Kinds
 // with no GenAI counterpart (GUARDRAIL, EVALUATOR, PROMPT, UNKNOWN) map to
 // none; the attribute itself is kept.
-func openInferenceOperation(kind string) string {
+func refOpenInferenceOperation(kind string) string {
 	switch strings.ToUpper(strings.TrimSpace(kind)) {
 	case "LLM":
 		return semconv.OpChat
@@ -53,9 +53,9 @@ func openInferenceOperation(kind string) string {
 	return ""
 }
 
-// traceloopOperation maps OpenLLMetry's traceloop.span.kind (already
+// refTraceloopOperation maps OpenLLMetry's traceloop.span.kind (already
 // lower-cased) to an operation; "task" and "unknown" have none.
-func traceloopOperation(kind string) string {
+func refTraceloopOperation(kind string) string {
 	switch kind {
 	case "workflow":
 		return semconv.OpInvokeWorkflow
@@ -67,8 +67,8 @@ func traceloopOperation(kind string) string {
 	return ""
 }
 
-// requestTypeOperation maps OpenLLMetry's llm.request.type to an operation.
-func requestTypeOperation(t string) string {
+// refRequestTypeOperation maps OpenLLMetry's llm.request.type to an operation.
+func refRequestTypeOperation(t string) string {
 	switch strings.ToLower(strings.TrimSpace(t)) {
 	case "chat":
 		return semconv.OpChat

@@ -1,4 +1,16 @@
-package pdataref
+// The pdataref_*_test.go files are the reference the direct protobuf
+// decoder is checked against: this package's mapping as it was when it read
+// the Collector's pdata (ptraceotlp.ExportRequest.UnmarshalProto, then a walk
+// of ptrace.Traces). It is kept as it was, apart from every package-level
+// name taking the prefix "ref" (so it can sit beside the code it checks) and
+// the removal of what no test calls. It lives in _test.go files so that it
+// is compiled only into this package's tests: a separate package that only
+// tests import would still be built by go build ./..., and Go does not let
+// one package import another's test files. The differential tests decode
+// every input both ways and require the same spans, the same rejections and
+// the same accept-or-refuse verdict.
+
+package genai
 
 import (
 	"encoding/hex"
@@ -18,73 +30,51 @@ import (
 	"github.com/loomwork/loomwork/store"
 )
 
-// Options tune the mapping. The zero value uses the defaults.
-type Options struct {
+// refOptions tune the mapping. The zero value uses the defaults.
+type refOptions struct {
 	// MaxAttrBytes limits the size of one attribute value (span, event, link
 	// and resource attributes). 0 means DefaultMaxAttrBytes; a negative
 	// value disables truncation.
 	MaxAttrBytes int
 }
 
-func (o Options) converter() converter {
+func (o refOptions) converter() refConverter {
 	switch {
 	case o.MaxAttrBytes == 0:
-		return converter{max: DefaultMaxAttrBytes}
+		return refConverter{max: refDefaultMaxAttrBytes}
 	case o.MaxAttrBytes < 0:
-		return converter{}
+		return refConverter{}
 	}
-	return converter{max: o.MaxAttrBytes}
+	return refConverter{max: o.MaxAttrBytes}
 }
 
-// Rejection describes one span the mapping refused.
-type Rejection struct {
+// refRejection describes one span the mapping refused.
+type refRejection struct {
 	TraceID  string `json:"trace_id"` // hex as sent, "" when empty
 	SpanID   string `json:"span_id"`
 	SpanName string `json:"span_name"`
 	Reason   string `json:"reason"`
 }
 
-func (r Rejection) String() string {
+func (r refRejection) String() string {
 	return fmt.Sprintf("span %q (trace_id %q, span_id %q): %s", r.SpanName, r.TraceID, r.SpanID, r.Reason)
 }
 
 // Rejection reasons.
 const (
-	ReasonEmptyTraceID = "trace_id is empty or all zero"
-	ReasonEmptySpanID  = "span_id is empty or all zero"
-	ReasonSelfParent   = "parent_span_id equals span_id (a span cannot be its own parent)"
+	refReasonEmptyTraceID = "trace_id is empty or all zero"
+	refReasonEmptySpanID  = "span_id is empty or all zero"
+	refReasonSelfParent   = "parent_span_id equals span_id (a span cannot be its own parent)"
 )
 
-// RejectionSummary formats rejections as one message for an OTLP
-// partial_success error_message: the count and the first few reasons.
-func RejectionSummary(rs []Rejection) string {
-	if len(rs) == 0 {
-		return ""
-	}
-	const show = 3
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d span(s) rejected: ", len(rs))
-	for i, r := range rs {
-		if i == show {
-			fmt.Fprintf(&b, "; and %d more", len(rs)-show)
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(r.String())
-	}
-	return b.String()
-}
-
-// MapTraces maps every span of td. Spans with invalid identifiers or a
+// refMapTraces maps every span of td. Spans with invalid identifiers or a
 // negative token count are not mapped but returned as rejections; len(spans)+len(rejected) always equals
 // td.SpanCount(). MapTraces does not modify td.
 //
 // Spans of one resource share its ResourceAttributes map and spans of one
 // scope its ScopeAttributes map: callers must treat the returned maps as
 // read-only.
-func MapTraces(td ptrace.Traces, opts Options) (spans []store.Span, rejected []Rejection) {
+func refMapTraces(td ptrace.Traces, opts refOptions) (spans []store.Span, rejected []refRejection) {
 	c := opts.converter()
 	spans = make([]store.Span, 0, td.SpanCount())
 	rss := td.ResourceSpans()
@@ -93,24 +83,24 @@ func MapTraces(td ptrace.Traces, opts Options) (spans []store.Span, rejected []R
 		var service string
 		resAttrs := c.convertMap(rs.Resource().Attributes(), func(k string, v pcommon.Value) {
 			if k == "service.name" && v.Type() == pcommon.ValueTypeStr && service == "" {
-				service = validUTF8(v.Str())
+				service = refValidUTF8(v.Str())
 			}
 		})
-		resSchema := validUTF8(rs.SchemaUrl())
+		resSchema := refValidUTF8(rs.SchemaUrl())
 		resDropped := rs.Resource().DroppedAttributesCount()
 		sss := rs.ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			ss := sss.At(j)
 			scope := ss.Scope()
-			scopeName := validUTF8(scope.Name())
-			scopeVersion := validUTF8(scope.Version())
+			scopeName := refValidUTF8(scope.Name())
+			scopeVersion := refValidUTF8(scope.Version())
 			// Shared by the scope's spans, like resAttrs.
 			scopeAttrs := c.convertMap(scope.Attributes(), nil)
-			scopeSchema := validUTF8(ss.SchemaUrl())
+			scopeSchema := refValidUTF8(ss.SchemaUrl())
 			sp := ss.Spans()
 			for k := 0; k < sp.Len(); k++ {
 				s := sp.At(k)
-				if r, bad := validate(s); bad {
+				if r, bad := refValidate(s); bad {
 					rejected = append(rejected, r)
 					continue
 				}
@@ -125,8 +115,8 @@ func MapTraces(td ptrace.Traces, opts Options) (spans []store.Span, rejected []R
 					ResourceSchemaURL:              resSchema,
 					ResourceDroppedAttributesCount: resDropped,
 				}
-				if reason := mapSpan(c, s, &out); reason != "" {
-					rejected = append(rejected, rejection(s, reason))
+				if reason := refMapSpan(c, s, &out); reason != "" {
+					rejected = append(rejected, refRejectionOf(s, reason))
 					continue
 				}
 				spans = append(spans, out)
@@ -136,26 +126,26 @@ func MapTraces(td ptrace.Traces, opts Options) (spans []store.Span, rejected []R
 	return spans, rejected
 }
 
-// validate checks a span's identifiers.
-func validate(s ptrace.Span) (Rejection, bool) {
+// refValidate checks a span's identifiers.
+func refValidate(s ptrace.Span) (refRejection, bool) {
 	tid, sid, pid := s.TraceID(), s.SpanID(), s.ParentSpanID()
 	reason := ""
 	switch {
 	case tid.IsEmpty():
-		reason = ReasonEmptyTraceID
+		reason = refReasonEmptyTraceID
 	case sid.IsEmpty():
-		reason = ReasonEmptySpanID
+		reason = refReasonEmptySpanID
 	case !pid.IsEmpty() && pid == sid:
-		reason = ReasonSelfParent
+		reason = refReasonSelfParent
 	default:
-		return Rejection{}, false
+		return refRejection{}, false
 	}
-	return rejection(s, reason), true
+	return refRejectionOf(s, reason), true
 }
 
-func rejection(s ptrace.Span, reason string) Rejection {
+func refRejectionOf(s ptrace.Span, reason string) refRejection {
 	tid, sid := s.TraceID(), s.SpanID()
-	r := Rejection{SpanName: validUTF8(s.Name()), Reason: reason}
+	r := refRejection{SpanName: refValidUTF8(s.Name()), Reason: reason}
 	if !tid.IsEmpty() {
 		r.TraceID = hex.EncodeToString(tid[:])
 	}
@@ -165,27 +155,27 @@ func rejection(s ptrace.Span, reason string) Rejection {
 	return r
 }
 
-// mapSpan maps s into out; a non-empty result is why s must be rejected.
-func mapSpan(c converter, s ptrace.Span, out *store.Span) string {
+// refMapSpan maps s into out; a non-empty result is why s must be rejected.
+func refMapSpan(c refConverter, s ptrace.Span, out *store.Span) string {
 	tid, sid := s.TraceID(), s.SpanID()
 	out.TraceID = hex.EncodeToString(tid[:])
 	out.SpanID = hex.EncodeToString(sid[:])
 	if pid := s.ParentSpanID(); !pid.IsEmpty() {
 		out.ParentSpanID = hex.EncodeToString(pid[:])
 	}
-	out.TraceState = validUTF8(s.TraceState().AsRaw())
-	out.Name = validUTF8(s.Name())
-	out.Kind = spanKind(s.Kind())
-	out.StartTime = timestamp(s.StartTimestamp())
-	out.EndTime = timestamp(s.EndTimestamp())
-	out.StatusCode = statusCode(s.Status().Code())
-	out.StatusMessage = validUTF8(s.Status().Message())
+	out.TraceState = refValidUTF8(s.TraceState().AsRaw())
+	out.Name = refValidUTF8(s.Name())
+	out.Kind = refSpanKind(s.Kind())
+	out.StartTime = refTimestamp(s.StartTimestamp())
+	out.EndTime = refTimestamp(s.EndTimestamp())
+	out.StatusCode = refStatusCode(s.Status().Code())
+	out.StatusMessage = refValidUTF8(s.Status().Message())
 	out.Flags = s.Flags()
 	out.DroppedAttributesCount = s.DroppedAttributesCount()
 	out.DroppedEventsCount = s.DroppedEventsCount()
 	out.DroppedLinksCount = s.DroppedLinksCount()
 
-	x := extractor{max: c.max}
+	x := refExtractor{max: c.max}
 	out.Attributes = c.convertMap(s.Attributes(), x.visit)
 	if x.invalid != "" {
 		return x.invalid
@@ -197,8 +187,8 @@ func mapSpan(c converter, s ptrace.Span, out *store.Span) string {
 		for i := range out.Events {
 			e := evs.At(i)
 			out.Events[i] = store.Event{
-				Time:       timestamp(e.Timestamp()),
-				Name:       validUTF8(e.Name()),
+				Time:       refTimestamp(e.Timestamp()),
+				Name:       refValidUTF8(e.Name()),
 				Attributes: c.convertMap(e.Attributes(), nil),
 
 				DroppedAttributesCount: e.DroppedAttributesCount(),
@@ -210,7 +200,7 @@ func mapSpan(c converter, s ptrace.Span, out *store.Span) string {
 		for i := range out.Links {
 			l := ls.At(i)
 			link := store.Link{
-				TraceState:             validUTF8(l.TraceState().AsRaw()),
+				TraceState:             refValidUTF8(l.TraceState().AsRaw()),
 				Attributes:             c.convertMap(l.Attributes(), nil),
 				Flags:                  l.Flags(),
 				DroppedAttributesCount: l.DroppedAttributesCount(),
@@ -227,9 +217,9 @@ func mapSpan(c converter, s ptrace.Span, out *store.Span) string {
 	return ""
 }
 
-// timestamp converts OTLP nanoseconds to UTC time; 0 (unset) stays the Unix
+// refTimestamp converts OTLP nanoseconds to UTC time; 0 (unset) stays the Unix
 // epoch so the value round-trips.
-func timestamp(ts pcommon.Timestamp) time.Time {
+func refTimestamp(ts pcommon.Timestamp) time.Time {
 	n := uint64(ts)
 	if n > math.MaxInt64 {
 		n = math.MaxInt64
@@ -237,7 +227,7 @@ func timestamp(ts pcommon.Timestamp) time.Time {
 	return time.Unix(0, int64(n)).UTC()
 }
 
-func spanKind(k ptrace.SpanKind) string {
+func refSpanKind(k ptrace.SpanKind) string {
 	switch k {
 	case ptrace.SpanKindInternal:
 		return "internal"
@@ -253,7 +243,7 @@ func spanKind(k ptrace.SpanKind) string {
 	return "unspecified"
 }
 
-func statusCode(c ptrace.StatusCode) string {
+func refStatusCode(c ptrace.StatusCode) string {
 	switch c {
 	case ptrace.StatusCodeOk:
 		return store.StatusOK
@@ -263,29 +253,29 @@ func statusCode(c ptrace.StatusCode) string {
 	return store.StatusUnset
 }
 
-// pick keeps the candidate with the lowest rank (the most authoritative
+// refPick keeps the candidate with the lowest rank (the most authoritative
 // attribute name) among those offered.
-type pick[T any] struct {
+type refPick[T any] struct {
 	v    T
 	rank int8
 	ok   bool
 }
 
-func (p *pick[T]) offer(v T, rank int8) {
+func (p *refPick[T]) offer(v T, rank int8) {
 	if !p.ok || rank < p.rank {
 		p.v, p.rank, p.ok = v, rank, true
 	}
 }
 
-// extractor collects the typed GenAI fields in one pass over a span's
+// refExtractor collects the typed GenAI fields in one pass over a span's
 // attributes.
-type extractor struct {
-	operation, provider, requestModel, responseModel pick[string]
-	agent, conversation, toolName, toolCallID        pick[string]
-	input, output, cacheRead, cacheCreation, reason  pick[int64]
-	cost                                             pick[float64]
-	retrieved                                        pick[[]string]
-	cited                                            pick[[]string]
+type refExtractor struct {
+	operation, provider, requestModel, responseModel refPick[string]
+	agent, conversation, toolName, toolCallID        refPick[string]
+	input, output, cacheRead, cacheCreation, reason  refPick[int64]
+	cost                                             refPick[float64]
+	retrieved                                        refPick[[]string]
+	cited                                            refPick[[]string]
 
 	traceloopKind, traceloopEntity string
 	oiDocs                         map[int]string // OpenInference retrieval.documents.N.document.id
@@ -299,66 +289,66 @@ type extractor struct {
 // Attribute names. Ranks order the alternatives for one field: the current
 // GenAI convention first, then its deprecated names, then OpenInference,
 // then OpenLLMetry's legacy names.
-func (x *extractor) visit(k string, v pcommon.Value) {
+func (x *refExtractor) visit(k string, v pcommon.Value) {
 	x.key = k
 	switch k {
 	// Operation.
 	case semconv.AttrOperationName:
-		x.offerOp(normalizeOperation(str(v)), 0)
+		x.offerOp(refNormalizeOperation(refStr(v)), 0)
 	case semconv.OpenInferenceSpanKind:
-		x.offerOp(openInferenceOperation(str(v)), 1)
+		x.offerOp(refOpenInferenceOperation(refStr(v)), 1)
 	case semconv.OpenLLMetrySpanKind:
-		x.traceloopKind = strings.ToLower(strings.TrimSpace(str(v)))
-		x.offerOp(traceloopOperation(x.traceloopKind), 2)
+		x.traceloopKind = strings.ToLower(strings.TrimSpace(refStr(v)))
+		x.offerOp(refTraceloopOperation(x.traceloopKind), 2)
 	case semconv.OpenLLMetryRequestType:
-		x.offerOp(requestTypeOperation(str(v)), 3)
+		x.offerOp(refRequestTypeOperation(refStr(v)), 3)
 	case semconv.OpenLLMetryEntityName:
-		x.traceloopEntity = str(v)
+		x.traceloopEntity = refStr(v)
 
 	// Provider.
 	case semconv.AttrProviderName:
-		x.offerStr(&x.provider, strings.ToLower(str(v)), 0)
+		x.offerStr(&x.provider, strings.ToLower(refStr(v)), 0)
 	case semconv.AttrSystem:
-		x.offerStr(&x.provider, strings.ToLower(str(v)), 1)
+		x.offerStr(&x.provider, strings.ToLower(refStr(v)), 1)
 	case semconv.OpenInferenceSystem:
-		x.offerStr(&x.provider, strings.ToLower(str(v)), 2)
+		x.offerStr(&x.provider, strings.ToLower(refStr(v)), 2)
 	case semconv.OpenInferenceProvider:
-		x.offerStr(&x.provider, strings.ToLower(str(v)), 3)
+		x.offerStr(&x.provider, strings.ToLower(refStr(v)), 3)
 
 	// Models.
 	case semconv.AttrRequestModel:
-		x.offerStr(&x.requestModel, str(v), 0)
+		x.offerStr(&x.requestModel, refStr(v), 0)
 	case semconv.OpenInferenceRequestModelName:
-		x.offerStr(&x.requestModel, str(v), 1)
+		x.offerStr(&x.requestModel, refStr(v), 1)
 	case semconv.OpenInferenceModelName:
-		x.offerStr(&x.requestModel, str(v), 2)
-		x.offerStr(&x.responseModel, str(v), 2)
+		x.offerStr(&x.requestModel, refStr(v), 2)
+		x.offerStr(&x.responseModel, refStr(v), 2)
 	case semconv.OpenInferenceEmbeddingModelName:
-		x.offerStr(&x.requestModel, str(v), 3)
+		x.offerStr(&x.requestModel, refStr(v), 3)
 	case semconv.AttrResponseModel:
-		x.offerStr(&x.responseModel, str(v), 0)
+		x.offerStr(&x.responseModel, refStr(v), 0)
 	case semconv.OpenInferenceResponseModelName:
-		x.offerStr(&x.responseModel, str(v), 1)
+		x.offerStr(&x.responseModel, refStr(v), 1)
 
 	// Agent, conversation, tool.
 	case semconv.AttrAgentName:
-		x.offerStr(&x.agent, str(v), 0)
+		x.offerStr(&x.agent, refStr(v), 0)
 	case semconv.OpenInferenceAgentName:
-		x.offerStr(&x.agent, str(v), 1)
+		x.offerStr(&x.agent, refStr(v), 1)
 	case semconv.AttrConversationID:
-		x.offerStr(&x.conversation, str(v), 0)
+		x.offerStr(&x.conversation, refStr(v), 0)
 	case semconv.OpenInferenceSessionID:
-		x.offerStr(&x.conversation, str(v), 1)
+		x.offerStr(&x.conversation, refStr(v), 1)
 	case semconv.AttrToolName:
-		x.offerStr(&x.toolName, str(v), 0)
+		x.offerStr(&x.toolName, refStr(v), 0)
 	case semconv.OpenInferenceToolName:
-		x.offerStr(&x.toolName, str(v), 1)
+		x.offerStr(&x.toolName, refStr(v), 1)
 	case semconv.AttrToolCallID:
-		x.offerStr(&x.toolCallID, str(v), 0)
+		x.offerStr(&x.toolCallID, refStr(v), 0)
 	case semconv.OpenInferenceToolCallID:
-		x.offerStr(&x.toolCallID, str(v), 1)
+		x.offerStr(&x.toolCallID, refStr(v), 1)
 	case semconv.OpenInferenceToolID:
-		x.offerStr(&x.toolCallID, str(v), 2)
+		x.offerStr(&x.toolCallID, refStr(v), 2)
 
 	// Usage.
 	case semconv.AttrUsageInputTokens:
@@ -417,11 +407,11 @@ func (x *extractor) visit(k string, v pcommon.Value) {
 
 	// Evidence.
 	case semconv.AttrRetrievalDocuments:
-		if ids := documentIDs(v); len(ids) > 0 {
+		if ids := refDocumentIDs(v); len(ids) > 0 {
 			x.retrieved.offer(ids, 0)
 		}
 	case semconv.AttrCitations:
-		if ids := documentIDs(v); len(ids) > 0 {
+		if ids := refDocumentIDs(v); len(ids) > 0 {
 			x.cited.offer(ids, 0)
 		}
 	default:
@@ -430,7 +420,7 @@ func (x *extractor) visit(k string, v pcommon.Value) {
 		if rest, ok := strings.CutPrefix(k, semconv.OpenInferenceRetrievalDocumentsPrefix); ok {
 			if idx, ok := strings.CutSuffix(rest, semconv.OpenInferenceDocumentIDSuffix); ok {
 				if i, err := strconv.Atoi(idx); err == nil && i >= 0 {
-					if id := scalarString(v); id != "" {
+					if id := refScalarString(v); id != "" {
 						if x.oiDocs == nil {
 							x.oiDocs = make(map[int]string)
 						}
@@ -442,23 +432,23 @@ func (x *extractor) visit(k string, v pcommon.Value) {
 	}
 }
 
-func (x *extractor) offerOp(op string, rank int8) {
+func (x *refExtractor) offerOp(op string, rank int8) {
 	if op != "" {
 		x.operation.offer(op, rank)
 	}
 }
 
-func (x *extractor) offerStr(p *pick[string], s string, rank int8) {
+func (x *refExtractor) offerStr(p *refPick[string], s string, rank int8) {
 	if s = strings.TrimSpace(s); s != "" {
 		if x.max > 0 {
-			s, _ = cutString(s, x.max)
+			s, _ = refCutString(s, x.max)
 		}
 		p.offer(s, rank)
 	}
 }
 
-func (x *extractor) offerInt(p *pick[int64], v pcommon.Value, rank int8) {
-	n, ok := signedCount(v)
+func (x *refExtractor) offerInt(p *refPick[int64], v pcommon.Value, rank int8) {
+	n, ok := refSignedCount(v)
 	if !ok {
 		return
 	}
@@ -473,7 +463,7 @@ func (x *extractor) offerInt(p *pick[int64], v pcommon.Value, rank int8) {
 	p.offer(n, rank)
 }
 
-func (x *extractor) offerCost(v pcommon.Value, rank int8) {
+func (x *refExtractor) offerCost(v pcommon.Value, rank int8) {
 	var f float64
 	switch v.Type() {
 	case pcommon.ValueTypeDouble:
@@ -495,7 +485,7 @@ func (x *extractor) offerCost(v pcommon.Value, rank int8) {
 }
 
 // apply writes the collected fields into out.
-func (x *extractor) apply(out *store.Span) {
+func (x *refExtractor) apply(out *store.Span) {
 	out.Operation = x.operation.v
 	out.Provider = x.provider.v
 	out.RequestModel = x.requestModel.v
@@ -542,38 +532,28 @@ func (x *extractor) apply(out *store.Span) {
 	out.CitedDocs = x.cited.v
 }
 
-// str returns a string attribute's value, "" for other types.
-func str(v pcommon.Value) string {
+// refStr returns a string attribute's value, "" for other types.
+func refStr(v pcommon.Value) string {
 	if v.Type() != pcommon.ValueTypeStr {
 		return ""
 	}
-	return validUTF8(v.Str())
+	return refValidUTF8(v.Str())
 }
 
-// scalarString renders a string or int attribute as a string id.
-func scalarString(v pcommon.Value) string {
+// refScalarString renders a string or int attribute as a string id.
+func refScalarString(v pcommon.Value) string {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
-		return strings.TrimSpace(validUTF8(v.Str()))
+		return strings.TrimSpace(refValidUTF8(v.Str()))
 	case pcommon.ValueTypeInt:
 		return strconv.FormatInt(v.Int(), 10)
 	}
 	return ""
 }
 
-// tokenCount reads a token count sent as an int, an integral double or a
-// numeric string (some SDKs send all of these). Negative counts are ignored.
-func tokenCount(v pcommon.Value) (int64, bool) {
-	n, ok := signedCount(v)
-	if !ok || n < 0 {
-		return 0, false
-	}
-	return n, true
-}
-
-// signedCount reads a whole number from an int, a whole double or a numeric
+// refSignedCount reads a whole number from an int, a whole double or a numeric
 // string; ok is false for anything else (which the mapping ignores).
-func signedCount(v pcommon.Value) (int64, bool) {
+func refSignedCount(v pcommon.Value) (int64, bool) {
 	switch v.Type() {
 	case pcommon.ValueTypeInt:
 		return v.Int(), true
@@ -597,10 +577,10 @@ func signedCount(v pcommon.Value) (int64, bool) {
 	return 0, false
 }
 
-// documentIDs reads document ids from the forms senders use: an array of
+// refDocumentIDs reads document ids from the forms senders use: an array of
 // strings (or ints), an array of maps with an "id", a JSON string holding
 // either of those, or a single id string.
-func documentIDs(v pcommon.Value) []string {
+func refDocumentIDs(v pcommon.Value) []string {
 	switch v.Type() {
 	case pcommon.ValueTypeSlice:
 		s := v.Slice()
@@ -610,36 +590,36 @@ func documentIDs(v pcommon.Value) []string {
 			switch e.Type() {
 			case pcommon.ValueTypeMap:
 				if idv, ok := e.Map().Get("id"); ok {
-					if id := scalarString(idv); id != "" {
+					if id := refScalarString(idv); id != "" {
 						ids = append(ids, id)
 					}
 				}
 			case pcommon.ValueTypeStr:
 				// An element may itself be a JSON object with an id.
 				if t := strings.TrimSpace(e.Str()); strings.HasPrefix(t, "{") {
-					if id := jsonObjectID([]byte(t)); id != "" {
+					if id := refJsonObjectID([]byte(t)); id != "" {
 						ids = append(ids, id)
 						continue
 					}
 				}
-				if id := scalarString(e); id != "" {
+				if id := refScalarString(e); id != "" {
 					ids = append(ids, id)
 				}
 			case pcommon.ValueTypeInt:
-				ids = append(ids, scalarString(e))
+				ids = append(ids, refScalarString(e))
 			}
 		}
 		return ids
 	case pcommon.ValueTypeStr:
-		t := strings.TrimSpace(validUTF8(v.Str()))
+		t := strings.TrimSpace(refValidUTF8(v.Str()))
 		if t == "" {
 			return nil
 		}
 		if strings.HasPrefix(t, "[") {
-			return jsonDocumentIDs([]byte(t))
+			return refJsonDocumentIDs([]byte(t))
 		}
 		if strings.HasPrefix(t, "{") {
-			if id := jsonObjectID([]byte(t)); id != "" {
+			if id := refJsonObjectID([]byte(t)); id != "" {
 				return []string{id}
 			}
 			return nil
@@ -649,40 +629,40 @@ func documentIDs(v pcommon.Value) []string {
 	return nil
 }
 
-// jsonDocumentIDs reads a JSON array of ids or of objects with an "id".
-func jsonDocumentIDs(b []byte) []string {
+// refJsonDocumentIDs reads a JSON array of ids or of objects with an "id".
+func refJsonDocumentIDs(b []byte) []string {
 	var raw []json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil
 	}
 	ids := make([]string, 0, len(raw))
 	for _, r := range raw {
-		if id := jsonID(r); id != "" {
+		if id := refJsonID(r); id != "" {
 			ids = append(ids, id)
-		} else if id := jsonObjectID(r); id != "" {
+		} else if id := refJsonObjectID(r); id != "" {
 			ids = append(ids, id)
 		}
 	}
 	return ids
 }
 
-// jsonObjectID reads the "id" of a JSON object.
-func jsonObjectID(b []byte) string {
+// refJsonObjectID reads the "id" of a JSON object.
+func refJsonObjectID(b []byte) string {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(b, &obj); err != nil {
 		return ""
 	}
 	if r, ok := obj["id"]; ok {
-		return jsonID(r)
+		return refJsonID(r)
 	}
 	return ""
 }
 
-// jsonID reads a JSON string or integer as an id.
-func jsonID(r json.RawMessage) string {
+// refJsonID reads a JSON string or integer as an id.
+func refJsonID(r json.RawMessage) string {
 	var s string
 	if err := json.Unmarshal(r, &s); err == nil {
-		return strings.TrimSpace(validUTF8(s))
+		return strings.TrimSpace(refValidUTF8(s))
 	}
 	var n json.Number
 	if err := json.Unmarshal(r, &n); err == nil {
@@ -693,13 +673,13 @@ func jsonID(r json.RawMessage) string {
 	return ""
 }
 
-// DecodeProto decodes one OTLP/protobuf ExportTraceServiceRequest with
+// refDecodeProto decodes one OTLP/protobuf ExportTraceServiceRequest with
 // pdata and maps it: the reference path.
-func DecodeProto(b []byte, opts Options) ([]store.Span, []Rejection, error) {
+func refDecodeProto(b []byte, opts refOptions) ([]store.Span, []refRejection, error) {
 	req := ptraceotlp.NewExportRequest()
 	if err := req.UnmarshalProto(b); err != nil {
 		return nil, nil, err
 	}
-	spans, rej := MapTraces(req.Traces(), opts)
+	spans, rej := refMapTraces(req.Traces(), opts)
 	return spans, rej, nil
 }
