@@ -232,8 +232,39 @@ const (
 	AttrWorkflowStepKind = "loomwork.workflow.step.kind"
 	// AttrWorkflowAttempt is the 1-based attempt of a step (an int).
 	AttrWorkflowAttempt = "loomwork.workflow.attempt"
+	// AttrWorkflowStepState is how a workflow_step span ended (a string:
+	// WorkflowStepSucceeded, WorkflowStepFailed, ...).
+	AttrWorkflowStepState = "loomwork.workflow.step.state"
+	// AttrWorkflowStepRetries is the number of retries the step declares
+	// (an int; attempts = retries + 1).
+	AttrWorkflowStepRetries = "loomwork.workflow.step.retries"
+	// AttrWorkflowState is how an invoke_workflow span ended: completed,
+	// suspended, denied, failed or crashed (a string).
+	AttrWorkflowState = "loomwork.workflow.state"
+	// AttrWorkflowFile is the file a workflow was declared in (a string;
+	// absent for a workflow written in Go).
+	AttrWorkflowFile = "loomwork.workflow.file"
 	// OpWorkflowStep is the span name prefix of one step's attempt.
 	OpWorkflowStep = "workflow_step"
+)
+
+// Values of AttrWorkflowStepState.
+const (
+	WorkflowStepSucceeded = "succeeded" // the attempt's result is journaled
+	WorkflowStepFailed    = "failed"    // the attempt failed (a retry may follow)
+	WorkflowStepReplayed  = "replayed"  // the result was recorded by an earlier process: not executed
+	WorkflowStepSuspended = "suspended" // waiting for a human (an approval gate, or a call an agent step's policy held)
+	WorkflowStepApproved  = "approved"  // an approval gate was answered yes; the step's attempt follows
+	WorkflowStepDenied    = "denied"    // an approval gate was answered no: the run stops
+)
+
+// Values of AttrWorkflowState.
+const (
+	WorkflowCompleted = "completed"
+	WorkflowSuspended = "suspended"
+	WorkflowDenied    = "denied"
+	WorkflowFailed    = "failed"
+	WorkflowCrashed   = "crashed" // a simulated crash (RunOptions.CrashAfter)
 )
 
 // Policy keys (package agents/policy): every authorization decision is a

@@ -31,6 +31,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/semconv"
 )
 
@@ -44,6 +45,7 @@ const (
 	KindTool     Kind = "tool"
 	KindApproval Kind = "approval"
 	KindAgent    Kind = "agent" // a whole model-directed agent loop as one step
+	KindA2A      Kind = "a2a"   // a message to a remote A2A agent; its reply is untrusted
 )
 
 // Step is one node of a workflow.
@@ -55,6 +57,15 @@ type Step struct {
 	// attempt). Each attempt is journaled: started, then failed and
 	// retried, or succeeded.
 	Retries int
+	// Backoff is the wait before the first retry, doubled before each
+	// further one (0: retry at once). Waits use Config.Sleep.
+	Backoff time.Duration
+	// Timeout bounds one attempt (0: none): the action's context ends
+	// then, and the attempt fails (a retry may follow).
+	Timeout time.Duration
+	// Prompt, for an approval step, is what the human is asked; it is
+	// journaled on the approval_required event (nil: none).
+	Prompt func(in Input) (string, error)
 	// Key is the side-effect key, derived from what the step means (e.g.
 	// "pr:checkout-fix"), never from when it ran. A keyed step's Action
 	// runs inside the journal's write transaction (Input.Tx); its effects
@@ -148,6 +159,12 @@ type StepEvent struct {
 	Error    string          `json:"error,omitempty"`
 	Approver string          `json:"approver,omitempty"`
 	Reason   string          `json:"reason,omitempty"`
+	// Prompt is an approval step's question (approval_required).
+	Prompt string `json:"prompt,omitempty"`
+	// TraceID is the hex trace id of the span of this event's process
+	// (started, replayed, approval_required) when spans were recorded: the
+	// link from a run to its traces, one per process that ran it.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Started is the payload of the journal.KindWorkflowStarted event.
@@ -203,9 +220,12 @@ func New(name string, steps []Step) (*Workflow, error) {
 			errs = append(errs, fmt.Errorf("workflow %s: step %q: retries must not be negative (got %d)", name, s.Name, s.Retries))
 		}
 		switch s.Kind {
-		case KindModel, KindTool, KindApproval, KindAgent:
+		case KindModel, KindTool, KindApproval, KindAgent, KindA2A:
 		default:
-			errs = append(errs, fmt.Errorf("workflow %s: step %q: unknown kind %q (want model, tool, approval or agent)", name, s.Name, s.Kind))
+			errs = append(errs, fmt.Errorf("workflow %s: step %q: unknown kind %q (want model, tool, approval, agent or a2a)", name, s.Name, s.Kind))
+		}
+		if s.Backoff < 0 || s.Timeout < 0 {
+			errs = append(errs, fmt.Errorf("workflow %s: step %q: backoff and timeout must not be negative", name, s.Name))
 		}
 		w.steps[s.Name] = s
 	}
@@ -321,7 +341,13 @@ type Config struct {
 	Gate           Gate
 	TracerProvider trace.TracerProvider
 	Clock          func() time.Time
-	Logger         *slog.Logger
+	// Sleep waits d between a failed attempt and its retry (Step.Backoff),
+	// returning early with ctx's error. Default: a timer.
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Logger *slog.Logger
+	// Attributes are added to the invoke_workflow span (e.g. the file a
+	// workflow was declared in, semconv.AttrWorkflowFile).
+	Attributes []attribute.KeyValue
 
 	_ struct{}
 }
@@ -354,6 +380,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
 	return &Runner{cfg: cfg, tracer: cfg.TracerProvider.Tracer("github.com/loomwork/loomwork/agents/workflow")}, nil
 }
 
@@ -366,13 +395,32 @@ type Result struct {
 	Events    []StepEvent                // every step event of the run, old and new
 }
 
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // SuspendedError is returned when the run waits for an approval: its
-// approval_required event is durable and the process may exit.
+// approval_required event is durable and the process may exit. When an
+// agent step's policy held one of its tool calls, AgentRun and Call name
+// the held call (answer it with loom-eval approve AGENTRUN CALL); the
+// step's attempt is then journaled interrupted on resume and the agent
+// run resumes from its own journal.
 type SuspendedError struct {
-	RunID, Step string
+	RunID, Step    string
+	AgentRun, Call string
 }
 
 func (e *SuspendedError) Error() string {
+	if e.Call != "" {
+		return fmt.Sprintf("run %s suspended at step %s: its agent run %s waits for approval of call %s (loom-eval approve %s %s)", e.RunID, e.Step, e.AgentRun, e.Call, e.AgentRun, e.Call)
+	}
 	return fmt.Sprintf("run %s suspended at step %s: waiting for approval (loom-eval approve %s %s)", e.RunID, e.Step, e.RunID, e.Step)
 }
 
@@ -461,10 +509,11 @@ func (rn *Runner) Run(ctx context.Context, w *Workflow, runID string, opt RunOpt
 		return Result{}, &DivergenceError{RunID: runID, Recorded: st.graphHash, Produced: h}
 	}
 	ctx, span := rn.tracer.Start(ctx, semconv.OpInvokeWorkflow+" "+w.name, trace.WithTimestamp(rn.cfg.Clock()),
-		trace.WithAttributes(attribute.String(semconv.AttrOperationName, semconv.OpInvokeWorkflow),
-			attribute.String(semconv.AttrWorkflowName, w.name), attribute.String(semconv.AttrWorkflowRunID, runID)))
+		trace.WithAttributes(append([]attribute.KeyValue{attribute.String(semconv.AttrOperationName, semconv.OpInvokeWorkflow),
+			attribute.String(semconv.AttrWorkflowName, w.name), attribute.String(semconv.AttrWorkflowRunID, runID)}, rn.cfg.Attributes...)...))
 	defer func() {
-		if err != nil {
+		span.SetAttributes(attribute.String(semconv.AttrWorkflowState, runState(err)))
+		if err != nil && runState(err) != semconv.WorkflowSuspended {
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End(trace.WithTimestamp(rn.cfg.Clock()))
@@ -478,6 +527,24 @@ func (rn *Runner) Run(ctx context.Context, w *Workflow, runID string, opt RunOpt
 		}
 	}
 	return res, err
+}
+
+// runState is how a run that returned err ended (semconv.AttrWorkflowState).
+func runState(err error) string {
+	var sus *SuspendedError
+	var den *DeniedError
+	var crash *CrashError
+	switch {
+	case err == nil:
+		return semconv.WorkflowCompleted
+	case errors.As(err, &sus):
+		return semconv.WorkflowSuspended
+	case errors.As(err, &den):
+		return semconv.WorkflowDenied
+	case errors.As(err, &crash):
+		return semconv.WorkflowCrashed
+	}
+	return semconv.WorkflowFailed
 }
 
 const ledgerDDL = `CREATE TABLE IF NOT EXISTS workflow_ledger (
@@ -571,6 +638,41 @@ func (r *run) emit(ctx context.Context, se StepEvent) error {
 	return nil
 }
 
+// stepSpan starts the workflow_step span of one attempt of s (0: a replay
+// or an approval gate's decision).
+func (r *run) stepSpan(ctx context.Context, s *Step, attempt int) (context.Context, trace.Span) {
+	return r.rn.tracer.Start(ctx, semconv.OpWorkflowStep+" "+s.Name, trace.WithTimestamp(r.rn.cfg.Clock()),
+		trace.WithAttributes(attribute.String(semconv.AttrWorkflowStep, s.Name),
+			attribute.String(semconv.AttrWorkflowStepKind, string(s.Kind)),
+			attribute.Int(semconv.AttrWorkflowAttempt, attempt),
+			attribute.Int(semconv.AttrWorkflowStepRetries, s.Retries)))
+}
+
+// endStep ends a step span in state; err (a failed attempt) is its status.
+func (r *run) endStep(span trace.Span, state string, err error) {
+	span.SetAttributes(attribute.String(semconv.AttrWorkflowStepState, state))
+	if err != nil && state != semconv.WorkflowStepSuspended {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(r.rn.cfg.Clock()))
+}
+
+// traceID is the hex trace id of span ("" when spans are not recorded).
+func traceID(span trace.Span) string {
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
+
+// replay journals s as replayed with its recorded result, under a span.
+func (r *run) replay(ctx context.Context, s *Step, res json.RawMessage) error {
+	_, span := r.stepSpan(ctx, s, 0)
+	err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusReplayed, Attempt: 0, Key: s.Key, Result: res, TraceID: traceID(span)})
+	r.endStep(span, semconv.WorkflowStepReplayed, err)
+	return err
+}
+
 func (r *run) walk(ctx context.Context, opt RunOptions) error {
 	gate := r.rn.cfg.Gate
 	if gate == nil {
@@ -582,7 +684,7 @@ func (r *run) walk(ctx context.Context, opt RunOptions) error {
 	for _, n := range r.w.order {
 		s := r.w.steps[n]
 		if res, ok := r.st.results[n]; ok {
-			if err := r.emit(ctx, StepEvent{Step: n, Kind: s.Kind, Event: StatusReplayed, Attempt: 0, Key: s.Key, Result: res}); err != nil {
+			if err := r.replay(ctx, s, res); err != nil {
 				return err
 			}
 			continue
@@ -599,7 +701,7 @@ func (r *run) walk(ctx context.Context, opt RunOptions) error {
 			if res, ok := r.st.ledger[s.Key]; ok {
 				// The key has a result (recorded under this step before
 				// it was renamed, or by a replayed path): never again.
-				if err := r.emit(ctx, StepEvent{Step: n, Kind: s.Kind, Event: StatusReplayed, Key: s.Key, Result: res}); err != nil {
+				if err := r.replay(ctx, s, res); err != nil {
 					return err
 				}
 				r.st.results[n] = res
@@ -607,7 +709,7 @@ func (r *run) walk(ctx context.Context, opt RunOptions) error {
 			}
 		}
 		if s.Kind == KindApproval {
-			a, err := r.approval(ctx, gate, s)
+			a, err := r.gate(ctx, gate, s, in)
 			if err != nil {
 				return err
 			}
@@ -623,11 +725,39 @@ func (r *run) walk(ctx context.Context, opt RunOptions) error {
 	return nil
 }
 
+// gate is the approval of s under a span (attempt 0) whose state is the
+// answer: approved, denied, or suspended while there is none.
+func (r *run) gate(ctx context.Context, gate Gate, s *Step, in Input) (*Approval, error) {
+	ctx, span := r.stepSpan(ctx, s, 0)
+	a, err := r.approval(ctx, gate, s, in, traceID(span))
+	var sus *SuspendedError
+	var den *DeniedError
+	switch {
+	case err == nil:
+		r.endStep(span, semconv.WorkflowStepApproved, nil)
+	case errors.As(err, &sus):
+		r.endStep(span, semconv.WorkflowStepSuspended, err)
+	case errors.As(err, &den):
+		r.endStep(span, semconv.WorkflowStepDenied, err)
+	default:
+		r.endStep(span, semconv.WorkflowStepFailed, err)
+	}
+	return a, err
+}
+
 // approval consults the journal first (an answer recorded by `loom-eval
 // approve`/`deny`), then the gate. No answer: the run suspends.
-func (r *run) approval(ctx context.Context, gate Gate, s *Step) (*Approval, error) {
+func (r *run) approval(ctx context.Context, gate Gate, s *Step, in Input, trace string) (*Approval, error) {
 	if !r.st.asked[s.Name] {
-		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusApprovalRequired}); err != nil {
+		prompt := ""
+		if s.Prompt != nil {
+			p, err := s.Prompt(in)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: step %s: prompt: %w", r.runID, s.Name, err)
+			}
+			prompt = p
+		}
+		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusApprovalRequired, Prompt: prompt, TraceID: trace}); err != nil {
 			return nil, err
 		}
 	}
@@ -678,12 +808,20 @@ func (r *run) execute(ctx context.Context, s *Step, in Input) error {
 	}
 	for {
 		in.Attempt = attempt
-		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusStarted, Attempt: attempt, Key: s.Key}); err != nil {
-			return err
-		}
 		err := r.attempt(ctx, s, in)
 		if err == nil {
 			return nil
+		}
+		var held *runtime.SuspendedError
+		if errors.As(err, &held) {
+			// An agent step's policy held a call for a human: the run
+			// suspends, not fails; resuming reruns this attempt, whose
+			// agent run resumes from its own journal.
+			return &SuspendedError{RunID: r.runID, Step: s.Name, AgentRun: held.RunID, Call: held.CallID}
+		}
+		var journalErr *journalError
+		if errors.As(err, &journalErr) {
+			return err
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("run %s: step %s: %w", r.runID, s.Name, cerr)
@@ -697,21 +835,62 @@ func (r *run) execute(ctx context.Context, s *Step, in Input) error {
 		if rerr := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusRetried, Attempt: attempt, Key: s.Key}); rerr != nil {
 			return rerr
 		}
+		if d := backoff(s.Backoff, r.st.failures[s.Name]); d > 0 {
+			if serr := r.rn.cfg.Sleep(ctx, d); serr != nil {
+				return fmt.Errorf("run %s: step %s: backoff before attempt %d: %w", r.runID, s.Name, attempt+1, serr)
+			}
+		}
 		attempt++
 	}
 }
 
-// attempt runs the action once and journals its success.
+// maxBackoff caps the doubled backoff.
+const maxBackoff = 10 * time.Minute
+
+// backoff is the wait before the retry that follows the nth failure: base,
+// doubled for each earlier failure, at most maxBackoff.
+func backoff(base time.Duration, failures int) time.Duration {
+	d := base
+	for i := 1; i < failures && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// journalError is a failure to journal the started event: the step did
+// not run, and it is not the step's failure.
+type journalError struct{ err error }
+
+func (e *journalError) Error() string { return e.err.Error() }
+func (e *journalError) Unwrap() error { return e.err }
+
+// attempt runs the action once, under its span and Step.Timeout, and
+// journals its start and success.
 func (r *run) attempt(ctx context.Context, s *Step, in Input) (err error) {
-	ctx, span := r.rn.tracer.Start(ctx, semconv.OpWorkflowStep+" "+s.Name, trace.WithTimestamp(r.rn.cfg.Clock()),
-		trace.WithAttributes(attribute.String(semconv.AttrWorkflowStep, s.Name),
-			attribute.String(semconv.AttrWorkflowStepKind, string(s.Kind)),
-			attribute.Int(semconv.AttrWorkflowAttempt, in.Attempt)))
+	ctx, span := r.stepSpan(ctx, s, in.Attempt)
 	defer func() {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
+		var held *runtime.SuspendedError
+		switch {
+		case err == nil:
+			r.endStep(span, semconv.WorkflowStepSucceeded, nil)
+		case errors.As(err, &held):
+			r.endStep(span, semconv.WorkflowStepSuspended, err)
+		default:
+			r.endStep(span, semconv.WorkflowStepFailed, err)
 		}
-		span.End(trace.WithTimestamp(r.rn.cfg.Clock()))
+	}()
+	if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusStarted, Attempt: in.Attempt, Key: s.Key, TraceID: traceID(span)}); err != nil {
+		return &journalError{err}
+	}
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
+	defer func() {
+		if err != nil && s.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("attempt timed out after %s: %w", s.Timeout, err)
+		}
 	}()
 	succeeded := func(v any) (StepEvent, journal.Record, error) {
 		raw, err := json.Marshal(v)
