@@ -74,6 +74,10 @@ type Step struct {
 	Key string
 	// EffectSchema is idempotent DDL for the tables a keyed step writes.
 	EffectSchema string
+	// Digest, when set, is journaled with the graph: a step declared in a
+	// file carries the hash of its declaration, so a run resumes only
+	// under the same declaration.
+	Digest string
 	// Action does the step. Its result must be JSON-encodable; it is
 	// journaled and given to dependent steps (Input.Results).
 	Action func(ctx context.Context, in Input) (any, error)
@@ -171,6 +175,9 @@ type StepEvent struct {
 type Started struct {
 	Workflow string     `json:"workflow"`
 	Steps    []StepSpec `json:"steps"`
+	// Input is the workflow's input (a file workflow's --input): a run
+	// resumes only with the same input.
+	Input string `json:"input,omitempty"`
 }
 
 // StepSpec is a step as recorded: what a resume must find unchanged.
@@ -180,6 +187,7 @@ type StepSpec struct {
 	Requires []string `json:"requires,omitempty"`
 	Retries  int      `json:"retries,omitempty"`
 	Key      string   `json:"key,omitempty"`
+	Digest   string   `json:"digest,omitempty"`
 }
 
 // Workflow is a validated step graph.
@@ -188,6 +196,7 @@ type Workflow struct {
 	steps map[string]*Step
 	order []string
 	specs []StepSpec
+	input string
 }
 
 // CycleError reports a dependency cycle, naming its steps in order.
@@ -254,7 +263,7 @@ func New(name string, steps []Step) (*Workflow, error) {
 	w.order = order
 	for _, n := range order {
 		s := w.steps[n]
-		w.specs = append(w.specs, StepSpec{Name: s.Name, Kind: s.Kind, Requires: s.Requires, Retries: s.Retries, Key: s.Key})
+		w.specs = append(w.specs, StepSpec{Name: s.Name, Kind: s.Kind, Requires: s.Requires, Retries: s.Retries, Key: s.Key, Digest: s.Digest})
 	}
 	return w, nil
 }
@@ -496,7 +505,7 @@ func (rn *Runner) Run(ctx context.Context, w *Workflow, runID string, opt RunOpt
 	if err != nil {
 		return Result{}, err
 	}
-	started := Started{Workflow: w.name, Steps: w.specs}
+	started := Started{Workflow: w.name, Steps: w.specs, Input: w.input}
 	h, err := journal.HashValue(started)
 	if err != nil {
 		return Result{}, err
