@@ -402,6 +402,9 @@ type Result struct {
 	Results   map[string]json.RawMessage
 	Ledger    map[string]json.RawMessage // side-effect key → result
 	Events    []StepEvent                // every step event of the run, old and new
+	// TraceID is the hex trace id of this process's invoke_workflow span
+	// ("" when spans are not recorded).
+	TraceID string
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -529,7 +532,7 @@ func (rn *Runner) Run(ctx context.Context, w *Workflow, runID string, opt RunOpt
 	}()
 	r := &run{rn: rn, w: w, runID: runID, st: st}
 	err = r.walk(ctx, opt)
-	res = Result{RunID: runID, Results: st.results, Ledger: st.ledger, Events: st.events}
+	res = Result{RunID: runID, Results: st.results, Ledger: st.ledger, Events: st.events, TraceID: traceID(span)}
 	for _, n := range w.order {
 		if _, ok := st.results[n]; ok {
 			res.Completed = append(res.Completed, n)
