@@ -249,6 +249,10 @@ func TestFileWorkflowEndToEnd(t *testing.T) {
 	if err != nil || len(pending) != 1 || !strings.Contains(evs[len(evs)-1].Prompt, "The desk says: Restart the checkout pool.") {
 		t.Fatalf("status: %v pending %v last %+v", err, pending, evs[len(evs)-1])
 	}
+	if sum, ok, err := workflow.Summarize(ctx, j, "pr-1"); err != nil || !ok || sum.State != workflow.RunSuspended ||
+		sum.Steps[1].State != workflow.StateWaiting || sum.Steps[2].State != workflow.StateNotStarted || len(sum.TraceIDs) != 1 {
+		t.Fatalf("summary while suspended: %+v %v %v", sum, ok, err)
+	}
 	// The process state is discarded: the journal is closed and reopened.
 	j.Shutdown(ctx)
 	j = openJournalAt(t, jp)
@@ -287,6 +291,9 @@ func TestFileWorkflowEndToEnd(t *testing.T) {
 	}
 	if !reflect.DeepEqual(succeeded, map[string]int{"ask_peer": 1, "gate": 1, "triage": 1, "report": 1}) {
 		t.Fatalf("succeeded events %v", succeeded)
+	}
+	if sum, _, _ := workflow.Summarize(ctx, j, "pr-1"); sum.State != workflow.RunCompleted || len(sum.TraceIDs) != 2 || sum.Steps[3].Output != report.Output {
+		t.Fatalf("summary when completed: %+v", sum)
 	}
 	// A third run replays everything and executes nothing.
 	if _, err := run(j); err != nil || tasks.Load() != 1 || model.Calls() != 2 {

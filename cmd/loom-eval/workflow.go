@@ -108,9 +108,9 @@ func (m *Main) workflowStatus(ctx context.Context, j *journaldb.Store, runID str
 		for _, s := range sum.Steps {
 			extra := ""
 			if s.Error != "" {
-				extra = "  " + s.Error
+				extra = "  " + oneLine(s.Error, 160)
 			} else if s.Prompt != "" && s.State == workflow.StateWaiting {
-				extra = "  " + s.Prompt
+				extra = "  " + oneLine(s.Prompt, 160)
 			}
 			fmt.Fprintf(out, "  %-17s %-9s %-20s attempts=%d/%d%s\n", s.Step, s.Kind, s.State, s.Attempts, s.Retries+1, extra)
 		}
