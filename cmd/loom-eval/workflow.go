@@ -350,3 +350,31 @@ func (a webApprovals) Answer(ctx context.Context, runID, step string, approved b
 	_, err = q.Answer(ctx, runID, step, approved, approver, reason)
 	return err
 }
+
+// WorkflowRuns implements web.Workflows: the workflow runs of the journal
+// (workflow.Summaries), each step's detail clipped for the page.
+func (a webApprovals) WorkflowRuns(ctx context.Context) ([]web.WorkflowRun, error) {
+	sums, err := workflow.Summaries(ctx, a.j)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]web.WorkflowRun, 0, len(sums))
+	for _, s := range sums {
+		run := web.WorkflowRun{RunID: s.RunID, Workflow: s.Workflow, State: s.State, Started: s.Started, Updated: s.Updated, TraceIDs: s.TraceIDs}
+		for _, st := range s.Steps {
+			detail := st.Output
+			switch {
+			case st.Error != "":
+				detail = st.Error
+			case st.State == workflow.StateWaiting:
+				detail = st.Prompt
+			case st.Approver != "" && st.Output == "":
+				detail = "by " + st.Approver
+			}
+			run.Steps = append(run.Steps, web.WorkflowStep{Step: st.Step, Kind: string(st.Kind), State: st.State,
+				Attempts: st.Attempts, Retries: st.Retries, Detail: oneLine(detail, 240)})
+		}
+		out = append(out, run)
+	}
+	return out, nil
+}

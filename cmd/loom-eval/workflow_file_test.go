@@ -25,6 +25,7 @@ import (
 	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/web"
 )
 
 // docExample is the workflow file of docs/workflow.md's "Write your own
@@ -136,6 +137,7 @@ func TestWorkflowFileFromTheDocs(t *testing.T) {
 	}
 	checkDocRun(t, jp, tasks)
 	checkDocSpans(t, b.Reader(), traceID[1])
+	checkDocUI(t, jp, b.Reader(), traceID[1])
 	if out, _, code := cli(t, "audit", "verify", audit); code != ExitOK || !strings.Contains(out, "chain verifies") {
 		t.Fatalf("audit verify: exit %d %s", code, out)
 	}
@@ -245,4 +247,32 @@ func findSpan(spans []store.Span, f func(store.Span) bool) *store.Span {
 		}
 	}
 	return nil
+}
+
+// checkDocUI: serve's /workflows (wired as serve wires it, from the
+// approvals journal) lists the run, completed, with each step and a link
+// to the trace the collector holds.
+func checkDocUI(t *testing.T, jp string, r store.Reader, traceID string) {
+	t.Helper()
+	ctx := context.Background()
+	j, err := journaldb.Open(ctx, journaldb.Config{Path: jp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Shutdown(ctx)
+	var approvals web.Approvals = webApprovals{j: j, clock: time.Now}
+	workflows, _ := approvals.(web.Workflows)
+	srv, err := web.New(web.Config{}, web.Deps{Traces: r, Approvals: approvals, Workflows: workflows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest("GET", "/workflows", nil))
+	body := rec.Body.String()
+	for _, want := range []string{`id="run-t-1"`, "docs_triage", ">completed<", "ask_desk", "research", "approved by lead@example.invalid",
+		`href="/traces/` + traceID + `"`} {
+		if rec.Code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("/workflows (%d) lacks %q:\n%s", rec.Code, want, body)
+		}
+	}
 }
