@@ -233,7 +233,7 @@ const (
 	// AttrWorkflowAttempt is the 1-based attempt of a step (an int).
 	AttrWorkflowAttempt = "loomwork.workflow.attempt"
 	// AttrWorkflowStepState is how a workflow_step span ended (a string:
-	// WorkflowStepSucceeded, WorkflowStepFailed, ...).
+	// WorkflowStepSucceeded, WorkflowFailed, ...).
 	AttrWorkflowStepState = "loomwork.workflow.step.state"
 	// AttrWorkflowStepRetries is the number of retries the step declares
 	// (an int; attempts = retries + 1).
@@ -248,23 +248,17 @@ const (
 	OpWorkflowStep = "workflow_step"
 )
 
-// Values of AttrWorkflowStepState.
+// Values of AttrWorkflowStepState (a step's span) and AttrWorkflowState
+// (the run's span); failed, suspended and denied are both.
 const (
 	WorkflowStepSucceeded = "succeeded" // the attempt's result is journaled
-	WorkflowStepFailed    = "failed"    // the attempt failed (a retry may follow)
 	WorkflowStepReplayed  = "replayed"  // the result was recorded by an earlier process: not executed
-	WorkflowStepSuspended = "suspended" // waiting for a human (an approval gate, or a call an agent step's policy held)
 	WorkflowStepApproved  = "approved"  // an approval gate was answered yes; the step's attempt follows
-	WorkflowStepDenied    = "denied"    // an approval gate was answered no: the run stops
-)
-
-// Values of AttrWorkflowState.
-const (
-	WorkflowCompleted = "completed"
-	WorkflowSuspended = "suspended"
-	WorkflowDenied    = "denied"
-	WorkflowFailed    = "failed"
-	WorkflowCrashed   = "crashed" // a simulated crash (RunOptions.CrashAfter)
+	WorkflowCompleted     = "completed" // the run: every step has a result
+	WorkflowCrashed       = "crashed"   // the run: a simulated crash (RunOptions.CrashAfter)
+	WorkflowFailed        = "failed"    // an attempt failed (a retry may follow); the run: a step used its retries
+	WorkflowSuspended     = "suspended" // waiting for a human: an approval gate, or a call an agent step's policy held
+	WorkflowDenied        = "denied"    // an approval gate was answered no: the run stops
 )
 
 // Policy keys (package agents/policy): every authorization decision is a

@@ -663,7 +663,7 @@ func (r *run) stepSpan(ctx context.Context, s *Step, attempt int) (context.Conte
 // endStep ends a step span in state; err (a failed attempt) is its status.
 func (r *run) endStep(span trace.Span, state string, err error) {
 	span.SetAttributes(attribute.String(semconv.AttrWorkflowStepState, state))
-	if err != nil && state != semconv.WorkflowStepSuspended {
+	if err != nil && state != semconv.WorkflowSuspended {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End(trace.WithTimestamp(r.rn.cfg.Clock()))
@@ -748,11 +748,11 @@ func (r *run) gate(ctx context.Context, gate Gate, s *Step, in Input) (*Approval
 	case err == nil:
 		r.endStep(span, semconv.WorkflowStepApproved, nil)
 	case errors.As(err, &sus):
-		r.endStep(span, semconv.WorkflowStepSuspended, err)
+		r.endStep(span, semconv.WorkflowSuspended, err)
 	case errors.As(err, &den):
-		r.endStep(span, semconv.WorkflowStepDenied, err)
+		r.endStep(span, semconv.WorkflowDenied, err)
 	default:
-		r.endStep(span, semconv.WorkflowStepFailed, err)
+		r.endStep(span, semconv.WorkflowFailed, err)
 	}
 	return a, err
 }
@@ -886,9 +886,9 @@ func (r *run) attempt(ctx context.Context, s *Step, in Input) (err error) {
 		case err == nil:
 			r.endStep(span, semconv.WorkflowStepSucceeded, nil)
 		case errors.As(err, &held):
-			r.endStep(span, semconv.WorkflowStepSuspended, err)
+			r.endStep(span, semconv.WorkflowSuspended, err)
 		default:
-			r.endStep(span, semconv.WorkflowStepFailed, err)
+			r.endStep(span, semconv.WorkflowFailed, err)
 		}
 	}()
 	if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusStarted, Attempt: in.Attempt, Key: s.Key, TraceID: traceID(span)}); err != nil {
