@@ -210,11 +210,25 @@ func (c *compiler) render(step string, st *stepTemplate, in Input) (string, stri
 			origins = append(origins, splitOrigins(r.Origin)...)
 		}
 	}
-	var b strings.Builder
-	if err := st.tmpl.Execute(&b, data); err != nil {
+	b := &cappedBuilder{max: MaxRenderBytes}
+	if err := st.tmpl.Execute(b, data); err != nil {
 		return "", "", fmt.Errorf("template: %w", err)
 	}
 	return b.String(), joinOrigins(origins...), nil
+}
+
+// cappedBuilder is a strings.Builder that refuses to grow past max bytes,
+// which stops a template's execution.
+type cappedBuilder struct {
+	strings.Builder
+	max int
+}
+
+func (b *cappedBuilder) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.max {
+		return 0, fmt.Errorf("rendered text longer than %d bytes", b.max)
+	}
+	return b.Builder.Write(p)
 }
 
 func splitOrigins(o string) []string {

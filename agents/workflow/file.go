@@ -135,6 +135,7 @@ const (
 	MaxFileBackoff  = maxBackoff
 	MaxFileTimeout  = 24 * time.Hour
 	MaxTemplateSize = 64 << 10
+	MaxRenderBytes  = 1 << 20 // a rendered template
 	MaxAgentSteps   = 50
 )
 
@@ -508,6 +509,8 @@ func parseTemplate(step, field, text string, anc map[string]bool) (*stepTemplate
 			default:
 				st.reads = append(st.reads, idents[1])
 			}
+		case idents[0] == "range over a number":
+			problems = append(problems, "range over a number is not allowed (a template renders text from its fields; it does not loop)")
 		default:
 			problems = append(problems, fmt.Sprintf("unknown field .%s (want .Input, .RunID or .Steps.ID.Output)", strings.Join(idents, ".")))
 		}
@@ -560,6 +563,11 @@ func walkTemplate(n parse.Node, check func([]string)) {
 	case *parse.IfNode:
 		walkBranch(&n.BranchNode, check)
 	case *parse.RangeNode:
+		if n.Pipe != nil && len(n.Pipe.Cmds) == 1 && len(n.Pipe.Cmds[0].Args) == 1 {
+			if _, isNumber := n.Pipe.Cmds[0].Args[0].(*parse.NumberNode); isNumber {
+				check([]string{"range over a number"})
+			}
+		}
 		walkBranch(&n.BranchNode, check)
 	case *parse.WithNode:
 		walkBranch(&n.BranchNode, check)

@@ -48,6 +48,7 @@ func TestDecodeFileRefusesBadFilesNamingStepAndField(t *testing.T) {
 			`step "b": field "input": template: reads step "a", which is not among the steps it needs`},
 		{"template reads an unknown field", step(`{"id":"b","kind":"tool","tool":"echo","input":"{{.Env}}"}`), `step "b": field "input": template: unknown field .Env`},
 		{"template reads beyond output", step(`{"id":"b","kind":"tool","tool":"echo","input":"{{.Steps.a.Origin}}","needs":["a"]}`), `a step's data has only .Output`},
+		{"range over a number", step(`{"id":"b","kind":"tool","tool":"echo","input":"{{range 1000000000}}x{{end}}"}`), `step "b": field "input": template: range over a number is not allowed`},
 		{"field the kind does not take", step(`{"id":"b","kind":"approval","prompt":"ok?","url":"http://x"}`), `step "b": field "url": a approval step does not take url`},
 		{"missing required field", step(`{"id":"b","kind":"a2a","input":"hi"}`), `step "b": field "url": a a2a step requires url`},
 		{"unknown kind", step(`{"id":"b","kind":"model","input":"hi"}`), `step "b": field "kind": unknown kind "model"`},
@@ -480,4 +481,25 @@ func compactLog(evs []workflow.StepEvent) string {
 		out = append(out, fmt.Sprintf("%s/%s/%d", e.Step, e.Event, e.Attempt))
 	}
 	return strings.Join(out, " ")
+}
+
+// A template's rendered text is capped: a step whose input would render
+// past MaxRenderBytes fails naming the step, instead of growing without
+// bound.
+func TestRenderedTextIsCapped(t *testing.T) {
+	f, err := workflow.DecodeFile("big.json", []byte(`{"name":"big","steps":[
+		{"id":"big","kind":"tool","tool":"echo","input":"{{printf \"%0999999d\" 1}}{{printf \"%0999999d\" 1}}"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, release, err := workflow.Compile(f, workflow.FileConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	rn, _ := workflow.NewRunner(workflow.Config{Journal: openJournalAt(t, filepath.Join(t.TempDir(), "j.db"))})
+	_, err = rn.Run(context.Background(), w, "b-1", workflow.RunOptions{})
+	if err == nil || !strings.Contains(err.Error(), "step big failed") || !strings.Contains(err.Error(), "rendered text longer than") {
+		t.Fatalf("want step big to fail on its rendered size, got %v", err)
+	}
 }
