@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -274,5 +275,44 @@ func checkDocUI(t *testing.T, jp string, r store.Reader, traceID string) {
 		if rec.Code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/workflows (%d) lacks %q:\n%s", rec.Code, want, body)
 		}
+	}
+}
+
+// A file whose step keeps failing exits 1 after the declared retries,
+// naming the step; a bad file is refused (usage) naming the file, the step
+// and the field; a file that is not there is neither a workflow nor a file.
+func TestWorkflowFileCLIRetriesAndRefusals(t *testing.T) {
+	dir := t.TempDir()
+	jp := filepath.Join(dir, "j.db")
+	run := func(args ...string) (string, int, string) {
+		var out, errb bytes.Buffer
+		err := newTestMain(&out, &errb, nil).Run(context.Background(), append(args, "--journal", jp))
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		return out.String(), exitCode(err, io.Discard), msg
+	}
+	flaky := filepath.Join(dir, "flaky.json")
+	// Port 9 (discard) on loopback: nothing listens, every attempt fails.
+	os.WriteFile(flaky, []byte(`{"name":"flaky","steps":[{"id":"ask","kind":"a2a","url":"http://127.0.0.1:9","input":"hi","retries":1,"backoff":"10ms"}]}`), 0o644)
+	out, code, msg := run("workflow", "run", flaky, "--run", "f-1")
+	if code != ExitFailure || !strings.Contains(msg, "run f-1: step ask failed after 2 attempt(s)") ||
+		strings.Count(out, "ask               failed") != 2 || strings.Count(out, "retried") != 1 {
+		t.Fatalf("flaky: exit %d %s\n%s", code, msg, out)
+	}
+	status, _, _ := run("workflow", "status", "f-1")
+	if !strings.Contains(status, "run f-1 (workflow flaky): failed") || !strings.Contains(status, "attempts=2/2") {
+		t.Fatalf("status:\n%s", status)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"name":"bad","steps":[{"id":"a","kind":"tool","tool":"echo","input":"x","needs":["ghost"]}]}`), 0o644)
+	if _, code, msg := run("workflow", "run", bad, "--run", "b-1"); code != ExitUsage ||
+		!strings.Contains(msg, `workflow file `+bad+`: step "a": field "needs": needs unknown step "ghost"`) {
+		t.Fatalf("bad file: exit %d %s", code, msg)
+	}
+	if _, code, msg := run("workflow", "run", filepath.Join(dir, "nope.json"), "--run", "n-1"); code != ExitUsage ||
+		!strings.Contains(msg, "is neither a built-in workflow (incident) nor a workflow file") {
+		t.Fatalf("missing file: exit %d %s", code, msg)
 	}
 }
