@@ -305,7 +305,16 @@ func (m *Main) answer(ctx context.Context, verb string, args []string) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	if e.Kind == approvals.KindToolCall {
-		fmt.Fprintf(termSafe(m.Stdout), "run %s call %s (tool %s): %s by %s; run it again (the same run id) to resume it\n", run, id, e.Tool, e.Status, e.Approver)
+		again := "run it again (the same run id) to resume it"
+		// An agent step's run (WORKFLOWRUN/STEP, a retry's
+		// WORKFLOWRUN/STEP/N) resumes with its workflow.
+		for i := strings.LastIndex(run, "/"); i > 0; i = strings.LastIndex(run[:i], "/") {
+			if _, ok, _ := workflow.Summarize(ctx, j, run[:i]); ok {
+				again = fmt.Sprintf("run its workflow again (loom-eval workflow run FILE --run %s) to resume it", run[:i])
+				break
+			}
+		}
+		fmt.Fprintf(termSafe(m.Stdout), "run %s call %s (tool %s): %s by %s; %s\n", run, id, e.Tool, e.Status, e.Approver, again)
 		return nil
 	}
 	fmt.Fprintf(termSafe(m.Stdout), "run %s step %s: %s by %s; run the workflow again (loom-eval workflow run WORKFLOW --run %s) to resume or stop it\n", run, id, e.Status, e.Approver, run)
