@@ -11,6 +11,14 @@
 // approval or denial journaled later (`loom-eval approve` / `deny`) lets
 // the next Run resume or stop it.
 //
+// A workflow is built in Go (New) or declared in a JSON file (DecodeFile,
+// Compile): reference agents, remote A2A agents, a documented set of
+// tools and approval gates as steps, with retries, backoff, timeouts and
+// text/template inputs over earlier steps' outputs; a peer's reply keeps
+// its origin, so an agent step that reads it runs with a tainted task.
+// Each run, attempt, replay and gate decision is a span (semconv's
+// workflow keys); Summarize reads a run's per-step state back.
+//
 // docs/workflow.md describes the event format and the guarantees.
 package workflow
 
