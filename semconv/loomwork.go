@@ -232,8 +232,33 @@ const (
 	AttrWorkflowStepKind = "loomwork.workflow.step.kind"
 	// AttrWorkflowAttempt is the 1-based attempt of a step (an int).
 	AttrWorkflowAttempt = "loomwork.workflow.attempt"
+	// AttrWorkflowStepState is how a workflow_step span ended (a string:
+	// WorkflowStepSucceeded, WorkflowFailed, ...).
+	AttrWorkflowStepState = "loomwork.workflow.step.state"
+	// AttrWorkflowStepRetries is the number of retries the step declares
+	// (an int; attempts = retries + 1).
+	AttrWorkflowStepRetries = "loomwork.workflow.step.retries"
+	// AttrWorkflowState is how an invoke_workflow span ended: completed,
+	// suspended, denied, failed or crashed (a string).
+	AttrWorkflowState = "loomwork.workflow.state"
+	// AttrWorkflowFile is the file a workflow was declared in (a string;
+	// absent for a workflow written in Go).
+	AttrWorkflowFile = "loomwork.workflow.file"
 	// OpWorkflowStep is the span name prefix of one step's attempt.
 	OpWorkflowStep = "workflow_step"
+)
+
+// Values of AttrWorkflowStepState (a step's span) and AttrWorkflowState
+// (the run's span); failed, suspended and denied are both.
+const (
+	WorkflowStepSucceeded = "succeeded" // the attempt's result is journaled
+	WorkflowStepReplayed  = "replayed"  // the result was recorded by an earlier process: not executed
+	WorkflowStepApproved  = "approved"  // an approval gate was answered yes; the step's attempt follows
+	WorkflowCompleted     = "completed" // the run: every step has a result
+	WorkflowCrashed       = "crashed"   // the run: a simulated crash (RunOptions.CrashAfter)
+	WorkflowFailed        = "failed"    // an attempt failed (a retry may follow); the run: a step used its retries
+	WorkflowSuspended     = "suspended" // waiting for a human: an approval gate, or a call an agent step's policy held
+	WorkflowDenied        = "denied"    // an approval gate was answered no: the run stops
 )
 
 // Policy keys (package agents/policy): every authorization decision is a

@@ -102,6 +102,9 @@ type Deps struct {
 	// Approvals lists runs suspended at approval gates and records
 	// answers (/approvals); nil: the page says how to configure it.
 	Approvals Approvals
+	// Workflows lists workflow runs with each step's state and links to
+	// their traces (/workflows); nil: the page says how to configure it.
+	Workflows Workflows
 	// Experiments compares the experiments the trace store keeps
 	// (/experiments/compare); nil: the compare page says it cannot. The
 	// list needs only the store.
@@ -219,6 +222,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s.registerCompare()
 	s.registerLabels()
 	s.registerApprovals()
+	s.registerWorkflows()
 	s.registerExperiments()
 	s.registerDatasets()
 	s.registerAudit()
@@ -272,7 +276,7 @@ func (s *Server) projectServer(project string) (*Server, error) {
 		return ps, nil
 	}
 	deps := s.deps
-	deps.Labels, deps.Approvals, deps.Audit = "", nil, nil
+	deps.Labels, deps.Approvals, deps.Workflows, deps.Audit = "", nil, nil, nil
 	if deps.Datasets != "" {
 		// ".projects" is no dataset name (names start with a letter or
 		// digit), so a project's datasets never mix with the default's.

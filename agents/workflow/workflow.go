@@ -11,6 +11,14 @@
 // approval or denial journaled later (`loom-eval approve` / `deny`) lets
 // the next Run resume or stop it.
 //
+// A workflow is built in Go (New) or declared in a JSON file (DecodeFile,
+// Compile): reference agents, remote A2A agents, a documented set of
+// tools and approval gates as steps, with retries, backoff, timeouts and
+// text/template inputs over earlier steps' outputs; a peer's reply keeps
+// its origin, so an agent step that reads it runs with a tainted task.
+// Each run, attempt, replay and gate decision is a span (semconv's
+// workflow keys); Summarize reads a run's per-step state back.
+//
 // docs/workflow.md describes the event format and the guarantees.
 package workflow
 
@@ -31,6 +39,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/semconv"
 )
 
@@ -44,6 +53,7 @@ const (
 	KindTool     Kind = "tool"
 	KindApproval Kind = "approval"
 	KindAgent    Kind = "agent" // a whole model-directed agent loop as one step
+	KindA2A      Kind = "a2a"   // a message to a remote A2A agent; its reply is untrusted
 )
 
 // Step is one node of a workflow.
@@ -55,6 +65,15 @@ type Step struct {
 	// attempt). Each attempt is journaled: started, then failed and
 	// retried, or succeeded.
 	Retries int
+	// Backoff is the wait before the first retry, doubled before each
+	// further one (0: retry at once). Waits use Config.Sleep.
+	Backoff time.Duration
+	// Timeout bounds one attempt (0: none): the action's context ends
+	// then, and the attempt fails (a retry may follow).
+	Timeout time.Duration
+	// Prompt, for an approval step, is what the human is asked; it is
+	// journaled on the approval_required event (nil: none).
+	Prompt func(in Input) (string, error)
 	// Key is the side-effect key, derived from what the step means (e.g.
 	// "pr:checkout-fix"), never from when it ran. A keyed step's Action
 	// runs inside the journal's write transaction (Input.Tx); its effects
@@ -63,6 +82,10 @@ type Step struct {
 	Key string
 	// EffectSchema is idempotent DDL for the tables a keyed step writes.
 	EffectSchema string
+	// Digest, when set, is journaled with the graph: a step declared in a
+	// file carries the hash of its declaration, so a run resumes only
+	// under the same declaration.
+	Digest string
 	// Action does the step. Its result must be JSON-encodable; it is
 	// journaled and given to dependent steps (Input.Results).
 	Action func(ctx context.Context, in Input) (any, error)
@@ -148,12 +171,21 @@ type StepEvent struct {
 	Error    string          `json:"error,omitempty"`
 	Approver string          `json:"approver,omitempty"`
 	Reason   string          `json:"reason,omitempty"`
+	// Prompt is an approval step's question (approval_required).
+	Prompt string `json:"prompt,omitempty"`
+	// TraceID is the hex trace id of the span of this event's process
+	// (started, replayed, approval_required) when spans were recorded: the
+	// link from a run to its traces, one per process that ran it.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Started is the payload of the journal.KindWorkflowStarted event.
 type Started struct {
 	Workflow string     `json:"workflow"`
 	Steps    []StepSpec `json:"steps"`
+	// Input is the workflow's input (a file workflow's --input): a run
+	// resumes only with the same input.
+	Input string `json:"input,omitempty"`
 }
 
 // StepSpec is a step as recorded: what a resume must find unchanged.
@@ -163,6 +195,7 @@ type StepSpec struct {
 	Requires []string `json:"requires,omitempty"`
 	Retries  int      `json:"retries,omitempty"`
 	Key      string   `json:"key,omitempty"`
+	Digest   string   `json:"digest,omitempty"`
 }
 
 // Workflow is a validated step graph.
@@ -171,6 +204,7 @@ type Workflow struct {
 	steps map[string]*Step
 	order []string
 	specs []StepSpec
+	input string
 }
 
 // CycleError reports a dependency cycle, naming its steps in order.
@@ -203,9 +237,12 @@ func New(name string, steps []Step) (*Workflow, error) {
 			errs = append(errs, fmt.Errorf("workflow %s: step %q: retries must not be negative (got %d)", name, s.Name, s.Retries))
 		}
 		switch s.Kind {
-		case KindModel, KindTool, KindApproval, KindAgent:
+		case KindModel, KindTool, KindApproval, KindAgent, KindA2A:
 		default:
-			errs = append(errs, fmt.Errorf("workflow %s: step %q: unknown kind %q (want model, tool, approval or agent)", name, s.Name, s.Kind))
+			errs = append(errs, fmt.Errorf("workflow %s: step %q: unknown kind %q (want model, tool, approval, agent or a2a)", name, s.Name, s.Kind))
+		}
+		if s.Backoff < 0 || s.Timeout < 0 {
+			errs = append(errs, fmt.Errorf("workflow %s: step %q: backoff and timeout must not be negative", name, s.Name))
 		}
 		w.steps[s.Name] = s
 	}
@@ -234,7 +271,7 @@ func New(name string, steps []Step) (*Workflow, error) {
 	w.order = order
 	for _, n := range order {
 		s := w.steps[n]
-		w.specs = append(w.specs, StepSpec{Name: s.Name, Kind: s.Kind, Requires: s.Requires, Retries: s.Retries, Key: s.Key})
+		w.specs = append(w.specs, StepSpec{Name: s.Name, Kind: s.Kind, Requires: s.Requires, Retries: s.Retries, Key: s.Key, Digest: s.Digest})
 	}
 	return w, nil
 }
@@ -321,7 +358,13 @@ type Config struct {
 	Gate           Gate
 	TracerProvider trace.TracerProvider
 	Clock          func() time.Time
-	Logger         *slog.Logger
+	// Sleep waits d between a failed attempt and its retry (Step.Backoff),
+	// returning early with ctx's error. Default: a timer.
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Logger *slog.Logger
+	// Attributes are added to the invoke_workflow span (e.g. the file a
+	// workflow was declared in, semconv.AttrWorkflowFile).
+	Attributes []attribute.KeyValue
 
 	_ struct{}
 }
@@ -354,6 +397,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
 	return &Runner{cfg: cfg, tracer: cfg.TracerProvider.Tracer("github.com/loomwork/loomwork/agents/workflow")}, nil
 }
 
@@ -364,15 +410,37 @@ type Result struct {
 	Results   map[string]json.RawMessage
 	Ledger    map[string]json.RawMessage // side-effect key → result
 	Events    []StepEvent                // every step event of the run, old and new
+	// TraceID is the hex trace id of this process's invoke_workflow span
+	// ("" when spans are not recorded).
+	TraceID string
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // SuspendedError is returned when the run waits for an approval: its
-// approval_required event is durable and the process may exit.
+// approval_required event is durable and the process may exit. When an
+// agent step's policy held one of its tool calls, AgentRun and Call name
+// the held call (answer it with loom-eval approve AGENTRUN CALL); the
+// step's attempt is then journaled interrupted on resume and the agent
+// run resumes from its own journal.
 type SuspendedError struct {
-	RunID, Step string
+	RunID, Step    string
+	AgentRun, Call string
 }
 
 func (e *SuspendedError) Error() string {
+	if e.Call != "" {
+		return fmt.Sprintf("run %s suspended at step %s: its agent run %s waits for approval of call %s (loom-eval approve %s %s)", e.RunID, e.Step, e.AgentRun, e.Call, e.AgentRun, e.Call)
+	}
 	return fmt.Sprintf("run %s suspended at step %s: waiting for approval (loom-eval approve %s %s)", e.RunID, e.Step, e.RunID, e.Step)
 }
 
@@ -448,7 +516,7 @@ func (rn *Runner) Run(ctx context.Context, w *Workflow, runID string, opt RunOpt
 	if err != nil {
 		return Result{}, err
 	}
-	started := Started{Workflow: w.name, Steps: w.specs}
+	started := Started{Workflow: w.name, Steps: w.specs, Input: w.input}
 	h, err := journal.HashValue(started)
 	if err != nil {
 		return Result{}, err
@@ -461,23 +529,42 @@ func (rn *Runner) Run(ctx context.Context, w *Workflow, runID string, opt RunOpt
 		return Result{}, &DivergenceError{RunID: runID, Recorded: st.graphHash, Produced: h}
 	}
 	ctx, span := rn.tracer.Start(ctx, semconv.OpInvokeWorkflow+" "+w.name, trace.WithTimestamp(rn.cfg.Clock()),
-		trace.WithAttributes(attribute.String(semconv.AttrOperationName, semconv.OpInvokeWorkflow),
-			attribute.String(semconv.AttrWorkflowName, w.name), attribute.String(semconv.AttrWorkflowRunID, runID)))
+		trace.WithAttributes(append([]attribute.KeyValue{attribute.String(semconv.AttrOperationName, semconv.OpInvokeWorkflow),
+			attribute.String(semconv.AttrWorkflowName, w.name), attribute.String(semconv.AttrWorkflowRunID, runID)}, rn.cfg.Attributes...)...))
 	defer func() {
-		if err != nil {
+		span.SetAttributes(attribute.String(semconv.AttrWorkflowState, runState(err)))
+		if err != nil && runState(err) != semconv.WorkflowSuspended {
 			span.SetStatus(codes.Error, err.Error())
 		}
 		span.End(trace.WithTimestamp(rn.cfg.Clock()))
 	}()
 	r := &run{rn: rn, w: w, runID: runID, st: st}
 	err = r.walk(ctx, opt)
-	res = Result{RunID: runID, Results: st.results, Ledger: st.ledger, Events: st.events}
+	res = Result{RunID: runID, Results: st.results, Ledger: st.ledger, Events: st.events, TraceID: traceID(span)}
 	for _, n := range w.order {
 		if _, ok := st.results[n]; ok {
 			res.Completed = append(res.Completed, n)
 		}
 	}
 	return res, err
+}
+
+// runState is how a run that returned err ended (semconv.AttrWorkflowState).
+func runState(err error) string {
+	var sus *SuspendedError
+	var den *DeniedError
+	var crash *CrashError
+	switch {
+	case err == nil:
+		return semconv.WorkflowCompleted
+	case errors.As(err, &sus):
+		return semconv.WorkflowSuspended
+	case errors.As(err, &den):
+		return semconv.WorkflowDenied
+	case errors.As(err, &crash):
+		return semconv.WorkflowCrashed
+	}
+	return semconv.WorkflowFailed
 }
 
 const ledgerDDL = `CREATE TABLE IF NOT EXISTS workflow_ledger (
@@ -571,6 +658,41 @@ func (r *run) emit(ctx context.Context, se StepEvent) error {
 	return nil
 }
 
+// stepSpan starts the workflow_step span of one attempt of s (0: a replay
+// or an approval gate's decision).
+func (r *run) stepSpan(ctx context.Context, s *Step, attempt int) (context.Context, trace.Span) {
+	return r.rn.tracer.Start(ctx, semconv.OpWorkflowStep+" "+s.Name, trace.WithTimestamp(r.rn.cfg.Clock()),
+		trace.WithAttributes(attribute.String(semconv.AttrWorkflowStep, s.Name),
+			attribute.String(semconv.AttrWorkflowStepKind, string(s.Kind)),
+			attribute.Int(semconv.AttrWorkflowAttempt, attempt),
+			attribute.Int(semconv.AttrWorkflowStepRetries, s.Retries)))
+}
+
+// endStep ends a step span in state; err (a failed attempt) is its status.
+func (r *run) endStep(span trace.Span, state string, err error) {
+	span.SetAttributes(attribute.String(semconv.AttrWorkflowStepState, state))
+	if err != nil && state != semconv.WorkflowSuspended {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(r.rn.cfg.Clock()))
+}
+
+// traceID is the hex trace id of span ("" when spans are not recorded).
+func traceID(span trace.Span) string {
+	if sc := span.SpanContext(); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
+
+// replay journals s as replayed with its recorded result, under a span.
+func (r *run) replay(ctx context.Context, s *Step, res json.RawMessage) error {
+	_, span := r.stepSpan(ctx, s, 0)
+	err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusReplayed, Attempt: 0, Key: s.Key, Result: res, TraceID: traceID(span)})
+	r.endStep(span, semconv.WorkflowStepReplayed, err)
+	return err
+}
+
 func (r *run) walk(ctx context.Context, opt RunOptions) error {
 	gate := r.rn.cfg.Gate
 	if gate == nil {
@@ -582,7 +704,7 @@ func (r *run) walk(ctx context.Context, opt RunOptions) error {
 	for _, n := range r.w.order {
 		s := r.w.steps[n]
 		if res, ok := r.st.results[n]; ok {
-			if err := r.emit(ctx, StepEvent{Step: n, Kind: s.Kind, Event: StatusReplayed, Attempt: 0, Key: s.Key, Result: res}); err != nil {
+			if err := r.replay(ctx, s, res); err != nil {
 				return err
 			}
 			continue
@@ -599,7 +721,7 @@ func (r *run) walk(ctx context.Context, opt RunOptions) error {
 			if res, ok := r.st.ledger[s.Key]; ok {
 				// The key has a result (recorded under this step before
 				// it was renamed, or by a replayed path): never again.
-				if err := r.emit(ctx, StepEvent{Step: n, Kind: s.Kind, Event: StatusReplayed, Key: s.Key, Result: res}); err != nil {
+				if err := r.replay(ctx, s, res); err != nil {
 					return err
 				}
 				r.st.results[n] = res
@@ -607,7 +729,7 @@ func (r *run) walk(ctx context.Context, opt RunOptions) error {
 			}
 		}
 		if s.Kind == KindApproval {
-			a, err := r.approval(ctx, gate, s)
+			a, err := r.gate(ctx, gate, s, in)
 			if err != nil {
 				return err
 			}
@@ -623,11 +745,39 @@ func (r *run) walk(ctx context.Context, opt RunOptions) error {
 	return nil
 }
 
+// gate is the approval of s under a span (attempt 0) whose state is the
+// answer: approved, denied, or suspended while there is none.
+func (r *run) gate(ctx context.Context, gate Gate, s *Step, in Input) (*Approval, error) {
+	ctx, span := r.stepSpan(ctx, s, 0)
+	a, err := r.approval(ctx, gate, s, in, traceID(span))
+	var sus *SuspendedError
+	var den *DeniedError
+	switch {
+	case err == nil:
+		r.endStep(span, semconv.WorkflowStepApproved, nil)
+	case errors.As(err, &sus):
+		r.endStep(span, semconv.WorkflowSuspended, err)
+	case errors.As(err, &den):
+		r.endStep(span, semconv.WorkflowDenied, err)
+	default:
+		r.endStep(span, semconv.WorkflowFailed, err)
+	}
+	return a, err
+}
+
 // approval consults the journal first (an answer recorded by `loom-eval
 // approve`/`deny`), then the gate. No answer: the run suspends.
-func (r *run) approval(ctx context.Context, gate Gate, s *Step) (*Approval, error) {
+func (r *run) approval(ctx context.Context, gate Gate, s *Step, in Input, trace string) (*Approval, error) {
 	if !r.st.asked[s.Name] {
-		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusApprovalRequired}); err != nil {
+		prompt := ""
+		if s.Prompt != nil {
+			p, err := s.Prompt(in)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: step %s: prompt: %w", r.runID, s.Name, err)
+			}
+			prompt = p
+		}
+		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusApprovalRequired, Prompt: prompt, TraceID: trace}); err != nil {
 			return nil, err
 		}
 	}
@@ -678,12 +828,20 @@ func (r *run) execute(ctx context.Context, s *Step, in Input) error {
 	}
 	for {
 		in.Attempt = attempt
-		if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusStarted, Attempt: attempt, Key: s.Key}); err != nil {
-			return err
-		}
 		err := r.attempt(ctx, s, in)
 		if err == nil {
 			return nil
+		}
+		var held *runtime.SuspendedError
+		if errors.As(err, &held) {
+			// An agent step's policy held a call for a human: the run
+			// suspends, not fails; resuming reruns this attempt, whose
+			// agent run resumes from its own journal.
+			return &SuspendedError{RunID: r.runID, Step: s.Name, AgentRun: held.RunID, Call: held.CallID}
+		}
+		var journalErr *journalError
+		if errors.As(err, &journalErr) {
+			return err
 		}
 		if cerr := ctx.Err(); cerr != nil {
 			return fmt.Errorf("run %s: step %s: %w", r.runID, s.Name, cerr)
@@ -697,21 +855,62 @@ func (r *run) execute(ctx context.Context, s *Step, in Input) error {
 		if rerr := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusRetried, Attempt: attempt, Key: s.Key}); rerr != nil {
 			return rerr
 		}
+		if d := backoff(s.Backoff, r.st.failures[s.Name]); d > 0 {
+			if serr := r.rn.cfg.Sleep(ctx, d); serr != nil {
+				return fmt.Errorf("run %s: step %s: backoff before attempt %d: %w", r.runID, s.Name, attempt+1, serr)
+			}
+		}
 		attempt++
 	}
 }
 
-// attempt runs the action once and journals its success.
+// maxBackoff caps the doubled backoff.
+const maxBackoff = 10 * time.Minute
+
+// backoff is the wait before the retry that follows the nth failure: base,
+// doubled for each earlier failure, at most maxBackoff.
+func backoff(base time.Duration, failures int) time.Duration {
+	d := base
+	for i := 1; i < failures && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// journalError is a failure to journal the started event: the step did
+// not run, and it is not the step's failure.
+type journalError struct{ err error }
+
+func (e *journalError) Error() string { return e.err.Error() }
+func (e *journalError) Unwrap() error { return e.err }
+
+// attempt runs the action once, under its span and Step.Timeout, and
+// journals its start and success.
 func (r *run) attempt(ctx context.Context, s *Step, in Input) (err error) {
-	ctx, span := r.rn.tracer.Start(ctx, semconv.OpWorkflowStep+" "+s.Name, trace.WithTimestamp(r.rn.cfg.Clock()),
-		trace.WithAttributes(attribute.String(semconv.AttrWorkflowStep, s.Name),
-			attribute.String(semconv.AttrWorkflowStepKind, string(s.Kind)),
-			attribute.Int(semconv.AttrWorkflowAttempt, in.Attempt)))
+	ctx, span := r.stepSpan(ctx, s, in.Attempt)
 	defer func() {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
+		var held *runtime.SuspendedError
+		switch {
+		case err == nil:
+			r.endStep(span, semconv.WorkflowStepSucceeded, nil)
+		case errors.As(err, &held):
+			r.endStep(span, semconv.WorkflowSuspended, err)
+		default:
+			r.endStep(span, semconv.WorkflowFailed, err)
 		}
-		span.End(trace.WithTimestamp(r.rn.cfg.Clock()))
+	}()
+	if err := r.emit(ctx, StepEvent{Step: s.Name, Kind: s.Kind, Event: StatusStarted, Attempt: in.Attempt, Key: s.Key, TraceID: traceID(span)}); err != nil {
+		return &journalError{err}
+	}
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
+	defer func() {
+		if err != nil && s.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("attempt timed out after %s: %w", s.Timeout, err)
+		}
 	}()
 	succeeded := func(v any) (StepEvent, journal.Record, error) {
 		raw, err := json.Marshal(v)

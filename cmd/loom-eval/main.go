@@ -91,7 +91,7 @@ func commands() map[string]command {
 		"memory":           {"the memory store between runs (memory list | show KEY | forget KEY|--decayed | distill RUN-ID)", (*Main).runMemory},
 		"labels":           {"add human pass/fail labels and report graders' agreement with them (Cohen's κ)", (*Main).runLabels},
 		"spool":            {"repair a corrupt ingest spool (spool repair DIR)", (*Main).runSpool},
-		"workflow":         {"run or resume a durable step graph (workflow run incident --run ID), or show a run (workflow status ID)", (*Main).runWorkflow},
+		"workflow":         {"run or resume a durable step graph (workflow run incident|FILE --run ID), or show a run (workflow status ID)", (*Main).runWorkflow},
 		"approve":          {"approve a run waiting for a human: a workflow gate or a held tool call (approve RUN ID --approver WHO)", (*Main).runApprove},
 		"deny":             {"deny a run's approval: a workflow stops there, an agent is told who denied it and why (deny RUN ID --approver WHO --reason TEXT)", (*Main).runDeny},
 		"approvals":        {"list the runs waiting for a human: workflow gates and held tool calls, with the tool, arguments and why (approvals [--json])", (*Main).runApprovals},

@@ -180,7 +180,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.authToken = fs.String("auth-token", "", "require this bearer token on OTLP ingest, the UI and the API (default $LOOMWORK_AUTH_TOKEN; empty: no authentication)")
 	f.runsDir = fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
 	f.reportsDir = fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
-	f.approvalsJournal = fs.String("approvals-journal", "", "workflow journal (SQLite) whose suspended approval gates the UI lists and answers at /approvals (answers need --auth-token)")
+	f.approvalsJournal = fs.String("approvals-journal", "", "workflow journal (SQLite) whose suspended approval gates the UI lists and answers at /approvals (answers need --auth-token), and whose workflow runs /workflows lists")
 	f.auditFile = fs.String("audit", defaultAuditFile, "policy audit log the UI shows at /audit, with whether its hash chain verifies (what run --policy and a2a serve --policy append to; empty: none)")
 	f.datasetsDir = fs.String("datasets", defaultDatasetsDir, "folder of versioned case datasets the UI lists (/datasets) and grows from ticked traces; loom-eval datasets list|show|commit reads it too (empty: none)")
 	f.labelsFile = fs.String("labels", "", "human labels file (labels JSONL, created if missing) that the UI's label form appends to and /labels exports; loom-eval labels agreement --labels reads it")
@@ -322,8 +322,9 @@ func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.St
 	if s.keys != nil {
 		webCfg.Keys = keyAuth(s.keys)
 	}
+	workflows, _ := approvals.(web.Workflows) // the approvals journal's workflow runs (/workflows)
 	return web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: s.log, Files: files, Labels: *f.labelsFile, Health: health, Approvals: approvals,
-		Experiments: newWebExperiments(st), Datasets: *f.datasetsDir, Audit: auditSource(*f.auditFile)})
+		Workflows: workflows, Experiments: newWebExperiments(st), Datasets: *f.datasetsDir, Audit: auditSource(*f.auditFile)})
 }
 
 // serveReady is what --ready-file says: the addresses in use.
