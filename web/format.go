@@ -71,8 +71,6 @@ func shortID(id string) string {
 	return id
 }
 
-func pct(f float64) string { return fmt.Sprintf("%.3f%%", f) }
-
 func barStyle(r Row) string {
 	w := r.WidthPct
 	if w < 0.15 {
@@ -195,10 +193,6 @@ func traceURL(id string, q waterfallQuery, page int, span string, toggle string)
 func rowsURL(id, parent string, q waterfallQuery) string {
 	v := url.Values{"parent": {parent}}
 	return "/traces/" + url.PathEscape(id) + "/rows?" + v.Encode()
-}
-
-func spanFragmentURL(id, span string) string {
-	return "/traces/" + url.PathEscape(id) + "/spans/" + url.PathEscape(span) + "?fragment=1"
 }
 
 // listURL rewrites one parameter of the list query.
@@ -333,13 +327,6 @@ func durationTitle(d, afterRoot time.Duration, fragments int64) string {
 		t += fmt.Sprintf("; %d fragments (spans without a parent in the trace)", fragments)
 	}
 	return t
-}
-
-func unpricedTitle(models []string) string {
-	if len(models) == 0 {
-		return ""
-	}
-	return "no price for " + strings.Join(models, ", ")
 }
 
 func critSelfOf(v TraceView, span string) float64 {

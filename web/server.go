@@ -420,15 +420,6 @@ func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) 
 	return c, nil
 }
 
-// rollupFor computes a trace's rollup and model labels for the list page.
-func (s *Server) rollupFor(ctx context.Context, id string) (rollup.Rollup, []string, error) {
-	c, err := s.loadTrace(ctx, id)
-	if err != nil {
-		return rollup.Rollup{}, nil, err
-	}
-	return c.rollup, c.labels, nil
-}
-
 // badRequest reports an input error; the message names the parameter.
 type badRequest struct{ msg string }
 
