@@ -111,9 +111,6 @@ func durationField(raw []byte) string {
 	return ""
 }
 
-// File step kinds are KindAgent, KindA2A, KindTool and KindApproval.
-var fileKinds = []Kind{KindAgent, KindA2A, KindTool, KindApproval}
-
 // Reference agents an agent step may name.
 const (
 	AgentResearch = "research"

@@ -380,7 +380,7 @@ func checkSpanTree(t *testing.T, spans []sdktrace.ReadOnlySpan) {
 func attr(s sdktrace.ReadOnlySpan, k string) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == attribute.Key(k) {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
