@@ -65,6 +65,10 @@ type AuditLog struct {
 	path    string
 	clock   func() time.Time
 	entries []AuditEntry
+	// size is the file's length after this log last read or wrote it: a
+	// different length at the next append means another process appended,
+	// and the chain is read again before extending it.
+	size int64
 }
 
 // OpenAudit opens (or creates) the audit log at file, verifying the chain
@@ -94,6 +98,9 @@ func OpenAudit(file string, clock func() time.Time) (*AuditLog, error) {
 		return nil, fmt.Errorf("audit log %s: %w", file, err)
 	}
 	l.entries = entries
+	if fi, err := f.Stat(); err == nil {
+		l.size = fi.Size()
+	}
 	return l, nil
 }
 
@@ -106,6 +113,56 @@ func (l *AuditLog) Append(actor, action string, data any) (AuditEntry, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.path == "" {
+		return l.appendEntry(nil, actor, action, raw)
+	}
+	// A file log may have other writers (another command on the same
+	// log): under an exclusive lock, catch up with what they appended,
+	// then extend that chain.
+	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600) // decisions name tools, scopes and approvers: owner only
+	if err != nil {
+		return AuditEntry{}, fmt.Errorf("audit log: %w", err)
+	}
+	defer f.Close()
+	unlock, err := lockFile(f)
+	if err != nil {
+		return AuditEntry{}, fmt.Errorf("audit log %s: lock: %w", l.path, err)
+	}
+	defer unlock()
+	if err := l.catchUp(f); err != nil {
+		return AuditEntry{}, err
+	}
+	return l.appendEntry(f, actor, action, raw)
+}
+
+// catchUp rereads the log when another writer changed its length, and
+// refuses to extend a chain that no longer verifies.
+func (l *AuditLog) catchUp(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w", l.path, err)
+	}
+	if fi.Size() == l.size {
+		return nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("audit log %s: %w", l.path, err)
+	}
+	entries, err := ReadAudit(f, l.path)
+	if err != nil {
+		return err
+	}
+	if err := VerifyAudit(entries); err != nil {
+		return fmt.Errorf("audit log %s: not appending to a chain that does not verify: %w", l.path, err)
+	}
+	l.entries, l.size = entries, fi.Size()
+	return nil
+}
+
+// appendEntry chains an entry to the last one and, with f, writes and
+// syncs it. l.mu is held (and, with f, the file's lock).
+func (l *AuditLog) appendEntry(f *os.File, actor, action string, raw []byte) (AuditEntry, error) {
+	var err error
 	e := AuditEntry{Seq: int64(len(l.entries)) + 1, Time: l.clock().UTC(), Actor: actor, Action: action}
 	if e.Data, err = journal.Canonical(raw); err != nil {
 		return AuditEntry{}, err
@@ -116,21 +173,17 @@ func (l *AuditLog) Append(actor, action string, data any) (AuditEntry, error) {
 	if e.Hash, err = entryHash(e); err != nil {
 		return AuditEntry{}, err
 	}
-	if l.path != "" {
+	if f != nil {
 		line, err := json.Marshal(e)
 		if err != nil {
 			return AuditEntry{}, err
 		}
-		f, err := os.OpenFile(l.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600) // decisions name tools, scopes and approvers: owner only
-		if err != nil {
-			return AuditEntry{}, fmt.Errorf("audit log: %w", err)
-		}
-		_, werr := f.Write(append(line, '\n'))
-		serr := f.Sync()
-		cerr := f.Close()
-		if err := errors.Join(werr, serr, cerr); err != nil {
+		line = append(line, '\n')
+		_, werr := f.Write(line)
+		if err := errors.Join(werr, f.Sync()); err != nil {
 			return AuditEntry{}, fmt.Errorf("audit log %s: %w", l.path, err)
 		}
+		l.size += int64(len(line))
 	}
 	l.entries = append(l.entries, e)
 	return e, nil
