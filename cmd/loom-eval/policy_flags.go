@@ -38,24 +38,36 @@ func (p *policyFlags) guard(cmd string, origins map[string]string, tp trace.Trac
 	if err != nil {
 		return nil, nil, usageError("%s: --policy: %v", cmd, err)
 	}
-	e, err := policy.NewEngine(r)
-	if err != nil {
-		return nil, nil, usageError("%s: --policy %s: %v", cmd, p.file, err)
-	}
-	cfg := policy.GuardConfig{Engine: e, Rules: r, ToolOrigins: origins, TracerProvider: tp}
 	if p.audit != "" {
 		if err := mkdirFor(p.audit); err != nil {
 			return nil, nil, usageError("%s: --audit %s: %v", cmd, p.audit, err)
 		}
-		// OpenAudit verifies the chain it finds: a tampered log is not
-		// appended to.
-		if cfg.Audit, err = policy.OpenAudit(p.audit, nil); err != nil {
-			return nil, nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: --audit: %w", cmd, err)}
+	}
+	g, audit, err := rulesGuard(cmd+": --policy "+p.file, r, p.audit, cmd+": --audit", policy.GuardConfig{ToolOrigins: origins, TracerProvider: tp})
+	if err != nil {
+		return nil, nil, err // not a nil *Guard in a non-nil Authorizer
+	}
+	return g, audit, nil
+}
+
+// rulesGuard is the guard of parsed rules with cfg's other settings,
+// auditing to auditFile (its folder made; "" for none), and its audit log.
+// what prefixes the rules' errors, auditWhat the log's. OpenAudit verifies
+// the chain it finds: a tampered log is never appended to (ExitFailure).
+func rulesGuard(what string, r policy.Rules, auditFile, auditWhat string, cfg policy.GuardConfig) (*policy.Guard, *policy.AuditLog, error) {
+	e, err := policy.NewEngine(r)
+	if err != nil {
+		return nil, nil, usageError("%s: %v", what, err)
+	}
+	cfg.Engine, cfg.Rules = e, r
+	if auditFile != "" {
+		if cfg.Audit, err = policy.OpenAudit(auditFile, nil); err != nil {
+			return nil, nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: %w", auditWhat, err)}
 		}
 	}
 	g, err := policy.NewGuard(cfg)
 	if err != nil {
-		return nil, nil, usageError("%s: %v", cmd, err)
+		return nil, nil, usageError("%s: %v", what, err)
 	}
 	return g, cfg.Audit, nil
 }

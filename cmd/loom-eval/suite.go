@@ -499,21 +499,14 @@ func suiteWorkerGuard(cfg *suite.WorkerConfig, def suite.Definition, id string) 
 	if err != nil {
 		return usageError("suite worker %s: %v", id, err)
 	}
-	e, err := policy.NewEngine(r)
-	if err != nil {
-		return usageError("suite worker %s: %v", id, err)
-	}
 	auditFile := filepath.Join(def.AbsDir, "audit", id+".jsonl")
 	if err := mkdirFor(auditFile); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite worker %s: audit: %w", id, err)}
 	}
-	log, err := policy.OpenAudit(auditFile, nil)
+	what := "suite worker " + id
+	g, _, err := rulesGuard(what, r, auditFile, what, policy.GuardConfig{Principal: "agent:" + def.Agent})
 	if err != nil {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("suite worker %s: %w", id, err)}
-	}
-	g, err := policy.NewGuard(policy.GuardConfig{Engine: e, Rules: r, Audit: log, Principal: "agent:" + def.Agent})
-	if err != nil {
-		return usageError("suite worker %s: %v", id, err)
+		return err
 	}
 	cfg.Authorizer = g
 	return nil
