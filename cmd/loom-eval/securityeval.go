@@ -185,17 +185,22 @@ func writeSecurityTrials(path string, trials []securityeval.Trial) error {
 // writeSecurityTable rewrites the table between doc's security-eval
 // markers.
 func writeSecurityTable(doc, table string) error {
+	return replaceBetweenMarkers("security-eval", doc, secevBegin, secevEnd, "\n\n"+table+"\n")
+}
+
+// replaceBetweenMarkers rewrites what stands between begin and end in the
+// Markdown file doc with body (cmd names the command in errors).
+func replaceBetweenMarkers(cmd, doc, begin, end, body string) error {
 	b, err := os.ReadFile(doc)
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	s := string(b)
-	i, k := strings.Index(s, secevBegin), strings.Index(s, secevEnd)
+	i, k := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || k < i {
-		return usageError("security-eval: %s has no %q ... %q markers", doc, secevBegin, secevEnd)
+		return usageError("%s: %s has no %q ... %q markers", cmd, doc, strings.TrimSpace(begin), end)
 	}
-	s = s[:i+len(secevBegin)] + "\n\n" + table + "\n" + s[k:]
-	if err := os.WriteFile(doc, []byte(s), 0o644); err != nil {
+	if err := os.WriteFile(doc, []byte(s[:i+len(begin)]+body+s[k:]), 0o644); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
 	return nil

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/securityeval"
@@ -57,17 +55,8 @@ func (m *Main) runSecurityEvalSurfaces(ctx context.Context, doc, work string) er
 	if doc == "" {
 		return nil
 	}
-	b, err := os.ReadFile(doc)
-	if err != nil {
-		return &ExitError{Code: ExitUsage, Err: err}
-	}
-	s := string(b)
-	i, k := strings.Index(s, surfacesBegin), strings.Index(s, surfacesEnd)
-	if i < 0 || k < i {
-		return usageError("security-eval --surfaces: %s has no %q ... %q markers", doc, strings.TrimSpace(surfacesBegin), surfacesEnd)
-	}
-	if err := os.WriteFile(doc, []byte(s[:i+len(surfacesBegin)]+table+s[k:]), 0o644); err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: err}
+	if err := replaceBetweenMarkers("security-eval --surfaces", doc, surfacesBegin, surfacesEnd, table); err != nil {
+		return err
 	}
 	fmt.Fprintf(m.Stderr, "security-eval --surfaces: table written to %s\n", doc)
 	return nil
