@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -100,10 +101,10 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) apiAudit(w http.ResponseWriter, r *http.Request) {
 	v, err := s.readAudit(r)
 	if err == nil && !v.Configured {
-		err = errNoAudit
+		err = fmt.Errorf("%w: %w", errNotFound, errNoAudit)
 	}
 	if err != nil {
-		s.failDatasets(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)

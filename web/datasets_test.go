@@ -294,6 +294,9 @@ func TestDatasetsWithoutAFolderSayHowToConfigureOne(t *testing.T) {
 	if code, _ := get(t, ts, "/api/v1/datasets"); code != http.StatusNotFound {
 		t.Fatalf("/api/v1/datasets without a folder: %d", code)
 	}
+	if code, body := get(t, ts, "/api/v1/audit"); code != http.StatusNotFound || !strings.Contains(body, "--audit FILE") {
+		t.Fatalf("/api/v1/audit without a log: %d %s", code, body)
+	}
 }
 
 func TestProjectDatasetsStayInTheirProject(t *testing.T) {
