@@ -91,7 +91,7 @@ func (s *Server) apiDatasetList(w http.ResponseWriter, r *http.Request) {
 		err = errNoDatasets
 	}
 	if err != nil {
-		s.failDatasets(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"datasets": v.Latest, "errors": v.Errors})
@@ -157,7 +157,7 @@ func (s *Server) readDataset(r *http.Request) (DatasetView, error) {
 func (s *Server) datasetPage(w http.ResponseWriter, r *http.Request) {
 	v, err := s.readDataset(r)
 	if err != nil {
-		s.failDatasets(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	render(w, r, DatasetPage(v))
@@ -166,7 +166,7 @@ func (s *Server) datasetPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) apiDataset(w http.ResponseWriter, r *http.Request) {
 	v, err := s.readDataset(r)
 	if err != nil {
-		s.failDatasets(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"version": v.Version, "cases": v.Cases, "versions": v.Versions, "sources": v.Sources})
@@ -177,30 +177,18 @@ func (s *Server) apiDataset(w http.ResponseWriter, r *http.Request) {
 func (s *Server) datasetFile(w http.ResponseWriter, r *http.Request) {
 	v, err := s.readDataset(r)
 	if err != nil {
-		s.failDatasets(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	reg, _ := s.registry()
 	b, err := os.ReadFile(reg.CasesPath(v.Version.Dataset, v.Version.Number))
 	if err != nil {
-		s.failDatasets(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/jsonl; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", fmt.Sprintf("%s-v%d.jsonl", v.Version.Dataset, v.Version.Number)))
 	w.Write(b)
-}
-
-// failDatasets maps the registry's errors to statuses, then fails as
-// every page does.
-func (s *Server) failDatasets(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, errNoDatasets):
-		err = fmt.Errorf("%w: %w", errNotFound, err)
-	case errors.Is(err, datasets.ErrDatasetNotFound), errors.Is(err, datasets.ErrVersionNotFound):
-		err = fmt.Errorf("%w: %w", errNotFound, err)
-	}
-	s.fail(w, r, err)
 }
 
 // DraftView is the review form: the cases the selected traces make, to be
@@ -345,7 +333,7 @@ func (s *Server) markExisting(reg datasets.Registry, v *DraftView) error {
 func (s *Server) datasetDraft(w http.ResponseWriter, r *http.Request) {
 	v, err := s.buildDraft(r, r.URL.Query())
 	if err != nil {
-		s.failDatasets(w, r, err)
+		s.fail(w, r, err)
 		return
 	}
 	v.CSRF = s.csrf.token(s.csrf.session(w, r))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/a-h/templ"
 
+	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/scorer/report"
 	"github.com/loomwork/loomwork/scorer/rollup"
@@ -441,7 +442,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusBadRequest
 	case errors.Is(err, store.ErrAmbiguousTraceID):
 		status = http.StatusConflict
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotFound), errors.Is(err, store.ErrExperimentNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, errNotFound), errors.Is(err, store.ErrExperimentNotFound),
+		errors.Is(err, datasets.ErrDatasetNotFound), errors.Is(err, datasets.ErrVersionNotFound), errors.Is(err, errNoDatasets):
 		status = http.StatusNotFound
 	}
 	if status == http.StatusInternalServerError {
