@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -160,5 +161,66 @@ func TestContextSpecValidationNamesTheField(t *testing.T) {
 		runtime.Task{RunID: "a", Input: "x", Attributes: json.RawMessage(`{"loomwork.context":1}`)})
 	if err == nil || !strings.Contains(err.Error(), "reserved") {
 		t.Fatalf("reserved attribute key: %v", err)
+	}
+}
+
+// escapingModel answers as StepModel does, but spells its tool-call
+// arguments the way json.Marshal and some providers do: `<`, `>` and `&`
+// as \u003c, \u003e and \u0026. The journal's canonical JSON holds them
+// as themselves.
+type escapingModel struct{ runtimetest.StepModel }
+
+func (m *escapingModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	resp, err := m.StepModel.Complete(ctx, req)
+	for i, c := range resp.Message.ToolCalls {
+		var a struct{ Page int }
+		if err := json.Unmarshal(c.Arguments, &a); err != nil {
+			return llm.Response{}, err
+		}
+		resp.Message.ToolCalls[i].Arguments = json.RawMessage(fmt.Sprintf(`{"page":%d,"why":"\u003cpage %d\u003e \u0026 the next"}`, a.Page, a.Page))
+	}
+	return resp, err
+}
+
+// A run that dies after any append and is resumed writes the journal an
+// uninterrupted run writes, step for step — with the context layer
+// counting tokens over tool-call arguments whose spelling the journal
+// changes. Before the runtime went on with the journaled answer, the
+// first run counted \u003c (several tokens) where the resumed one counted
+// `<` (one), so their requests, usage and answers' hashes differed.
+func TestResumedRunMatchesTheUninterruptedOne(t *testing.T) {
+	testtier.Slow(t) // the layer counts every request with o200k_base
+	ctx := context.Background()
+	spec := &runtime.ContextSpec{Strategy: "shrink+summarise+pins", Budget: 1500}
+	task := runtime.Task{RunID: "esc", Input: "Find the incident id in the logs."}
+	whole := openJournal(t, "")
+	if _, err := contextRuntime(t, &escapingModel{runtimetest.StepModel{Pages: 4}}, whole, nil, spec).Run(ctx, runtimetest.LogAgent(), task); err != nil {
+		t.Fatal(err)
+	}
+	want, err := whole.Events(ctx, task.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cut := 1; cut < len(want)-1; cut++ {
+		j := openJournal(t, "")
+		_, err := contextRuntime(t, &escapingModel{runtimetest.StepModel{Pages: 4}}, &failingJournal{Store: j, left: cut}, nil, spec).Run(ctx, runtimetest.LogAgent(), task)
+		if !errors.Is(err, errDied) {
+			t.Fatalf("cut %d: first attempt: %v", cut, err)
+		}
+		if _, err := contextRuntime(t, &escapingModel{runtimetest.StepModel{Pages: 4}}, j, nil, spec).Run(ctx, runtimetest.LogAgent(), task); err != nil {
+			t.Fatalf("cut %d: resume: %v", cut, err)
+		}
+		got, err := j.Events(ctx, task.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("cut %d: %d events, the uninterrupted run wrote %d", cut, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Kind != want[i].Kind || !bytes.Equal(got[i].Payload, want[i].Payload) || got[i].ArgsHash != want[i].ArgsHash {
+				t.Fatalf("cut %d: event %d (%s) differs from the uninterrupted run's:\n got %s\nwant %s", cut, i+1, want[i].Kind, got[i].Payload, want[i].Payload)
+			}
+		}
 	}
 }

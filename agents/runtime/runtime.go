@@ -433,11 +433,25 @@ func (r *run) modelStep(ctx context.Context, step int, req llm.Request, newMsgs 
 	if resp.Label == "" {
 		resp.Label = llm.LabelLive
 	}
-	if _, err := r.rt.cfg.Journal.Append(ctx, r.task.RunID, journal.Record{Kind: journal.KindModelResponse, Step: step, Label: resp.Label, Payload: resp}); err != nil {
+	evs, err := r.rt.cfg.Journal.Append(ctx, r.task.RunID, journal.Record{Kind: journal.KindModelResponse, Step: step, Label: resp.Label, Payload: resp})
+	if err != nil {
 		err = fmt.Errorf("run %s: step %d: %w", r.task.RunID, step, err)
 		r.endChat(span, req, resp, false, err, ctxRec)
 		return llm.Response{}, err
 	}
+	// The run goes on with the answer as the journal holds it, not as the
+	// model sent it: the journal's canonical JSON writes `<>&` in tool-call
+	// arguments as themselves where a provider (or json.Marshal) may have
+	// sent \u003c…, and a resumed run reads the journal's form. Counting
+	// tokens over two spellings of one answer made a resumed run differ
+	// from an uninterrupted one (TestResumedRunMatchesTheUninterruptedOne).
+	var journaled llm.Response
+	if err := json.Unmarshal(evs[0].Payload, &journaled); err != nil {
+		err = fmt.Errorf("run %s seq %d: decode the journaled model response: %w", r.task.RunID, evs[0].Seq, err)
+		r.endChat(span, req, resp, false, err, ctxRec)
+		return llm.Response{}, err
+	}
+	resp = journaled
 	r.endChat(span, req, resp, false, nil, ctxRec)
 	r.account(resp)
 	return resp, nil
