@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/loomwork/loomwork/internal/service"
 	"context"
 	"flag"
 	"fmt"
@@ -143,14 +144,13 @@ func (m *Main) serveA2AHTTP(ctx context.Context, srv *a2a.Server, addr, agentNam
 	base := "http://" + ln.Addr().String()
 	hs := &http.Server{Handler: srv.Handler(base), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(m.Stderr, "loom-eval a2a serve: agent %s (scripted policy) at %s (card %s/.well-known/agent-card.json, journal %s)\n", agentName, base, base, journalPath)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	h := service.ServeHTTP(hs, ln, nil)
 	select {
-	case err := <-errc:
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("a2a serve: %w", err)}
+	case <-h.Done():
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("a2a serve: %w", h.Err())}
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		return hs.Shutdown(sctx)
+		return h.Shutdown(sctx)
 	}
 }

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"github.com/loomwork/loomwork/internal/service"
 	"context"
 	"errors"
 	"flag"
@@ -14,7 +15,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/loomwork/loomwork/agents/sandbox"
@@ -120,7 +120,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	// Commands write progress, logs and results from several goroutines
 	// (an experiment's trial pool, a serve's components); one lock per
 	// stream keeps their lines whole whatever the writer is.
-	m.Stdout, m.Stderr = serialized(m.Stdout), serialized(m.Stderr)
+	m.Stdout, m.Stderr = service.Serialized(m.Stdout), service.Serialized(m.Stderr)
 	// The CLI reads the default project unless $LOOMWORK_KEY scopes it
 	// (scopeStore): stated here, because the ClickHouse store refuses a
 	// read that names no project.
@@ -281,24 +281,3 @@ func exitCode(err error, stderr io.Writer) int {
 	return ExitRuntimeErr
 }
 
-// lockedWriter serializes writes to w.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func serialized(w io.Writer) io.Writer {
-	if w == nil {
-		return nil
-	}
-	if _, ok := w.(*lockedWriter); ok {
-		return w
-	}
-	return &lockedWriter{w: w}
-}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/loomwork/loomwork/internal/service"
 	"context"
 	"errors"
 	"flag"
@@ -190,15 +191,14 @@ func (m *Main) serveMCPHTTP(ctx context.Context, srv *mcp.Server, addr, token st
 	mux.Handle("/mcp", srv.HTTPHandler(token))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(m.Stderr, "loom-eval mcp serve: Streamable HTTP on http://%s/mcp (bearer token required)\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	h := service.ServeHTTP(hs, ln, nil)
 	select {
-	case err := <-errc:
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("mcp serve: %w", err)}
+	case <-h.Done():
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("mcp serve: %w", h.Err())}
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		return hs.Shutdown(sctx)
+		return h.Shutdown(sctx)
 	}
 }
 

@@ -1,12 +1,12 @@
 package main
 
 import (
+	"github.com/loomwork/loomwork/internal/service"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
@@ -23,43 +23,6 @@ import (
 // requests, the collector's writes and the store.
 const serveShutdownTimeout = 30 * time.Second
 
-// cleanupStack holds what a component acquired, to be released last
-// first. A part is pushed the moment it is acquired; unwind releases
-// everything pushed so far exactly once (the stack is empty afterwards),
-// on an error of Start and on Shutdown alike.
-type cleanupStack struct {
-	mu    sync.Mutex
-	steps []cleanupStep
-}
-
-type cleanupStep struct {
-	what    string // "shut down store": names the part in an error
-	release func(context.Context) error
-}
-
-// push adds the release of a part just acquired.
-func (s *cleanupStack) push(what string, release func(context.Context) error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.steps = append(s.steps, cleanupStep{what: what, release: release})
-}
-
-// unwind releases every part pushed, the last pushed first, and joins
-// their errors, each prefixed with what failed to release.
-func (s *cleanupStack) unwind(ctx context.Context) error {
-	s.mu.Lock()
-	steps := s.steps
-	s.steps = nil
-	s.mu.Unlock()
-	var errs []error
-	for i := len(steps) - 1; i >= 0; i-- {
-		if err := steps[i].release(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", steps[i].what, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // serveService is `loom-eval serve` running. Start acquires, in order,
 // the UI's listener (first: it needs nothing else, so a taken port fails
 // before the store is opened), the store, the collector, the store's
@@ -74,7 +37,7 @@ type serveService struct {
 	flags  *serveFlags
 	prices *pricing.Table
 
-	cleanup   cleanupStack
+	cleanup   service.Stack
 	uiLn      net.Listener // nil when the UI is off
 	st        store.Store
 	srv       *collector.Server
@@ -106,13 +69,13 @@ func (v *serveService) Start(ctx context.Context) error {
 func (v *serveService) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveShutdownTimeout)
 	defer cancel()
-	return v.cleanup.unwind(ctx)
+	return v.cleanup.Unwind(ctx)
 }
 
 // Shutdown releases every part Start acquired, last acquired first. Safe
 // more than once and after a failed Start.
 func (v *serveService) Shutdown(ctx context.Context) error {
-	err := v.cleanup.unwind(ctx)
+	err := v.cleanup.Unwind(ctx)
 	if err == nil {
 		v.setup.log.Info("stopped cleanly")
 	}
@@ -143,7 +106,7 @@ func (v *serveService) listenUI(context.Context) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", l.listenError(err))}
 	}
 	v.uiLn = ln
-	v.cleanup.push("close UI listener", func(context.Context) error {
+	v.cleanup.Push("close UI listener", func(context.Context) error {
 		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			return err
 		}
@@ -159,7 +122,7 @@ func (v *serveService) openStore(ctx context.Context) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --store: %w", err)}
 	}
 	v.st = st
-	v.cleanup.push("shut down store", st.Shutdown)
+	v.cleanup.Push("shut down store", st.Shutdown)
 	return nil
 }
 
@@ -181,7 +144,7 @@ func (v *serveService) startCollector(ctx context.Context) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 	v.srv = srv
-	v.cleanup.push("stop collector", srv.Shutdown)
+	v.cleanup.Push("stop collector", srv.Shutdown)
 	return nil
 }
 
@@ -197,7 +160,7 @@ func (v *serveService) startRetention(ctx context.Context) error {
 		if err := job.Start(ctx); err != nil {
 			return usageError("serve: --retention-interval: %v", err)
 		}
-		v.cleanup.push("stop retention job", job.Shutdown)
+		v.cleanup.Push("stop retention job", job.Shutdown)
 	} else if s.loc.Backend == storeurl.ClickHouse {
 		// ClickHouse: the collector stamps each span with its project's
 		// retention and the store writes the row's expiry; the tables'
@@ -219,7 +182,7 @@ func (v *serveService) openApprovals(ctx context.Context) error {
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --approvals-journal %s: %w", path, err)}
 	}
-	v.cleanup.push("close approvals journal", j.Shutdown)
+	v.cleanup.Push("close approvals journal", j.Shutdown)
 	v.approvals = webApprovals{j: j, clock: time.Now}
 	return nil
 }
@@ -235,21 +198,8 @@ func (v *serveService) serveUI(context.Context) error {
 		return usageError("serve: %v", err)
 	}
 	ui := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := ui.Serve(v.uiLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			v.setup.log.Error("UI server stopped", "error", err)
-		}
-	}()
-	v.cleanup.push("stop UI server", func(ctx context.Context) error {
-		err := ui.Shutdown(ctx)
-		if err != nil {
-			ui.Close() // the drain timed out: drop the connections left
-		}
-		<-done
-		return err
-	})
+	srv := service.ServeHTTP(ui, v.uiLn, func(err error) { v.setup.log.Error("UI server stopped", "error", err) })
+	v.cleanup.Push("stop UI server", srv.Shutdown)
 	v.uiURL = "http://" + v.uiLn.Addr().String()
 	return nil
 }
@@ -264,7 +214,7 @@ func (v *serveService) writeReady(context.Context) error {
 	if err := writeReadyFile(path, v.ready); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --ready-file: %w", err)}
 	}
-	v.cleanup.push("remove ready file", func(context.Context) error {
+	v.cleanup.Push("remove ready file", func(context.Context) error {
 		removeReadyFile(path, v.setup.log)
 		return nil
 	})
