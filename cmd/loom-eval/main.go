@@ -4,11 +4,11 @@
 package main
 
 import (
-	"github.com/loomwork/loomwork/internal/service"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/loomwork/loomwork/internal/service"
 	"io"
 	"os"
 	"os/signal"
@@ -280,4 +280,3 @@ func exitCode(err error, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "loom-eval: %v\n", err)
 	return ExitRuntimeErr
 }
-

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"github.com/loomwork/loomwork/internal/service"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/loomwork/loomwork/internal/service"
 	"log/slog"
 	"net"
 	"net/http"

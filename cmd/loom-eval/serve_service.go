@@ -1,10 +1,10 @@
 package main
 
 import (
-	"github.com/loomwork/loomwork/internal/service"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loomwork/loomwork/internal/service"
 	"net"
 	"net/http"
 	"time"

@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
@@ -167,52 +164,31 @@ func openSuiteCoordinator(ctx context.Context, def suite.Definition, plan []suit
 // failure to the driver; release stops them and waits until they have
 // stopped (safe to call more than once), so the coordinator is shut down
 // under no worker.
-func (m *Main) startSuiteWorkers(ctx context.Context, c *coord.Coordinator, def suite.Definition, workers int) (stop func() error, sup *supervisor, release func(), err error) {
+func (m *Main) startSuiteWorkers(ctx context.Context, c *coord.Coordinator, def suite.Definition, workers int) (stop func() error, sup *suite.Supervisor, release func(), err error) {
 	if workers == 0 {
 		// The single-process run: this process is the one worker.
 		w, closeW, err := m.newSuiteWorker(ctx, c, def, fmt.Sprintf("local-%d", os.Getpid()))
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		stop, release := runLocalWorker(ctx, w, closeW)
+		stop, release := suite.RunLocal(ctx, w, closeW)
 		return stop, nil, release, nil
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: find this binary to start workers: %w", err)}
 	}
-	sup = &supervisor{m: m, exe: exe, db: suite.CoordinatorPath(def.AbsDir)}
-	for i := range workers {
-		sup.start(ctx, i)
+	db := suite.CoordinatorPath(def.AbsDir)
+	sup, err = suite.NewSupervisor(suite.SupervisorConfig{Log: m.Stderr, Command: func(slot int) *exec.Cmd {
+		cmd := exec.Command(exe, "worker", "--coordinator", db, "--id", fmt.Sprintf("w%d", slot))
+		cmd.Stdout, cmd.Stderr, cmd.Env = m.Stderr, m.Stderr, os.Environ()
+		return cmd
+	}})
+	if err != nil {
+		return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite run: %w", err)}
 	}
-	return sup.err, sup, sup.stopAll, nil
-}
-
-// runLocalWorker runs w in the background. stop reports its error once it
-// has ended (nil while it runs or when it finished cleanly); release
-// cancels it, waits for it and then closes its dependencies (closeW).
-func runLocalWorker(ctx context.Context, w *suite.Worker, closeW func()) (stop func() error, release func()) {
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	var werr error
-	go func() {
-		defer close(done)
-		werr = w.Run(wctx)
-	}()
-	stop = func() error {
-		select {
-		case <-done:
-			return werr
-		default:
-			return nil
-		}
-	}
-	release = sync.OnceFunc(func() {
-		cancel()
-		<-done
-		closeW()
-	})
-	return stop, release
+	sup.Start(ctx, workers)
+	return sup.Err, sup, func() { _ = sup.Shutdown(context.WithoutCancel(ctx)) }, nil
 }
 
 func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
@@ -284,7 +260,7 @@ func (m *Main) runSuiteRun(ctx context.Context, args []string) error {
 	}
 	rep := suiteReport{Trials: path, Progress: p, Workers: *f.workers, Seconds: time.Since(start).Seconds(), Experiment: place}
 	if sup != nil {
-		rep.Restarts = sup.restarts()
+		rep.Restarts = sup.Restarts()
 	}
 	return m.writeSuiteReport(rep, format)
 }
@@ -378,114 +354,6 @@ func (m *Main) newSuiteWorker(ctx context.Context, c *coord.Coordinator, def sui
 		return nil, nil, &ExitError{Code: ExitUsage, Err: err}
 	}
 	return w, closeFn, nil
-}
-
-// supervisor keeps `suite run --workers K` at K worker processes: a worker
-// killed by a signal is replaced (its trial comes back when its lease
-// expires); one that exits with an error three times running stops the
-// suite with that error.
-type supervisor struct {
-	m   *Main
-	exe string
-	db  string
-
-	mu       sync.Mutex
-	procs    map[int]*exec.Cmd
-	failures int
-	restart  int
-	lastErr  error
-	stopping bool
-	wg       sync.WaitGroup
-}
-
-func (s *supervisor) start(ctx context.Context, slot int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopping || ctx.Err() != nil {
-		return
-	}
-	if s.procs == nil {
-		s.procs = map[int]*exec.Cmd{}
-	}
-	cmd := exec.Command(s.exe, "worker", "--coordinator", s.db, "--id", fmt.Sprintf("w%d", slot))
-	cmd.Stdout, cmd.Stderr = s.m.Stderr, s.m.Stderr
-	cmd.Env = os.Environ()
-	if err := cmd.Start(); err != nil {
-		s.lastErr = fmt.Errorf("start worker w%d: %w", slot, err)
-		s.failures = 3
-		return
-	}
-	fmt.Fprintf(s.m.Stderr, "suite: worker w%d started (pid %d)\n", slot, cmd.Process.Pid)
-	s.procs[slot] = cmd
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		err := cmd.Wait()
-		s.mu.Lock()
-		stopping := s.stopping
-		var ee *exec.ExitError
-		signalled := errors.As(err, &ee) && !ee.Exited()
-		switch {
-		case stopping:
-		case err == nil:
-			s.failures = 0
-		case signalled:
-			fmt.Fprintf(s.m.Stderr, "suite: worker w%d (pid %d) killed (%v); starting another\n", slot, cmd.Process.Pid, err)
-			s.restart++
-		default:
-			s.failures++
-			s.lastErr = fmt.Errorf("worker w%d (pid %d): %w", slot, cmd.Process.Pid, err)
-		}
-		again := !stopping && err != nil && s.failures < 3
-		s.mu.Unlock()
-		if again {
-			s.start(ctx, slot)
-		}
-	}()
-}
-
-// err is the Wait stop check: an error once workers keep failing, or once
-// every worker has exited while trials remain.
-func (s *supervisor) err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failures >= 3 {
-		return fmt.Errorf("workers keep failing: %w", s.lastErr)
-	}
-	return nil
-}
-
-func (s *supervisor) restarts() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.restart
-}
-
-// stopAll ends the workers (SIGTERM: a worker gives its trial back) and
-// waits for them.
-func (s *supervisor) stopAll() {
-	s.mu.Lock()
-	s.stopping = true
-	for _, p := range s.procs {
-		if p.ProcessState == nil && p.Process != nil {
-			_ = p.Process.Signal(syscall.SIGTERM)
-		}
-	}
-	s.mu.Unlock()
-	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		s.mu.Lock()
-		for _, p := range s.procs {
-			if p.ProcessState == nil && p.Process != nil {
-				_ = p.Process.Kill()
-			}
-		}
-		s.mu.Unlock()
-		<-done
-	}
 }
 
 // suiteWorkerGuard gives a worker the suite's policy (Definition.Policy),
