@@ -19,6 +19,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/journal/memjournal"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
 )
@@ -31,7 +32,10 @@ type Config struct {
 	// TracerProvider receives the replayed runs' spans. Default: none.
 	TracerProvider trace.TracerProvider
 	// WorkDir holds the scratch databases re-executed effects are applied
-	// to (one per run). Default: a new temporary directory per run.
+	// to: one per run of an agent with a tool that keeps tables in the
+	// journal (runtime.Tool.EffectSchema). Other runs replay into an
+	// in-memory journal (memjournal) and need no file. Default: a new
+	// temporary directory per run.
 	WorkDir string
 	// KeepDatabases keeps the scratch databases (journal.ReplayReport.Database names
 	// each) instead of deleting them after the run.
@@ -200,10 +204,15 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayRep
 	return rep, nil
 }
 
-// scratch returns the journal a replayed run writes, and what closes it:
-// a scratch SQLite database of its own, where re-executed effects are
-// applied.
-func (e *Engine) scratch(ctx context.Context, runID string, _ runtime.Agent, rep *journal.ReplayReport) (journal.Journal, func(), error) {
+// scratch returns the journal a replayed run writes, and what closes it. A
+// replay re-executes the tools, so an agent whose tools keep tables in the
+// journal (runtime.Tool.EffectSchema: their effects are SQL statements,
+// journaled and compared) replays into a scratch SQLite database of its
+// own, as it was recorded; every other agent replays into memory.
+func (e *Engine) scratch(ctx context.Context, runID string, agent runtime.Agent, rep *journal.ReplayReport) (journal.Journal, func(), error) {
+	if !keepsTables(agent) {
+		return memjournal.New(memjournal.Config{Clock: e.cfg.Clock}), func() {}, nil
+	}
 	dir, tmp := e.cfg.WorkDir, false
 	if dir == "" {
 		var err error
@@ -236,6 +245,12 @@ func (e *Engine) scratch(ctx context.Context, runID string, _ runtime.Agent, rep
 		rep.Database = dbPath
 	}
 	return db, func() { db.Shutdown(ctx); remove() }, nil
+}
+
+// keepsTables reports whether one of agent's tools keeps tables in the
+// journal.
+func keepsTables(agent runtime.Agent) bool {
+	return slices.ContainsFunc(agent.Tools, func(t runtime.Tool) bool { return t.EffectSchema != "" })
 }
 
 // Rescore builds the report of a run from its recorded events alone:
