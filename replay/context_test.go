@@ -3,6 +3,7 @@ package replay_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -94,5 +95,26 @@ func TestModelSummariesAreReusedOnReplay(t *testing.T) {
 	}
 	if !rep.OK() || rep.Answer != want || sum.N.Load() != calls {
 		t.Fatalf("replay: ok=%v divergence %v, summariser calls %d → %d", rep.OK(), rep.Divergence, calls, sum.N.Load())
+	}
+}
+
+// An agent whose tools keep no tables in the journal replays into memory:
+// no scratch database is made, even when databases are to be kept.
+func TestAgentWithoutTablesReplaysInMemory(t *testing.T) {
+	want, run := recordContextRun(t, "mem-1", nil, nil)
+	work := t.TempDir()
+	eng, err := replay.New(replay.Config{Registry: registry(t, runtimetest.LogAgent()), WorkDir: work, KeepDatabases: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := eng.Replay(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.MatchedEvents != rep.RecordedEvents || rep.Answer != want || rep.ToolRuns == 0 {
+		t.Fatalf("replay: ok=%v matched %d/%d divergence %v answer %q tool runs %d", rep.OK(), rep.MatchedEvents, rep.RecordedEvents, rep.Divergence, rep.Answer, rep.ToolRuns)
+	}
+	if files, _ := os.ReadDir(work); rep.Database != "" || len(files) != 0 {
+		t.Fatalf("the replay made a scratch database (%q, %d files in the work dir)", rep.Database, len(files))
 	}
 }

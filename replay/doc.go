@@ -8,5 +8,10 @@
 // recorded one is reported without stopping (CodeResultDiffers). Rescore
 // derives the same report from the recorded events alone.
 //
-// The journal format and store are in sub-package journal.
+// A replayed run writes a scratch journal of its own: an in-memory one
+// (memjournal), or, for an agent whose tools keep tables in the journal
+// (runtime.Tool.EffectSchema), a scratch SQLite database (journaldb), so
+// their re-executed statements are applied and compared as they were
+// recorded. The journal's format and stores are in package agents/journal
+// and its sub-packages.
 package replay

@@ -19,6 +19,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/journal/memjournal"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
 )
@@ -31,7 +32,10 @@ type Config struct {
 	// TracerProvider receives the replayed runs' spans. Default: none.
 	TracerProvider trace.TracerProvider
 	// WorkDir holds the scratch databases re-executed effects are applied
-	// to (one per run). Default: a new temporary directory per run.
+	// to: one per run of an agent with a tool that keeps tables in the
+	// journal (runtime.Tool.EffectSchema). Other runs replay into an
+	// in-memory journal (memjournal) and need no file. Default: a new
+	// temporary directory per run.
 	WorkDir string
 	// KeepDatabases keeps the scratch databases (journal.ReplayReport.Database names
 	// each) instead of deleting them after the run.
@@ -142,38 +146,19 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayRep
 	if !ok {
 		return rep, fmt.Errorf("replay run %s: agent %q is not registered (registered: %s)", run.ID, started.Agent, e.cfg.Registry)
 	}
-	dir := e.cfg.WorkDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "loomwork-replay-"); err != nil {
-			return rep, fmt.Errorf("replay run %s: %w", run.ID, err)
-		}
-		if !e.cfg.KeepDatabases {
-			defer os.RemoveAll(dir)
-		}
-	}
-	e.mu.Lock()
-	e.n++
-	dbPath := filepath.Join(dir, fmt.Sprintf("replay-%d-%s.db", e.n, safeName(run.ID)))
-	e.mu.Unlock()
-	scratch, err := journaldb.Open(ctx, journaldb.Config{Path: dbPath, Clock: e.cfg.Clock, Logger: e.cfg.Logger})
+	scratch, closeScratch, err := e.scratch(ctx, run.ID, agent, &rep)
 	if err != nil {
 		return rep, fmt.Errorf("replay run %s: %w", run.ID, err)
 	}
-	defer func() {
-		scratch.Shutdown(ctx)
-		if !e.cfg.KeepDatabases {
-			for _, suffix := range []string{"", "-wal", "-shm"} {
-				os.Remove(dbPath + suffix)
-			}
-		}
-	}()
-	if e.cfg.KeepDatabases {
-		rep.Database = dbPath
-	}
+	defer closeScratch()
 
-	chk := &checker{Store: scratch, run: run, rep: &rep, complete: rep.Complete}
+	chk := &checker{Journal: scratch, run: run, rep: &rep, complete: rep.Complete}
+	var j journal.Journal = chk
+	if se, ok := scratch.(journal.SchemaEnsurer); ok {
+		j = tablesChecker{chk, se}
+	}
 	model := &recordedModel{run: run, label: rep.Label}
-	rt, err := runtime.New(runtime.Config{Model: model, Journal: chk, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger, Authorizer: e.cfg.Authorizer,
+	rt, err := runtime.New(runtime.Config{Model: model, Journal: j, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger, Authorizer: e.cfg.Authorizer,
 		CaptureContent: e.cfg.CaptureContent.captures(rep.Label)})
 	if err != nil {
 		return rep, err
@@ -217,6 +202,55 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayRep
 	rep.TraceID = res.TraceID
 	rep.ToolsCalled = rescore(run).ToolsCalled
 	return rep, nil
+}
+
+// scratch returns the journal a replayed run writes, and what closes it. A
+// replay re-executes the tools, so an agent whose tools keep tables in the
+// journal (runtime.Tool.EffectSchema: their effects are SQL statements,
+// journaled and compared) replays into a scratch SQLite database of its
+// own, as it was recorded; every other agent replays into memory.
+func (e *Engine) scratch(ctx context.Context, runID string, agent runtime.Agent, rep *journal.ReplayReport) (journal.Journal, func(), error) {
+	if !keepsTables(agent) {
+		return memjournal.New(memjournal.Config{Clock: e.cfg.Clock}), func() {}, nil
+	}
+	dir, tmp := e.cfg.WorkDir, false
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "loomwork-replay-"); err != nil {
+			return nil, nil, err
+		}
+		tmp = true
+	}
+	e.mu.Lock()
+	e.n++
+	dbPath := filepath.Join(dir, fmt.Sprintf("replay-%d-%s.db", e.n, safeName(runID)))
+	e.mu.Unlock()
+	remove := func() {
+		if e.cfg.KeepDatabases {
+			return
+		}
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(dbPath + suffix)
+		}
+		if tmp {
+			os.RemoveAll(dir)
+		}
+	}
+	db, err := journaldb.Open(ctx, journaldb.Config{Path: dbPath, Clock: e.cfg.Clock, Logger: e.cfg.Logger})
+	if err != nil {
+		remove()
+		return nil, nil, err
+	}
+	if e.cfg.KeepDatabases {
+		rep.Database = dbPath
+	}
+	return db, func() { db.Shutdown(ctx); remove() }, nil
+}
+
+// keepsTables reports whether one of agent's tools keeps tables in the
+// journal.
+func keepsTables(agent runtime.Agent) bool {
+	return slices.ContainsFunc(agent.Tools, func(t runtime.Tool) bool { return t.EffectSchema != "" })
 }
 
 // Rescore builds the report of a run from its recorded events alone:
@@ -352,7 +386,7 @@ func (m *recordedModel) Complete(ctx context.Context, req llm.Request) (llm.Resp
 // checker is the scratch journal, checking every appended event against
 // the recorded one with the same sequence number.
 type checker struct {
-	*journaldb.Store
+	journal.Journal
 	run      journal.Run
 	rep      *journal.ReplayReport
 	complete bool
@@ -370,19 +404,26 @@ func (c *checker) diverge(de *journal.DivergenceError) {
 }
 
 func (c *checker) Append(ctx context.Context, runID string, recs ...journal.Record) ([]journal.Event, error) {
-	evs, err := c.Store.Append(ctx, runID, recs...)
+	evs, err := c.Journal.Append(ctx, runID, recs...)
 	if err != nil {
 		return nil, err
 	}
 	return evs, c.check(evs)
 }
 
-func (c *checker) AppendEffect(ctx context.Context, runID string, call journaldb.EffectCall, fn journaldb.EffectFunc) ([]journal.Event, error) {
-	evs, err := c.Store.AppendEffect(ctx, runID, call, fn)
+func (c *checker) AppendEffect(ctx context.Context, runID string, call journal.EffectCall, fn journal.EffectFunc) ([]journal.Event, error) {
+	evs, err := c.Journal.AppendEffect(ctx, runID, call, fn)
 	if err != nil {
 		return nil, err
 	}
 	return evs, c.check(evs)
+}
+
+// tablesChecker is a checker whose scratch journal has tables (a scratch
+// database): the runtime creates the agent's tables through it.
+type tablesChecker struct {
+	*checker
+	journal.SchemaEnsurer
 }
 
 func (c *checker) check(evs []journal.Event) error {

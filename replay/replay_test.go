@@ -304,7 +304,7 @@ func TestChangedEffectIsReportedAsDivergenceAtItsSeq(t *testing.T) {
 			if a.AmountCents < 0 {
 				a.Memo = "refund: " + a.Memo
 			}
-			if _, err := in.Tx.Exec(ctx, `INSERT INTO ledger_entries (idempotency_key, run_id, step, account, amount_cents, memo) VALUES (?, ?, ?, ?, ?, ?)`,
+			if err := in.Tx.Exec(ctx, `INSERT INTO ledger_entries (idempotency_key, run_id, step, account, amount_cents, memo) VALUES (?, ?, ?, ?, ?, ?)`,
 				in.IdempotencyKey, in.RunID, in.Step, a.Account, a.AmountCents, a.Memo); err != nil {
 				return runtime.ToolOutput{}, err
 			}

@@ -7,6 +7,11 @@
 // altered, reordered, removed or truncated lines are detected and reported
 // with their line number (*CorruptionError).
 //
-// It has no database dependency: the durable store is package
-// replay/journaldb. The format is specified in docs/format/journal.md.
+// It also owns the port every journal store implements (Journal: Events,
+// Append, and AppendEffect, which runs a side effect once per idempotency
+// key) and its optional capabilities (SchemaEnsurer, SQLTx). It has no
+// database dependency: the stores are sub-packages — journaldb (SQLite,
+// durable; effects in its tables commit with their events) and memjournal
+// (in memory) — and journaltest is the conformance suite they pass. The
+// format is specified in docs/format/journal.md.
 package journal

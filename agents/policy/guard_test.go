@@ -33,7 +33,7 @@ func mailAgent() runtime.Agent {
 			Run: func(ctx context.Context, in runtime.ToolInput) (runtime.ToolOutput, error) {
 				var a struct{ To, Body string }
 				json.Unmarshal(in.Arguments, &a)
-				_, err := in.Tx.Exec(ctx, `INSERT INTO outbox(key, recipient, body) VALUES (?,?,?)`, in.IdempotencyKey, a.To, a.Body)
+				err := in.Tx.Exec(ctx, `INSERT INTO outbox(key, recipient, body) VALUES (?,?,?)`, in.IdempotencyKey, a.To, a.Body)
 				return runtime.ToolOutput{Content: "sent"}, err
 			}},
 	}}

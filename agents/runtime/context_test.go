@@ -21,7 +21,7 @@ import (
 	"github.com/loomwork/loomwork/internal/testtier"
 )
 
-func contextRuntime(t *testing.T, m runtime.Model, j runtime.Journal, tp *sdktrace.TracerProvider, spec *runtime.ContextSpec) *runtime.Runtime {
+func contextRuntime(t *testing.T, m runtime.Model, j journal.Journal, tp *sdktrace.TracerProvider, spec *runtime.ContextSpec) *runtime.Runtime {
 	t.Helper()
 	cfg := runtime.Config{Model: m, Journal: j, Clock: fakeClock(), MaxSteps: 20, Context: spec}
 	if tp != nil {

@@ -84,7 +84,7 @@ func (k *killingJournal) Append(ctx context.Context, run string, recs ...journal
 	return evs, err
 }
 
-func (k *killingJournal) AppendEffect(ctx context.Context, run string, c journaldb.EffectCall, fn journaldb.EffectFunc) ([]journal.Event, error) {
+func (k *killingJournal) AppendEffect(ctx context.Context, run string, c journal.EffectCall, fn journal.EffectFunc) ([]journal.Event, error) {
 	evs, err := k.Store.AppendEffect(ctx, run, c, fn)
 	if err == nil && k.mode == killAfterCommit && c.Step == k.at {
 		killSelf()

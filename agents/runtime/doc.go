@@ -1,9 +1,11 @@
 // Package runtime is the durable agent loop every Loomwork agent runs on:
 // model → tool calls → results, until a final answer, with every step
-// journaled (packages replay/journal and replay/journaldb) so a run killed at any point resumes
-// by replaying its journal — recorded model answers and tool results are
-// reused, never re-requested — and side effects happen exactly once when
-// they live in the journal's database.
+// journaled through the journal port (journal.Journal: journaldb on disk,
+// memjournal in memory) so a run killed at any point resumes by replaying
+// its journal — recorded model answers and tool results are reused, never
+// re-requested — and a side-effecting tool runs once per idempotency key,
+// exactly once across crashes when its effects live in the journal's
+// database (journaldb's tables).
 //
 // The runtime never learns which agent is running: an agent is a name, a
 // system prompt, tools declared with JSON Schema (validated before a tool

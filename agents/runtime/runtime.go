@@ -16,7 +16,6 @@ import (
 
 	"github.com/loomwork/loomwork/agents/contextlayer"
 	"github.com/loomwork/loomwork/agents/journal"
-	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 )
 
@@ -33,17 +32,6 @@ type Labeler interface {
 	Label() string
 }
 
-// Journal is the durable event log the runtime writes; *journaldb.Store
-// implements it.
-type Journal interface {
-	Events(ctx context.Context, runID string) ([]journal.Event, error)
-	Append(ctx context.Context, runID string, recs ...journal.Record) ([]journal.Event, error)
-	AppendEffect(ctx context.Context, runID string, call journaldb.EffectCall, fn journaldb.EffectFunc) ([]journal.Event, error)
-	EnsureSchema(ctx context.Context, ddl string) error
-}
-
-var _ Journal = (*journaldb.Store)(nil)
-
 // StepLimitPrompt is the user turn added before the last model call of a run
 // that reached its step limit; that call is made with no tools.
 const StepLimitPrompt = "You have reached the step limit and tools are no longer available. Answer now with what you have."
@@ -52,8 +40,12 @@ const StepLimitPrompt = "You have reached the step limit and tools are no longer
 type Config struct {
 	// Model answers model calls. Required.
 	Model Model
-	// Journal records every step and is replayed on resume. Required.
-	Journal Journal
+	// Journal records every step and is replayed on resume: the journal
+	// port, which any store implements (journaldb, durable; memjournal, in
+	// memory). An agent with a tool that keeps tables in the journal
+	// (Tool.EffectSchema) needs one that has them (journal.SchemaEnsurer).
+	// Required.
+	Journal journal.Journal
 	// TracerProvider receives the spans (invoke_agent, chat, execute_tool,
 	// retrieval). Default: no spans.
 	TracerProvider trace.TracerProvider
@@ -255,12 +247,8 @@ func (rt *Runtime) Run(ctx context.Context, agent Agent, task Task) (res Result,
 		r.ctxSpec = &n
 	}
 	r.res.RunID = task.RunID
-	for _, t := range c.Tools {
-		if t.EffectSchema != "" {
-			if err := rt.cfg.Journal.EnsureSchema(ctx, t.EffectSchema); err != nil {
-				return Result{}, fmt.Errorf("run %s: tool %s: %w", task.RunID, t.Name, err)
-			}
-		}
+	if err := rt.ensureSchemas(ctx, c); err != nil {
+		return Result{}, fmt.Errorf("run %s: %w", task.RunID, err)
 	}
 	ctx, r.span = rt.tracer.Start(ctx, "invoke_agent "+c.Name,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(rt.cfg.Clock()),
@@ -274,6 +262,24 @@ func (rt *Runtime) Run(ctx context.Context, agent Agent, task Task) (res Result,
 	}
 	r.finishSpan()
 	return r.res, nil
+}
+
+// ensureSchemas creates the tables the agent's tools keep in the journal
+// (Tool.EffectSchema), which takes a journal that has tables.
+func (rt *Runtime) ensureSchemas(ctx context.Context, c *compiled) error {
+	for _, t := range c.Tools {
+		if t.EffectSchema == "" {
+			continue
+		}
+		se, ok := rt.cfg.Journal.(journal.SchemaEnsurer)
+		if !ok {
+			return fmt.Errorf("tool %s keeps tables in the journal (EffectSchema), and the journal (%T) has none: use a journal with tables, such as journaldb", t.Name, rt.cfg.Journal)
+		}
+		if err := se.EnsureSchema(ctx, t.EffectSchema); err != nil {
+			return fmt.Errorf("tool %s: %w", t.Name, err)
+		}
+	}
+	return nil
 }
 
 // next consumes the recorded event at the cursor if there is one and it
@@ -589,10 +595,14 @@ func (r *run) execute(ctx context.Context, step int, call llm.ToolCall, args jso
 		}
 		return appendResult(toolResult(call.Name, out, err, ""))
 	}
-	var out ToolOutput
-	_, err = r.rt.cfg.Journal.AppendEffect(ctx, r.task.RunID, journaldb.EffectCall{Step: step, Tool: call.Name, CallID: call.ID, Key: key},
-		func(ctx context.Context, tx *journaldb.EffectTx) (journal.Record, error) {
-			in.Tx = tx
+	var (
+		out ToolOutput
+		ran bool
+	)
+	evs, err := r.rt.cfg.Journal.AppendEffect(ctx, r.task.RunID, journal.EffectCall{Step: step, Tool: call.Name, CallID: call.ID, Key: key},
+		func(ctx context.Context, tx journal.EffectTx) (journal.Record, error) {
+			ran = true
+			in.Tx, _ = tx.(journal.SQLTx) // nil on a journal without tables
 			o, err := tool.Run(ctx, in)
 			if err != nil {
 				return journal.Record{}, err
@@ -600,8 +610,13 @@ func (r *run) execute(ctx context.Context, step int, call llm.ToolCall, args jso
 			out = o
 			return resultRec(toolResult(call.Name, o, nil, key)), nil
 		})
-	if err == nil {
+	switch {
+	case err == nil && ran:
 		return toolResult(call.Name, out, nil, key), nil
+	case err == nil:
+		// The journal had the key's result already (another caller ran the
+		// call): the effect is not repeated, its recorded result stands.
+		return recordedResult(r.task.RunID, evs)
 	}
 	if cerr := ctx.Err(); cerr != nil {
 		return journal.ToolResult{}, fmt.Errorf("run %s: step %d: tool %s: %w", r.task.RunID, step, call.Name, cerr)
@@ -609,6 +624,20 @@ func (r *run) execute(ctx context.Context, step int, call llm.ToolCall, args jso
 	// The tool failed: its effects were rolled back with the transaction.
 	// The failure is an observation for the model, journaled on its own.
 	return appendResult(toolResult(call.Name, ToolOutput{}, err, key))
+}
+
+// recordedResult is the tool result among the events AppendEffect returned
+// for a key it had completed before (the last of them).
+func recordedResult(runID string, evs []journal.Event) (journal.ToolResult, error) {
+	if len(evs) == 0 || evs[len(evs)-1].Kind != journal.KindToolResult {
+		return journal.ToolResult{}, fmt.Errorf("run %s: the journal answered a completed effect without its tool_result", runID)
+	}
+	e := evs[len(evs)-1]
+	var tr journal.ToolResult
+	if err := json.Unmarshal(e.Payload, &tr); err != nil {
+		return journal.ToolResult{}, fmt.Errorf("run %s seq %d: decode recorded tool result: %w", runID, e.Seq, err)
+	}
+	return tr, nil
 }
 
 // sanitizeArguments makes every tool call's arguments valid JSON before the
@@ -656,7 +685,7 @@ func decodeArguments(raw json.RawMessage) (json.RawMessage, error) {
 func safeRun(ctx context.Context, t *Tool, in ToolInput) (out ToolOutput, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &journaldb.PanicError{Value: p}
+			err = &journal.PanicError{Value: p}
 		}
 	}()
 	return t.Run(ctx, in)

@@ -50,7 +50,7 @@ func openJournal(t *testing.T, path string) *journaldb.Store {
 	return s
 }
 
-func newRuntime(t *testing.T, m runtime.Model, j runtime.Journal, tp *sdktrace.TracerProvider) *runtime.Runtime {
+func newRuntime(t *testing.T, m runtime.Model, j journal.Journal, tp *sdktrace.TracerProvider) *runtime.Runtime {
 	t.Helper()
 	cfg := runtime.Config{Model: m, Journal: j, Clock: fakeClock()}
 	if tp != nil {
@@ -186,7 +186,7 @@ func (f *failingJournal) Append(ctx context.Context, run string, recs ...journal
 	return f.Store.Append(ctx, run, recs...)
 }
 
-func (f *failingJournal) AppendEffect(ctx context.Context, run string, c journaldb.EffectCall, fn journaldb.EffectFunc) ([]journal.Event, error) {
+func (f *failingJournal) AppendEffect(ctx context.Context, run string, c journal.EffectCall, fn journal.EffectFunc) ([]journal.Event, error) {
 	if f.left <= 0 {
 		return nil, errDied
 	}
@@ -304,7 +304,7 @@ func TestFailingToolsBecomeErrorObservationsAndTheRunGoesOn(t *testing.T) {
 	}, runtime.Tool{
 		Name: "flaky_effect", Effect: true, EffectSchema: `CREATE TABLE IF NOT EXISTS flaky (v INTEGER)`,
 		Run: func(ctx context.Context, in runtime.ToolInput) (runtime.ToolOutput, error) {
-			if _, err := in.Tx.Exec(ctx, `INSERT INTO flaky (v) VALUES (1)`); err != nil {
+			if err := in.Tx.Exec(ctx, `INSERT INTO flaky (v) VALUES (1)`); err != nil {
 				return runtime.ToolOutput{}, err
 			}
 			return runtime.ToolOutput{}, errors.New("remote refused after the insert")

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/loomwork/loomwork/agents/journal"
-	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime/schema"
 )
@@ -23,19 +22,22 @@ type Tool struct {
 	// a call that does not validate gets an error observation naming the
 	// field, and Run never sees it.
 	Parameters json.RawMessage
-	// Effect marks a tool with side effects. Its Run is called inside the
-	// journal's write transaction with In.Tx set: every statement it runs
-	// through In.Tx commits in the same transaction as the call's
-	// tool_result event, so after a crash the effect has happened exactly
-	// once (both committed) or not at all (neither). An effect Run causes
-	// outside the journal's database (an HTTP request, a message) is
-	// at-least-once: a crash after it and before the commit repeats the
-	// call on resume with the same In.IdempotencyKey, which the receiver
-	// must deduplicate on.
+	// Effect marks a tool with side effects. Its Run is called through the
+	// journal's AppendEffect (journal.Journal), once per idempotency key:
+	// its tool_result is recorded only if it succeeds. On a journal with
+	// tables (journaldb) In.Tx is set, and every statement Run executes
+	// through it commits in the same transaction as the call's tool_result
+	// event, so after a crash the effect has happened exactly once (both
+	// committed) or not at all (neither). An effect Run causes anywhere
+	// else (an HTTP request, a message) is at-least-once: a crash after it
+	// and before the result is recorded repeats the call on resume with the
+	// same In.IdempotencyKey, which the receiver must deduplicate on.
 	Effect bool
 	// EffectSchema is idempotent DDL (CREATE TABLE IF NOT EXISTS ...) for
-	// the tables the tool's effects write; the runtime applies it to the
-	// journal database before the run starts.
+	// the tables the tool's effects write in the journal's database; the
+	// runtime applies it before the run starts. A tool with an
+	// EffectSchema needs a journal with tables (journal.SchemaEnsurer,
+	// e.g. journaldb): on any other, Run fails before the first step.
 	EffectSchema string
 	// Origin, when set, says the tool is someone else's: its description
 	// and its results come from a remote party (an MCP server:
@@ -60,9 +62,9 @@ type ToolInput struct {
 	// same key in the process that resumes the run after a crash. Pass it
 	// to any external system that deduplicates requests.
 	IdempotencyKey string
-	// Tx is the journal transaction for a tool with Effect set; nil
-	// otherwise.
-	Tx *journaldb.EffectTx
+	// Tx is the journal's SQL transaction for a tool with Effect set, on
+	// a journal with tables (journal.SQLTx, from journaldb); nil otherwise.
+	Tx journal.SQLTx
 	// TaskAttributes is the run's Task.Attributes (a JSON object, or nil):
 	// per-run facts the tool must honour whatever the model asks, e.g. the
 	// issue a research run must never retrieve.

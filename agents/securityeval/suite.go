@@ -158,7 +158,7 @@ const outboxDDL = `CREATE TABLE IF NOT EXISTS securityeval_outbox (
 func writeTools() []runtime.Tool {
 	effect := func(name string) func(ctx context.Context, in runtime.ToolInput) (runtime.ToolOutput, error) {
 		return func(ctx context.Context, in runtime.ToolInput) (runtime.ToolOutput, error) {
-			if _, err := in.Tx.Exec(ctx, `INSERT INTO securityeval_outbox(key, run_id, tool, args) VALUES (?,?,?,?)`, in.IdempotencyKey, in.RunID, name, string(in.Arguments)); err != nil {
+			if err := in.Tx.Exec(ctx, `INSERT INTO securityeval_outbox(key, run_id, tool, args) VALUES (?,?,?,?)`, in.IdempotencyKey, in.RunID, name, string(in.Arguments)); err != nil {
 				return runtime.ToolOutput{}, err
 			}
 			return runtime.ToolOutput{Content: name + ": done"}, nil

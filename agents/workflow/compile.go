@@ -41,7 +41,7 @@ type FileConfig struct {
 	Input string
 	// Journal journals agent steps' runs (run id WORKFLOWRUN/STEP);
 	// required when the file has agent steps.
-	Journal runtime.Journal
+	Journal journal.Journal
 	// Agents opens a reference agent (AgentResearch, AgentCoding) the
 	// first time a step needs it: agent steps, and the research tools of
 	// tool steps. Required when the file has either.
@@ -390,7 +390,7 @@ func (c *compiler) tool(ctx context.Context, name string, in Input) (StepTool, e
 
 // RecordedInput is the input run was started with (ok false when the
 // journal has no such run).
-func RecordedInput(ctx context.Context, j Journal, runID string) (input string, ok bool, err error) {
+func RecordedInput(ctx context.Context, j journal.Journal, runID string) (input string, ok bool, err error) {
 	evs, err := j.Events(ctx, runID)
 	if err != nil {
 		return "", false, err

@@ -36,7 +36,7 @@ func Incident() (*Workflow, error) {
 					return nil, errors.New("open_pr must run in the journal transaction")
 				}
 				const url = "https://example.invalid/pr/41"
-				if _, err := in.Tx.Exec(ctx, `INSERT INTO workflow_pull_requests(key, run_id, number, url) VALUES (?,?,?,?)`, in.Key, in.RunID, 41, url); err != nil {
+				if err := in.Tx.Exec(ctx, `INSERT INTO workflow_pull_requests(key, run_id, number, url) VALUES (?,?,?,?)`, in.Key, in.RunID, 41, url); err != nil {
 					return nil, err
 				}
 				return map[string]any{"pr": 41, "url": url}, nil

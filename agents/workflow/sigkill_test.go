@@ -64,7 +64,7 @@ func childWorkflow(mode, dir string) (*workflow.Workflow, error) {
 			{Name: "open_pr", Kind: workflow.KindTool, Requires: []string{"plan"}, Key: "pr:checkout-fix", EffectSchema: prsDDL,
 				Action: func(ctx context.Context, in workflow.Input) (any, error) {
 					mark(dir, "open_pr.count") // counts executions, outside the transaction
-					if _, err := in.Tx.Exec(ctx, `INSERT INTO prs(key, number) VALUES (?, ?)`, in.Key, 41); err != nil {
+					if err := in.Tx.Exec(ctx, `INSERT INTO prs(key, number) VALUES (?, ?)`, in.Key, 41); err != nil {
 						return nil, err
 					}
 					return map[string]any{"pr": 41}, nil
@@ -82,7 +82,7 @@ func childWorkflow(mode, dir string) (*workflow.Workflow, error) {
 					if in.Attempt == 1 {
 						return nil, errors.New("deploy backend unavailable")
 					}
-					if _, err := in.Tx.Exec(ctx, `INSERT INTO prs(key, number) VALUES (?, ?)`, in.Key, 812); err != nil {
+					if err := in.Tx.Exec(ctx, `INSERT INTO prs(key, number) VALUES (?, ?)`, in.Key, 812); err != nil {
 						return nil, err
 					}
 					if mode == "retry-block" {

@@ -63,7 +63,7 @@ type Summary struct {
 
 // Summarize reads run's journal into a Summary; ok is false when the run
 // is not a workflow run (no workflow_started event).
-func Summarize(ctx context.Context, j Journal, runID string) (s Summary, ok bool, err error) {
+func Summarize(ctx context.Context, j journal.Journal, runID string) (s Summary, ok bool, err error) {
 	evs, err := j.Events(ctx, runID)
 	if err != nil {
 		return Summary{}, false, fmt.Errorf("run %s: %w", runID, err)

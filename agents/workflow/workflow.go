@@ -1,10 +1,12 @@
 // Package workflow is the deterministic step graph around the model: a
 // workflow is a set of named steps (a model call, a tool call, an approval
 // gate, or a whole agent loop) with dependencies, run in a topological
-// order and journaled on the agent journal (package journaldb), so a run
-// killed at any point resumes by replaying recorded results — steps that
-// succeeded are walked over as `replayed` (attempt 0) and never executed
-// again. A step with a side-effect key runs inside the journal's write
+// order and journaled through the journal port (journal.Journal, the
+// runtime's: journaldb on disk, memjournal in memory), so a run killed at
+// any point resumes by replaying recorded results — steps that succeeded
+// are walked over as `replayed` (attempt 0) and never executed again. A
+// step with a side-effect key runs through the journal's AppendEffect, once
+// per key; on a journal with tables (journaldb) inside its write
 // transaction: its effects, its ledger row and its `succeeded` event commit
 // together or not at all, so a keyed effect happens exactly once across
 // crashes. Approval gates suspend a run durably (the process may exit); an
@@ -38,7 +40,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/loomwork/loomwork/agents/journal"
-	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/semconv"
 )
@@ -76,11 +77,13 @@ type Step struct {
 	Prompt func(in Input) (string, error)
 	// Key is the side-effect key, derived from what the step means (e.g.
 	// "pr:checkout-fix"), never from when it ran. A keyed step's Action
-	// runs inside the journal's write transaction (Input.Tx); its effects
-	// and its succeeded event commit together, and a key with a recorded
-	// result is never executed again in the run.
+	// runs through the journal's AppendEffect, once per key: a key with a
+	// recorded result is never executed again in the run. On a journal
+	// with tables it runs inside the journal's write transaction
+	// (Input.Tx), and its effects and its succeeded event commit together.
 	Key string
-	// EffectSchema is idempotent DDL for the tables a keyed step writes.
+	// EffectSchema is idempotent DDL for the tables a keyed step writes in
+	// the journal's database; it needs a journal with tables.
 	EffectSchema string
 	// Digest, when set, is journaled with the graph: a step declared in a
 	// file carries the hash of its declaration, so a run resumes only
@@ -99,11 +102,12 @@ type Input struct {
 	// Results holds the recorded result of every step this one requires
 	// (transitively, every completed step), as JSON.
 	Results map[string]json.RawMessage
-	// Key is the step's side-effect key; Tx is the journal transaction of a
-	// keyed step (nil otherwise). Statements run through Tx commit with the
-	// step's succeeded event.
+	// Key is the step's side-effect key; Tx is the journal's SQL
+	// transaction of a keyed step on a journal with tables (journal.SQLTx,
+	// from journaldb; nil otherwise). Statements run through Tx commit
+	// with the step's succeeded event.
 	Key string
-	Tx  *journaldb.EffectTx
+	Tx  journal.SQLTx
 	// Approval is the answer of the gate before an approval step's Action.
 	Approval *Approval
 }
@@ -136,17 +140,6 @@ func (f GateFunc) Decide(_ context.Context, _ string, step string, _ map[string]
 	}
 	return a, nil
 }
-
-// Journal is what the workflow needs from the journal; *journaldb.Store
-// implements it.
-type Journal interface {
-	Events(ctx context.Context, runID string) ([]journal.Event, error)
-	Append(ctx context.Context, runID string, recs ...journal.Record) ([]journal.Event, error)
-	AppendEffect(ctx context.Context, runID string, call journaldb.EffectCall, fn journaldb.EffectFunc) ([]journal.Event, error)
-	EnsureSchema(ctx context.Context, ddl string) error
-}
-
-var _ Journal = (*journaldb.Store)(nil)
 
 // Step event statuses (the "event" field of a step event).
 const (
@@ -352,7 +345,10 @@ func (w *Workflow) Order() []string { return append([]string(nil), w.order...) }
 
 // Config configures a Runner.
 type Config struct {
-	Journal Journal
+	// Journal is the journal port (journal.Journal), as the runtime's.
+	// Steps with an EffectSchema need one with tables
+	// (journal.SchemaEnsurer, e.g. journaldb).
+	Journal journal.Journal
 	// Gate answers approval steps. Default: the journal gate (answers
 	// recorded with Record; none yet suspends the run).
 	Gate           Gate
@@ -498,14 +494,7 @@ func (rn *Runner) Run(ctx context.Context, w *Workflow, runID string, opt RunOpt
 	if runID == "" {
 		return Result{}, errors.New("run workflow: empty run id")
 	}
-	for _, n := range w.order {
-		if s := w.steps[n]; s.EffectSchema != "" {
-			if err := rn.cfg.Journal.EnsureSchema(ctx, s.EffectSchema); err != nil {
-				return Result{}, fmt.Errorf("run %s: step %s: %w", runID, n, err)
-			}
-		}
-	}
-	if err := rn.cfg.Journal.EnsureSchema(ctx, ledgerDDL); err != nil {
+	if err := rn.ensureSchemas(ctx, w); err != nil {
 		return Result{}, fmt.Errorf("run %s: %w", runID, err)
 	}
 	recorded, err := rn.cfg.Journal.Events(ctx, runID)
@@ -547,6 +536,29 @@ func (rn *Runner) Run(ctx context.Context, w *Workflow, runID string, opt RunOpt
 		}
 	}
 	return res, err
+}
+
+// ensureSchemas creates the tables the steps keep in the journal
+// (Step.EffectSchema) and the workflow_ledger, on a journal that has
+// tables; on another, a step that declares tables is an error.
+func (rn *Runner) ensureSchemas(ctx context.Context, w *Workflow) error {
+	se, tables := rn.cfg.Journal.(journal.SchemaEnsurer)
+	for _, n := range w.order {
+		s := w.steps[n]
+		switch {
+		case s.EffectSchema == "":
+		case !tables:
+			return fmt.Errorf("step %s keeps tables in the journal (EffectSchema), and the journal (%T) has none: use a journal with tables, such as journaldb", n, rn.cfg.Journal)
+		default:
+			if err := se.EnsureSchema(ctx, s.EffectSchema); err != nil {
+				return fmt.Errorf("step %s: %w", n, err)
+			}
+		}
+	}
+	if !tables {
+		return nil
+	}
+	return se.EnsureSchema(ctx, ledgerDDL)
 }
 
 // runState is how a run that returned err ended (semconv.AttrWorkflowState).
@@ -939,17 +951,23 @@ func (r *run) attempt(ctx context.Context, s *Step, in Input) (err error) {
 		r.st.apply(se)
 		return nil
 	}
-	var se StepEvent
-	_, err = r.rn.cfg.Journal.AppendEffect(ctx, r.runID, journaldb.EffectCall{Tool: s.Name, Key: r.runID + "/" + s.Key},
-		func(ctx context.Context, tx *journaldb.EffectTx) (journal.Record, error) {
-			in.Tx = tx
+	var (
+		se  StepEvent
+		ran bool
+	)
+	evs, err := r.rn.cfg.Journal.AppendEffect(ctx, r.runID, journal.EffectCall{Tool: s.Name, Key: r.runID + "/" + s.Key},
+		func(ctx context.Context, tx journal.EffectTx) (journal.Record, error) {
+			ran = true
+			in.Tx, _ = tx.(journal.SQLTx) // nil on a journal without tables
 			v, err := safeAction(ctx, s, in)
 			if err != nil {
 				return journal.Record{}, err
 			}
 			// The ledger row: the data itself proves the key ran once.
-			if _, err := tx.Exec(ctx, `INSERT INTO workflow_ledger(run_id, key, step) VALUES (?,?,?)`, r.runID, s.Key, s.Name); err != nil {
-				return journal.Record{}, fmt.Errorf("step %s: ledger key %s: %w", s.Name, s.Key, err)
+			if in.Tx != nil {
+				if err := in.Tx.Exec(ctx, `INSERT INTO workflow_ledger(run_id, key, step) VALUES (?,?,?)`, r.runID, s.Key, s.Name); err != nil {
+					return journal.Record{}, fmt.Errorf("step %s: ledger key %s: %w", s.Name, s.Key, err)
+				}
 			}
 			var rec journal.Record
 			se, rec, err = succeeded(v)
@@ -958,8 +976,28 @@ func (r *run) attempt(ctx context.Context, s *Step, in Input) (err error) {
 	if err != nil {
 		return err
 	}
+	if !ran {
+		// The journal had the key's success already: it stands.
+		if se, err = recordedSuccess(r.runID, s.Name, evs); err != nil {
+			return err
+		}
+	}
 	r.st.apply(se)
 	return nil
+}
+
+// recordedSuccess is the succeeded event among the events AppendEffect
+// returned for a key it had completed before (the last of them).
+func recordedSuccess(runID, step string, evs []journal.Event) (StepEvent, error) {
+	var se StepEvent
+	if len(evs) == 0 || evs[len(evs)-1].Kind != journal.KindStep {
+		return se, fmt.Errorf("run %s: step %s: the journal answered a completed key without its step event", runID, step)
+	}
+	e := evs[len(evs)-1]
+	if err := json.Unmarshal(e.Payload, &se); err != nil {
+		return se, fmt.Errorf("run %s seq %d: decode step event: %w", runID, e.Seq, err)
+	}
+	return se, nil
 }
 
 func safeAction(ctx context.Context, s *Step, in Input) (v any, err error) {
@@ -982,7 +1020,7 @@ func (JournalGate) Decide(context.Context, string, string, map[string]json.RawMe
 
 // Record journals a human's answer to run's approval step. The run must be
 // suspended at that step (approval_required journaled, no answer yet).
-func Record(ctx context.Context, j Journal, runID, step string, a Approval) error {
+func Record(ctx context.Context, j journal.Journal, runID, step string, a Approval) error {
 	if a.Approver == "" {
 		return errors.New("record approval: approver must be set")
 	}
@@ -1032,7 +1070,7 @@ type Pending struct {
 }
 
 // Status reads a run's step events and pending approvals from the journal.
-func Status(ctx context.Context, j Journal, runID string) (events []StepEvent, approvals []Approval, pending []string, err error) {
+func Status(ctx context.Context, j journal.Journal, runID string) (events []StepEvent, approvals []Approval, pending []string, err error) {
 	evs, err := j.Events(ctx, runID)
 	if err != nil {
 		return nil, nil, nil, err
@@ -1061,9 +1099,10 @@ func Status(ctx context.Context, j Journal, runID string) (events []StepEvent, a
 	return st.events, approvals, pending, nil
 }
 
-// RunLister is a journal that can list its runs; *journaldb.Store is one.
+// RunLister is a journal that can list its runs (journaldb's and
+// memjournal's can).
 type RunLister interface {
-	Journal
+	journal.Journal
 	Runs(ctx context.Context) ([]string, error)
 }
 

@@ -163,19 +163,36 @@ var (
 	noIORule = "the scorer does no I/O"
 )
 
-// The web UI must not link these, directly or transitively (it linked the
-// runtime, tiktoken, bleve and the journal's SQLite through replay.Report).
-// Module paths are relative; a first element with a dot is another module.
-var (
-	webRoom      = "web/"
-	webNeverLink = []string{
-		"github.com/blevesearch/",
-		"github.com/pkoukk/tiktoken-go/",
-		"agents/runtime",
-		"agents/journal/journaldb",
-	}
-	webLinkRule = "the web UI links no runtime, tokenizer, search index or journal database"
-)
+// Link rules: the packages a row names must not link these, directly or
+// transitively. Module paths are relative; a first element with a dot is
+// another module, and a standard-library path is written whole.
+var linkRules = []struct {
+	rooms []string // the packages the rule governs (patterns as in the table)
+	never []string // what their go list -deps may not contain
+	rule  string
+}{
+	// The web UI linked the runtime, tiktoken, bleve and the journal's
+	// SQLite through replay.Report.
+	{rooms: []string{"web/"},
+		never: []string{
+			"github.com/blevesearch/",
+			"github.com/pkoukk/tiktoken-go/",
+			"agents/runtime",
+			"agents/journal/journaldb",
+		},
+		rule: "the web UI links no runtime, tokenizer, search index or journal database"},
+	// The journal port (journal.Journal) is any store's, not SQLite's
+	// (issue 37): the runtime and the workflow, which consume it, link
+	// neither database/sql nor the SQLite journal, so nothing they export
+	// can name a *sql.Tx or a journaldb type. A tool that keeps tables in
+	// the journal's database reaches them through the optional
+	// journal.SQLTx capability, which names no database/sql type either.
+	// (database/sql/driver, which uuid links for its Value method, is no
+	// store and stays allowed.)
+	{rooms: []string{"agents/runtime", "agents/workflow"},
+		never: []string{"database/sql", "agents/journal/journaldb"},
+		rule:  "the runtime and the workflow take a journal port that is not SQLite"},
+}
 
 // The folders whose import graph must have no cycle (any other top-level
 // folder found is an error).
@@ -243,7 +260,7 @@ func TestImportArrowsPointDown(t *testing.T) {
 	var vs []violation
 	vs = append(vs, roomViolations(t, g)...)
 	vs = append(vs, noIOViolations(g)...)
-	vs = append(vs, webLinkViolations(g)...)
+	vs = append(vs, linkViolations(g)...)
 	vs = append(vs, folderCycles(t, g)...)
 	vs = append(vs, subfolderCycles(g)...)
 	vs = append(vs, lits...)
@@ -323,6 +340,14 @@ func TestTheTableIsWellFormed(t *testing.T) {
 	}
 	for _, n := range neverImported {
 		check("neverImported", n.path)
+	}
+	for _, lr := range linkRules {
+		if lr.rule == "" || len(lr.rooms) == 0 || len(lr.never) == 0 {
+			t.Errorf("linkRules: %+v needs rooms, what they never link and a rule", lr)
+		}
+		for _, p := range append(append([]string{}, lr.rooms...), lr.never...) {
+			check("linkRules "+lr.rule, p)
+		}
 	}
 	for _, e := range vocabularyExceptions {
 		if e.file == "" || e.why == "" || !strings.HasSuffix(e.file, ".go") || strings.HasSuffix(e.file, "_test.go") {
@@ -467,14 +492,22 @@ func noIOViolations(g *graph) []violation {
 	return vs
 }
 
-func webLinkViolations(g *graph) []violation {
+func linkViolations(g *graph) []violation {
+	var vs []violation
+	for _, lr := range linkRules {
+		vs = append(vs, linkRuleViolations(g, lr.rooms, lr.never, lr.rule)...)
+	}
+	return vs
+}
+
+func linkRuleViolations(g *graph, rooms, never []string, rule string) []violation {
 	var vs []violation
 	for _, p := range g.modulePkgs() {
 		from := g.rel(p.ImportPath)
-		if !matches(webRoom, from) {
+		if !matchesAny(rooms, from) {
 			continue
 		}
-		for _, pattern := range webNeverLink {
+		for _, pattern := range never {
 			hit := func(path string) bool { return matches(pattern, g.rel(path)) }
 			chain := g.shortestChain(p.ImportPath, hit)
 			if chain == nil {
@@ -485,7 +518,7 @@ func webLinkViolations(g *graph) []violation {
 				names[i] = g.rel(c)
 			}
 			vs = append(vs, violation{
-				key:    fmt.Sprintf("%s -> %s (%s)", from, pattern, webLinkRule),
+				key:    fmt.Sprintf("%s -> %s (%s)", from, pattern, rule),
 				detail: fmt.Sprintf("go list -deps %s contains %s, through %s", from, names[len(names)-1], strings.Join(names, " -> ")),
 			})
 		}

@@ -7,7 +7,9 @@
 //
 // It also checks that the scorer does no I/O (no os, os/exec, net,
 // net/http), that the web UI does not link the agent runtime, tiktoken,
-// bleve or the journal database, that no top-level folder imports a folder
+// bleve or the journal database, that the runtime and the workflow link
+// neither database/sql nor the journal database (their journal port is
+// any store's), that no top-level folder imports a folder
 // that imports it back (nor a subfolder, such as agents/memory, one of its
 // own level), and that the gen_ai.* and loomwork.* attribute
 // names are spelled only in semconv; and (funclen_test.go) that no

@@ -33,7 +33,7 @@ func MailAgent() runtime.Agent {
 				if err := json.Unmarshal(in.Arguments, &a); err != nil {
 					return runtime.ToolOutput{}, err
 				}
-				_, err := in.Tx.Exec(ctx, `INSERT INTO outbox(key, recipient, body) VALUES (?,?,?)`, in.IdempotencyKey, a.To, a.Body)
+				err := in.Tx.Exec(ctx, `INSERT INTO outbox(key, recipient, body) VALUES (?,?,?)`, in.IdempotencyKey, a.To, a.Body)
 				return runtime.ToolOutput{Content: "sent"}, err
 			}},
 	}}

@@ -41,12 +41,12 @@ func BenchmarkAppendEffect(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		key := fmt.Sprint("k", i)
-		_, err := s.AppendEffect(ctx, "r", EffectCall{Step: i, Tool: "ledger", CallID: key, Key: key}, func(ctx context.Context, tx *EffectTx) (journal.Record, error) {
-			if _, err := tx.Exec(ctx, `INSERT INTO ledger (k, v) VALUES (?, ?)`, key, i); err != nil {
+		_, err := s.AppendEffect(ctx, "r", journal.EffectCall{Step: i, Tool: "ledger", CallID: key, Key: key}, withSQL(func(ctx context.Context, tx journal.SQLTx) (journal.Record, error) {
+			if err := tx.Exec(ctx, `INSERT INTO ledger (k, v) VALUES (?, ?)`, key, i); err != nil {
 				return journal.Record{}, err
 			}
 			return journal.Record{Kind: journal.KindToolResult, Step: i, Tool: "ledger", CallID: key, Payload: journal.ToolResult{Content: "ok"}}, nil
-		})
+		}))
 		if err != nil {
 			b.Fatal(err)
 		}

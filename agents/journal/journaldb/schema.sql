@@ -17,9 +17,11 @@ CREATE TABLE IF NOT EXISTS journal_events (
   payload    TEXT    NOT NULL,
   prev_hash  TEXT    NOT NULL,
   hash       TEXT    NOT NULL,
-  -- effect_key is "<idempotency key>#<index>" on effect events, NULL
+  -- effect_key is "<idempotency key>#<index>" on effect events, the key
+  -- itself on the record that completed the call (AppendEffect), NULL
   -- otherwise; the unique index makes a second application of the same
-  -- effect fail instead of being recorded twice.
+  -- effect fail instead of being recorded twice, and finds a key's
+  -- completing record, so a repeated call answers with it.
   effect_key TEXT,
   PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;

@@ -1,10 +1,13 @@
-// Package journaldb is the journal's durable store: an embedded SQLite
-// file (pure Go, WAL, synchronous=FULL) in which each event's sequence
-// number and chain hash are allocated in the transaction that writes it,
+// Package journaldb is the journal's durable store, one implementation of
+// the port journal.Journal: an embedded SQLite file (pure Go, WAL,
+// synchronous=FULL) in which each event's sequence number and chain hash
+// are allocated in the transaction that writes it. Its AppendEffect is a
+// transaction of that database, and it offers the port's optional
+// capabilities: tables for effects (EnsureSchema, journal.SchemaEnsurer)
 // and the effect transaction through which a side-effecting tool commits
-// its writes together with its journal events (exactly once). The event
-// format and the JSONL codec are in package journal; the schema is in
-// docs/format/journal.md.
+// its writes to them together with its journal events, exactly once
+// (EffectTx, journal.SQLTx). The event format and the JSONL codec are in
+// package journal; the schema is in docs/format/journal.md.
 package journaldb
 
 import (
@@ -16,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -182,31 +186,28 @@ func (s *Store) Append(ctx context.Context, runID string, recs ...journal.Record
 	return out, nil
 }
 
-// EffectCall identifies the tool call an AppendEffect belongs to; its
-// fields are copied onto every effect event.
-type EffectCall struct {
-	Step   int
-	Tool   string
-	CallID string
-	Key    string // the idempotency key (see IdempotencyKey)
-}
+var (
+	_ journal.Journal       = (*Store)(nil)
+	_ journal.SchemaEnsurer = (*Store)(nil)
+	_ journal.SQLTx         = (*EffectTx)(nil)
+)
 
-// EffectFunc runs a side-effecting tool inside the journal's transaction.
-// It returns the record that completes the call (its tool_result).
-type EffectFunc func(ctx context.Context, tx *EffectTx) (journal.Record, error)
-
-// AppendEffect runs fn inside one write transaction of the journal database
-// and appends, in that same transaction, one journal.KindEffect event for every
-// statement fn executes through tx and then the record fn returns. The
-// effects and their journal events therefore commit together or not at
-// all: after a crash either both exist (the call is complete and is never
-// run again) or neither does (the call runs again, and nothing was
+// AppendEffect implements journal.Journal.AppendEffect with one write
+// transaction of the journal database: fn runs inside it, every statement
+// fn executes through its *EffectTx (journal.SQLTx) is appended as one
+// journal.KindEffect event in that same transaction, then the record fn
+// returns. The effects and their events therefore commit together or not
+// at all: after a crash either both exist (the call is complete and is
+// never run again) or neither does (the call runs again, and nothing was
 // applied). That is exactly-once for effects stored in this database.
 //
-// If fn returns an error or panics, the transaction is rolled back — none of
-// its effects persist — and the error (a panic is converted to one) is
-// returned; nothing is appended.
-func (s *Store) AppendEffect(ctx context.Context, runID string, call EffectCall, fn EffectFunc) (events []journal.Event, err error) {
+// The completing record carries the key in its effect_key column, so a
+// second call with the key finds it and returns the events recorded for it
+// without calling fn (the unique index on effect_key also refuses a second
+// application of a statement). If fn returns an error or panics, or ctx
+// ends, the transaction is rolled back — none of its effects persist — and
+// nothing is appended.
+func (s *Store) AppendEffect(ctx context.Context, runID string, call journal.EffectCall, fn journal.EffectFunc) (events []journal.Event, err error) {
 	if runID == "" || call.Key == "" {
 		return nil, errors.New("append effect: run id and idempotency key must be set")
 	}
@@ -214,11 +215,17 @@ func (s *Store) AppendEffect(ctx context.Context, runID string, call EffectCall,
 	defer s.mu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("append effect to run %s: begin: %w", runID, err)
+		return nil, fmt.Errorf("append effect to run %s: begin: %w", runID, cause(ctx, err))
 	}
 	defer tx.Rollback() //nolint:errcheck
+	if done, err := s.completed(ctx, tx, runID, call.Key); err != nil || done != nil {
+		if err != nil {
+			return nil, fmt.Errorf("append effect to run %s: %w", runID, cause(ctx, err))
+		}
+		return done, nil
+	}
 	etx := &EffectTx{s: s, tx: tx, runID: runID, call: call}
-	rec, err := callEffect(ctx, fn, etx)
+	rec, err := journal.CallEffect(ctx, fn, etx)
 	etx.done = true
 	if err != nil {
 		return nil, err
@@ -226,36 +233,86 @@ func (s *Store) AppendEffect(ctx context.Context, runID string, call EffectCall,
 	if etx.err != nil {
 		return nil, etx.err
 	}
-	last, err := s.insert(ctx, tx, runID, rec, "")
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("append effect to run %s: %w", runID, err)
+	}
+	last, err := s.insert(ctx, tx, runID, rec, call.Key)
 	if err != nil {
-		return nil, fmt.Errorf("append %s to run %s: %w", rec.Kind, runID, err)
+		return nil, fmt.Errorf("append %s to run %s: %w", rec.Kind, runID, cause(ctx, err))
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("append effect to run %s: commit: %w", runID, err)
+		return nil, fmt.Errorf("append effect to run %s: commit: %w", runID, cause(ctx, err))
 	}
 	return append(etx.events, last), nil
 }
 
-func callEffect(ctx context.Context, fn EffectFunc, etx *EffectTx) (rec journal.Record, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &PanicError{Value: p}
-		}
-	}()
-	return fn(ctx, etx)
+// cause is err, or ctx's error when ctx has ended: database/sql rolls a
+// transaction back when its context ends, and what the next statement then
+// reports (sql.ErrTxDone) hides why.
+func cause(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
-// PanicError is a panic recovered from a tool, returned as an error.
-type PanicError struct{ Value any }
+// completed returns the events recorded for the effect that completed key
+// — its effect events, then its completing record — or nil when none did.
+// They were appended in one transaction, so they are consecutive.
+func (s *Store) completed(ctx context.Context, tx *sql.Tx, runID, key string) ([]journal.Event, error) {
+	var owner string
+	var seq int64
+	err := tx.QueryRowContext(ctx, `SELECT run_id, seq FROM journal_events WHERE effect_key = ?`, key).Scan(&owner, &seq)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("look up idempotency key %s: %w", key, err)
+	case owner != runID:
+		return nil, fmt.Errorf("idempotency key %s belongs to run %s", key, owner)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+eventColumns+`, COALESCE(effect_key, '')
+		FROM journal_events WHERE run_id=? AND seq<=? ORDER BY seq DESC`, runID, seq)
+	if err != nil {
+		return nil, fmt.Errorf("read effect %s: %w", key, err)
+	}
+	defer rows.Close()
+	var out []journal.Event
+	for rows.Next() {
+		var ek string
+		e, err := scanEvent(rows, &ek)
+		if err != nil {
+			return nil, fmt.Errorf("read effect %s: %w", key, err)
+		}
+		if len(out) > 0 && !isEffectOf(ek, key) {
+			break
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read effect %s: %w", key, err)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
 
-func (e *PanicError) Error() string { return fmt.Sprintf("tool panicked: %v", e.Value) }
+// isEffectOf reports whether effectKey is that of one of key's statements
+// ("<key>#<index>").
+func isEffectOf(effectKey, key string) bool {
+	n, ok := strings.CutPrefix(effectKey, key+"#")
+	if !ok || n == "" {
+		return false
+	}
+	_, err := strconv.Atoi(n)
+	return err == nil
+}
 
-// EffectTx is a side-effecting tool's handle to the journal's transaction.
-// Statements run through Exec are applied in the journal's database and
-// journaled as effect events in the same transaction, so they commit
-// exactly once with the tool's result. Key is the call's idempotency key;
-// store it with the effect (e.g. in a UNIQUE column) so the data itself also
-// proves uniqueness.
+// EffectTx is a side-effecting tool's handle to the journal's transaction
+// (journal.SQLTx). Statements run through Exec are applied in the journal's
+// database and journaled as effect events in the same transaction, so they
+// commit exactly once with the tool's result. Key is the call's
+// idempotency key; store it with the effect (e.g. in a UNIQUE column) so
+// the data itself also proves uniqueness.
 //
 // For an effect outside this database (an HTTP call, an email) the journal
 // can only promise at-least-once: a crash after the external call and
@@ -265,7 +322,7 @@ type EffectTx struct {
 	s      *Store
 	tx     *sql.Tx
 	runID  string
-	call   EffectCall
+	call   journal.EffectCall
 	n      int
 	events []journal.Event
 	err    error // first journaling failure; poisons the transaction
@@ -277,23 +334,22 @@ func (t *EffectTx) Key() string { return t.call.Key }
 
 // Exec applies a statement and journals it as an effect event. Arguments
 // must be JSON-encodable (strings, numbers, booleans, nil, []byte).
-func (t *EffectTx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+func (t *EffectTx) Exec(ctx context.Context, query string, args ...any) error {
 	if t.done {
-		return nil, errors.New("effect exec: transaction already finished")
+		return errors.New("effect exec: transaction already finished")
 	}
 	if t.err != nil {
-		return nil, t.err
+		return t.err
 	}
 	if args == nil {
 		args = []any{}
 	}
 	rawArgs, err := json.Marshal(args)
 	if err != nil {
-		return nil, fmt.Errorf("effect exec: arguments are not JSON-encodable: %w", err)
+		return fmt.Errorf("effect exec: arguments are not JSON-encodable: %w", err)
 	}
-	res, err := t.tx.ExecContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("effect exec: %w", err)
+	if _, err := t.tx.ExecContext(ctx, query, args...); err != nil {
+		return fmt.Errorf("effect exec: %w", err)
 	}
 	eff := journal.Effect{Key: t.call.Key, Index: t.n, Statement: query, Args: rawArgs}
 	h, err := journal.HashValue(struct {
@@ -302,22 +358,22 @@ func (t *EffectTx) Exec(ctx context.Context, query string, args ...any) (sql.Res
 	}{query, rawArgs})
 	if err != nil {
 		t.err = err
-		return nil, err
+		return err
 	}
 	rec := journal.Record{Kind: journal.KindEffect, ArgsHash: h, Payload: eff, Step: t.call.Step, Tool: t.call.Tool, CallID: t.call.CallID}
 	e, err := t.s.insert(ctx, t.tx, t.runID, rec, t.call.Key+"#"+strconv.Itoa(t.n))
 	if err != nil {
 		t.err = fmt.Errorf("journal effect %d of %s: %w", t.n, t.call.Key, err)
-		return nil, t.err
+		return t.err
 	}
 	t.n++
 	t.events = append(t.events, e)
-	return res, nil
+	return nil
 }
 
 // QueryRow runs a read inside the transaction (not journaled: reads change
 // nothing).
-func (t *EffectTx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+func (t *EffectTx) QueryRow(ctx context.Context, query string, args ...any) journal.Row {
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
 
@@ -360,28 +416,41 @@ func insertEvent(ctx context.Context, tx *sql.Tx, e journal.Event, effectKey str
 	return nil
 }
 
+// eventColumns are the columns scanEvent reads, in its order.
+const eventColumns = `run_id, seq, kind, step, tool, call_id, args_hash, label, time_ns, payload, prev_hash, hash`
+
+// scanEvent reads one row of eventColumns, and then any further columns
+// into more.
+func scanEvent(rows *sql.Rows, more ...any) (journal.Event, error) {
+	var (
+		e       journal.Event
+		kind    string
+		ns      int64
+		payload string
+	)
+	dest := append([]any{&e.RunID, &e.Seq, &kind, &e.Step, &e.Tool, &e.CallID, &e.ArgsHash, &e.Label, &ns, &payload, &e.Prev, &e.Hash}, more...)
+	if err := rows.Scan(dest...); err != nil {
+		return journal.Event{}, err
+	}
+	e.Kind = journal.Kind(kind)
+	e.Time = time.Unix(0, ns).UTC()
+	e.Payload = json.RawMessage(payload)
+	return e, nil
+}
+
 // Events returns run's events in sequence order (none for an unknown run).
 func (s *Store) Events(ctx context.Context, runID string) ([]journal.Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT run_id, seq, kind, step, tool, call_id, args_hash, label, time_ns, payload, prev_hash, hash
-		FROM journal_events WHERE run_id=? ORDER BY seq`, runID)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+eventColumns+` FROM journal_events WHERE run_id=? ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("read events of run %s: %w", runID, err)
 	}
 	defer rows.Close()
 	var out []journal.Event
 	for rows.Next() {
-		var (
-			e       journal.Event
-			kind    string
-			ns      int64
-			payload string
-		)
-		if err := rows.Scan(&e.RunID, &e.Seq, &kind, &e.Step, &e.Tool, &e.CallID, &e.ArgsHash, &e.Label, &ns, &payload, &e.Prev, &e.Hash); err != nil {
+		e, err := scanEvent(rows)
+		if err != nil {
 			return nil, fmt.Errorf("read events of run %s: %w", runID, err)
 		}
-		e.Kind = journal.Kind(kind)
-		e.Time = time.Unix(0, ns).UTC()
-		e.Payload = json.RawMessage(payload)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -462,21 +531,36 @@ func (s *Store) Import(ctx context.Context, runs []journal.Run) error {
 		if exists > 0 {
 			return fmt.Errorf("import journal: run %s already exists in %s", r.ID, s.cfg.Path)
 		}
-		for _, e := range r.Events {
-			ek := ""
-			if e.Kind == journal.KindEffect {
-				var eff journal.Effect
-				if err := json.Unmarshal(e.Payload, &eff); err == nil && eff.Key != "" {
-					ek = fmt.Sprintf("%s#%d", eff.Key, eff.Index)
-				}
-			}
-			if err := insertEvent(ctx, tx, e, ek); err != nil {
-				return fmt.Errorf("import journal: run %s: %w", r.ID, err)
-			}
+		if err := importEvents(ctx, tx, r); err != nil {
+			return fmt.Errorf("import journal: run %s: %w", r.ID, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("import journal: commit: %w", err)
+	}
+	return nil
+}
+
+// importEvents inserts a run's events with the effect keys AppendEffect
+// would have written: "<key>#<index>" on each effect event, and "<key>" on
+// the event after a call's last effect event (its completing record, which
+// was committed with them). A call whose effect executed no statement
+// leaves nothing to recognise it by, so its record gets no key.
+func importEvents(ctx context.Context, tx *sql.Tx, r journal.Run) error {
+	pending := "" // the key of the effect events just inserted
+	for _, e := range r.Events {
+		ek := ""
+		if e.Kind == journal.KindEffect {
+			var eff journal.Effect
+			if err := json.Unmarshal(e.Payload, &eff); err == nil && eff.Key != "" {
+				ek, pending = fmt.Sprintf("%s#%d", eff.Key, eff.Index), eff.Key
+			}
+		} else if pending != "" {
+			ek, pending = pending, ""
+		}
+		if err := insertEvent(ctx, tx, e, ek); err != nil {
+			return err
+		}
 	}
 	return nil
 }

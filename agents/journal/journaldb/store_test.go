@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/journal/journaltest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -104,19 +106,31 @@ func TestJournalRowsCannotBeUpdatedOrDeleted(t *testing.T) {
 
 const ledgerDDL = `CREATE TABLE IF NOT EXISTS ledger (key TEXT PRIMARY KEY, amount INTEGER NOT NULL)`
 
+// withSQL adapts an effect that writes the store's tables: it finds the
+// journal.SQLTx capability as a tool does.
+func withSQL(fn func(ctx context.Context, tx journal.SQLTx) (journal.Record, error)) journal.EffectFunc {
+	return func(ctx context.Context, tx journal.EffectTx) (journal.Record, error) {
+		sqlTx, ok := tx.(journal.SQLTx)
+		if !ok {
+			return journal.Record{}, fmt.Errorf("effect transaction %T has no SQL", tx)
+		}
+		return fn(ctx, sqlTx)
+	}
+}
+
 func TestAppendEffectCommitsEffectWithItsEvents(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
 	if err := s.EnsureSchema(ctx, ledgerDDL); err != nil {
 		t.Fatal(err)
 	}
-	call := EffectCall{Step: 1, Tool: "ledger", CallID: "c1", Key: "k1"}
-	evs, err := s.AppendEffect(ctx, "r", call, func(ctx context.Context, tx *EffectTx) (journal.Record, error) {
-		if _, err := tx.Exec(ctx, `INSERT INTO ledger(key, amount) VALUES (?, ?)`, tx.Key(), 42); err != nil {
+	call := journal.EffectCall{Step: 1, Tool: "ledger", CallID: "c1", Key: "k1"}
+	evs, err := s.AppendEffect(ctx, "r", call, withSQL(func(ctx context.Context, tx journal.SQLTx) (journal.Record, error) {
+		if err := tx.Exec(ctx, `INSERT INTO ledger(key, amount) VALUES (?, ?)`, tx.Key(), 42); err != nil {
 			return journal.Record{}, err
 		}
 		return journal.Record{Kind: journal.KindToolResult, Step: 1, Tool: "ledger", CallID: "c1", Payload: journal.ToolResult{Content: "ok"}}, nil
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,21 +155,21 @@ func TestFailedOrPanickingEffectLeavesNoTrace(t *testing.T) {
 	if err := s.EnsureSchema(ctx, ledgerDDL); err != nil {
 		t.Fatal(err)
 	}
-	for name, fn := range map[string]EffectFunc{
-		"error": func(ctx context.Context, tx *EffectTx) (journal.Record, error) {
+	for name, fn := range map[string]journal.EffectFunc{
+		"error": withSQL(func(ctx context.Context, tx journal.SQLTx) (journal.Record, error) {
 			tx.Exec(ctx, `INSERT INTO ledger(key, amount) VALUES ('e', 1)`)
 			return journal.Record{}, errors.New("downstream refused")
-		},
-		"panic": func(ctx context.Context, tx *EffectTx) (journal.Record, error) {
+		}),
+		"panic": withSQL(func(ctx context.Context, tx journal.SQLTx) (journal.Record, error) {
 			tx.Exec(ctx, `INSERT INTO ledger(key, amount) VALUES ('p', 1)`)
 			panic("boom")
-		},
+		}),
 	} {
-		_, err := s.AppendEffect(ctx, "r", EffectCall{Step: 1, Tool: "t", CallID: name, Key: name}, fn)
+		_, err := s.AppendEffect(ctx, "r", journal.EffectCall{Step: 1, Tool: "t", CallID: name, Key: name}, fn)
 		if err == nil {
 			t.Fatalf("%s: no error", name)
 		}
-		var pe *PanicError
+		var pe *journal.PanicError
 		if name == "panic" && !errors.As(err, &pe) {
 			t.Fatalf("panic not converted: %v", err)
 		}
@@ -168,28 +182,126 @@ func TestFailedOrPanickingEffectLeavesNoTrace(t *testing.T) {
 	}
 }
 
-func TestSameEffectKeyCannotBeJournaledTwice(t *testing.T) {
+// insertNote is an effect with one statement, counting its calls.
+func insertNote(calls *int) journal.EffectFunc {
+	return withSQL(func(ctx context.Context, tx journal.SQLTx) (journal.Record, error) {
+		*calls++
+		if err := tx.Exec(ctx, `INSERT INTO notes(v) VALUES ('x')`); err != nil {
+			return journal.Record{}, err
+		}
+		return journal.Record{Kind: journal.KindToolResult, Payload: journal.ToolResult{Content: "noted", Key: tx.Key()}}, nil
+	})
+}
+
+func notes(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	if err := s.DB().QueryRow(`SELECT COUNT(*) FROM notes`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestSameEffectKeyRunsOnceAndAnswersWithItsEvents(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
 	s.EnsureSchema(ctx, `CREATE TABLE IF NOT EXISTS notes (v TEXT)`)
-	fn := func(ctx context.Context, tx *EffectTx) (journal.Record, error) {
-		if _, err := tx.Exec(ctx, `INSERT INTO notes(v) VALUES ('x')`); err != nil {
-			return journal.Record{}, err
-		}
-		return journal.Record{Kind: journal.KindToolResult}, nil
-	}
-	call := EffectCall{Step: 1, Tool: "t", CallID: "c", Key: "same"}
-	if _, err := s.AppendEffect(ctx, "r", call, fn); err != nil {
+	calls := 0
+	call := journal.EffectCall{Step: 1, Tool: "t", CallID: "c", Key: "same"}
+	first, err := s.AppendEffect(ctx, "r", call, insertNote(&calls))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AppendEffect(ctx, "r", call, fn); err == nil {
-		t.Fatal("second application of the same idempotency key was accepted")
+	again, err := s.AppendEffect(ctx, "r", call, insertNote(&calls))
+	if err != nil {
+		t.Fatal(err)
 	}
-	var n int
-	s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM notes`).Scan(&n)
-	if n != 1 {
+	if calls != 1 || notes(t, s) != 1 {
+		t.Fatalf("the effect ran %d times and left %d rows, want 1 and 1", calls, notes(t, s))
+	}
+	if len(again) != 2 || again[0].Hash != first[0].Hash || again[1].Hash != first[1].Hash {
+		t.Fatalf("the second call answered %+v, want the recorded %+v", again, first)
+	}
+}
+
+// A journal written before the completing record carried its key (or a
+// run whose marker is missing for any reason) still never applies a
+// statement twice: the statement's own key refuses it.
+func TestStatementKeyRefusesARepeatWithoutTheCompletingMarker(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	s.EnsureSchema(ctx, `CREATE TABLE IF NOT EXISTS notes (v TEXT)`)
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO notes(v) VALUES ('x')`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, _ := journal.Next("r", nil, journal.Record{Kind: journal.KindEffect, Payload: journal.Effect{Key: "old", Statement: "INSERT INTO notes(v) VALUES ('x')", Args: json.RawMessage("[]")}}, time.Now())
+	res, _ := journal.Next("r", &eff, journal.Record{Kind: journal.KindToolResult}, time.Now())
+	if err := errors.Join(insertEvent(ctx, tx, eff, "old#0"), insertEvent(ctx, tx, res, ""), tx.Commit()); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	if _, err := s.AppendEffect(ctx, "r", journal.EffectCall{Key: "old"}, insertNote(&calls)); err == nil {
+		t.Fatal("a second application of a recorded statement was accepted")
+	}
+	if n := notes(t, s); n != 1 {
 		t.Fatalf("notes rows = %d, want 1", n)
 	}
+}
+
+// An imported run's effects are recognised like written ones: calling an
+// imported key again answers with the imported events.
+func TestImportedEffectRunsOnce(t *testing.T) {
+	ctx := context.Background()
+	src := openTemp(t)
+	src.EnsureSchema(ctx, `CREATE TABLE IF NOT EXISTS notes (v TEXT)`)
+	calls := 0
+	call := journal.EffectCall{Step: 1, Tool: "t", CallID: "c", Key: "imported"}
+	if _, err := src.Append(ctx, "r", journal.Record{Kind: journal.KindRunStarted}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := src.AppendEffect(ctx, "r", call, insertNote(&calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := src.Export(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := journal.ReadJSONL(&buf, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := openTemp(t)
+	dst.EnsureSchema(ctx, `CREATE TABLE IF NOT EXISTS notes (v TEXT)`)
+	if err := dst.Import(ctx, runs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := dst.AppendEffect(ctx, "r", call, insertNote(&calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || len(got) != 2 || got[1].Hash != want[1].Hash {
+		t.Fatalf("the imported effect ran again (%d calls) or answered %+v, want %+v", calls, got, want)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	journaltest.Suite{
+		Open: func(t *testing.T, dir string) journal.Journal {
+			s, err := Open(context.Background(), Config{Path: filepath.Join(dir, "journal.db"), Clock: stepClock()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Shutdown(context.Background()) })
+			return s
+		},
+		Close:   func(j journal.Journal) error { return j.(*Store).Shutdown(context.Background()) },
+		Durable: true,
+	}.Run(t)
 }
 
 func TestExportImportRoundTripKeepsHashes(t *testing.T) {

@@ -151,7 +151,7 @@ func LedgerAppend() runtime.Tool {
 		EffectSchema: LedgerSchema,
 		Run: func(ctx context.Context, in runtime.ToolInput) (runtime.ToolOutput, error) {
 			if in.Tx == nil {
-				return runtime.ToolOutput{}, errors.New("ledger_append needs the journal transaction")
+				return runtime.ToolOutput{}, errors.New("ledger_append needs the journal's SQL transaction: a journal with tables, such as journaldb")
 			}
 			var a struct {
 				Account     string `json:"account"`
@@ -161,7 +161,7 @@ func LedgerAppend() runtime.Tool {
 			if err := json.Unmarshal(in.Arguments, &a); err != nil {
 				return runtime.ToolOutput{}, fmt.Errorf("decode arguments: %w", err)
 			}
-			if _, err := in.Tx.Exec(ctx, `INSERT INTO ledger_entries (idempotency_key, run_id, step, account, amount_cents, memo) VALUES (?, ?, ?, ?, ?, ?)`,
+			if err := in.Tx.Exec(ctx, `INSERT INTO ledger_entries (idempotency_key, run_id, step, account, amount_cents, memo) VALUES (?, ?, ?, ?, ?, ?)`,
 				in.IdempotencyKey, in.RunID, in.Step, a.Account, a.AmountCents, a.Memo); err != nil {
 				return runtime.ToolOutput{}, err
 			}
