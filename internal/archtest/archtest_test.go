@@ -125,6 +125,8 @@ var rooms = []room{
 	// from journals): a leaf on the standard library.
 	{path: "internal/stepdiff/", rule: "stepdiff is a leaf",
 		imports: []string{"internal/stepdiff/"}},
+	{path: "internal/service/", rule: "service is a leaf",
+		imports: []string{"internal/service/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
 	// The test suite's tiers (fast loop, suite, long): a leaf every test may use.
 	{path: "internal/testtier/", rule: "testtier is a leaf",
