@@ -27,6 +27,7 @@ func shippedDataset(t *testing.T) *judged.Dataset {
 // by bleve's internal document numbers (which differ between them). The
 // research agent's committed journals depend on it.
 func TestBM25RankingIsTheSameInMemoryFreshAndReopened(t *testing.T) {
+	testtier.NoRace(t, "TestIndexIsRebuiltOnlyWhenTheCorpusChanges")
 	testtier.Slow(t) // two indexes of the shipped corpus, every query searched
 	t.Parallel()
 	ds := shippedDataset(t)

@@ -78,6 +78,7 @@ func heldOutSearch(t *testing.T, svc *retrieval.Service, q judged.Query) heldOut
 // restorations, in several segments. And the statistics do change: for
 // some question the ranking or the scores differ from the full index's.
 func TestHeldOutBM25IsAFreshIndexWithoutTheIssue(t *testing.T) {
+	testtier.NoRace(t, "TestHeldOutViewsGoStaleAndLeaveTheServiceAlone")
 	testtier.Slow(t) // builds one index per sampled question
 	t.Parallel()
 	ctx := context.Background()

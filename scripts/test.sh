@@ -99,18 +99,21 @@ if find web -name '*.templ' | grep -q .; then
   fi
 fi
 
+step="go build ./cmd/loom-eval (once: the tests' and the README tour's builds of it then come from Go's cache)"
+echo "== $step"
+mkdir -p "$work/bin"
+go build -o "$work/bin/loom-eval" ./cmd/loom-eval
+
 if [ -z "${LOOMWORK_CLICKHOUSE_DSN:-}" ]; then
   step="start a local ClickHouse for the ClickHouse backend tests"
   echo "== $step"
   ./scripts/clickhouse.sh fetch
   chdir="$work/clickhouse"
-  eval "$(./scripts/clickhouse.sh start "$chdir")"
+  eval "$(LOOM_EVAL="$work/bin/loom-eval" ./scripts/clickhouse.sh start "$chdir")"
   export LOOMWORK_CLICKHOUSE_DSN
   echo "ClickHouse at $LOOMWORK_CLICKHOUSE_DSN"
 fi
 
-step="go test -race ./..."
-echo "== $step"
 # -count=1: several suites read what lives outside the module (a ClickHouse
 # server, the kernel's namespaces and cgroups, /usr/bin/python3), which Go's
 # test cache cannot see change; a cached "ok" would be a claim, not a run.
@@ -124,10 +127,59 @@ if [ "$mode" = soak ]; then
   export LOOMWORK_LONG=1 LOOMWORK_CLUSTER_TEST=full
   timeout=120m
 fi
-# shellcheck disable=SC2086
-go test -race -count=1 -timeout "$timeout" -json ${TEST_FLAGS:-} ./... 2>&1 |
-  go run ./scripts/testsummary -summary "$summary" -times "$work/times.tsv" | tee "$work/go-test.log"
 
+# Race where there is concurrency (docs/testing.md): scripts/racesplit
+# puts every package whose own code is concurrent under -race, less its
+# tests marked testtier.NoRace (each names the test that race-checks the
+# same code); everything else runs without the detector, which costs
+# those packages five- to ten-fold and finds nothing in them. Every test
+# runs once. The two longest packages — the README tour and the
+# reliability suite, minutes of child processes and timed outages — start
+# first, in the background, so they overlap the rest.
+step="divide the packages: race where there is concurrency (scripts/racesplit)"
+echo "== $step"
+split=$(go run ./scripts/racesplit ./...)
+eval "$split"
+long="github.com/loomwork/loomwork/internal/repotest github.com/loomwork/loomwork/internal/reliability"
+plain=""
+for p in $PLAIN_PKGS; do case " $long " in *" $p "*) ;; *) plain="$plain $p" ;; esac; done
+export LOOMWORK_RACE_SPLIT=1
+echo "under -race: $(wc -w <<<"$RACE_PKGS") packages ($(tr '|' '\n' <<<"$MARKED_RUN" | grep -c .) marked tests left to the plain pass); without: $(wc -w <<<"$plain $long") packages"
+
+# pass NAME GO-TEST-ARGS...: one go test invocation; its events go to
+# $work/NAME.json, a line per package (and a failing package's output) to
+# the terminal.
+pass() {
+  local name=$1; shift
+  # shellcheck disable=SC2086
+  go test -count=1 -timeout "$timeout" -json ${TEST_FLAGS:-} "$@" 2>&1 | tee "$work/$name.json" |
+    go run ./scripts/testsummary -quiet -summary "$work/$name.summary" >"$work/$name.log"
+}
+step="go test: the README tour and the reliability suite (background, without -race)"
+echo "== $step"
+# shellcheck disable=SC2086
+( pass long $long; echo $? >"$work/long.rc" ) &
+longpid=$!
+step="go test -race: packages with concurrency of their own"
+echo "== $step"
+# shellcheck disable=SC2086
+pass race -race -skip "$RACE_SKIP" $RACE_PKGS & racepid=$!
+tail -n +1 -F "$work/race.log" --pid=$racepid 2>/dev/null
+wait $racepid || true
+step="go test: packages without concurrency, and the marked tests"
+echo "== $step"
+# shellcheck disable=SC2086
+{ pass plain $plain; pass marked -run "$MARKED_RUN" $MARKED_PKGS; } & plainpid=$!
+tail -n +1 -F "$work/plain.log" "$work/marked.log" --pid=$plainpid 2>/dev/null
+wait $plainpid || true
+step="go test: waiting for the README tour and the reliability suite"
+echo "== $step"
+wait $longpid || true
+cat "$work/long.log"
+
+step="go test (summary of the passes)"
+cat "$work/long.json" "$work/race.json" "$work/plain.json" "$work/marked.json" |
+  go run ./scripts/testsummary -quiet -summary "$summary" -times "$work/times.tsv" >/dev/null
 if [ "$mode" = soak ]; then
   step="the sandbox suite again, three times, beside the coding agent, collector and retrieval suites"
   echo "== $step"

@@ -113,6 +113,7 @@ func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 // and no server; and a run whose server's tool list no longer matches its
 // journaled pin is refused.
 func TestResearchAgentThroughMCPStdio(t *testing.T) {
+	testtier.NoRace(t, "TestStdioServerGetsNoSecrets")
 	testtier.Slow(t) // stdio server subprocesses that index the shipped corpus
 	ctx := context.Background()
 	rec := tracetest.NewSpanRecorder()

@@ -62,6 +62,7 @@ func TestCitationsAreExtractedAtPageGranularity(t *testing.T) {
 // context layer, and checks that the query's own issue — and its
 // duplicates — is never retrieved, read or cited.
 func TestResearchAgentEndToEndNeverRetrievesItsOwnIssue(t *testing.T) {
+	testtier.NoRace(t, "TestReadDocRefusesTheExcludedIssueWhateverTheModelAsks")
 	testtier.Slow(t) // every gold query through the runtime, the real index and the o200k_base context layer
 	ctx := context.Background()
 	idx := sharedIndex(t)

@@ -101,6 +101,7 @@ func run(t *testing.T, dir string, idx research.Index, sb coding.Sandbox, work s
 // committed run of its id event for event: the fresh run uses the settings
 // the baseline was recorded with.
 func TestRecipePassesAndTheFreshRunReproducesTheRecording(t *testing.T) {
+	testtier.NoRace(t, "TestRollupRerankerAndJudgeDifferencesAreNamed")
 	testtier.Slow(t)
 	t.Parallel()
 	idx, sb := deps(t)
@@ -148,6 +149,7 @@ func (d dropTop) Search(ctx context.Context, q retrieval.Query) (*retrieval.Resu
 // records carry the divergence, and the gate names the case, whose fresh
 // runs no longer cite the page they cited.
 func TestRecipeNamesTheCasesARetrievalRegressionBreaks(t *testing.T) {
+	testtier.NoRace(t, "TestRollupRerankerAndJudgeDifferencesAreNamed")
 	testtier.Slow(t)
 	t.Parallel()
 	idx, sb := deps(t)
@@ -267,6 +269,7 @@ func (r refusePython) Run(ctx context.Context, req sandbox.Request) (*sandbox.Re
 // runner, as in a real regression), the hidden tests cannot run and the
 // must-pass case fails the gate with the refusal as its reason.
 func TestRecipeNamesTheRunsWhenTheSandboxRefusesPython(t *testing.T) {
+	testtier.NoRace(t, "TestRollupRerankerAndJudgeDifferencesAreNamed")
 	testtier.Slow(t)
 	t.Parallel()
 	idx, sb := deps(t)
@@ -336,6 +339,7 @@ func TestRecipeNamesTheRunsWhenTheSandboxRefusesPython(t *testing.T) {
 // is kept, and the fresh run's solution.py is graded by hidden tests that
 // no longer accept it (a task whose expectations changed).
 func TestRecipeFailsTheMustPassCaseItsHiddenTestsReject(t *testing.T) {
+	testtier.NoRace(t, "TestRollupRerankerAndJudgeDifferencesAreNamed")
 	testtier.Slow(t)
 	t.Parallel()
 	idx, sb := deps(t)

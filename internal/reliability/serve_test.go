@@ -22,8 +22,8 @@ import (
 )
 
 // loomEvalBuild is the one build of cmd/loom-eval the package's tests
-// share (a CGO_ENABLED=0 link of the whole CLI: tens of seconds on a busy
-// machine); TestMain removes its directory.
+// share (built as make install and the other tests build it, so Go's
+// cache serves it: a link, not a compile of the whole CLI); TestMain removes its directory.
 var loomEvalBuild struct {
 	once sync.Once
 	dir  string
@@ -43,7 +43,6 @@ func buildLoomEval(t *testing.T) string {
 		}
 		bin := filepath.Join(b.dir, "loom-eval")
 		cmd := exec.Command("go", "build", "-o", bin, "github.com/loomwork/loomwork/cmd/loom-eval")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build cmd/loom-eval: %v\n%s", err, out)
 			return

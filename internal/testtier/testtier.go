@@ -42,3 +42,32 @@ func Slow(t testing.TB) {
 		t.Skip("slow (seconds or more, or a real server, sandbox or browser): the fast loop (-short) leaves it to make test")
 	}
 }
+
+// EnvRaceSplit names the variable make test sets while it runs the suite
+// in its two passes (scripts/racesplit): under -race, the packages whose
+// own code is concurrent, less the tests marked NoRace; without it,
+// everything else.
+const EnvRaceSplit = "LOOMWORK_RACE_SPLIT"
+
+// NoRace marks a test that make test runs without the race detector
+// although its package's own code is concurrent: a test that adds only
+// size — a whole dataset, the whole CI recipe, a browser session over a
+// big trace — to concurrency that the unmarked test coveredBy (of the same
+// package) already runs under -race, or none when coveredBy is "" (the
+// test reaches none of the package's concurrency). The race detector finds
+// nothing new in such a test and slows it five- to ten-fold (it
+// instruments the pure-Go SQLite engine and every index fit). `go test
+// -race` run by hand still runs it. scripts/racesplit finds the marked
+// tests by this call, which must be a statement of the test function
+// itself with coveredBy a string literal, and refuses a coveredBy that
+// is not an unmarked test of the package.
+//
+// Under make test's split, a marked test that runs under -race anyway
+// fails: the split missed it, and would report a race-checked suite
+// that is not.
+func NoRace(t testing.TB, coveredBy string) {
+	t.Helper()
+	if raceDetector && os.Getenv(EnvRaceSplit) == "1" {
+		t.Fatal("marked testtier.NoRace but run under -race by make test's split: scripts/racesplit did not find the mark (it must be a statement of the test function itself)")
+	}
+}

@@ -15,3 +15,27 @@ func TestPickFollowsTheTier(t *testing.T) {
 		t.Fatal("LOOMWORK_LONG=1 is not the long tier")
 	}
 }
+
+func TestNoRaceFailsOnlyUnderRaceInTheSplit(t *testing.T) {
+	t.Setenv(EnvRaceSplit, "1")
+	ft := &fakeT{}
+	NoRace(ft, "TestPickFollowsTheTier")
+	if ft.failed != raceDetector {
+		t.Fatalf("NoRace under the split with race %v: failed = %v", raceDetector, ft.failed)
+	}
+	t.Setenv(EnvRaceSplit, "")
+	ft = &fakeT{}
+	NoRace(ft, "TestPickFollowsTheTier")
+	if ft.failed {
+		t.Fatal("NoRace failed a test outside make test's split")
+	}
+}
+
+// fakeT records a Fatal without stopping the test that owns it.
+type fakeT struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fakeT) Helper()           {}
+func (f *fakeT) Fatal(args ...any) { f.failed = true }

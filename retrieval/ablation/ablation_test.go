@@ -250,6 +250,7 @@ func exclusionQueries(t *testing.T, ds *judged.Dataset) []judged.Query {
 // saw the query's issue, and the leaky variant does find the question (so
 // the exclusion is what keeps it out).
 func TestShippedDatasetExclusionHoldsForEveryMode(t *testing.T) {
+	testtier.NoRace(t, "TestRunIsDeterministicUnderASeed")
 	testtier.Slow(t)
 	ds := shippedDataset(t)
 	queries := exclusionQueries(t, ds)

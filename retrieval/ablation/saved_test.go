@@ -155,6 +155,7 @@ func TestASavedRerankerScoresAsTheRunThatTrainedIt(t *testing.T) {
 // fewer folds than queries the fits differ between the two sets: only
 // bm25, whose statistics are held out per query, stays equal.
 func TestASavedRerankerScoresAsTheRunThatTrainedItOnTheOtherSplit(t *testing.T) {
+	testtier.NoRace(t, "TestRunIsDeterministicUnderASeed")
 	testtier.Slow(t) // the ablation five times on the shipped corpus
 	ds := shippedDataset(t)
 	svc := startService(t, ds, 8, 0)

@@ -46,6 +46,7 @@ type skip struct {
 // summary is what the run came to.
 type summary struct {
 	pkgPass, pkgFail, pkgNoTests int
+	status                       map[string]string // package → its worst result: fail, pass, skip (no tests)
 	testPass, testFail           int
 	skips                        []skip
 	failed                       []string
@@ -60,7 +61,7 @@ const groupSkips = 4
 func main() {
 	out := flag.String("summary", "", "also write the summary to this file")
 	timesOut := flag.String("times", "", "write each package's wall time, slowest first, to this file")
-	quiet := flag.Bool("quiet", false, "print only the output of packages that fail (and build errors)")
+	quiet := flag.Bool("quiet", false, "print only a line per package and the output of packages that fail (and build errors)")
 	flag.Parse()
 	s, err := read(os.Stdin, os.Stdout, *quiet)
 	if err != nil {
@@ -114,7 +115,11 @@ func read(r io.Reader, echo io.Writer, quiet bool) (*summary, error) {
 			s.buildFailed = append(s.buildFailed, e.ImportPath)
 		case "output":
 			if quiet {
-				held[e.Package] = append(held[e.Package], e.Output)
+				if e.Test == "" && isPassLine(e.Output) {
+					fmt.Fprint(echo, e.Output) // progress: go test's line for a package that passed
+				} else {
+					held[e.Package] = append(held[e.Package], e.Output)
+				}
 			} else {
 				fmt.Fprint(echo, e.Output)
 			}
@@ -130,14 +135,7 @@ func read(r io.Reader, echo io.Writer, quiet bool) (*summary, error) {
 					fmt.Fprint(echo, strings.Join(held[e.Package], ""))
 				}
 				delete(held, e.Package)
-				switch e.Action {
-				case "pass":
-					s.pkgPass++
-				case "fail":
-					s.pkgFail++
-				case "skip":
-					s.pkgNoTests++
-				}
+				s.result(e.Package, e.Action)
 				continue
 			}
 			switch e.Action {
@@ -153,6 +151,41 @@ func read(r io.Reader, echo io.Writer, quiet bool) (*summary, error) {
 		}
 	}
 	return s, sc.Err()
+}
+
+// isPassLine reports whether a package's output line is go test's
+// closing line for a package that passed ("ok  \tpkg\t1.2s").
+func isPassLine(l string) bool { return strings.HasPrefix(l, "ok  \t") }
+
+// result counts a package's result. A package run in two passes of one
+// suite (make test runs some tests of a package under -race and the rest
+// without) is one package: failed if either pass failed, else passed if
+// either ran tests.
+func (s *summary) result(pkg, action string) {
+	if s.status == nil {
+		s.status = map[string]string{}
+	}
+	rank := map[string]int{"": 0, "skip": 1, "pass": 2, "fail": 3}
+	prev, seen := s.status[pkg]
+	if seen && rank[prev] >= rank[action] {
+		return
+	}
+	s.status[pkg] = action
+	if seen {
+		s.count(prev, -1)
+	}
+	s.count(action, +1)
+}
+
+func (s *summary) count(action string, d int) {
+	switch action {
+	case "pass":
+		s.pkgPass += d
+	case "fail":
+		s.pkgFail += d
+	case "skip":
+		s.pkgNoTests += d
+	}
 }
 
 // reason finds what a skipped test said: the indented log lines between
@@ -235,9 +268,20 @@ func (s *summary) format() string {
 // modulePrefix is cut from package paths in the one-line slowest list.
 const modulePrefix = "github.com/loomwork/loomwork/"
 
-// slowest returns the n packages that took longest, slowest first.
+// slowest returns the n packages that took longest, slowest first; a
+// package run in two passes counts the time of both.
 func (s *summary) slowest(n int) []pkgTime {
-	ts := append([]pkgTime(nil), s.times...)
+	sum := map[string]float64{}
+	var ts []pkgTime
+	for _, t := range s.times {
+		if _, ok := sum[t.pkg]; !ok {
+			ts = append(ts, pkgTime{pkg: t.pkg})
+		}
+		sum[t.pkg] += t.seconds
+	}
+	for i := range ts {
+		ts[i].seconds = sum[ts[i].pkg]
+	}
 	sort.SliceStable(ts, func(i, j int) bool { return ts[i].seconds > ts[j].seconds })
 	if len(ts) > n {
 		ts = ts[:n]

@@ -73,6 +73,7 @@ func TestQuietPrintsOnlyFailingPackages(t *testing.T) {
 	in := strings.Join([]string{
 		`{"Action":"output","Package":"good","Test":"TestA","Output":"good output\n"}`,
 		`{"Action":"pass","Package":"good","Test":"TestA"}`,
+		`{"Action":"output","Package":"good","Output":"ok  \tgood\t0.1s\n"}`,
 		`{"Action":"pass","Package":"good"}`,
 		`{"Action":"output","Package":"bad","Test":"TestB","Output":"    b_test.go:3: wrong answer\n"}`,
 		`{"Action":"fail","Package":"bad","Test":"TestB"}`,
@@ -84,7 +85,38 @@ func TestQuietPrintsOnlyFailingPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := echo.String()
-	if strings.Contains(got, "good output") || !strings.Contains(got, "wrong answer") || !strings.Contains(got, "FAIL\tbad") {
-		t.Errorf("quiet output = %q: want the failing package's output only", got)
+	if strings.Contains(got, "good output") || !strings.Contains(got, "wrong answer") || strings.Count(got, "FAIL\tbad") != 1 || !strings.Contains(got, "ok  \tgood") {
+		t.Errorf("quiet output = %q: want a line for the passing package and the failing package's output", got)
+	}
+}
+
+// make test's passes: a package whose tests ran partly under -race and
+// partly without is one package, failed if either pass failed, and its
+// time is both passes'.
+func TestAPackageInTwoPassesIsCountedOnce(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"pass","Package":"p","Test":"TestRaced"}`,
+		`{"Action":"pass","Package":"p","Elapsed":3}`,
+		`{"Action":"pass","Package":"q","Test":"TestA"}`,
+		`{"Action":"pass","Package":"q","Elapsed":1}`,
+		`{"Action":"pass","Package":"p","Test":"TestBig"}`,
+		`{"Action":"pass","Package":"p","Elapsed":4}`,
+		`{"Action":"fail","Package":"q","Test":"TestB"}`,
+		`{"Action":"fail","Package":"q","Elapsed":2}`,
+		`{"Action":"skip","Package":"q"}`,
+	}, "\n")
+	s, err := read(strings.NewReader(in), io.Discard, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.format()
+	for _, want := range []string{
+		"tests: 3 passed, 1 failed",
+		"packages: 1 passed, 1 failed (0 without tests)\n",
+		"slowest packages: p 7s, q 3s\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
 	}
 }
