@@ -163,14 +163,16 @@ longpid=$!
 step="go test -race: packages with concurrency of their own"
 echo "== $step"
 # shellcheck disable=SC2086
+: >"$work/race.log"
 pass race -race -skip "$RACE_SKIP" $RACE_PKGS & racepid=$!
-tail -n +1 -F "$work/race.log" --pid=$racepid 2>/dev/null
+tail -n +1 -f "$work/race.log" --pid=$racepid || true
 wait $racepid || true
 step="go test: packages without concurrency, and the marked tests"
 echo "== $step"
 # shellcheck disable=SC2086
+: >"$work/plain.log"; : >"$work/marked.log"
 { pass plain $plain; pass marked -run "$MARKED_RUN" $MARKED_PKGS; } & plainpid=$!
-tail -n +1 -F "$work/plain.log" "$work/marked.log" --pid=$plainpid 2>/dev/null
+tail -n +1 -q -f "$work/plain.log" "$work/marked.log" --pid=$plainpid || true
 wait $plainpid || true
 step="go test: waiting for the README tour and the reliability suite"
 echo "== $step"

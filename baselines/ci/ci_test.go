@@ -427,6 +427,7 @@ func TestBadInputIsNamed(t *testing.T) {
 // gate cannot see it; the committed report can. Here the committed report
 // says a case passed fewer trials than the current scorer finds.
 func TestRescoreNamesTheCasesTheCurrentScorerJudgesDifferently(t *testing.T) {
+	testtier.NoRace(t, "TestRollupRerankerAndJudgeDifferencesAreNamed")
 	testtier.Slow(t)
 	t.Parallel()
 	idx, sb := deps(t)
@@ -493,6 +494,7 @@ func rewriteLines(t *testing.T, path, id string, fn func(map[string]any)) {
 // baseline says a trial's hidden tests failed; the fresh run and the
 // regrade both pass them.
 func TestAVerdictThatImprovedFailsTheRecipe(t *testing.T) {
+	testtier.NoRace(t, "TestRollupRerankerAndJudgeDifferencesAreNamed")
 	testtier.Slow(t)
 	t.Parallel()
 	idx, sb := deps(t)
