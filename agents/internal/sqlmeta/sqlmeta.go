@@ -17,9 +17,11 @@ import (
 )
 
 // Apply runs schemaSQL (idempotent CREATE … IF NOT EXISTS statements that
-// include the meta table) in one transaction and records version under
-// key 'schema_version' in table meta (columns key, value). It refuses a
-// database whose recorded version is newer than version.
+// include the meta table, whose key column is its primary key) in one
+// transaction and records version under key 'schema_version' in table
+// meta (columns key, value), raising the recorded version when the file
+// was made by an older build. It refuses a database whose recorded
+// version is newer than version.
 func Apply(ctx context.Context, db *sql.DB, meta, schemaSQL string, version int) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -44,7 +46,12 @@ func Apply(ctx context.Context, db *sql.DB, meta, schemaSQL string, version int)
 	if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO `+meta+`(key, value) VALUES ('schema_version', ?)`, strconv.Itoa(version)); err != nil {
+	// The version this build applied is recorded on every upgrade, not
+	// only when the file is made: INSERT OR IGNORE kept a file made at
+	// version 1 at 1 forever, so a later build could not tell it had been
+	// upgraded. The meta table's key is its primary key.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+meta+`(key, value) VALUES ('schema_version', ?)
+		ON CONFLICT(key) DO UPDATE SET value = excluded.value`, strconv.Itoa(version)); err != nil {
 		return fmt.Errorf("record schema version: %w", err)
 	}
 	return tx.Commit()
