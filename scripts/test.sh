@@ -68,7 +68,7 @@ trap 'step="$step (interrupted by SIGINT)"; exit 130' INT
 trap 'step="$step (interrupted by SIGTERM)"; exit 143' TERM
 
 step="gofmt"
-echo "== $step"
+echo "== $step (at ${SECONDS}s)"
 unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '_templ.go$') 2>/dev/null || true)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
@@ -76,7 +76,7 @@ fi
 
 if [ "$mode" = fast ]; then
   step="go test -short ./... (the fast loop)"
-  echo "== $step"
+  echo "== $step (at ${SECONDS}s)"
   # No -count=1 here: the loop is for a developer, and Go's cache re-runs
   # exactly the packages whose code changed.
   # shellcheck disable=SC2086
@@ -87,12 +87,12 @@ if [ "$mode" = fast ]; then
 fi
 
 step="go vet"
-echo "== $step"
+echo "== $step (at ${SECONDS}s)"
 go vet ./...
 
 if find web -name '*.templ' | grep -q .; then
   step="templ generate (generated code must be committed and current)"
-  echo "== $step"
+  echo "== $step (at ${SECONDS}s)"
   go tool templ generate -path web >/dev/null
   if [ -n "$(git status --porcelain -- web | grep '_templ.go' || true)" ]; then
     echo "generated *_templ.go files are stale: run 'go tool templ generate -path web' and commit"; git status --porcelain -- web; exit 1
@@ -100,13 +100,13 @@ if find web -name '*.templ' | grep -q .; then
 fi
 
 step="go build ./cmd/loom-eval (once: the tests' and the README tour's builds of it then come from Go's cache)"
-echo "== $step"
+echo "== $step (at ${SECONDS}s)"
 mkdir -p "$work/bin"
 go build -o "$work/bin/loom-eval" ./cmd/loom-eval
 
 if [ -z "${LOOMWORK_CLICKHOUSE_DSN:-}" ]; then
   step="start a local ClickHouse for the ClickHouse backend tests"
-  echo "== $step"
+  echo "== $step (at ${SECONDS}s)"
   ./scripts/clickhouse.sh fetch
   chdir="$work/clickhouse"
   eval "$(LOOM_EVAL="$work/bin/loom-eval" ./scripts/clickhouse.sh start "$chdir")"
@@ -137,7 +137,7 @@ fi
 # reliability suite, minutes of child processes and timed outages — start
 # first, in the background, so they overlap the rest.
 step="divide the packages: race where there is concurrency (scripts/racesplit)"
-echo "== $step"
+echo "== $step (at ${SECONDS}s)"
 split=$(go run ./scripts/racesplit ./...)
 eval "$split"
 long="github.com/loomwork/loomwork/internal/repotest github.com/loomwork/loomwork/internal/reliability"
@@ -156,26 +156,26 @@ pass() {
     go run ./scripts/testsummary -quiet -summary "$work/$name.summary" >"$work/$name.log"
 }
 step="go test: the README tour and the reliability suite (background, without -race)"
-echo "== $step"
+echo "== $step (at ${SECONDS}s)"
 # shellcheck disable=SC2086
 ( pass long $long; echo $? >"$work/long.rc" ) &
 longpid=$!
 step="go test -race: packages with concurrency of their own"
-echo "== $step"
+echo "== $step (at ${SECONDS}s)"
 # shellcheck disable=SC2086
 : >"$work/race.log"
 pass race -race -skip "$RACE_SKIP" $RACE_PKGS & racepid=$!
 tail -n +1 -f "$work/race.log" --pid=$racepid || true
 wait $racepid || true
 step="go test: packages without concurrency, and the marked tests"
-echo "== $step"
+echo "== $step (at ${SECONDS}s)"
 # shellcheck disable=SC2086
 : >"$work/plain.log"; : >"$work/marked.log"
 { pass plain $plain; pass marked -run "$MARKED_RUN" $MARKED_PKGS; } & plainpid=$!
 tail -n +1 -q -f "$work/plain.log" "$work/marked.log" --pid=$plainpid || true
 wait $plainpid || true
 step="go test: waiting for the README tour and the reliability suite"
-echo "== $step"
+echo "== $step (at ${SECONDS}s)"
 wait $longpid || true
 cat "$work/long.log"
 
@@ -184,7 +184,7 @@ cat "$work/long.json" "$work/race.json" "$work/plain.json" "$work/marked.json" |
   go run ./scripts/testsummary -quiet -summary "$summary" -times "$work/times.tsv" >/dev/null
 if [ "$mode" = soak ]; then
   step="the sandbox suite again, three times, beside the coding agent, collector and retrieval suites"
-  echo "== $step"
+  echo "== $step (at ${SECONDS}s)"
   go test -race -count=3 ./agents/sandbox/ ./agents/coding/ ./collector/ ./retrieval/ 2>&1 | tee "$work/sandbox-repeat.log"
 fi
 step="done"
