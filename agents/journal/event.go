@@ -164,6 +164,10 @@ type ToolResult struct {
 	// attempts and their verdicts), in a deterministic order. They are span
 	// events on the execute_tool span, and replay compares them.
 	Events []ToolEvent `json:"events,omitempty"`
+	// Attrs say how the tool ran, not what it returned (keys from semconv,
+	// e.g. loomwork.sandbox.start = warm or cold): the execute_tool span
+	// carries them too. Replay does not compare them.
+	Attrs map[string]string `json:"attrs,omitempty"`
 }
 
 // ToolEvent is one observation of a tool: a name and string attributes

@@ -652,7 +652,7 @@ func toolResult(name string, out ToolOutput, err error, key string) journal.Tool
 	if err != nil {
 		return journal.ToolResult{IsError: true, Content: fmt.Sprintf("error: tool %s failed: %v", name, err), Key: key}
 	}
-	return journal.ToolResult{Content: out.Content, Documents: out.Documents, Events: out.Events, Key: key}
+	return journal.ToolResult{Content: out.Content, Documents: out.Documents, Events: out.Events, Attrs: out.Attrs, Key: key}
 }
 
 func (r *run) finish(ctx context.Context, step int, answer string) error {

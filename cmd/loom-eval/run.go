@@ -301,6 +301,14 @@ func (m *Main) codingAgent(ctx context.Context, f *runFlags) (runtime.Agent, fun
 	}
 	sb, stopSandbox := pooledSandbox(ctx, *f.sandboxPool)
 	release := func() { _ = stopSandbox() }
+	if *f.sandboxPool > 0 {
+		// The pool fills while the run starts, so the first execution can
+		// claim a warm sandbox (each records which it got).
+		if err := sb.Start(ctx); err != nil {
+			release()
+			return runtime.Agent{}, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: --sandbox-pool: start the sandbox: %w", err)}
+		}
+	}
 	a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: work, Egress: egress})
 	if err != nil {
 		release()
