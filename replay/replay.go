@@ -20,6 +20,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/runtime"
 )
 
@@ -42,9 +43,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Authorizer re-decides every tool call (package agents/policy's
 	// Guard): a journal recorded under a policy carries its decisions, and
-	// the replay must make the same ones. nil: journals with
-	// policy_decision events diverge at the first one.
+	// the replay must make the same ones. nil: each run is re-decided under
+	// the policy its run_started records (journal.RunStarted.Policy), or
+	// not at all when it records none (a journal recorded without a policy,
+	// or before policies were recorded) — see NoRecordedPolicy.
 	Authorizer runtime.Authorizer
+	// NoRecordedPolicy, with no Authorizer, replays every run without
+	// authorization even when its journal records a policy: its journaled
+	// decisions then diverge at the first one (how to see that a journal's
+	// decisions depend on its policy).
+	NoRecordedPolicy bool
 	// CaptureContent says which replayed runs record message content on
 	// their chat spans (runtime.Config.CaptureContent). Default
 	// CaptureNone.
@@ -173,7 +181,11 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayRep
 
 	chk := &checker{Store: scratch, run: run, rep: &rep, complete: rep.Complete}
 	model := &recordedModel{run: run, label: rep.Label}
-	rt, err := runtime.New(runtime.Config{Model: model, Journal: chk, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger, Authorizer: e.cfg.Authorizer,
+	az, err := e.authorizer(run.ID, started, &rep)
+	if err != nil {
+		return rep, err
+	}
+	rt, err := runtime.New(runtime.Config{Model: model, Journal: chk, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger, Authorizer: az,
 		CaptureContent: e.cfg.CaptureContent.captures(rep.Label)})
 	if err != nil {
 		return rep, err
@@ -217,6 +229,25 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayRep
 	rep.TraceID = res.TraceID
 	rep.ToolsCalled = rescore(run).ToolsCalled
 	return rep, nil
+}
+
+// authorizer is what re-decides run's tool calls: the configured
+// Authorizer, else the guard of the policy run_started records (none when
+// it records none, or with NoRecordedPolicy); rep.Policy says which.
+func (e *Engine) authorizer(runID string, started journal.RunStarted, rep *journal.ReplayReport) (runtime.Authorizer, error) {
+	switch {
+	case e.cfg.Authorizer != nil:
+		rep.Policy = "given"
+		return e.cfg.Authorizer, nil
+	case started.Policy == nil || e.cfg.NoRecordedPolicy:
+		return nil, nil
+	}
+	g, err := policy.RecordedGuard(*started.Policy, policy.GuardConfig{TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock})
+	if err != nil {
+		return nil, fmt.Errorf("replay run %s: run_started's policy: %w", runID, err)
+	}
+	rep.Policy = strings.TrimSpace("recorded " + started.Policy.Name)
+	return g, nil
 }
 
 // Rescore builds the report of a run from its recorded events alone:

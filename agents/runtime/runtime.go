@@ -320,10 +320,14 @@ func (r *run) loop(ctx context.Context) error {
 		Attributes: attrs}
 	// The argument hash of run_started covers what the agent's code decides
 	// (its prompt and tools) and the task, so resuming or replaying under a
-	// changed agent is caught at seq 1.
+	// changed agent is caught at seq 1. The policy is recorded beside it,
+	// not hashed: its decisions are events of their own.
 	h, err := journal.HashValue(started)
 	if err != nil {
 		return err
+	}
+	if ps, ok := r.rt.cfg.Authorizer.(PolicySource); ok {
+		started.Policy = ps.PolicyRecord()
 	}
 	if _, _, err := r.record(ctx, journal.Record{Kind: journal.KindRunStarted, Tool: "", ArgsHash: h, Payload: started}); err != nil {
 		return err

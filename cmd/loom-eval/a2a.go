@@ -87,7 +87,7 @@ func (m *Main) a2aAgent(ctx context.Context, f *a2aServeFlags) (a2aServed, func(
 // journal whose run id is the task id; the model is the agent's scripted
 // policy (labelled scripted).
 func (m *Main) runA2AServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("a2a serve", "a2a serve --agent research|coding [--http 127.0.0.1:8766] [--journal F] [--otlp-endpoint host:4317] [--dataset DIR] [--workspaces DIR] [--policy FILE [--audit LOG]]")
+	fs := m.newFlagSet("a2a serve", "a2a serve --agent research|coding [--http 127.0.0.1:8766] [--journal F] [--otlp-endpoint host:4317] [--dataset DIR] [--workspaces DIR] [--policy default|FILE|none] [--audit LOG]")
 	var f a2aServeFlags
 	f.register(fs)
 	var pol policyFlags

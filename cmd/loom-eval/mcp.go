@@ -132,7 +132,7 @@ func (m *Main) mcpServeTools(ctx context.Context, f *mcpServeFlags) ([]runtime.T
 // runMCPServe serves Loomwork's tools over MCP: stdio by default, or
 // Streamable HTTP with --http (bearer token required).
 func (m *Main) runMCPServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F [--allow-origin https://app.example]] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces] [--policy FILE [--audit LOG]]")
+	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F [--allow-origin https://app.example]] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces] [--policy default|FILE|none] [--audit LOG]")
 	var f mcpServeFlags
 	f.register(fs, m.tracesStoreFlag(fs))
 	var pol policyFlags

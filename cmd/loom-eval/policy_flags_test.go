@@ -44,8 +44,16 @@ func TestRunUnderAPolicyJournalsAndAuditsEveryDecision(t *testing.T) {
 	if _, _, code := cli(t, "replay", filepath.Join(dir, "out.jsonl"), "--policy", rules); code != ExitOK {
 		t.Fatalf("replay --policy of the run: exit %d", code)
 	}
-	if _, _, code := cli(t, "replay", filepath.Join(dir, "out.jsonl")); code == ExitOK {
-		t.Fatal("replay without the policy does not diverge at the journaled decisions")
+	// The journal records its policy: a replay told nothing re-decides
+	// under it; told none, or the default policy, it diverges at the
+	// decisions (the default allows read_doc, which the file denied).
+	if out, _, code := cli(t, "replay", filepath.Join(dir, "out.jsonl"), "--json"); code != ExitOK || !strings.Contains(out, `"policy": "recorded `+rules+`"`) {
+		t.Fatalf("replay with no flag: exit %d, want 0 under the recorded policy\n%s", code, out)
+	}
+	for _, p := range []string{"none", "default"} {
+		if _, _, code := cli(t, "replay", filepath.Join(dir, "out.jsonl"), "--policy", p); code == ExitOK {
+			t.Fatalf("replay --policy %s does not diverge at the journaled decisions", p)
+		}
 	}
 	// A log edited after the fact is not appended to: the next run refuses.
 	os.WriteFile(audit, []byte(strings.Replace(string(log), `"decision":"deny"`, `"decision":"allow"`, 1)), 0o600)

@@ -37,7 +37,7 @@ import (
 
 const runUsage = "run --agent research|coding (--task TEXT | --case FILE [--case-id ID]) [--trials N] " +
 	"[--provider scripted|openai|anthropic] [--model M] [--base-url URL] [--journal FILE.db] [--journal-out FILE.jsonl] " +
-	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] [--policy FILE [--audit LOG]] [--mcp NAME=CMD [--mcp-replace NAME=TOOL]] [--egress FILE] [--sandbox-pool N] " +
+	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] [--policy default|FILE|none] [--audit LOG] [--mcp NAME=CMD [--mcp-replace NAME=TOOL]] [--egress FILE] [--sandbox-pool N] " +
 	"[--experiment-out DIR | --no-experiment] [--label L] [--json]"
 
 // judgedDataset is the judged set a command reads: its --dataset flag,

@@ -54,13 +54,13 @@ func (f *workflowFlags) register(fs *flag.FlagSet) {
 	f.indexCache = fs.String("index-cache", ".loomwork/index", "research: folder for the persisted BM25 index")
 	f.workspaces = fs.String("workspaces", ".loomwork/workspaces", "coding agent steps: folder of per-run sandbox workspaces")
 	f.pol.register(fs)
-	fs.Lookup("audit").Usage = "hash-chained audit `log` (JSON lines) of the approval requests, and with --policy of every agent step's decisions; without --policy only when given"
+	fs.Lookup("audit").Usage = "hash-chained audit `log` (JSON lines) of every agent step's decisions and the approval requests; with --policy none only the approval requests, and only when given; empty: none"
 }
 
 // runWorkflow: workflow run NAME|FILE --run ID | workflow status ID.
 func (m *Main) runWorkflow(ctx context.Context, args []string) error {
 	if len(args) == 0 || (args[0] != "run" && args[0] != "status") {
-		fmt.Fprintln(m.Stderr, "Usage: loom-eval workflow run incident|FILE --run ID [--input TEXT] [--journal F] [--otlp-endpoint host:4317] [--policy FILE] [--audit LOG] [--crash-after STEP]\n       loom-eval workflow status ID [--journal F] [--json]")
+		fmt.Fprintln(m.Stderr, "Usage: loom-eval workflow run incident|FILE --run ID [--input TEXT] [--journal F] [--otlp-endpoint host:4317] [--policy default|FILE|none] [--audit LOG] [--crash-after STEP]\n       loom-eval workflow status ID [--journal F] [--json]")
 		return usageError("workflow: want a subcommand: run or status")
 	}
 	sub := args[0]
@@ -273,7 +273,7 @@ func (m *Main) answer(ctx context.Context, verb string, args []string) error {
 	journalPath := fs.String("journal", ".loomwork/runs.journal.db", "SQLite journal holding the run and its approval queue")
 	approver := fs.String("approver", "", "who answers (required; journaled and audited)")
 	reason := fs.String("reason", "", "why (required to deny; the run is told it)")
-	auditPath := fs.String("audit", "", "policy audit log (JSON lines) that receives the answer")
+	auditPath := fs.String("audit", defaultAuditFile, "policy audit `log` (JSON lines) that receives the answer, with who gave it and why (the log runs append their decisions to by default); empty: none")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
