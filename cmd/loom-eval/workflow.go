@@ -346,7 +346,7 @@ func (a webApprovals) Pending(ctx context.Context) ([]web.PendingApproval, error
 	out := make([]web.PendingApproval, 0, len(ps))
 	for _, p := range ps {
 		out = append(out, web.PendingApproval{RunID: p.RunID, Kind: p.Kind, Workflow: p.Name, Step: p.ID, Tool: p.Tool,
-			Arguments: p.Arguments, Reason: p.Reason, Origin: p.Origin, Since: p.Requested})
+			Arguments: p.Arguments, Reason: p.Reason, Origin: p.Origin, Prompt: p.Prompt, Since: p.Requested})
 	}
 	return out, nil
 }
