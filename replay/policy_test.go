@@ -3,12 +3,14 @@ package replay_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
@@ -118,4 +120,58 @@ func recordBookkeeper(t *testing.T, az runtime.Authorizer) journal.Run {
 		t.Fatal(err)
 	}
 	return runs[0]
+}
+
+// After a re-executed tool returns something else (other documents), the
+// next decision's record names another taint origin (the documents it
+// returned): the same verdict on the same call still matches, so the
+// replay reports the differing result (LWR1200), not a divergence at the
+// decision.
+func TestADifferingResultDoesNotDivergeAtTheNextDecision(t *testing.T) {
+	ctx := context.Background()
+	agentFor := func(doc string) runtime.Agent {
+		obj := json.RawMessage(`{"type":"object"}`)
+		return runtime.Agent{Name: "reader", System: "s", Tools: []runtime.Tool{
+			{Name: "search", Parameters: obj, Run: func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) {
+				return runtime.ToolOutput{Content: "hit " + doc, Documents: []string{doc}}, nil
+			}},
+			{Name: "read", Parameters: obj, Run: func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) {
+				return runtime.ToolOutput{Content: "page"}, nil
+			}}}}
+	}
+	model := scripted.NewFunc("scripted-reader", func(_ llm.Request, turn int) (scripted.Turn, error) {
+		switch turn {
+		case 0:
+			return scripted.Turn{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "search", Arguments: json.RawMessage(`{}`)}}}, nil
+		case 1:
+			return scripted.Turn{ToolCalls: []llm.ToolCall{{ID: "c2", Name: "read", Arguments: json.RawMessage(`{}`)}}}, nil
+		}
+		return scripted.Turn{Content: "done"}, nil
+	})
+	const rules = `{"version":1,"rules":[{"tool":"*","decision":"allow"}]}`
+	j, err := journaldb.Open(ctx, journaldb.Config{Path: filepath.Join(t.TempDir(), "j.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Shutdown(ctx)
+	rt, _ := runtime.New(runtime.Config{Model: model, Journal: j, Clock: fakeClock(), Authorizer: guardFor(t, rules)})
+	if _, err := rt.Run(ctx, agentFor("doc:a"), runtime.Task{RunID: "r-1", Input: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := j.Export(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := journal.ReadJSONL(&buf, "r.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := replay.New(replay.Config{Registry: registry(t, agentFor("doc:b"))})
+	rep, err := e.Replay(ctx, runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Divergence != nil || len(rep.ResultDiffs) != 1 || rep.ResultDiffs[0].Tool != "search" || rep.MatchedEvents != rep.RecordedEvents {
+		t.Fatalf("divergence %+v, result diffs %+v, matched %d/%d", rep.Divergence, rep.ResultDiffs, rep.MatchedEvents, rep.RecordedEvents)
+	}
 }
