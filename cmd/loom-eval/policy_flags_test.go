@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/datasets/datasettest"
 	"github.com/loomwork/loomwork/internal/testtier"
 )
@@ -13,9 +17,9 @@ import (
 // TestRunUnderAPolicyJournalsAndAuditsEveryDecision: `run --policy`
 // authorizes each tool call of the research agent: reads the file allows
 // run, a tool it does not name is denied (the model is told). Every
-// decision is in the journal (so replay needs the same policy: without it
-// the replay diverges at the first decision) and in the audit log, whose
-// chain verifies; a tampered log is refused for appending.
+// decision is in the journal, with the policy (so replay re-decides under
+// it without being told, and diverges under none or another), and in the
+// audit log, whose chain verifies; a tampered log is refused for appending.
 func TestRunUnderAPolicyJournalsAndAuditsEveryDecision(t *testing.T) {
 	testtier.Slow(t)
 	ds := datasettest.ShippedDir(t)
@@ -60,5 +64,31 @@ func TestRunUnderAPolicyJournalsAndAuditsEveryDecision(t *testing.T) {
 	if _, _, code := cli(t, "run", "--agent", "research", "--task", "x", "--dataset", ds, "--journal", filepath.Join(dir, "j2.db"),
 		"--policy", rules, "--audit", audit, "--no-experiment"); code != ExitFailure {
 		t.Fatalf("run appending to a tampered audit log: exit %d, want %d", code, ExitFailure)
+	}
+}
+
+// loom-eval policy default prints the built-in policy byte for byte (what
+// applies without --policy), which policy check reads back as valid; a bad
+// rules file is refused naming the rule.
+func TestPolicyCommandPrintsAndChecks(t *testing.T) {
+	out, _, code := cli(t, "policy", "default")
+	if code != ExitOK || out != string(policy.DefaultJSON()) {
+		t.Fatalf("policy default: exit %d\n%s", code, out)
+	}
+	dir := t.TempDir()
+	mine := filepath.Join(dir, "mine.json")
+	os.WriteFile(mine, []byte(out), 0o644)
+	if out, _, code := cli(t, "policy", "check", mine); code != ExitOK || !strings.Contains(out, "8 rule(s), 0 tool spec(s); valid") {
+		t.Fatalf("policy check of the default: exit %d %s", code, out)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"version": 1, "rules": [{"tool": "send_email", "decision": "maybe"}]}`), 0o644)
+	var o, e bytes.Buffer
+	err := newTestMain(&o, &e, nil).Run(context.Background(), []string{"policy", "check", bad})
+	if exitCode(err, io.Discard) != ExitUsage || !strings.Contains(err.Error(), `rules[0] (send_email): decision must be allow or deny (got "maybe")`) {
+		t.Fatalf("policy check of a bad file: %v", err)
+	}
+	if _, _, code := cli(t, "policy", "show"); code != ExitUsage {
+		t.Fatalf("policy show: exit %d, want a usage error", code)
 	}
 }
