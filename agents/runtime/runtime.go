@@ -604,16 +604,27 @@ func (r *run) execute(ctx context.Context, step int, call llm.ToolCall, args jso
 // sanitizeArguments makes every tool call's arguments valid JSON before the
 // response is journaled: arguments that are not (a model can emit broken
 // JSON) are kept verbatim as a JSON string, which decodeArguments
-// recognises.
+// recognises. Valid arguments are put in canonical form (journal.Canonical:
+// keys sorted, no HTML escapes), the bytes the journal stores: a resumed run
+// reads them back from the journal, so the conversation — and whatever is
+// counted over it, a context layer's budget, a scripted model's usage — is
+// the same byte for byte whether the run was interrupted or not (a resumed
+// trial used to count "\u003c" in a fresh run's query as "<" after resume).
 func sanitizeArguments(resp *llm.Response) {
 	for i, c := range resp.Message.ToolCalls {
 		a := strings.TrimSpace(string(c.Arguments))
 		if a == "" {
 			resp.Message.ToolCalls[i].Arguments = json.RawMessage("{}")
-		} else if !json.Valid([]byte(a)) {
-			b, _ := json.Marshal(a)
-			resp.Message.ToolCalls[i].Arguments = b
+			continue
 		}
+		b := []byte(a)
+		if !json.Valid(b) {
+			b, _ = json.Marshal(a)
+		}
+		if canon, err := journal.Canonical(b); err == nil {
+			b = canon
+		}
+		resp.Message.ToolCalls[i].Arguments = b
 	}
 }
 
