@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -90,5 +91,30 @@ func TestPolicyCommandPrintsAndChecks(t *testing.T) {
 	}
 	if _, _, code := cli(t, "policy", "show"); code != ExitUsage {
 		t.Fatalf("policy show: exit %d, want a usage error", code)
+	}
+}
+
+// A run journaled without a policy (before the default policy, or under
+// --policy none) and resumed under the default diverges at its first
+// decision, and the error says how to resume it; --policy none resumes it.
+func TestARunRecordedWithoutAPolicyResumesWithPolicyNone(t *testing.T) {
+	testtier.Slow(t)
+	ds := datasettest.ShippedDir(t)
+	dir := t.TempDir()
+	jp := filepath.Join(dir, "j.db")
+	common := []string{"run", "--agent", "research", "--task", "Google Analytics with tracking code", "--run-id", "old-1",
+		"--dataset", ds, "--index-cache", indexCache(t), "--journal", jp, "--audit", filepath.Join(dir, "audit.jsonl"), "--no-experiment"}
+	// Journaled with no policy; running the same run id again resumes it,
+	// re-checking every recorded event.
+	if _, _, code := cli(t, append(common, "--policy", "none")...); code != ExitOK {
+		t.Fatalf("the run without a policy: exit %d", code)
+	}
+	var o, e bytes.Buffer
+	err := newTestMain(&o, &e, nil).Run(context.Background(), common)
+	if exitCode(err, io.Discard) != ExitFailure || !strings.Contains(err.Error(), "recorded without a policy: resume it with --policy none") {
+		t.Fatalf("resumed under the default policy: %v", err)
+	}
+	if out, _, code := cli(t, append(common, "--policy", "none", "--json")...); code != ExitOK || !regexp.MustCompile(`"reused_model_answers": [1-9]`).MatchString(out) {
+		t.Fatalf("resumed with --policy none: exit %d\n%s", code, out)
 	}
 }

@@ -624,7 +624,11 @@ func (r *runner) runOne(ctx context.Context, t runTask, trial int) (runResult, e
 	if err != nil {
 		var de *journal.DivergenceError
 		if errors.As(err, &de) {
-			return runResult{}, &ExitError{Code: ExitFailure, Err: fmt.Errorf("run %s: the journal %s already holds this run id with different steps: %w", id, *r.f.journalPath, err)}
+			hint := ""
+			if de.Produced != nil && de.Produced.Kind == journal.KindDecision && de.Recorded != nil && de.Recorded.Kind != journal.KindDecision {
+				hint = " (it was recorded without a policy: resume it with --policy none)"
+			}
+			return runResult{}, &ExitError{Code: ExitFailure, Err: fmt.Errorf("run %s: the journal %s already holds this run id with different steps%s: %w", id, *r.f.journalPath, hint, err)}
 		}
 		return runResult{}, &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
