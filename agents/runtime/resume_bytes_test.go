@@ -52,7 +52,9 @@ func TestAResumedRunSeesTheSameArgumentBytes(t *testing.T) {
 		return scripted.Turn{Content: "done", Usage: llm.Usage{InputTokens: int64(n)}}, nil
 	})
 	agent := runtime.Agent{Name: "looker", System: "s", Tools: []runtime.Tool{{Name: "look", Parameters: json.RawMessage(`{"type":"object"}`),
-		Run: func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) { return runtime.ToolOutput{Content: "seen"}, nil }}}}
+		Run: func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) {
+			return runtime.ToolOutput{Content: "seen"}, nil
+		}}}}
 	usage := func(interruptAt int) int64 {
 		j, err := journaldb.Open(ctx, journaldb.Config{Path: filepath.Join(t.TempDir(), "j.db")})
 		if err != nil {
