@@ -21,6 +21,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/journal/memjournal"
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/runtime"
 )
 
@@ -46,9 +47,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Authorizer re-decides every tool call (package agents/policy's
 	// Guard): a journal recorded under a policy carries its decisions, and
-	// the replay must make the same ones. nil: journals with
-	// policy_decision events diverge at the first one.
+	// the replay must make the same ones. nil: each run is re-decided under
+	// the policy its run_started records (journal.RunStarted.Policy), or
+	// not at all when it records none (a journal recorded without a policy,
+	// or before policies were recorded) — see NoRecordedPolicy.
 	Authorizer runtime.Authorizer
+	// NoRecordedPolicy, with no Authorizer, replays every run without
+	// authorization even when its journal records a policy: its journaled
+	// decisions then diverge at the first one (how to see that a journal's
+	// decisions depend on its policy).
+	NoRecordedPolicy bool
 	// CaptureContent says which replayed runs record message content on
 	// their chat spans (runtime.Config.CaptureContent). Default
 	// CaptureNone.
@@ -158,7 +166,11 @@ func (e *Engine) Replay(ctx context.Context, run journal.Run) (journal.ReplayRep
 		j = tablesChecker{chk, se}
 	}
 	model := &recordedModel{run: run, label: rep.Label}
-	rt, err := runtime.New(runtime.Config{Model: model, Journal: j, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger, Authorizer: e.cfg.Authorizer,
+	az, err := e.authorizer(run.ID, started, &rep)
+	if err != nil {
+		return rep, err
+	}
+	rt, err := runtime.New(runtime.Config{Model: model, Journal: j, TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock, Logger: e.cfg.Logger, Authorizer: az,
 		CaptureContent: e.cfg.CaptureContent.captures(rep.Label)})
 	if err != nil {
 		return rep, err
@@ -251,6 +263,25 @@ func (e *Engine) scratch(ctx context.Context, runID string, agent runtime.Agent,
 // journal.
 func keepsTables(agent runtime.Agent) bool {
 	return slices.ContainsFunc(agent.Tools, func(t runtime.Tool) bool { return t.EffectSchema != "" })
+}
+
+// authorizer is what re-decides run's tool calls: the configured
+// Authorizer, else the guard of the policy run_started records (none when
+// it records none, or with NoRecordedPolicy); rep.Policy says which.
+func (e *Engine) authorizer(runID string, started journal.RunStarted, rep *journal.ReplayReport) (runtime.Authorizer, error) {
+	switch {
+	case e.cfg.Authorizer != nil:
+		rep.Policy = "given"
+		return e.cfg.Authorizer, nil
+	case started.Policy == nil || e.cfg.NoRecordedPolicy:
+		return nil, nil
+	}
+	g, err := policy.RecordedGuard(*started.Policy, policy.GuardConfig{TracerProvider: e.cfg.TracerProvider, Clock: e.cfg.Clock})
+	if err != nil {
+		return nil, fmt.Errorf("replay run %s: run_started's policy: %w", runID, err)
+	}
+	rep.Policy = strings.TrimSpace("recorded " + started.Policy.Name)
+	return g, nil
 }
 
 // Rescore builds the report of a run from its recorded events alone:
@@ -443,6 +474,13 @@ func (c *checker) check(evs []journal.Event) error {
 		if got.Kind == journal.KindModelRequest && c.resultsDiffer {
 			gr.ArgsHash, wr.ArgsHash = "", ""
 		}
+		if got.Kind == journal.KindDecision && c.resultsDiffer && sameVerdict(want, got) {
+			// A decision's record names the taint's origin, which names
+			// the documents the (now different) results returned: the
+			// same verdict on the same call is a match. A changed verdict
+			// still diverges here.
+			gr.ArgsHash, wr.ArgsHash = "", ""
+		}
 		if f := journal.Compare(wr, gr); f != "" {
 			wr, gr = journal.RefOf(want), journal.RefOf(got)
 			de := &journal.DivergenceError{Code: journal.CodeMismatch, RunID: c.run.ID, Seq: got.Seq, Field: f, Recorded: &wr, Produced: &gr}
@@ -461,6 +499,17 @@ func (c *checker) check(evs []journal.Event) error {
 		c.matched++
 	}
 	return nil
+}
+
+// sameVerdict reports whether two policy_decision events decided the same
+// (allow, deny or require_approval) on the same tool, whatever their
+// reasons and taint origins say.
+func sameVerdict(a, b journal.Event) bool {
+	var x, y policy.DecisionRecord
+	if json.Unmarshal(a.Payload, &x) != nil || json.Unmarshal(b.Payload, &y) != nil {
+		return false
+	}
+	return x.Tool == y.Tool && x.CallID == y.CallID && x.Writes == y.Writes && x.Verdict.Decision == y.Verdict.Decision
 }
 
 // compareResult reports a re-executed tool's result that differs from the

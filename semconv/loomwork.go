@@ -177,6 +177,20 @@ const (
 	AttrEgressError = "loomwork.sandbox.egress.error"
 )
 
+// How a sandbox execution started: on the execute_tool span of the tool
+// that ran the sandbox (the coding agent's run_python), and journaled with
+// its result (journal.ToolResult.Attrs), so a run records whether each
+// execution was claimed warm.
+const (
+	// AttrSandboxStart is SandboxStartWarm when the execution claimed a
+	// sandbox the warm pool had started ahead of time (run --sandbox-pool
+	// N), SandboxStartCold when it started one for itself (no pool, or the
+	// pool was empty).
+	AttrSandboxStart = "loomwork.sandbox.start"
+	SandboxStartWarm = "warm"
+	SandboxStartCold = "cold"
+)
+
 // Keys of store/storetest's synthetic traces (the conformance, load and
 // benchmark data), shaped like an evaluation run in a sandbox. Nothing in
 // Loomwork writes them on a real span or reads them. (The synthetic traces

@@ -45,7 +45,10 @@ type PendingApproval struct {
 	Arguments string
 	Reason    string
 	Origin    string
-	Since     time.Time
+	// Prompt is what a workflow gate asks the human (its approval step's
+	// rendered prompt; "" for a step without one, and for held calls).
+	Prompt string
+	Since  time.Time
 }
 
 // ApprovalsView is the /approvals page.

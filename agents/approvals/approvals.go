@@ -60,6 +60,7 @@ const schemaDDL = `CREATE TABLE IF NOT EXISTS approvals (
   arguments     TEXT    NOT NULL DEFAULT '',
   reason        TEXT    NOT NULL DEFAULT '',
   origin        TEXT    NOT NULL DEFAULT '',
+  prompt        TEXT    NOT NULL DEFAULT '',
   requested_ns  INTEGER NOT NULL,
   status        TEXT    NOT NULL DEFAULT 'pending',
   approver      TEXT    NOT NULL DEFAULT '',
@@ -83,8 +84,11 @@ type Entry struct {
 	Arguments string `json:"arguments,omitempty"`
 	// Reason and Origin say why approval is required: the verdict's
 	// reason and the taint origin of the arguments.
-	Reason       string    `json:"reason,omitempty"`
-	Origin       string    `json:"origin,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Origin string `json:"origin,omitempty"`
+	// Prompt is what a workflow's approval step asks the human (the
+	// step's rendered prompt, as journaled on its approval_required).
+	Prompt       string    `json:"prompt,omitempty"`
 	Requested    time.Time `json:"requested"`
 	Status       string    `json:"status"`
 	Approver     string    `json:"approver,omitempty"`
@@ -129,7 +133,41 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.Journal.EnsureSchema(ctx, schemaDDL); err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}
-	return &Store{cfg: cfg, db: cfg.Journal.DB()}, nil
+	s := &Store{cfg: cfg, db: cfg.Journal.DB()}
+	if err := s.migrate(ctx); err != nil {
+		return nil, fmt.Errorf("approvals: %w", err)
+	}
+	return s, nil
+}
+
+// migrate adds the columns a queue made by an earlier version lacks
+// (prompt): CREATE TABLE IF NOT EXISTS leaves an existing table as it is.
+func (s *Store) migrate(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT name FROM pragma_table_info('approvals')`)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		have[n] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if !have["prompt"] {
+		// Two processes may both find it missing; the second ALTER fails
+		// with "duplicate column", which is what it wanted.
+		if _, err := s.db.ExecContext(ctx, `ALTER TABLE approvals ADD COLUMN prompt TEXT NOT NULL DEFAULT ''`); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+			return fmt.Errorf("add column prompt: %w", err)
+		}
+	}
+	return nil
 }
 
 // Request implements runtime.Approvals: it queues a held call (once) and
@@ -150,31 +188,39 @@ func (s *Store) Request(ctx context.Context, req runtime.ApprovalRequest) (*jour
 // Decide implements workflow.Gate: it queues the gate (once) and returns
 // its answer, nil while pending (the run suspends).
 func (s *Store) Decide(ctx context.Context, runID, step string, _ map[string]json.RawMessage) (*workflow.Approval, error) {
-	name, err := s.workflowName(ctx, runID)
+	name, prompt, err := s.gate(ctx, runID, step)
 	if err != nil {
 		return nil, err
 	}
-	got, err := s.request(ctx, Entry{RunID: runID, ID: step, Kind: KindWorkflow, Name: name, Tool: step}, "workflow:"+name)
+	got, err := s.request(ctx, Entry{RunID: runID, ID: step, Kind: KindWorkflow, Name: name, Tool: step, Prompt: prompt}, "workflow:"+name)
 	if err != nil || got.Status == StatusPending {
 		return nil, err
 	}
 	return &workflow.Approval{Step: step, Approved: got.Status == StatusApproved, Approver: got.Approver, Reason: got.AnswerReason, Time: got.Answered}, nil
 }
 
-func (s *Store) workflowName(ctx context.Context, runID string) (string, error) {
+// gate reads the run's workflow name and the prompt its approval step
+// journaled (on approval_required, before it asks the gate).
+func (s *Store) gate(ctx context.Context, runID, step string) (name, prompt string, err error) {
 	evs, err := s.cfg.Journal.Events(ctx, runID)
 	if err != nil {
-		return "", fmt.Errorf("approval gate of run %s: %w", runID, err)
+		return "", "", fmt.Errorf("approval gate of run %s: %w", runID, err)
 	}
 	for _, e := range evs {
-		if e.Kind == journal.KindWorkflowStarted {
+		switch e.Kind {
+		case journal.KindWorkflowStarted:
 			var st workflow.Started
 			if json.Unmarshal(e.Payload, &st) == nil {
-				return st.Workflow, nil
+				name = st.Workflow
+			}
+		case journal.KindStep:
+			var se workflow.StepEvent
+			if json.Unmarshal(e.Payload, &se) == nil && se.Step == step && se.Event == workflow.StatusApprovalRequired && se.Prompt != "" {
+				prompt = se.Prompt
 			}
 		}
 	}
-	return "", nil
+	return name, prompt, nil
 }
 
 // request inserts e unless its run and id are queued already, auditing a
@@ -189,8 +235,8 @@ func (s *Store) request(ctx context.Context, e Entry, actor string) (Entry, erro
 		return Entry{}, fmt.Errorf("approval request %s/%s: %w", e.RunID, e.ID, err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO approvals (run_id, id, kind, name, step, tool, arguments, reason, origin, requested_ns, status)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?)`, e.RunID, e.ID, e.Kind, e.Name, e.Step, e.Tool, e.Arguments, e.Reason, e.Origin, e.Requested.UnixNano(), StatusPending)
+	res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO approvals (run_id, id, kind, name, step, tool, arguments, reason, origin, prompt, requested_ns, status)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`, e.RunID, e.ID, e.Kind, e.Name, e.Step, e.Tool, e.Arguments, e.Reason, e.Origin, e.Prompt, e.Requested.UnixNano(), StatusPending)
 	if err != nil {
 		return Entry{}, fmt.Errorf("approval request %s/%s: %w", e.RunID, e.ID, err)
 	}
@@ -217,7 +263,7 @@ func (s *Store) request(ctx context.Context, e Entry, actor string) (Entry, erro
 
 func auditRequest(e Entry) map[string]any {
 	d := map[string]any{"run": e.RunID, "id": e.ID, "kind": e.Kind, "tool": e.Tool}
-	for k, v := range map[string]string{"name": e.Name, "arguments": e.Arguments, "reason": e.Reason, "origin": e.Origin} {
+	for k, v := range map[string]string{"name": e.Name, "arguments": e.Arguments, "reason": e.Reason, "origin": e.Origin, "prompt": e.Prompt} {
 		if v != "" {
 			d[k] = v
 		}
@@ -385,7 +431,7 @@ func pendingInJournal(runID, id string, evs []journal.Event) (Entry, bool) {
 		case journal.KindStep:
 			var se workflow.StepEvent
 			if json.Unmarshal(ev.Payload, &se) == nil && se.Event == workflow.StatusApprovalRequired && se.Step == id && !found {
-				found, e.Kind, e.Tool, e.Requested = true, KindWorkflow, id, ev.Time
+				found, e.Kind, e.Tool, e.Requested, e.Prompt = true, KindWorkflow, id, ev.Time, se.Prompt
 			}
 		case journal.KindApprovalRequested:
 			var r journal.ApprovalRequested
@@ -430,7 +476,7 @@ func (s *Store) Pending(ctx context.Context) ([]Entry, error) {
 		if _, ok, err := s.Get(ctx, g.RunID, g.Step); err != nil {
 			return nil, err
 		} else if !ok {
-			out = append(out, Entry{RunID: g.RunID, ID: g.Step, Kind: KindWorkflow, Name: g.Workflow, Tool: g.Step, Requested: g.Since.UTC(), Status: StatusPending})
+			out = append(out, Entry{RunID: g.RunID, ID: g.Step, Kind: KindWorkflow, Name: g.Workflow, Tool: g.Step, Prompt: g.Prompt, Requested: g.Since.UTC(), Status: StatusPending})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Requested.Before(out[j].Requested) })
@@ -440,7 +486,7 @@ func (s *Store) Pending(ctx context.Context) ([]Entry, error) {
 // All lists every approval, oldest first.
 func (s *Store) All(ctx context.Context) ([]Entry, error) { return s.list(ctx, "") }
 
-const columns = `run_id, id, kind, name, step, tool, arguments, reason, origin, requested_ns, status, approver, answer_reason, answered_ns`
+const columns = `run_id, id, kind, name, step, tool, arguments, reason, origin, prompt, requested_ns, status, approver, answer_reason, answered_ns`
 
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -480,7 +526,7 @@ func (s *Store) list(ctx context.Context, where string) ([]Entry, error) {
 func scan(row interface{ Scan(...any) error }) (Entry, error) {
 	var e Entry
 	var req, ans int64
-	if err := row.Scan(&e.RunID, &e.ID, &e.Kind, &e.Name, &e.Step, &e.Tool, &e.Arguments, &e.Reason, &e.Origin, &req, &e.Status, &e.Approver, &e.AnswerReason, &ans); err != nil {
+	if err := row.Scan(&e.RunID, &e.ID, &e.Kind, &e.Name, &e.Step, &e.Tool, &e.Arguments, &e.Reason, &e.Origin, &e.Prompt, &req, &e.Status, &e.Approver, &e.AnswerReason, &ans); err != nil {
 		return Entry{}, err
 	}
 	e.Requested = time.Unix(0, req).UTC()

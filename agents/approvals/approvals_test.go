@@ -415,3 +415,101 @@ func TestClipKeepsShortArgumentsAndCutsLongOnes(t *testing.T) {
 		t.Fatalf("long: %q", got)
 	}
 }
+
+// A workflow gate's prompt — what its approval step asks the human,
+// rendered from the run's results — is queued with the gate: Pending and
+// All list it, the audit entry of the request holds it, and it survives
+// the process. A gate that suspended on the journal alone is listed with
+// the prompt its approval_required event holds, and adopted with it.
+func TestAGateIsQueuedWithItsPrompt(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := files{journal: filepath.Join(dir, "j.db"), audit: filepath.Join(dir, "audit.jsonl")}
+	const asks = "The desk says the pool is exhausted (pool_size=4). Deploy the fix?"
+	wf, err := workflow.New("release", []workflow.Step{
+		{Name: "plan", Kind: workflow.KindModel, Action: func(context.Context, workflow.Input) (any, error) { return "pool_size=4", nil }},
+		{Name: "sign-off", Kind: workflow.KindApproval, Requires: []string{"plan"},
+			Prompt: func(in workflow.Input) (string, error) {
+				var plan string
+				json.Unmarshal(in.Results["plan"], &plan)
+				return "The desk says the pool is exhausted (" + plan + "). Deploy the fix?", nil
+			},
+			Action: func(_ context.Context, in workflow.Input) (any, error) { return in.Approval.Approver, nil }},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, f)
+	rn, _ := workflow.NewRunner(workflow.Config{Journal: p.j, Gate: p.q})
+	if _, err := rn.Run(ctx, wf, "wf-p", workflow.RunOptions{}); !errors.As(err, new(*workflow.SuspendedError)) {
+		t.Fatalf("workflow: %v", err)
+	}
+	// The Runner's default gate queues nothing: a second run suspends on
+	// the journal alone.
+	plain, _ := workflow.NewRunner(workflow.Config{Journal: p.j})
+	if _, err := plain.Run(ctx, wf, "wf-j", workflow.RunOptions{}); !errors.As(err, new(*workflow.SuspendedError)) {
+		t.Fatalf("workflow on the journal gate: %v", err)
+	}
+	p.done(t)
+
+	p = open(t, f)
+	defer p.done(t)
+	pend, err := p.q.Pending(ctx)
+	if err != nil || len(pend) != 2 {
+		t.Fatalf("pending %+v, %v", pend, err)
+	}
+	for _, e := range pend {
+		if e.Kind != approvals.KindWorkflow || e.Prompt != asks {
+			t.Fatalf("pending gate %s/%s has prompt %q, want %q", e.RunID, e.ID, e.Prompt, asks)
+		}
+	}
+	if _, err := p.q.Answer(ctx, "wf-j", "sign-off", false, "bob", "not on a Friday"); err != nil {
+		t.Fatal(err)
+	}
+	all, _ := p.q.All(ctx)
+	if len(all) != 2 || all[0].Prompt != asks || all[1].Prompt != asks {
+		t.Fatalf("all: %+v", all)
+	}
+	var requests int
+	for _, e := range p.audit.Entries() {
+		if e.Action == "approval_requested" {
+			requests++
+			if !strings.Contains(string(e.Data), "Deploy the fix?") {
+				t.Fatalf("the request's audit entry lacks the prompt: %s", e.Data)
+			}
+		}
+	}
+	if requests != 2 {
+		t.Fatalf("%d approval_requested audit entries, want 2 (queued, adopted)", requests)
+	}
+}
+
+// A queue made before gates had prompts (no prompt column) is migrated
+// when opened: its rows stay, and new gates are queued with their prompt.
+func TestAnOlderQueueGainsThePromptColumn(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	j, err := journaldb.Open(ctx, journaldb.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const old = `CREATE TABLE approvals (run_id TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL DEFAULT '',
+	  step INTEGER NOT NULL DEFAULT 0, tool TEXT NOT NULL DEFAULT '', arguments TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '',
+	  origin TEXT NOT NULL DEFAULT '', requested_ns INTEGER NOT NULL, status TEXT NOT NULL DEFAULT 'pending', approver TEXT NOT NULL DEFAULT '',
+	  answer_reason TEXT NOT NULL DEFAULT '', answered_ns INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run_id, id)) WITHOUT ROWID;
+	  INSERT INTO approvals (run_id, id, kind, tool, requested_ns) VALUES ('old-1', 'gate', 'workflow', 'gate', 1);`
+	if _, err := j.DB().ExecContext(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // twice: the second open finds the column
+		q, err := approvals.Open(ctx, approvals.Config{Journal: j})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := q.All(ctx)
+		if err != nil || len(all) != 1 || all[0].RunID != "old-1" || all[0].Prompt != "" {
+			t.Fatalf("after the migration: %+v, %v", all, err)
+		}
+	}
+	j.Shutdown(ctx)
+}

@@ -299,7 +299,12 @@ func runPython(cfg Config) runtime.Tool {
 					docs = []string{ev}
 				}
 			}
-			return runtime.ToolOutput{Content: string(b), Documents: docs, Events: events}, nil
+			start := semconv.SandboxStartCold
+			if res.Warm {
+				start = semconv.SandboxStartWarm
+			}
+			return runtime.ToolOutput{Content: string(b), Documents: docs, Events: events,
+				Attrs: map[string]string{semconv.AttrSandboxStart: start}}, nil
 		},
 	}
 }
@@ -393,21 +398,36 @@ type LazySandbox struct {
 
 // Run implements Sandbox.
 func (l *LazySandbox) Run(ctx context.Context, req sandbox.Request) (*sandbox.Result, error) {
+	r, err := l.runner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Run(ctx, req)
+}
+
+// Start starts the runner now rather than on the first run, so a warm
+// pool (Config.Pool) fills while the agent's first steps happen and its
+// first run can claim a warm sandbox. Starting again is a no-op.
+func (l *LazySandbox) Start(ctx context.Context) error {
+	_, err := l.runner(ctx)
+	return err
+}
+
+// runner is the started runner, starting it if need be.
+func (l *LazySandbox) runner(ctx context.Context) (*sandbox.Runner, error) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.r == nil {
 		r, err := sandbox.New(l.Config)
 		if err == nil {
 			err = r.Start(ctx)
 		}
 		if err != nil {
-			l.mu.Unlock()
 			return nil, err
 		}
 		l.r = r
 	}
-	r := l.r
-	l.mu.Unlock()
-	return r.Run(ctx, req)
+	return l.r, nil
 }
 
 // Shutdown stops the runner if it was started.

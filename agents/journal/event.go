@@ -143,6 +143,20 @@ type RunStarted struct {
 	CaseID     string          `json:"case_id,omitempty"`
 	Trial      int             `json:"trial,omitempty"`
 	Attributes json.RawMessage `json:"attributes,omitempty"`
+	// Policy is the authorization policy the run's tool calls were decided
+	// under (a runtime whose Authorizer says what it decides by), so a
+	// replay can re-decide from the journal alone. It is left out of the
+	// event's argument hash: a run resumed or replayed under other rules
+	// diverges at the first decision that changes, not at run_started.
+	Policy *PolicyRecord `json:"policy,omitempty"`
+}
+
+// PolicyRecord is the policy of RunStarted.Policy: its name ("default" for
+// the built-in policy, else the rules file as given) and its rules, the
+// policy file's JSON in canonical form (package agents/policy reads it).
+type PolicyRecord struct {
+	Name  string          `json:"name,omitempty"`
+	Rules json.RawMessage `json:"rules"`
 }
 
 // ToolSpec is a tool as declared to the model.
@@ -164,6 +178,10 @@ type ToolResult struct {
 	// attempts and their verdicts), in a deterministic order. They are span
 	// events on the execute_tool span, and replay compares them.
 	Events []ToolEvent `json:"events,omitempty"`
+	// Attrs say how the tool ran, not what it returned (keys from semconv,
+	// e.g. loomwork.sandbox.start = warm or cold): the execute_tool span
+	// carries them too. Replay does not compare them.
+	Attrs map[string]string `json:"attrs,omitempty"`
 }
 
 // ToolEvent is one observation of a tool: a name and string attributes

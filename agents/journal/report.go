@@ -28,6 +28,11 @@ type ReplayReport struct {
 	// that crashed and was never resumed): the replay checks the recorded
 	// prefix and stops there.
 	Complete bool `json:"complete"`
+	// Policy says what re-decided the replay's tool calls: "recorded NAME"
+	// (the policy the journal records it was decided under), "given" (the
+	// replay's own), or "" (none: the run was recorded without one, or the
+	// replay was told to use none).
+	Policy string `json:"policy,omitempty"`
 
 	Divergence  *DivergenceError `json:"divergence,omitempty"`
 	DivergeLine int              `json:"divergence_line,omitempty"` // the journal line of the divergent event

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/semconv"
@@ -44,6 +45,9 @@ type GuardConfig struct {
 	// declared, see agents/mcp.Origins): the output's taint origin is
 	// this instead of "tool:NAME", and such a tool is never trusted.
 	ToolOrigins map[string]string
+	// Name names the policy in the journal (RunStarted.Policy):
+	// DefaultName for the built-in policy, else the rules file as given.
+	Name string
 	// TracerProvider receives one span per decision. Default: none.
 	TracerProvider trace.TracerProvider
 	Clock          func() time.Time
@@ -59,6 +63,7 @@ type Guard struct {
 	cfg     GuardConfig
 	tracer  trace.Tracer
 	trusted map[string]bool
+	record  *journal.PolicyRecord // what runs record they were decided under (nil: nothing)
 
 	// scans caches the detector's findings by content hash: a tool
 	// output is scanned once, not again for every later call of the run.
@@ -86,7 +91,10 @@ func (g *Guard) scan(content string) []string {
 	return ps
 }
 
-var _ runtime.Authorizer = (*Guard)(nil)
+var (
+	_ runtime.Authorizer   = (*Guard)(nil)
+	_ runtime.PolicySource = (*Guard)(nil)
+)
 
 // NewGuard returns a Guard. It does no I/O.
 func NewGuard(cfg GuardConfig) (*Guard, error) {
@@ -102,6 +110,13 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 	g := &Guard{cfg: cfg, tracer: cfg.TracerProvider.Tracer("github.com/loomwork/loomwork/agents/policy"), trusted: map[string]bool{}, scans: map[[32]byte][]string{}}
 	for _, t := range cfg.TrustedTools {
 		g.trusted[t] = true
+	}
+	if e, ok := cfg.Engine.(*Engine); ok {
+		rec, err := recordOf(cfg.Name, e.Rules())
+		if err != nil {
+			return nil, fmt.Errorf("policy guard: %w", err)
+		}
+		g.record = rec
 	}
 	return g, nil
 }

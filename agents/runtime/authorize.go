@@ -18,6 +18,15 @@ type Authorizer interface {
 	Authorize(ctx context.Context, call AuthCall) (Authorization, error)
 }
 
+// PolicySource is an Authorizer that can say what it decides by: the
+// runtime records its answer in every run's run_started
+// (journal.RunStarted.Policy), so a replay can rebuild the authorizer from
+// the journal alone (package replay does, for package policy's Guard). A
+// nil record records nothing.
+type PolicySource interface {
+	PolicyRecord() *journal.PolicyRecord
+}
+
 // AuthCall is what an Authorizer sees.
 type AuthCall struct {
 	RunID     string

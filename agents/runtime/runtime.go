@@ -326,10 +326,14 @@ func (r *run) loop(ctx context.Context) error {
 		Attributes: attrs}
 	// The argument hash of run_started covers what the agent's code decides
 	// (its prompt and tools) and the task, so resuming or replaying under a
-	// changed agent is caught at seq 1.
+	// changed agent is caught at seq 1. The policy is recorded beside it,
+	// not hashed: its decisions are events of their own.
 	h, err := journal.HashValue(started)
 	if err != nil {
 		return err
+	}
+	if ps, ok := r.rt.cfg.Authorizer.(PolicySource); ok {
+		started.Policy = ps.PolicyRecord()
 	}
 	if _, _, err := r.record(ctx, journal.Record{Kind: journal.KindRunStarted, Tool: "", ArgsHash: h, Payload: started}); err != nil {
 		return err
@@ -643,7 +647,8 @@ func recordedResult(runID string, evs []journal.Event) (journal.ToolResult, erro
 // sanitizeArguments makes every tool call's arguments valid JSON before the
 // response is journaled: arguments that are not (a model can emit broken
 // JSON) are kept verbatim as a JSON string, which decodeArguments
-// recognises.
+// recognises. (Their spelling is made the journal's when the run goes on
+// with the journaled answer: see the model call.)
 func sanitizeArguments(resp *llm.Response) {
 	for i, c := range resp.Message.ToolCalls {
 		a := strings.TrimSpace(string(c.Arguments))
@@ -695,7 +700,7 @@ func toolResult(name string, out ToolOutput, err error, key string) journal.Tool
 	if err != nil {
 		return journal.ToolResult{IsError: true, Content: fmt.Sprintf("error: tool %s failed: %v", name, err), Key: key}
 	}
-	return journal.ToolResult{Content: out.Content, Documents: out.Documents, Events: out.Events, Key: key}
+	return journal.ToolResult{Content: out.Content, Documents: out.Documents, Events: out.Events, Attrs: out.Attrs, Key: key}
 }
 
 func (r *run) finish(ctx context.Context, step int, answer string) error {

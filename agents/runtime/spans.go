@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -214,6 +215,9 @@ func (r *run) endTool(ts *toolSpan, tr journal.ToolResult, reused bool, err erro
 				attribute.StringSlice(semconv.AttrRetrievalDocuments, tr.Documents),
 				attribute.Bool(semconv.AttrJournalReused, reused)))
 		rs.End(trace.WithTimestamp(end))
+	}
+	for _, k := range slices.Sorted(maps.Keys(tr.Attrs)) {
+		ts.SetAttributes(attribute.String(k, tr.Attrs[k]))
 	}
 	for _, ev := range tr.Events {
 		keys := make([]string, 0, len(ev.Attrs))

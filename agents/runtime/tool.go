@@ -83,6 +83,11 @@ type ToolOutput struct {
 	// verdicts), in a deterministic order: journaled with the result, added
 	// as span events to the execute_tool span, compared by replay.
 	Events []journal.ToolEvent
+	// Attrs say how the tool ran, not what it returned (keys from
+	// semconv, e.g. loomwork.sandbox.start: a warm or cold sandbox):
+	// journaled with the result and set on the execute_tool span, not
+	// compared by replay (a replay may run the tool another way).
+	Attrs map[string]string
 }
 
 func (t Tool) spec() llm.ToolSpec {

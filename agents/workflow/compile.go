@@ -30,6 +30,10 @@ type RefAgent struct {
 	Agent   runtime.Agent
 	Model   runtime.Model
 	Release func()
+	// Attributes are every agent step's task attributes (e.g. the pinned
+	// tool lists of the MCP servers whose tools the agent was given, so a
+	// replay knows them); journaled in run_started.
+	Attributes json.RawMessage
 }
 
 // StepTool is a tool a tool step runs: the rendered input in, text out.
@@ -290,7 +294,7 @@ func (c *compiler) agentAction(fs FileStep, st *stepTemplate) func(context.Conte
 		if err != nil {
 			return nil, err
 		}
-		t := runtime.Task{RunID: AgentRunID(in.RunID, in.Step, in.Attempt), Input: task, InputOrigin: origin}
+		t := runtime.Task{RunID: AgentRunID(in.RunID, in.Step, in.Attempt), Input: task, InputOrigin: origin, Attributes: ra.Attributes}
 		if fs.Options != nil {
 			t.MaxSteps = fs.Options.MaxSteps
 		}

@@ -1110,6 +1110,9 @@ type RunLister interface {
 type PendingApproval struct {
 	RunID, Workflow, Step string
 	Since                 time.Time // when approval_required was journaled
+	// Prompt is what the step asks the human (its approval_required
+	// event's prompt; "" for a step without one).
+	Prompt string
 }
 
 // PendingApprovals lists every run of the journal suspended at an approval
@@ -1128,6 +1131,7 @@ func PendingApprovals(ctx context.Context, j RunLister) ([]PendingApproval, erro
 		}
 		name := ""
 		asked := map[string]time.Time{}
+		prompts := map[string]string{}
 		var order []string
 		answered := map[string]bool{}
 		for _, e := range evs {
@@ -1144,6 +1148,9 @@ func PendingApprovals(ctx context.Context, j RunLister) ([]PendingApproval, erro
 						order = append(order, se.Step)
 					}
 					asked[se.Step] = e.Time
+					if se.Prompt != "" {
+						prompts[se.Step] = se.Prompt
+					}
 				}
 			case journal.KindApproval:
 				var a Approval
@@ -1154,7 +1161,7 @@ func PendingApprovals(ctx context.Context, j RunLister) ([]PendingApproval, erro
 		}
 		for _, s := range order {
 			if !answered[s] {
-				out = append(out, PendingApproval{RunID: id, Workflow: name, Step: s, Since: asked[s]})
+				out = append(out, PendingApproval{RunID: id, Workflow: name, Step: s, Since: asked[s], Prompt: prompts[s]})
 			}
 		}
 	}

@@ -55,6 +55,7 @@ import (
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
@@ -121,6 +122,17 @@ type Config struct {
 	// trial records (fresh.trials.jsonl). "" uses a temporary folder that
 	// Run removes.
 	WorkDir string
+	// ToolPolicy authorizes the fresh runs' tool calls (package
+	// agents/policy's Guard, recorded in each run as ToolPolicyName), as
+	// `loom-eval run` does: the committed journals are recorded with the
+	// built-in default policy, which `loom-eval ci` passes unless told
+	// otherwise. nil: the fresh runs are not authorized (and differ from
+	// journals recorded under a policy). The replay step needs none: it
+	// re-decides with the policy each journal records.
+	ToolPolicy     *policy.Rules
+	ToolPolicyName string
+	// Audit receives every fresh decision (nil: none).
+	Audit *policy.AuditLog
 	// Progress receives one line per step started and finished (nil: none).
 	Progress io.Writer
 	// Now times the steps for Progress and the report. Default time.Now.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/graders"
+	authz "github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/agents/sandbox/sandboxtest"
@@ -68,6 +69,17 @@ func deps(t *testing.T) (research.Index, coding.Sandbox) {
 	return shared.idx, shared.sb
 }
 
+// defaultRules is the built-in authorization policy, which the committed
+// journals were recorded under.
+func defaultRules(t *testing.T) *authz.Rules {
+	t.Helper()
+	r, err := authz.DefaultRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
 func policy(t *testing.T, dir string) *gate.Policy {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, ci.PolicyFile))
@@ -85,7 +97,8 @@ func run(t *testing.T, dir string, idx research.Index, sb coding.Sandbox, work s
 	t.Helper()
 	var progress bytes.Buffer
 	res, err := ci.Run(context.Background(), ci.Config{Dir: dir, Policy: policy(t, dir), PolicyName: "policy.json",
-		Index: idx, Sandbox: sb, Retrieval: shared.idx, Dataset: shared.idx.Dir, WorkDir: work, Progress: &progress})
+		Index: idx, Sandbox: sb, Retrieval: shared.idx, Dataset: shared.idx.Dir, WorkDir: work, Progress: &progress,
+		ToolPolicy: defaultRules(t), ToolPolicyName: authz.DefaultName})
 	if err != nil {
 		t.Fatalf("ci.Run: %v\nprogress:\n%s", err, progress.String())
 	}
@@ -127,6 +140,47 @@ func TestRecipePassesAndTheFreshRunReproducesTheRecording(t *testing.T) {
 	}
 	if !strings.HasPrefix(res.Verdict(), "PASSED: 6 replayed run(s) reproduced their journals; 6 fresh run(s)") {
 		t.Fatalf("verdict = %s", res.Verdict())
+	}
+}
+
+// The fresh runs are authorized as `loom-eval run` authorizes them: under
+// the default policy each decision is journaled (the fresh runs equal the
+// committed ones, which were recorded under it) and audited, the log's
+// chain verifying; without a policy the fresh runs differ from the
+// committed ones at run_started (whose payload records the policy), while
+// the replay step — which re-decides under the policy each journal
+// records — still passes.
+func TestFreshRunsAreAuthorizedAndAudited(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel()
+	idx, sb := deps(t)
+	dir := citest.Subset(t, committed, "mkm-1694")
+	log, err := authz.OpenAudit(filepath.Join(t.TempDir(), "audit.jsonl"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ci.Config{Dir: dir, Policy: policy(t, dir), Index: idx, Sandbox: sb, Retrieval: shared.idx, Dataset: shared.idx.Dir,
+		ToolPolicy: defaultRules(t), ToolPolicyName: authz.DefaultName, Audit: log, WorkDir: t.TempDir()}
+	res, err := ci.Run(context.Background(), cfg)
+	if err != nil || !res.Passed || res.Fresh.Unchanged != 3 {
+		t.Fatalf("under the default policy: %v %s (fresh %+v)", err, res.Verdict(), res.Fresh)
+	}
+	fresh, err := os.ReadFile(filepath.Join(cfg.WorkDir, "fresh", "research.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decisions := bytes.Count(fresh, []byte(`"kind":"policy_decision"`))
+	if n := len(log.Entries()); decisions == 0 || n != decisions || log.Verify() != nil {
+		t.Fatalf("%d audit entries (verify %v) for %d journaled decisions", n, log.Verify(), decisions)
+	}
+	cfg.ToolPolicy, cfg.Audit, cfg.WorkDir = nil, nil, t.TempDir()
+	res, err = ci.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed || !res.Replay.Passed || len(res.Fresh.Changed) != 3 || res.Fresh.Changed[0].Seq != 1 || res.Fresh.Changed[0].Field != "payload" ||
+		!strings.HasPrefix(res.Fresh.Changed[0].Recorded, "run_started") {
+		t.Fatalf("without a policy: passed %v, replay %v, changed %+v", res.Passed, res.Replay.Passed, res.Fresh.Changed)
 	}
 }
 
@@ -280,7 +334,7 @@ func TestRecipeNamesTheRunsWhenTheSandboxRefusesPython(t *testing.T) {
 	p := policy(t, dir)
 	res, err := ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, PolicyName: "policy.json",
 		Index: idx, Sandbox: refusePython{sb}, Graders: &graders.Sandbox{Runner: sb, Limits: coding.Limits()}, Retrieval: shared.idx, Dataset: shared.idx.Dir,
-		WorkDir: work, Progress: &progress})
+		WorkDir: work, Progress: &progress, ToolPolicy: defaultRules(t), ToolPolicyName: authz.DefaultName})
 	if err != nil {
 		t.Fatalf("ci.Run: %v\n%s", err, progress.String())
 	}
@@ -307,7 +361,8 @@ func TestRecipeNamesTheRunsWhenTheSandboxRefusesPython(t *testing.T) {
 	// The same broken runner for the agent and the graders: the hidden
 	// tests cannot run, so the must-pass case fails by name, with the
 	// refusal as its reason.
-	res, err = ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, Index: idx, Sandbox: refusePython{sb}, Retrieval: shared.idx, Dataset: shared.idx.Dir, WorkDir: work})
+	res, err = ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, Index: idx, Sandbox: refusePython{sb}, Retrieval: shared.idx, Dataset: shared.idx.Dir, WorkDir: work,
+		ToolPolicy: defaultRules(t), ToolPolicyName: authz.DefaultName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +464,8 @@ func TestBadInputIsNamed(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.breakIt(dir)
-			_, err := ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, Index: idx, Sandbox: sb, Retrieval: shared.idx, Dataset: shared.idx.Dir})
+			_, err := ci.Run(context.Background(), ci.Config{Dir: dir, Policy: p, Index: idx, Sandbox: sb, Retrieval: shared.idx, Dataset: shared.idx.Dir,
+				ToolPolicy: defaultRules(t), ToolPolicyName: authz.DefaultName})
 			if !errors.Is(err, ci.ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrBadInput naming %q", err, tc.want)
 			}

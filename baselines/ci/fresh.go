@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/contextlayer"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets"
@@ -146,6 +148,10 @@ func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work str
 	if err != nil {
 		return out, fmt.Errorf("ci: fresh run: %w", err)
 	}
+	az, err := freshGuard(cfg, tp, spanClock)
+	if err != nil {
+		return out, err
+	}
 	j, err := journaldb.Open(ctx, journaldb.Config{Path: filepath.Join(dir, a.agent+".journal.db"), Clock: journaldb.DeterministicClock(), Logger: cfg.Logger})
 	if err != nil {
 		return out, fmt.Errorf("ci: fresh run: %w", err)
@@ -177,7 +183,7 @@ func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work str
 				model = coding.Policy(coding.PolicyConfig{Trial: trial, Counter: tok})
 			}
 			rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Context: &spec, Logger: cfg.Logger,
-				TracerProvider: tp, Clock: spanClock})
+				TracerProvider: tp, Clock: spanClock, Authorizer: az})
 			if err != nil {
 				return out, fmt.Errorf("ci: fresh run: %w", err)
 			}
@@ -251,6 +257,24 @@ func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work str
 		out.Journal = path
 	}
 	return out, nil
+}
+
+// freshGuard is the fresh runs' authorizer (Config.ToolPolicy; nil
+// without one): its decision spans are stamped by the runs' span clock, so
+// their traces stay deterministic.
+func freshGuard(cfg Config, tp trace.TracerProvider, clock func() time.Time) (runtime.Authorizer, error) {
+	if cfg.ToolPolicy == nil {
+		return nil, nil
+	}
+	e, err := policy.NewEngine(*cfg.ToolPolicy)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ci: tool policy %s: %w", ErrBadInput, cfg.ToolPolicyName, err)
+	}
+	g, err := policy.NewGuard(policy.GuardConfig{Engine: e, Rules: *cfg.ToolPolicy, Name: cfg.ToolPolicyName, Audit: cfg.Audit, TracerProvider: tp, Clock: clock})
+	if err != nil {
+		return nil, fmt.Errorf("ci: fresh run: %w", err)
+	}
+	return g, nil
 }
 
 // exportRuns writes the runs that journaled anything (a run that failed

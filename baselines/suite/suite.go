@@ -86,6 +86,9 @@ type Definition struct {
 	// rules travel in the definition, so every worker, started here or
 	// joining later, applies the same ones.
 	Policy json.RawMessage `json:"policy,omitempty"`
+	// PolicyName names Policy in the trials' journals: "default" for the
+	// built-in policy (agents/policy.DefaultName), else the rules file.
+	PolicyName string `json:"policy_name,omitempty"`
 }
 
 // Duration is the coordinator's duration, which reads and writes as "10s".

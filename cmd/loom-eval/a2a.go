@@ -28,7 +28,10 @@ func (m *Main) runA2A(ctx context.Context, args []string) error {
 
 // a2aServeFlags are `loom-eval a2a serve`'s flags.
 type a2aServeFlags struct {
-	agentName, httpAddr, journalPath, endpoint, dataset, indexCache, workspaces *string
+	agentName, httpAddr, journalPath, endpoint, dataset, indexCache, workspaces, scriptedModel *string
+	// cmd names the command in errors ("" is a2a serve; workflow run opens
+	// its agent steps' agents the same way).
+	cmd string
 }
 
 func (f *a2aServeFlags) register(fs *flag.FlagSet) {
@@ -39,6 +42,7 @@ func (f *a2aServeFlags) register(fs *flag.FlagSet) {
 	f.dataset = fs.String("dataset", "", "research: judged dataset folder")
 	f.indexCache = fs.String("index-cache", ".loomwork/index", "research: folder for the persisted BM25 index")
 	f.workspaces = fs.String("workspaces", ".loomwork/workspaces", "coding: folder of per-run sandbox workspaces")
+	f.scriptedModel = fs.String("scripted-model", scriptedAgent, scriptedModelUsage)
 }
 
 // a2aServed is the agent a2a serve serves: the agent, its scripted policy
@@ -49,9 +53,31 @@ type a2aServed struct {
 	desc  string
 }
 
-// a2aAgent is the reference agent --agent names and the function that
+// a2aAgent is the reference agent --agent names, answered by its scripted
+// policy or the model --scripted-model names, and the function that
 // releases what it holds (the research index, the coding sandbox).
 func (m *Main) a2aAgent(ctx context.Context, f *a2aServeFlags) (a2aServed, func(), error) {
+	name := scriptedAgent
+	if f.scriptedModel != nil {
+		name = *f.scriptedModel
+	}
+	cmd := "a2a serve"
+	if f.cmd != "" {
+		cmd = f.cmd
+	}
+	obeys, err := scriptedModel(cmd, name)
+	if err != nil {
+		return a2aServed{}, nil, err
+	}
+	served, release, err := m.referenceAgent(ctx, f)
+	if err == nil && obeys != nil {
+		served.model = obeys
+	}
+	return served, release, err
+}
+
+// referenceAgent is a2aAgent with the agent's own scripted policy.
+func (m *Main) referenceAgent(ctx context.Context, f *a2aServeFlags) (a2aServed, func(), error) {
 	switch *f.agentName {
 	case research.Name:
 		idx, err := m.researchIndex("a2a serve", *f.dataset, *f.indexCache)
@@ -88,9 +114,11 @@ func (m *Main) a2aAgent(ctx context.Context, f *a2aServeFlags) (a2aServed, func(
 // journal whose run id is the task id; the model is the agent's scripted
 // policy (labelled scripted).
 func (m *Main) runA2AServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("a2a serve", "a2a serve --agent research|coding [--http 127.0.0.1:8766] [--journal F] [--otlp-endpoint host:4317] [--dataset DIR] [--workspaces DIR] [--policy FILE [--audit LOG]]")
+	fs := m.newFlagSet("a2a serve", "a2a serve --agent research|coding [--http 127.0.0.1:8766] [--journal F] [--otlp-endpoint host:4317] [--dataset DIR] [--workspaces DIR] [--mcp NAME=CMD | --mcp-url NAME=URL] [--policy default|FILE|none] [--audit LOG] [--scripted-model agent|obeys-everything]")
 	var f a2aServeFlags
 	f.register(fs)
+	var mcpf mcpFlags
+	mcpf.add(fs, "give the served agent tools")
 	var pol policyFlags
 	pol.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -113,14 +141,20 @@ func (m *Main) runA2AServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer release()
+	tools, stopMCP, err := m.mcpTools(ctx, &mcpf, served.agent, tp)
+	defer stopMCP()
+	if err != nil {
+		return err
+	}
+	served.agent = tools.agent
 	j, err := openJournalDB(ctx, "a2a serve", *f.journalPath, false)
 	if err != nil {
 		return err
 	}
 	defer j.Shutdown(context.WithoutCancel(ctx))
-	// A peer's task is untrusted input (a2a.PeerOrigin): under --policy
+	// A peer's task is untrusted input (a2a.PeerOrigin): under a policy
 	// no write derived from it runs without approval.
-	az, _, err := pol.guard("a2a serve", nil, tp)
+	az, _, err := pol.guard("a2a serve", tools.origins, tp)
 	if err != nil {
 		return err
 	}
@@ -128,7 +162,7 @@ func (m *Main) runA2AServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := a2a.NewServer(a2a.ServerConfig{Agent: served.agent, Runtime: rt, Description: served.desc, TracerProvider: tp})
+	srv, err := a2a.NewServer(a2a.ServerConfig{Agent: served.agent, Runtime: rt, Description: served.desc, TracerProvider: tp, TaskAttributes: tools.attrs})
 	if err != nil {
 		return err
 	}

@@ -70,6 +70,9 @@ func (m *Main) printApproval(e approvals.Entry) {
 		}
 	} else {
 		fmt.Fprintf(w, "%s  %s  workflow gate (%s)  %s  since %s\n", e.RunID, e.ID, e.Name, e.Status, e.Requested.Format(time.RFC3339))
+		if e.Prompt != "" {
+			fmt.Fprintf(w, "    asks: %s\n", oneLine(e.Prompt, 400))
+		}
 	}
 	if e.Status != approvals.StatusPending {
 		fmt.Fprintf(w, "    %s by %s at %s %s\n", e.Status, e.Approver, e.Answered.Format(time.RFC3339), e.AnswerReason)

@@ -60,6 +60,9 @@ func openAuditFlag(path string) (*policy.AuditLog, error) {
 	if path == "" {
 		return nil, nil
 	}
+	if err := mkdirFor(path); err != nil {
+		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("--audit %s: %w", path, err)}
+	}
 	l, err := policy.OpenAudit(path, nil)
 	if err != nil {
 		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("--audit %s: %w", path, err)}

@@ -54,7 +54,7 @@ func (m *Main) runAudit(_ context.Context, args []string) error {
 
 // policyGuard builds the runtime guard of a policy rules file.
 func policyGuard(file string) (*policy.Guard, error) {
-	r, err := policy.LoadRules(file)
+	r, _, err := policy.RulesNamed(file)
 	if err != nil {
 		return nil, usageError("%v", err)
 	}
@@ -62,5 +62,5 @@ func policyGuard(file string) (*policy.Guard, error) {
 	if err != nil {
 		return nil, usageError("%v", err)
 	}
-	return policy.NewGuard(policy.GuardConfig{Engine: e, Rules: r})
+	return policy.NewGuard(policy.GuardConfig{Engine: e, Rules: r, Name: file})
 }

@@ -46,6 +46,21 @@ func (m *Main) runExperiment(ctx context.Context, args []string) error {
 	return usageError("experiment: unknown subcommand %q (want run, list, show, compare or push)", args[0])
 }
 
+// experimentAuthorization is what `experiment run --help` says about
+// authorization (docs/policy.md, "What is not authorized"): the agent is
+// the user's own process, so no Loomwork policy decides its tool calls.
+const experimentAuthorization = `Authorization: the agent here is yours, run as its own process (or reached at its
+URL); Loomwork sees its answers and spans, not its tool calls before they happen, so
+no authorization policy applies. Nothing it does is decided, held for approval,
+journaled as a decision or audited, and it does not run in Loomwork's sandbox (the
+coding agent's --egress allow-list and --sandbox-pool do not reach it). What Loomwork
+does enforce here: the cases' code graders run their tests in the sandbox (no
+network); a --mcp-cmd server starts with an allow-listed environment (--mcp-env names
+what else it gets). To have Loomwork decide tool calls, serve them with
+loom-eval mcp serve (its built-in policy, or --policy FILE, decides every call) or
+run a reference agent with loom-eval run. --policy below is the gate policy.
+`
+
 // experimentRunFlags are `experiment run`'s flags.
 type experimentRunFlags struct {
 	cases, out, resume, name, label, against, policy, prices string
@@ -170,7 +185,7 @@ func (f *experimentRunFlags) target(getenv func(string) string) (experiment.Targ
 
 // runExperimentRun runs (or resumes) an experiment, scores it and gates it.
 func (m *Main) runExperimentRun(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("experiment run", "experiment run --cases FILE (--cmd CMD | --openai URL --model M | --http URL --body TPL | --a2a CARD_URL | --mcp-cmd CMD --mcp-tool NAME) [--trials N] [--concurrency N] [--out DIR | --resume DIR] [--against ID|DIR [--policy FILE]] [--json]")
+	fs := m.newFlagSet("experiment run", "experiment run --cases FILE (--cmd CMD | --openai URL --model M | --http URL --body TPL | --a2a CARD_URL | --mcp-cmd CMD --mcp-tool NAME) [--trials N] [--concurrency N] [--out DIR | --resume DIR] [--against ID|DIR [--policy FILE]] [--json]\n\n"+experimentAuthorization)
 	var f experimentRunFlags
 	f.register(m, fs)
 	if err := parseFlags(fs, args); err != nil {

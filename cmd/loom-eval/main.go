@@ -95,6 +95,7 @@ func commands() map[string]command {
 		"approve":          {"approve a run waiting for a human: a workflow gate or a held tool call (approve RUN ID --approver WHO)", (*Main).runApprove},
 		"deny":             {"deny a run's approval: a workflow stops there, an agent is told who denied it and why (deny RUN ID --approver WHO --reason TEXT)", (*Main).runDeny},
 		"approvals":        {"list the runs waiting for a human: workflow gates and held tool calls, with the tool, arguments and why (approvals [--json])", (*Main).runApprovals},
+		"policy":           {"the authorization policy of run, suite run, ci, a2a/mcp serve and workflow run: print the built-in default (policy default) or check a rules file (policy check FILE)", (*Main).runPolicy},
 		"audit":            {"verify a policy audit log's hash chain, naming any edited, dropped or reordered entry (audit verify FILE)", (*Main).runAudit},
 		"security-eval":    {"the prompt-injection suite: both reference agents, planted instructions, scripted models, policy off/on/strict (table of attack success and utility)", (*Main).runSecurityEval},
 		"a2a":              {"serve a reference agent over the Agent2Agent protocol (a2a serve --agent research|coding), see docs/protocols.md", (*Main).runA2A},

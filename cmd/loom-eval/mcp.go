@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -133,7 +134,7 @@ func (m *Main) mcpServeTools(ctx context.Context, f *mcpServeFlags) ([]runtime.T
 // runMCPServe serves Loomwork's tools over MCP: stdio by default, or
 // Streamable HTTP with --http (bearer token required).
 func (m *Main) runMCPServe(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F [--allow-origin https://app.example]] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces] [--policy FILE [--audit LOG]]")
+	fs := m.newFlagSet("mcp serve", "mcp serve [--http 127.0.0.1:8765 --token-file F [--allow-origin https://app.example]] [--dataset DIR] [--exclude-issues 12,40] [--store URL] [--no-python] [--no-traces] [--policy default|FILE|none] [--audit LOG]")
 	var f mcpServeFlags
 	f.register(fs, m.tracesStoreFlag(fs))
 	var pol policyFlags
@@ -381,6 +382,37 @@ func (m *Main) mcpConnect(ctx context.Context, f *mcpFlags, tp trace.TracerProvi
 		}
 	}
 	return clients, stop, nil
+}
+
+// mcpTooled is an agent with its MCP servers' tools: the remote tools'
+// taint origins (for the guard) and the task attributes that journal the
+// servers' pinned tool lists (nil without servers).
+type mcpTooled struct {
+	agent   runtime.Agent
+	origins map[string]string
+	attrs   json.RawMessage
+}
+
+// mcpTools connects the --mcp / --mcp-url servers and gives agent their
+// tools, for a command that serves or steps the agent (a2a serve, workflow
+// run). stop ends the servers; call it even on an error.
+func (m *Main) mcpTools(ctx context.Context, f *mcpFlags, agent runtime.Agent, tp trace.TracerProvider) (mcpTooled, func(), error) {
+	clients, stop, err := m.mcpConnect(ctx, f, tp)
+	if err != nil {
+		return mcpTooled{agent: agent}, stop, err
+	}
+	out := mcpTooled{agent: agent}
+	if len(clients) == 0 {
+		return out, stop, nil
+	}
+	if out.agent, err = withMCPTools(agent, clients, f); err != nil {
+		return out, stop, err
+	}
+	out.origins = mcp.Origins(clients...)
+	if out.attrs, err = mcp.Attributes(nil, clients...); err != nil {
+		return out, stop, &ExitError{Code: ExitRuntimeErr, Err: err}
+	}
+	return out, stop, nil
 }
 
 // withMCPTools gives agent the servers' tools. A tool named like one of

@@ -58,6 +58,9 @@ func TestRunMCPServerEverythingSeesNoSecrets(t *testing.T) {
 	t.Setenv("LOOMWORK_TEST_NAMED", "named-value-31f")
 	t.Chdir(t.TempDir())
 	ctx := context.Background()
+	// The default policy denies an MCP server's tools: this rules file
+	// names get-env, so the call runs and its output is what is checked.
+	os.WriteFile("policy.json", []byte(`{"version": 1, "rules": [{"tool": "get-env", "decision": "allow", "note": "the test reads what the server sees"}]}`), 0o644)
 
 	for _, tc := range []struct {
 		name  string
@@ -73,7 +76,7 @@ func TestRunMCPServerEverythingSeesNoSecrets(t *testing.T) {
 			db := tc.name + ".db"
 			args := append([]string{"--agent", "research", "--task", "print the environment", "--run-id", "r-" + tc.name,
 				"--dataset", ds, "--provider", "openai", "--model", f.model, "--base-url", f.baseURL,
-				"--journal", db, "--journal-out", tc.name + ".jsonl", "--json", "--mcp", "everything=" + server}, tc.extra...)
+				"--journal", db, "--journal-out", tc.name + ".jsonl", "--json", "--mcp", "everything=" + server, "--policy", "policy.json"}, tc.extra...)
 			var out, errb bytes.Buffer
 			m := newTestMain(&out, &errb, map[string]string{"OPENAI_API_KEY": key, "LOOMWORK_MCP_TOKEN": token})
 			if err := m.runRun(ctx, args); err != nil {

@@ -400,4 +400,24 @@ func TestSuiteRunUnderAPolicy(t *testing.T) {
 	if _, _, code := cli(t, "suite", "run", "--cases", cases, "--out", "suite2", "--dataset", ds, "--policy", bad); code != ExitUsage {
 		t.Fatalf("a bad policy: exit %d, want %d", code, ExitUsage)
 	}
+	// Without --policy the built-in default policy applies: every trial's
+	// run records it and each call is decided (the research agent's reads:
+	// allowed) and audited; --policy none opts out.
+	mustCLI(t, "suite", "run", "--cases", cases, "--trials", "1", "--out", "suite3", "--dataset", ds, "--no-experiment")
+	js, _ := filepath.Glob(filepath.Join("suite3", "journals", "*.jsonl"))
+	b, _ := os.ReadFile(js[0])
+	if len(js) != 1 || !strings.Contains(string(b), `"policy":{"name":"default","rules":`) || !strings.Contains(string(b), `"kind":"policy_decision"`) || strings.Contains(string(b), `"decision":"deny"`) {
+		t.Fatalf("the default-policy suite's journal (%v) does not record the default's decisions:\n%.600s", js, b)
+	}
+	if logs, _ := filepath.Glob(filepath.Join("suite3", "audit", "*.jsonl")); len(logs) != 1 {
+		t.Fatalf("default policy: audit logs %v, want the one worker's", logs)
+	}
+	mustCLI(t, "suite", "run", "--cases", cases, "--trials", "1", "--out", "suite4", "--dataset", ds, "--no-experiment", "--policy", "none")
+	js, _ = filepath.Glob(filepath.Join("suite4", "journals", "*.jsonl"))
+	if b, _ := os.ReadFile(js[0]); strings.Contains(string(b), `"kind":"policy_decision"`) || strings.Contains(string(b), `"policy":`) {
+		t.Fatalf("--policy none: the journal holds decisions:\n%.600s", b)
+	}
+	if logs, _ := filepath.Glob(filepath.Join("suite4", "audit", "*.jsonl")); len(logs) != 0 {
+		t.Fatalf("--policy none: audit logs %v", logs)
+	}
 }

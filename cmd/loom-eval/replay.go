@@ -14,6 +14,7 @@ import (
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/mcp"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/runtime/bookkeeper"
@@ -75,9 +76,27 @@ func (f *replayFlags) register(fs *flag.FlagSet) {
 	f.rescore = fs.Bool("rescore", false, "derive the reports from the recorded events alone; execute nothing")
 	f.trialsOut = fs.String("trials-out", "", "write one trial record per run (JSONL) to this file, for loom-eval score")
 	f.endpoint = fs.String("otlp-endpoint", "", "send the replay's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve)")
-	f.policyFile = fs.String("policy", "", "re-decide every tool call with this policy rules `file` (journals recorded under a policy carry its decisions)")
+	f.policyFile = fs.String("policy", "", "re-decide every tool call with this policy instead of the one each journal records it was decided under (the default: a journal records its policy, and one recorded without any replays without): a rules `file`, "+policy.DefaultName+" (the built-in policy), or "+policy.NoneName+" (no authorization: a journal's decisions then diverge)")
 	f.strict = fs.Bool("strict", false, "also fail (exit 1) when a re-executed tool returns a different result")
 	f.casesFile = fs.String("cases", "", "with --trials-out: the case file the journals' runs attempted, recorded in the experiment and graded on (default: a case file of the runs' own tasks, written into the experiment folder)")
+}
+
+// setPolicy applies --policy to the replay: nothing given, each run is
+// re-decided under the policy its journal records; none, under none; a
+// file or default, under it.
+func (f *replayFlags) setPolicy(cfg *replay.Config) error {
+	switch *f.policyFile {
+	case "":
+	case policy.NoneName:
+		cfg.NoRecordedPolicy = true
+	default:
+		g, err := policyGuard(*f.policyFile)
+		if err != nil {
+			return err
+		}
+		cfg.Authorizer = g
+	}
+	return nil
 }
 
 // runReplay re-runs journals with their recorded model answers, executing
@@ -114,12 +133,8 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 		return err
 	}
 	r := &replayer{rescore: *f.rescore, cfg: replay.Config{Registry: reg, CaptureContent: ref.replayCapture()}}
-	if *f.policyFile != "" {
-		g, err := policyGuard(*f.policyFile)
-		if err != nil {
-			return err
-		}
-		r.cfg.Authorizer = g
+	if err := f.setPolicy(&r.cfg); err != nil {
+		return err
 	}
 	tp, flush, err := m.otlpTracing(ctx, "replay", *f.endpoint)
 	if err != nil {

@@ -37,7 +37,7 @@ import (
 
 const runUsage = "run --agent research|coding (--task TEXT | --case FILE [--case-id ID]) [--trials N] " +
 	"[--provider scripted|openai|anthropic] [--model M] [--base-url URL] [--journal FILE.db] [--journal-out FILE.jsonl] " +
-	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] [--policy FILE [--audit LOG]] [--mcp NAME=CMD [--mcp-replace NAME=TOOL]] [--egress FILE] [--sandbox-pool N] " +
+	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] [--policy default|FILE|none] [--audit LOG] [--mcp NAME=CMD [--mcp-replace NAME=TOOL]] [--egress FILE] [--sandbox-pool N] [--scripted-model agent|obeys-everything] [--evidence FILE] " +
 	"[--experiment-out DIR | --no-experiment] [--label L] [--json]"
 
 // judgedDataset is the judged set a command reads: its --dataset flag,
@@ -107,7 +107,7 @@ type runTask struct {
 type runFlags struct {
 	agentName, taskText, caseFile, caseID, caseTag, provider, model, baseURL, apiKeyEnv *string
 	journalPath, journalOut, runID, endpoint, ctxStrategy, ctxSummarizer                *string
-	dataset, indexCache, workspaces, memoryDB, egress                                   *string
+	dataset, indexCache, workspaces, memoryDB, egress, scriptedModel, evidence          *string
 	trials, ctxBudget, maxSteps, maxTokens, sandboxPool                                 *int
 	budgetUSD                                                                           *float64
 	deterministic                                                                       *bool
@@ -140,6 +140,8 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.egress = fs.String("egress", "", "coding: run_python's network policy, a JSON `file` (allow/deny rules and credentials the host's proxy injects; docs/sandbox.md); default: no network")
 	f.sandboxPool = fs.Int("sandbox-pool", 0, "coding: keep this many sandboxes started ahead of time (warm starts; docs/sandbox.md)")
 	f.memoryDB = fs.String("memory", "", "research: recall from this memory store (SQLite, e.g. .loomwork/memory.db) into the context's memory tier before each run, and distill each finished run into it (scope default/research/default)")
+	f.scriptedModel = fs.String("scripted-model", scriptedAgent, "with --provider scripted: "+scriptedModelUsage)
+	f.evidence = fs.String("evidence", "", "pre-retrieved evidence for the context's evidence tier: a JSONL `file` of {\"id\", \"text\", \"provenance\"} (untrusted: under a policy, a write derived from it is held for approval; journaled with the run)")
 	f.deterministic = fs.Bool("deterministic", false, "stamp journal events with a logical clock (2026-01-01T00:00:00Z + 1 ms per event) so a scripted recording is byte-identical on every machine; recorded durations are then logical")
 }
 
@@ -176,6 +178,9 @@ func (f *runFlags) validate() error {
 			return usageError("run: --context-summarizer model needs a live provider")
 		}
 	case "openai", "anthropic":
+		if *f.scriptedModel != scriptedAgent {
+			return usageError("run: --scripted-model is for --provider scripted")
+		}
 		if *f.model == "" {
 			return usageError("run: --provider %s needs --model", *f.provider)
 		}
@@ -301,6 +306,14 @@ func (m *Main) codingAgent(ctx context.Context, f *runFlags) (runtime.Agent, fun
 	}
 	sb, stopSandbox := pooledSandbox(ctx, *f.sandboxPool)
 	release := func() { _ = stopSandbox() }
+	if *f.sandboxPool > 0 {
+		// The pool fills while the run starts, so the first execution can
+		// claim a warm sandbox (each records which it got).
+		if err := sb.Start(ctx); err != nil {
+			release()
+			return runtime.Agent{}, nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("run: --sandbox-pool: start the sandbox: %w", err)}
+		}
+	}
 	a, err := coding.New(coding.Config{Sandbox: sb, WorkRoot: work, Egress: egress})
 	if err != nil {
 		release()
@@ -393,10 +406,7 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	}
 	r := &runner{f: &f, ref: &ref, live: f.live(), out: m.Stderr,
 		memScope: memory.Scope{Tenant: "default", Agent: research.Name, Namespace: "default"}}
-	if r.spec, err = f.contextSpec(); err != nil {
-		return err
-	}
-	if r.mem, err = f.openMemory(ctx, r.spec); err != nil {
+	if err := r.setContext(ctx); err != nil {
 		return err
 	}
 	if r.mem != nil {
@@ -441,6 +451,8 @@ type runner struct {
 	ref       *referenceFlags
 	live      bool
 	spec      *runtime.ContextSpec // nil: no context layer
+	evidence  []runtime.TierDoc    // --evidence
+	obeys     runtime.Model        // --scripted-model obeys-everything; nil: the agent's own
 	mem       *memory.Store        // nil: no --memory
 	memScope  memory.Scope
 	tp        trace.TracerProvider
@@ -455,6 +467,29 @@ type runner struct {
 	audit     *policy.AuditLog   // --audit, shared by the guard and the queue
 	approvals runtime.Approvals  // the queue of held calls (with a policy)
 	out       io.Writer          // where a suspended run says how to resume
+}
+
+// setContext sets what the runs are given besides their task: the context
+// layer, the memory store (--memory), the pre-retrieved evidence
+// (--evidence) and the scripted model (--scripted-model).
+func (r *runner) setContext(ctx context.Context) (err error) {
+	f := r.f
+	if r.obeys, err = scriptedModel("run", *f.scriptedModel); err != nil {
+		return err
+	}
+	if r.spec, err = f.contextSpec(); err != nil {
+		return err
+	}
+	if *f.evidence != "" {
+		if r.spec == nil {
+			return usageError("run: --evidence goes into the context layer's evidence tier; --context-strategy none has none")
+		}
+		if r.evidence, err = loadEvidence(*f.evidence); err != nil {
+			return err
+		}
+	}
+	r.mem, err = f.openMemory(ctx, r.spec)
+	return err
 }
 
 // setTools gives the runner its agent with the MCP servers' tools
@@ -536,6 +571,8 @@ func (r *runner) model(trial int) runtime.Model {
 	switch {
 	case r.live:
 		return r.gw
+	case r.obeys != nil:
+		return r.obeys
 	case *r.f.agentName == research.Name:
 		return research.Policy(research.PolicyConfig{QueryStyle: research.QueryStyleForTrial(trial), Counter: r.counter})
 	default:
@@ -554,6 +591,16 @@ func (r *runner) runOne(ctx context.Context, t runTask, trial int) (runResult, e
 	recalled, resumed, err := r.recall(ctx, &rcfg, id, t.input)
 	if err != nil {
 		return runResult{}, err
+	}
+	if len(r.evidence) > 0 && !resumed {
+		// A resumed run with memory took its whole context, evidence
+		// included, from the journal.
+		base := *r.spec
+		if rcfg.Context != nil {
+			base = *rcfg.Context
+		}
+		spec := withEvidence(base, r.evidence)
+		rcfg.Context = &spec
 	}
 	// The summariser's calls get their own chat spans and are priced
 	// and logged here: the journal keeps only the summary text.
@@ -577,7 +624,11 @@ func (r *runner) runOne(ctx context.Context, t runTask, trial int) (runResult, e
 	if err != nil {
 		var de *journal.DivergenceError
 		if errors.As(err, &de) {
-			return runResult{}, &ExitError{Code: ExitFailure, Err: fmt.Errorf("run %s: the journal %s already holds this run id with different steps: %w", id, *r.f.journalPath, err)}
+			hint := ""
+			if de.Produced != nil && de.Produced.Kind == journal.KindDecision && de.Recorded != nil && de.Recorded.Kind != journal.KindDecision {
+				hint = " (it was recorded without a policy: resume it with --policy none)"
+			}
+			return runResult{}, &ExitError{Code: ExitFailure, Err: fmt.Errorf("run %s: the journal %s already holds this run id with different steps%s: %w", id, *r.f.journalPath, hint, err)}
 		}
 		return runResult{}, &ExitError{Code: ExitRuntimeErr, Err: err}
 	}

@@ -23,9 +23,11 @@ import (
 
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/gateway/providertest"
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/pricing"
+	"github.com/loomwork/loomwork/semconv"
 )
 
 // These tests run `loom-eval run --provider openai|anthropic` end to end
@@ -570,7 +572,7 @@ func TestRootRunCodingScriptedProviderWithTheDefaultRelativeWorkspacesRunsThePro
 	bin := buildLoomEval(t)
 	dir := t.TempDir()
 	sol := coding.Solutions()[0] // a task the scripted policy plays
-	stdout, stderr, code := runBinary(t, bin, dir, envWithoutKeys(), "run", "--agent", "coding", "--json", "--task", sol.Task)
+	stdout, stderr, code := runBinary(t, bin, dir, envWithoutKeys(), "run", "--agent", "coding", "--json", "--task", sol.Task, "--journal-out", "plain.jsonl")
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -591,9 +593,18 @@ func TestRootRunCodingScriptedProviderWithTheDefaultRelativeWorkspacesRunsThePro
 	policy := filepath.Join(dir, "egress.json")
 	os.WriteFile(policy, []byte(`{"allow":[{"host":"pypi.internal.test","ports":[443]}]}`), 0o644)
 	stdout, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "run", "--agent", "coding", "--json", "--task", sol.Task,
-		"--sandbox-pool", "1", "--egress", policy, "--journal", "pooled.db")
+		"--sandbox-pool", "1", "--egress", policy, "--journal", "pooled.db", "--journal-out", "pooled.jsonl")
 	if code != ExitOK || !strings.Contains(stdout, "output:"+sol.Expected) {
 		t.Fatalf("pooled run under an egress policy: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// Each execution records whether it claimed a warm sandbox: without a
+	// pool every one is cold; with one (started with the run, so it fills
+	// while the run starts) the first is warm.
+	if starts := sandboxStarts(t, filepath.Join(dir, "plain.jsonl")); len(starts) == 0 || slices.Contains(starts, semconv.SandboxStartWarm) || slices.Contains(starts, "") {
+		t.Fatalf("run_python starts without a pool: %v, want all cold", starts)
+	}
+	if starts := sandboxStarts(t, filepath.Join(dir, "pooled.jsonl")); len(starts) == 0 || starts[0] != semconv.SandboxStartWarm || slices.Contains(starts, "") {
+		t.Fatalf("run_python starts with --sandbox-pool 1: %v, want the first warm and every one recorded", starts)
 	}
 	os.WriteFile(policy, []byte(`{"allow":[]}`), 0o644)
 	if _, stderr, code = runBinary(t, bin, dir, envWithoutKeys(), "run", "--agent", "coding", "--task", sol.Task, "--egress", policy); code != ExitUsage || !strings.Contains(stderr, "run: --egress") {
@@ -685,4 +696,28 @@ func TestRootRunLiveProviderCodingAgentRunsTheModelsProgramInTheSandbox(t *testi
 			assertNoKey(t, key, where)
 		})
 	}
+}
+
+// sandboxStarts reads a journal's run_python results: how each execution
+// started (loomwork.sandbox.start; "" where not recorded), in order.
+func sandboxStarts(t *testing.T, path string) []string {
+	t.Helper()
+	runs, err := journal.ReadJSONLFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range runs {
+		for _, e := range r.Events {
+			if e.Kind != journal.KindToolResult || e.Tool != "run_python" {
+				continue
+			}
+			var tr journal.ToolResult
+			if err := json.Unmarshal(e.Payload, &tr); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, tr.Attrs[semconv.AttrSandboxStart])
+		}
+	}
+	return out
 }

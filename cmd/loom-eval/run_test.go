@@ -112,3 +112,35 @@ func TestRunNamesTheBadCaseTag(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// --scripted-model, --evidence and --policy are refused with exit 2 when
+// they cannot apply, each error naming the flag (and the file's line).
+func TestRunRefusesBadModelEvidenceAndPolicyFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(text), 0o644)
+		return p
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scripted-model", "obeys-sometimes"}, `--scripted-model must be agent or obeys-everything (got "obeys-sometimes")`},
+		{[]string{"--provider", "openai", "--model", "m", "--scripted-model", "obeys-everything"}, "--scripted-model is for --provider scripted"},
+		{[]string{"--evidence", file("bad.jsonl", `{"id":"a","text":"t"}`+"\n"+`{"id":"b","txt":"t"}`+"\n")}, `bad.jsonl line 2: json: unknown field "txt"`},
+		{[]string{"--evidence", file("dup.jsonl", `{"id":"a","text":"t"}`+"\n"+`{"id":"a","text":"u"}`+"\n")}, `dup.jsonl line 2: id "a" already on line 1`},
+		{[]string{"--evidence", file("empty.jsonl", `{"id":"a","text":""}`+"\n")}, "empty.jsonl line 1: id and text must be set"},
+		{[]string{"--evidence", file("ok.jsonl", `{"id":"a","text":"t"}`+"\n"), "--context-strategy", "none"}, "--context-strategy none has none"},
+		{[]string{"--policy", file("p.json", `{"version":1,"rules":[{"tool":"x","decision":"maybe"}]}`)}, `decision must be allow or deny (got "maybe")`},
+		{[]string{"--policy", filepath.Join(dir, "missing.json")}, "run: --policy"},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"--agent", "research", "--task", "x", "--journal", filepath.Join(dir, "j.db"), "--no-experiment"}, c.args...)
+		err := newTestMain(&out, &errb, nil).runRun(context.Background(), args)
+		var ee *ExitError
+		if !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want a usage error saying %q", c.args, err, c.want)
+		}
+	}
+}

@@ -181,7 +181,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.runsDir = fs.String("runs-dir", "", "directory of journals (*.jsonl) and replay reports (loom-eval replay --json) for the Runs pages; other files there are listed as other files")
 	f.reportsDir = fs.String("reports-dir", "", "directory of score reports (loom-eval score --format json) for the Reports pages; other files there are listed as other files")
 	f.approvalsJournal = fs.String("approvals-journal", "", "workflow journal (SQLite) whose suspended approval gates the UI lists and answers at /approvals (answers need --auth-token), and whose workflow runs /workflows lists")
-	f.auditFile = fs.String("audit", defaultAuditFile, "policy audit log the UI shows at /audit, with whether its hash chain verifies (what run --policy and a2a serve --policy append to; empty: none)")
+	f.auditFile = fs.String("audit", defaultAuditFile, "policy audit log the UI shows at /audit, with whether its hash chain verifies (what run, ci, a2a serve, mcp serve, workflow run, approve and deny append to by default; suite run's workers keep one each in OUT/audit/; empty: none)")
 	f.datasetsDir = fs.String("datasets", defaultDatasetsDir, "folder of versioned case datasets the UI lists (/datasets) and grows from ticked traces; loom-eval datasets list|show|commit reads it too (empty: none)")
 	f.labelsFile = fs.String("labels", "", "human labels file (labels JSONL, created if missing) that the UI's label form appends to and /labels exports; loom-eval labels agreement --labels reads it")
 	f.ablationsDir = fs.String("ablations-dir", "", "directory of ablation results (the report.json of loom-eval ablate --out DIR) for the Ablations pages; other files there are listed as other files")

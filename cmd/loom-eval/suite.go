@@ -20,7 +20,7 @@ import (
 	"github.com/loomwork/loomwork/internal/coord"
 )
 
-const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--policy FILE] [--experiment-out DIR | --no-experiment] [--json]\n" +
+const suiteUsage = "suite run --cases FILE [--tag T] [--agent research|coding] [--trials N] [--workers K] [--out DIR] [--lease D] [--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--policy default|FILE|none] [--experiment-out DIR | --no-experiment] [--json]\n" +
 	"       loom-eval suite status [--out DIR] [--json]"
 
 // runSuite is `loom-eval suite run|status`: an eval suite split into
@@ -67,7 +67,7 @@ func (f *suiteRunFlags) register(fs *flag.FlagSet) {
 	f.lease = fs.Duration("lease", 30*time.Second, "lease of a claimed trial; a killed worker's trial is reclaimed after it (renewed every third)")
 	f.dataset = fs.String("dataset", "", "the research agent's judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	f.indexCache = fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
-	f.policyFile = fs.String("policy", "", "authorize every trial's tool calls with this policy rules `file` (docs/policy.md); the rules go into the suite's definition, so every worker applies them, and each worker appends its decisions to OUT/audit/WORKER.jsonl")
+	f.policyFile = fs.String("policy", policy.DefaultName, policyUsage("every trial's tool calls")+". The rules go into the suite's definition, so every worker applies them, and each worker appends its decisions to OUT/audit/WORKER.jsonl")
 	f.otlpEndpoint = fs.String("otlp-endpoint", "", "send each trial's spans over OTLP/gRPC to host:port (e.g. 127.0.0.1:4317 of loom-eval serve); the workers this run starts send there too")
 }
 
@@ -118,10 +118,8 @@ func (m *Main) suiteDefinition(f *suiteRunFlags, ref *referenceFlags) (suite.Def
 	def := suite.Definition{Agent: *f.agentName, Trials: *f.trials, Dir: filepath.Clean(*f.out), AbsDir: absOut,
 		Lease: suite.Duration(*f.lease), CasesDigest: coord.Digest(raw),
 		OTLPEndpoint: *f.otlpEndpoint, CaptureContent: ref.capture.or(true)}
-	if *f.policyFile != "" {
-		if def.Policy, err = os.ReadFile(*f.policyFile); err != nil {
-			return suite.Definition{}, usageError("suite run: --policy: %v", err)
-		}
+	if def.Policy, def.PolicyName, err = policyFileBytes("suite run", *f.policyFile); err != nil {
+		return suite.Definition{}, err
 	}
 	if *f.agentName == research.Name {
 		ds, err := m.judgedDataset(*f.dataset)
@@ -372,7 +370,7 @@ func suiteWorkerGuard(cfg *suite.WorkerConfig, def suite.Definition, id string) 
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("suite worker %s: audit: %w", id, err)}
 	}
 	what := "suite worker " + id
-	g, _, err := rulesGuard(what, r, auditFile, what, policy.GuardConfig{Principal: "agent:" + def.Agent})
+	g, _, err := rulesGuard(what, r, auditFile, what, policy.GuardConfig{Principal: "agent:" + def.Agent, Name: def.PolicyName})
 	if err != nil {
 		return err
 	}

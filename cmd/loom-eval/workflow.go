@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/approvals"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/workflow"
 	"github.com/loomwork/loomwork/semconv"
@@ -35,9 +36,10 @@ func (m *Main) openJournal(ctx context.Context, path string) (*journaldb.Store, 
 
 // workflowFlags are workflow run's and status's flags.
 type workflowFlags struct {
-	journal, runID, crashAfter, input, endpoint, dataset, indexCache, workspaces *string
-	asJSON                                                                       *bool
-	pol                                                                          policyFlags
+	journal, runID, crashAfter, input, endpoint, dataset, indexCache, workspaces, scriptedModel *string
+	asJSON                                                                                      *bool
+	pol                                                                                         policyFlags
+	mcp                                                                                         mcpFlags
 	// inputSet and auditSet say the flag was given (an empty --input is an
 	// input; --audit without --policy still receives the approval requests).
 	inputSet, auditSet bool
@@ -53,14 +55,16 @@ func (f *workflowFlags) register(fs *flag.FlagSet) {
 	f.dataset = fs.String("dataset", "", "research agent steps and tools: judged dataset folder (default $LOOMWORK_DATASET or the shipped copy)")
 	f.indexCache = fs.String("index-cache", ".loomwork/index", "research: folder for the persisted BM25 index")
 	f.workspaces = fs.String("workspaces", ".loomwork/workspaces", "coding agent steps: folder of per-run sandbox workspaces")
+	f.scriptedModel = fs.String("scripted-model", scriptedAgent, "agent steps: "+scriptedModelUsage)
+	f.mcp.add(fs, "give every agent step tools")
 	f.pol.register(fs)
-	fs.Lookup("audit").Usage = "hash-chained audit `log` (JSON lines) of the approval requests, and with --policy of every agent step's decisions; without --policy only when given"
+	fs.Lookup("audit").Usage = "hash-chained audit `log` (JSON lines) of every agent step's decisions and the approval requests; with --policy none only the approval requests, and only when given; empty: none"
 }
 
 // runWorkflow: workflow run NAME|FILE --run ID | workflow status ID.
 func (m *Main) runWorkflow(ctx context.Context, args []string) error {
 	if len(args) == 0 || (args[0] != "run" && args[0] != "status") {
-		fmt.Fprintln(m.Stderr, "Usage: loom-eval workflow run incident|FILE --run ID [--input TEXT] [--journal F] [--otlp-endpoint host:4317] [--policy FILE] [--audit LOG] [--crash-after STEP]\n       loom-eval workflow status ID [--journal F] [--json]")
+		fmt.Fprintln(m.Stderr, "Usage: loom-eval workflow run incident|FILE --run ID [--input TEXT] [--journal F] [--otlp-endpoint host:4317] [--policy default|FILE|none] [--audit LOG] [--mcp NAME=CMD | --mcp-url NAME=URL] [--scripted-model agent|obeys-everything] [--crash-after STEP]\n       loom-eval workflow status ID [--journal F] [--json]")
 		return usageError("workflow: want a subcommand: run or status")
 	}
 	sub := args[0]
@@ -145,7 +149,12 @@ func (m *Main) workflowRun(ctx context.Context, j *journaldb.Store, f *workflowF
 		return err
 	}
 	defer flush()
-	az, audit, err := f.pol.guard("workflow run", nil, tp)
+	clients, stopMCP, err := m.mcpConnect(ctx, &f.mcp, tp)
+	defer stopMCP()
+	if err != nil {
+		return err
+	}
+	az, audit, err := f.pol.guard("workflow run", mcp.Origins(clients...), tp)
 	if err != nil {
 		return err
 	}
@@ -161,7 +170,7 @@ func (m *Main) workflowRun(ctx context.Context, j *journaldb.Store, f *workflowF
 	if err != nil {
 		return err
 	}
-	wf, release, attrs, err := m.loadWorkflow(ctx, j, f, name, workflow.FileConfig{Journal: j, Authorizer: az, Approvals: q, TracerProvider: tp})
+	wf, release, attrs, err := m.loadWorkflow(ctx, j, f, name, workflow.FileConfig{Journal: j, Authorizer: az, Approvals: q, TracerProvider: tp}, clients)
 	if err != nil {
 		return err
 	}
@@ -181,7 +190,7 @@ func (m *Main) workflowRun(ctx context.Context, j *journaldb.Store, f *workflowF
 // loadWorkflow is the built-in workflow name, or the workflow file at
 // name compiled on cfg with the run's input (--input, else the input the
 // run started with), and the attributes of its invoke_workflow span.
-func (m *Main) loadWorkflow(ctx context.Context, j *journaldb.Store, f *workflowFlags, name string, cfg workflow.FileConfig) (*workflow.Workflow, func(), []attribute.KeyValue, error) {
+func (m *Main) loadWorkflow(ctx context.Context, j *journaldb.Store, f *workflowFlags, name string, cfg workflow.FileConfig, clients []*mcp.Client) (*workflow.Workflow, func(), []attribute.KeyValue, error) {
 	if mk, ok := workflows()[name]; ok {
 		wf, err := mk()
 		return wf, func() {}, nil, err
@@ -199,7 +208,7 @@ func (m *Main) loadWorkflow(ctx context.Context, j *journaldb.Store, f *workflow
 			return nil, nil, nil, &ExitError{Code: ExitRuntimeErr, Err: err}
 		}
 	}
-	cfg.Agents = m.workflowAgents(f)
+	cfg.Agents = m.workflowAgents(f, clients)
 	wf, release, err := workflow.Compile(file, cfg)
 	if err != nil {
 		return nil, nil, nil, usageError("workflow run: %v", err)
@@ -208,14 +217,27 @@ func (m *Main) loadWorkflow(ctx context.Context, j *journaldb.Store, f *workflow
 }
 
 // workflowAgents opens a file's reference agents as a2a serve does: the
-// agent with its scripted policy (labelled scripted).
-func (m *Main) workflowAgents(f *workflowFlags) func(context.Context, string) (workflow.RefAgent, error) {
+// agent with its scripted policy or --scripted-model's (labelled
+// scripted), and the tools of the MCP servers clients (whose pinned lists
+// every agent step journals).
+func (m *Main) workflowAgents(f *workflowFlags, clients []*mcp.Client) func(context.Context, string) (workflow.RefAgent, error) {
 	return func(ctx context.Context, name string) (workflow.RefAgent, error) {
-		served, release, err := m.a2aAgent(ctx, &a2aServeFlags{agentName: &name, dataset: f.dataset, indexCache: f.indexCache, workspaces: f.workspaces})
+		served, release, err := m.a2aAgent(ctx, &a2aServeFlags{agentName: &name, dataset: f.dataset, indexCache: f.indexCache, workspaces: f.workspaces, scriptedModel: f.scriptedModel, cmd: "workflow run"})
 		if err != nil {
 			return workflow.RefAgent{}, err
 		}
-		return workflow.RefAgent{Agent: served.agent, Model: served.model, Release: release}, nil
+		ra := workflow.RefAgent{Agent: served.agent, Model: served.model, Release: release}
+		if len(clients) == 0 {
+			return ra, nil
+		}
+		if ra.Agent, err = withMCPTools(served.agent, clients, &f.mcp); err == nil {
+			ra.Attributes, err = mcp.Attributes(nil, clients...)
+		}
+		if err != nil {
+			release()
+			return workflow.RefAgent{}, err
+		}
+		return ra, nil
 	}
 }
 
@@ -273,7 +295,7 @@ func (m *Main) answer(ctx context.Context, verb string, args []string) error {
 	journalPath := fs.String("journal", ".loomwork/runs.journal.db", "SQLite journal holding the run and its approval queue")
 	approver := fs.String("approver", "", "who answers (required; journaled and audited)")
 	reason := fs.String("reason", "", "why (required to deny; the run is told it)")
-	auditPath := fs.String("audit", "", "policy audit log (JSON lines) that receives the answer")
+	auditPath := fs.String("audit", defaultAuditFile, "policy audit `log` (JSON lines) that receives the answer, with who gave it and why (the log runs append their decisions to by default); empty: none")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -346,7 +368,7 @@ func (a webApprovals) Pending(ctx context.Context) ([]web.PendingApproval, error
 	out := make([]web.PendingApproval, 0, len(ps))
 	for _, p := range ps {
 		out = append(out, web.PendingApproval{RunID: p.RunID, Kind: p.Kind, Workflow: p.Name, Step: p.ID, Tool: p.Tool,
-			Arguments: p.Arguments, Reason: p.Reason, Origin: p.Origin, Since: p.Requested})
+			Arguments: p.Arguments, Reason: p.Reason, Origin: p.Origin, Prompt: p.Prompt, Since: p.Requested})
 	}
 	return out, nil
 }

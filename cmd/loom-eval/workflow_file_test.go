@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/agents/a2a"
+	"github.com/loomwork/loomwork/agents/approvals"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
@@ -125,6 +128,7 @@ func TestWorkflowFileFromTheDocs(t *testing.T) {
 			t.Fatalf("status lacks %q:\n%s", want, status)
 		}
 	}
+	checkGatePrompt(t, jp, b.Reader(), "The desk says: Set primary in the theme palette of mkdocs.yml. Research it?")
 	if out, _, code := cli(t, "approve", "t-1", "approve", "--approver", "lead@example.invalid", "--journal", jp, "--audit", audit); code != ExitOK {
 		t.Fatalf("approve: exit %d %s", code, out)
 	}
@@ -141,6 +145,37 @@ func TestWorkflowFileFromTheDocs(t *testing.T) {
 	checkDocUI(t, jp, b.Reader(), traceID[1])
 	if out, _, code := cli(t, "audit", "verify", audit); code != ExitOK || !strings.Contains(out, "chain verifies") {
 		t.Fatalf("audit verify: exit %d %s", code, out)
+	}
+}
+
+// checkGatePrompt: the gate waiting in the queue shows what it asks —
+// the approval step's rendered prompt — in loom-eval approvals (human and
+// --json) and on the /approvals page.
+func checkGatePrompt(t *testing.T, jp string, r store.Reader, prompt string) {
+	t.Helper()
+	out, _, code := cli(t, "approvals", "--journal", jp)
+	if code != ExitOK || !strings.Contains(out, "t-1  approve  workflow gate (docs_triage)  pending") || !strings.Contains(out, "    asks: "+prompt) {
+		t.Fatalf("approvals: exit %d, want the gate with its prompt:\n%s", code, out)
+	}
+	out, _, code = cli(t, "approvals", "--journal", jp, "--json")
+	var e approvals.Entry
+	if code != ExitOK || json.Unmarshal([]byte(strings.TrimSpace(out)), &e) != nil || e.Prompt != prompt || e.Kind != approvals.KindWorkflow {
+		t.Fatalf("approvals --json: exit %d, want one gate with prompt %q:\n%s", code, prompt, out)
+	}
+	ctx := context.Background()
+	aq, err := openApprovalsFile(ctx, jp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aq.Close()
+	srv, err := web.New(web.Config{}, web.Deps{Traces: r, Approvals: aq.Web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/approvals", nil))
+	if page := rec.Body.String(); rec.Code != http.StatusOK || !strings.Contains(page, `<td class="approval-prompt">`+html.EscapeString(prompt)+`</td>`) {
+		t.Fatalf("/approvals: %d, want the gate's prompt in its row:\n%s", rec.Code, page)
 	}
 }
 
