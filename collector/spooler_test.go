@@ -196,6 +196,7 @@ func TestSpoolRidesOutAStoreOutage(t *testing.T) {
 // A full spool refuses with the retryable statuses OTLP defines, and takes
 // data again once the store drained it.
 func TestFullSpoolAnswersResourceExhaustedAnd429(t *testing.T) {
+	testtier.NoRace(t, "TestRestartKeepsEveryAcknowledgedSpanExactlyOnce")
 	testtier.Slow(t)
 	t.Parallel() // its own store (database), server and directories
 	st, chs, db := openClickHouse(t)

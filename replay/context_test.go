@@ -56,6 +56,7 @@ func recordContextRun(t *testing.T, runID string, spec *runtime.ContextSpec, sum
 }
 
 func TestContextRunReplaysIdenticallyWithNoContextLayerConfigured(t *testing.T) {
+	testtier.NoRace(t, "TestReplayOfARecordedRunIsTheIdentity")
 	testtier.Slow(t) // the layer counts every request with o200k_base, CPU-heavy under -race
 	t.Parallel()
 	spec := &runtime.ContextSpec{Strategy: "shrink+summarise+pins", Budget: 1500}
@@ -74,6 +75,7 @@ func TestContextRunReplaysIdenticallyWithNoContextLayerConfigured(t *testing.T) 
 }
 
 func TestModelSummariesAreReusedOnReplay(t *testing.T) {
+	testtier.NoRace(t, "TestReplayOfARecordedRunIsTheIdentity")
 	testtier.Slow(t) // the layer counts every request with o200k_base, CPU-heavy under -race
 	t.Parallel()
 	spec := &runtime.ContextSpec{Strategy: "shrink+summarise+pins", Budget: 1500, Summarizer: runtime.SummarizerModel}

@@ -15,6 +15,7 @@ import (
 // documents, is journaled in run_started, so the engine rebuilds every
 // request and its hash.
 func TestTieredRunReplaysIdentically(t *testing.T) {
+	testtier.NoRace(t, "TestReplayOfARecordedRunIsTheIdentity")
 	testtier.Slow(t) // the layer counts every request with o200k_base, CPU-heavy under -race
 	t.Parallel()
 	spec := &runtime.ContextSpec{Strategy: "shrink+summarise+pins", Tiers: &runtime.TierSpec{

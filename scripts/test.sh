@@ -46,6 +46,7 @@ chdir=""
 
 finish() {
   local rc=$?
+  if [ -n "${longpid:-}" ]; then kill -TERM -- "-$longpid" 2>/dev/null || true; fi
   if [ -n "$chdir" ]; then ./scripts/clickhouse.sh stop "$chdir" >/dev/null 2>&1 || true; fi
   echo
   if [ "$rc" -ne 0 ]; then
@@ -86,10 +87,7 @@ if [ "$mode" = fast ]; then
   exit 0
 fi
 
-step="go vet"
-echo "== $step (at ${SECONDS}s)"
-go vet ./...
-
+# Before any test builds: templ rewrites web's generated files.
 if find web -name '*.templ' | grep -q .; then
   step="templ generate (generated code must be committed and current)"
   echo "== $step (at ${SECONDS}s)"
@@ -133,14 +131,15 @@ fi
 # tests marked testtier.NoRace (each names the test that race-checks the
 # same code); everything else runs without the detector, which costs
 # those packages five- to ten-fold and finds nothing in them. Every test
-# runs once. The two longest packages — the README tour and the
-# reliability suite, minutes of child processes and timed outages — start
-# first, in the background, so they overlap the rest.
+# runs once.
 step="divide the packages: race where there is concurrency (scripts/racesplit)"
 echo "== $step (at ${SECONDS}s)"
 split=$(go run ./scripts/racesplit ./...)
 eval "$split"
-long="github.com/loomwork/loomwork/internal/repotest github.com/loomwork/loomwork/internal/reliability"
+# The three longest packages, none concurrent — the README tour, the
+# reliability suite (minutes of child processes and timed outages) and
+# the CLI's — start first, in the background, so they overlap the rest.
+long="github.com/loomwork/loomwork/internal/repotest github.com/loomwork/loomwork/internal/reliability github.com/loomwork/loomwork/cmd/loom-eval"
 plain=""
 for p in $PLAIN_PKGS; do case " $long " in *" $p "*) ;; *) plain="$plain $p" ;; esac; done
 export LOOMWORK_RACE_SPLIT=1
@@ -155,28 +154,37 @@ pass() {
   go test -count=1 -timeout "$timeout" -json ${TEST_FLAGS:-} "$@" 2>&1 | tee "$work/$name.json" |
     go run ./scripts/testsummary -quiet -summary "$work/$name.summary" >"$work/$name.log"
 }
-step="go test: the README tour and the reliability suite (background, without -race)"
+step="go test: the README tour, the reliability suite and the CLI (background, without -race)"
 echo "== $step (at ${SECONDS}s)"
+# Its own process group, so a run that stops early stops it too (finish).
+export -f pass
+export work timeout
 # shellcheck disable=SC2086
-( pass long $long; echo $? >"$work/long.rc" ) &
+setsid bash -c "pass long $long; echo \$? >'$work/long.rc'" </dev/null &
 longpid=$!
+
+step="go vet"
+echo "== $step (at ${SECONDS}s)"
+go vet ./...
+
 step="go test -race: packages with concurrency of their own"
 echo "== $step (at ${SECONDS}s)"
-# shellcheck disable=SC2086
 : >"$work/race.log"
+# shellcheck disable=SC2086
 pass race -race -skip "$RACE_SKIP" $RACE_PKGS & racepid=$!
 tail -n +1 -f "$work/race.log" --pid=$racepid || true
 wait $racepid || true
 step="go test: packages without concurrency, and the marked tests"
 echo "== $step (at ${SECONDS}s)"
-# shellcheck disable=SC2086
 : >"$work/plain.log"; : >"$work/marked.log"
+# shellcheck disable=SC2086
 { pass plain $plain; pass marked -run "$MARKED_RUN" $MARKED_PKGS; } & plainpid=$!
 tail -n +1 -q -f "$work/plain.log" "$work/marked.log" --pid=$plainpid || true
 wait $plainpid || true
-step="go test: waiting for the README tour and the reliability suite"
+step="go test: waiting for the README tour, the reliability suite and the CLI"
 echo "== $step (at ${SECONDS}s)"
 wait $longpid || true
+longpid=""
 cat "$work/long.log"
 
 step="go test (summary of the passes)"

@@ -123,6 +123,7 @@ func TestBrowserTraceListFilterTraceCriticalPathAndSpanPanel(t *testing.T) {
 }
 
 func TestBrowserBigTraceExpandsASubtreeInPlace(t *testing.T) {
+	testtier.NoRace(t, "TestBrowserReportComparisonAndItsTraces")
 	testtier.Slow(t)
 	t.Parallel() // a tab of the shared browser
 	ts, spans := sharedBigTraceServer(t)

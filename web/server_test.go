@@ -277,7 +277,7 @@ func TestUnknownTraceIs404AndAPIReturnsRollup(t *testing.T) {
 }
 
 func TestBigTraceOpensCollapsedPaginatedAndExpandsOneSubtree(t *testing.T) {
-	testtier.NoRace(t, "TestBrowserBigTraceExpandsASubtreeInPlace")
+	testtier.NoRace(t, "TestBrowserReportComparisonAndItsTraces")
 	testtier.Slow(t)
 	// make test reads the shared 30,000-span trace (598 steps a sub-agent:
 	// still over one page and under two, so every check below holds as

@@ -196,7 +196,7 @@ func TestBrowserConversationView(t *testing.T) {
 // The selection survives expanding subtrees (rows fetched after it was
 // made) and paging.
 func TestBrowserSelectionSurvivesExpandAndPaging(t *testing.T) {
-	testtier.NoRace(t, "TestBrowserBigTraceExpandsASubtreeInPlace")
+	testtier.NoRace(t, "TestBrowserReportComparisonAndItsTraces")
 	testtier.Slow(t)
 	t.Parallel() // a tab of the shared browser
 	ts, spans := sharedBigTraceServer(t)

@@ -184,6 +184,7 @@ func TestAgentTraceConversationsOnThePage(t *testing.T) {
 // holding it, its ancestors expanded and its row highlighted; paging keeps
 // the selection.
 func TestSelectedSpanIsRevealedAndKeptAcrossPages(t *testing.T) {
+	testtier.NoRace(t, "TestBrowserReportComparisonAndItsTraces")
 	testtier.Slow(t)
 	ts, spans := sharedBigTraceServer(t)
 	deep := spans[len(spans)-1] // the last step of the last sub-agent

@@ -151,6 +151,7 @@ func TestRecipePassesAndTheFreshRunReproducesTheRecording(t *testing.T) {
 // the replay step — which re-decides under the policy each journal
 // records — still passes.
 func TestFreshRunsAreAuthorizedAndAudited(t *testing.T) {
+	testtier.NoRace(t, "TestRollupRerankerAndJudgeDifferencesAreNamed")
 	testtier.Slow(t)
 	t.Parallel()
 	idx, sb := deps(t)

@@ -214,6 +214,7 @@ func TestValidateRefusesAForeignRecord(t *testing.T) {
 // trial, with the chat spans' messages when the suite captures content;
 // the trial records are the same as without tracing.
 func TestWorkersSendEachTrialsSpans(t *testing.T) {
+	testtier.NoRace(t, "TestReclaimedTrialResumesFromTheDeadAttemptsJournal")
 	testtier.Slow(t)
 	ctx := context.Background()
 	root := t.TempDir()
