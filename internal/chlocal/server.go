@@ -295,22 +295,34 @@ func ParsePorts(s string) (tcp, http int, ok bool) {
 
 // stop cancels the keep-alive query; chdb_query_cmdline then shuts
 // ClickHouse down cleanly (parts flushed, locks released) and returns.
+// The KILL is repeated until ClickHouse has stopped: a stop that comes
+// right after start-up (a parent that died at once, on a busy machine)
+// can run before the keep-alive statement has begun, kill nothing, and
+// leave the server running for good (TestProcessStopsWhenItsParentIsGone
+// timed out so under load).
 func (s *Server) stop(httpPort int, done <-chan string) error {
 	s.log.Info("stopping ClickHouse")
-	if httpPort != 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		q := "KILL QUERY WHERE position(query, concat('loomwork', '_keepalive')) > 0 SYNC"
-		if _, err := httpQuery(ctx, httpPort, q); err != nil {
-			s.log.Warn("cancel keep-alive query", "err", err)
+	deadline := time.NewTimer(s.cfg.StopTimeout)
+	defer deadline.Stop()
+	again := time.NewTicker(500 * time.Millisecond)
+	defer again.Stop()
+	for {
+		if httpPort != 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			q := "KILL QUERY WHERE position(query, concat('loomwork', '_keepalive')) > 0 SYNC"
+			if _, err := httpQuery(ctx, httpPort, q); err != nil {
+				s.log.Warn("cancel keep-alive query", "err", err)
+			}
+			cancel()
 		}
-		cancel()
-	}
-	select {
-	case <-done:
-		s.log.Info("ClickHouse stopped")
-		return nil
-	case <-time.After(s.cfg.StopTimeout):
-		return fmt.Errorf("clickhouse did not stop within %s", s.cfg.StopTimeout)
+		select {
+		case <-done:
+			s.log.Info("ClickHouse stopped")
+			return nil
+		case <-deadline.C:
+			return fmt.Errorf("clickhouse did not stop within %s", s.cfg.StopTimeout)
+		case <-again.C:
+		}
 	}
 }
 
