@@ -19,7 +19,8 @@ demo: build
 stop:
 	./scripts/demo.sh stop
 
-# The whole test suite: vet, gofmt, generated-code check, and `go test -race`
+# The whole test suite: vet, gofmt, generated-code check, and `go test`
+# (-race on every package whose own code is concurrent: scripts/racesplit)
 # against the embedded store AND a real local ClickHouse 26.7 (fetched once
 # into ~/.cache/loomwork and started on loopback for the run). CI runs this.
 test:

@@ -2,10 +2,11 @@
 # The test suite in its three tiers (docs/testing.md):
 #
 #   scripts/test.sh        the suite (make test, CI): vet, gofmt, generated
-#                          code, then `go test -race ./...` with a real local
-#                          ClickHouse started for the run (stopped by pid
-#                          afterwards); the README tour inside it runs the
-#                          CI recipe (`loom-eval ci`) as written
+#                          code, then `go test ./...` — under -race where the
+#                          code is concurrent (scripts/racesplit) — with a
+#                          real local ClickHouse started for the run (stopped
+#                          by pid afterwards); the README tour inside it runs
+#                          the CI recipe (`loom-eval ci`) as written
 #   scripts/test.sh fast   the developer loop (make check): gofmt and
 #                          `go test -short ./...` — pure and in-process
 #                          tests; a slow test says so and is left to the suite
