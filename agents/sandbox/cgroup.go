@@ -467,8 +467,11 @@ func newHybridLayout(v2Mount, pidsMount, memMount, parent string) (*hybridLayout
 		}
 	}
 	// cgroup.kill exists in non-root cgroups on kernels >= 5.14.
-	probe := filepath.Join(l.v2Base, fmt.Sprintf("probe-%d", os.Getpid()))
-	if err := os.Mkdir(probe, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	// A probe of its own: runners started at once in one process shared
+	// "probe-PID", and one's Rmdir made the other's Stat find no
+	// cgroup.kill ("lacks cgroup.kill" on a kernel that has it).
+	probe, err := os.MkdirTemp(l.v2Base, fmt.Sprintf("probe-%d-", os.Getpid()))
+	if err != nil {
 		return nil, fmt.Errorf("probe cgroup2 at %s: %w", l.v2Base, err)
 	}
 	_, serr := os.Stat(filepath.Join(probe, "cgroup.kill"))
