@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -339,8 +341,10 @@ func TestBrowserTickTracesReviewAndCommitADatasetVersion(t *testing.T) {
 		chromedp.Click(`#trace-table input[value="`+supportTraceB+`"]`),
 		chromedp.Click("#make-cases"), chromedp.WaitVisible("#draft-target"))
 	// A new dataset: name it, and the form says what it will make.
-	do(t, ctx, chromedp.SetValue("#target-dataset", "support"), chromedp.Click("#change-target"), chromedp.WaitVisible("#draft-form"))
-	if s := text(t, ctx, "#draft-target"); !strings.Contains(s, "this makes its version 1") {
+	// The click submits the form; the old page's #draft-form is visible
+	// until the new one replaces it, so wait for the new page's words.
+	do(t, ctx, chromedp.SetValue("#target-dataset", "support"), chromedp.Click("#change-target"))
+	if s := waitText(ctx, "#draft-target", "this makes its version 1"); !strings.Contains(s, "this makes its version 1") {
 		t.Fatalf("target says %q", s)
 	}
 	if n := count(t, ctx, "section.draft-case"); n != 1 {
@@ -387,4 +391,21 @@ func TestExperimentListNamesTheDatasetVersionItRan(t *testing.T) {
 	if items[1].DatasetVersion != nil {
 		t.Fatalf("an experiment on another file names %+v", items[1].DatasetVersion)
 	}
+}
+
+// waitText reads sel's text until it contains want, or 15 s have passed,
+// and returns the last text read: after a click that submits a form, the
+// old page answers until the new one replaces it (and a read during the
+// navigation fails, which is retried).
+func waitText(ctx context.Context, sel, want string) string {
+	var got string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if s, err := chromedp.Run(ctx, chromedp.Text(sel)); err == nil {
+			got = s
+			if strings.Contains(s, want) {
+				return s
+			}
+		}
+	}
+	return got
 }
