@@ -182,7 +182,7 @@ func TestEveryReadmeTourCommandRunsAsWritten(t *testing.T) {
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ui := freePort(t)
+	ui, grpcAddr, httpAddr := freePort(t), freePort(t), freePort(t)
 
 	var sh strings.Builder
 	fmt.Fprintf(&sh, `set -u
@@ -192,16 +192,18 @@ stop_bg() {
   if [ -n "$bg" ]; then kill -TERM "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; bg=""; fi
 }
 trap stop_bg EXIT
-wait_ui() { # until the server answers on its UI port, or it exited
+wait_ui() { # until the server accepts on its OTLP ports and its UI port, or it exited
+  # serve binds the UI's port first and the collector's after: a connect
+  # to the UI alone can come before the OTLP ports exist.
   for _ in $(seq 600); do
-    if (exec 3<>/dev/tcp/%s) 2>/dev/null; then return 0; fi
+    if (exec 3<>/dev/tcp/%s) 2>/dev/null && (exec 3<>/dev/tcp/%s) 2>/dev/null && (exec 3<>/dev/tcp/%s) 2>/dev/null; then return 0; fi
     kill -0 "$bg" 2>/dev/null || return 1
     sleep 0.1
   done
   return 1
 }
 TRACE_ID=""
-`, shellQuote(repo), strings.Replace(ui, ":", "/", 1))
+`, shellQuote(repo), strings.Replace(ui, ":", "/", 1), strings.Replace(grpcAddr, ":", "/", 1), strings.Replace(httpAddr, ":", "/", 1))
 	for i, c := range cmds {
 		text := strings.ReplaceAll(c.Text, "TRACE_ID", "$TRACE_ID")
 		log := filepath.Join(logs, fmt.Sprintf("%02d-line%d.log", i, c.Line))
@@ -232,8 +234,8 @@ TRACE_ID=""
 		"GOBIN="+bin,
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GOFLAGS=-buildvcs=false",
-		"LOOMWORK_GRPC_ADDR="+freePort(t),
-		"LOOMWORK_HTTP_ADDR="+freePort(t),
+		"LOOMWORK_GRPC_ADDR="+grpcAddr,
+		"LOOMWORK_HTTP_ADDR="+httpAddr,
 		"LOOMWORK_UI_ADDR="+ui,
 	)
 	start := time.Now()
