@@ -145,7 +145,7 @@ type serveFlags struct {
 	redact                                                                                   *string
 	maxAttr, maxReqMiB, inFlightMiB, spoolMaxMiB, spoolBatchMiB, gcPercent, writers          *int
 	memMiB                                                                                   *uint
-	retentionEvery                                                                           *time.Duration
+	retentionEvery, storeWait                                                                *time.Duration
 	redactPatterns                                                                           stringList
 }
 
@@ -190,6 +190,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.redact = fs.String("redact", "", "redact before storing: comma-separated api_key, email, card, or all")
 	fs.Var(&f.redactPatterns, "redact-pattern", "redact matches of a custom RE2 pattern, NAME=REGEX (repeatable)")
 	f.retentionEvery = fs.Duration("retention-interval", time.Hour, "how often the embedded store deletes traces past their project's retention")
+	f.storeWait = fs.Duration("store-wait", 30*time.Second, "how long to keep trying a ClickHouse store that cannot be reached at start (it may still be starting); 0: one attempt")
 }
 
 // listeners are the three listen addresses as configured.
@@ -246,12 +247,13 @@ type serveSetup struct {
 	keys              *projects.Registry // nil without --keys
 	grpcL, httpL, uiL listener
 	log               *slog.Logger
+	storeWait         time.Duration
 }
 
 // serveConfig tunes the GC, fills the flags the environment defaults
 // (auth token, store, keys file) and configures the collector.
 func (m *Main) serveConfig(f *serveFlags, log *slog.Logger) (*serveSetup, error) {
-	s := &serveSetup{log: log}
+	s := &serveSetup{log: log, storeWait: *f.storeWait}
 	s.grpcL, s.httpL, s.uiL = f.listeners()
 	if *f.memMiB == 0 {
 		*f.memMiB = uint(collector.DefaultMemoryLimitMiB())

@@ -117,7 +117,7 @@ func (v *serveService) listenUI(context.Context) error {
 
 // openStore opens the trace store.
 func (v *serveService) openStore(ctx context.Context) error {
-	st, err := storeurl.OpenWithLogger(ctx, v.setup.url, false, v.setup.log)
+	st, err := storeurl.OpenWithLogger(ctx, v.setup.url, false, v.setup.log, storeurl.WaitForServer(v.setup.storeWait))
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --store: %w", err)}
 	}

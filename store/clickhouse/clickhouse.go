@@ -12,6 +12,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/internal/ctxlock"
@@ -152,7 +153,7 @@ func (s *Store) start(ctx context.Context, upTo int) error {
 		return fmt.Errorf("connect to clickhouse: %w", err)
 	}
 	s.conn = conn
-	if err := conn.Ping(ctx); err != nil {
+	if err := s.firstPing(ctx, conn); err != nil {
 		conn.Close()
 		s.conn = nil
 		return fmt.Errorf("connect to clickhouse: %w", err)
@@ -178,6 +179,34 @@ func (s *Store) start(ctx context.Context, upTo int) error {
 	}
 	s.state.Store(stateRunning)
 	return nil
+}
+
+// firstPing pings until the server answers, for up to cfg.ConnectWait
+// while the failure is below the protocol. The driver dials lazily, so
+// this ping is the first connection and its handshake.
+func (s *Store) firstPing(ctx context.Context, conn driver.Conn) error {
+	deadline := time.Now().Add(s.cfg.ConnectWait)
+	delay := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := conn.Ping(ctx)
+		var ex *proto.Exception
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &ex), ctx.Err() != nil, !time.Now().Add(delay).Before(deadline):
+			if attempt > 1 {
+				return fmt.Errorf("after %d attempts over %s: %w", attempt, s.cfg.ConnectWait, err)
+			}
+			return err
+		}
+		s.log.Warn("clickhouse does not answer yet; retrying", "attempt", attempt, "retry_in", delay, "error", err)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 // Shutdown closes the connection pool; queries in flight fail. It is nil

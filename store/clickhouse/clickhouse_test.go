@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -295,5 +299,100 @@ func TestNewDoesNotConnectAndAFailedStartReleasesTheConnection(t *testing.T) {
 	}
 	if err := s.Shutdown(ctx); err != nil {
 		t.Errorf("Shutdown after a failed Start: %v", err)
+	}
+}
+
+// hangUpFirst listens on loopback and closes its first n connections at
+// once (the client reads EOF during the handshake, as through a proxy
+// whose server is not up yet); later connections are forwarded to target.
+func hangUpFirst(t *testing.T, n int, target string) (addr string, accepted *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted = new(atomic.Int32)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if accepted.Add(1) <= int32(n) {
+				c.Close()
+				continue
+			}
+			wg.Go(func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				go func() { _, _ = io.Copy(up, c); up.Close() }()
+				_, _ = io.Copy(c, up)
+			})
+		}
+	})
+	return ln.Addr().String(), accepted
+}
+
+func TestStartWaitsForAServerThatHangsUpUntilItAnswersOrTheContextEnds(t *testing.T) {
+	srv := chtest.Start(t)
+	db := srv.NewDatabase(t)
+	u, err := url.Parse(srv.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := store.WithDefaultProject(context.Background())
+	withHost := func(host string) string { v := *u; v.Host = host; return v.String() }
+
+	// One attempt (the default): the hang-up is the error.
+	addr, _ := hangUpFirst(t, 3, u.Host)
+	s, err := clickhouse.New(clickhouse.Config{DSN: withHost(addr)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err == nil || !strings.Contains(err.Error(), "connect to clickhouse") {
+		t.Fatalf("Start with ConnectWait 0 through a front that hangs up: %v; want a connect error", err)
+	}
+
+	// With a wait: Start rides out the hang-ups and the store works.
+	addr, accepted := hangUpFirst(t, 3, u.Host)
+	s, err = clickhouse.New(clickhouse.Config{DSN: withHost(addr), ConnectWait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("Start with ConnectWait through a front that hangs up 3 times: %v", err)
+	}
+	waited := s
+	t.Cleanup(func() { waited.Shutdown(context.Background()) })
+	if got := accepted.Load(); got < 4 {
+		t.Errorf("the front saw %d connections; want the 3 hung up and at least one more", got)
+	}
+	if err := s.WriteSpans(ctx, storetest.GenerateTraces(1, 2, 1)); err != nil {
+		t.Errorf("WriteSpans after a waited Start: %v", err)
+	}
+
+	// The wait ends with the caller's context. (The other way out, a
+	// server that answers with an exception, is not tested against the
+	// shared server: a failed login makes the libchdb server reset every
+	// later connection, which would break the tests that share it.)
+	addr, _ = hangUpFirst(t, 1<<30, u.Host)
+	s, err = clickhouse.New(clickhouse.Config{DSN: withHost(addr), ConnectWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Start(short); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Start against a front that always hangs up, with a 2 s context: %v; want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Start took %s after its context's 2 s deadline", d)
 	}
 }

@@ -46,6 +46,14 @@ type Config struct {
 	// between a write's two inserts); 0 means DefaultIndexRepairWindow,
 	// negative turns the repair off.
 	IndexRepairWindow time.Duration
+	// ConnectWait is how long Start keeps trying a first connection that
+	// fails below the protocol (refused, reset, EOF during the handshake,
+	// a timeout): a server that is still starting, or a proxy in front of
+	// one. An answer from the server (an exception: bad credentials, an
+	// unknown database) ends Start at once. 0 makes one attempt, for
+	// commands a user waits on; `loom-eval serve` waits, since it is often
+	// started beside its ClickHouse.
+	ConnectWait time.Duration
 	// Logger receives migration progress (default: discard).
 	Logger *slog.Logger
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/sqlite"
@@ -88,9 +89,23 @@ func Open(ctx context.Context, raw string, readOnly bool) (store.Store, error) {
 	return OpenWithLogger(ctx, raw, readOnly, nil)
 }
 
+// Option adjusts how OpenWithLogger opens a store.
+type Option func(*options)
+
+type options struct{ connectWait time.Duration }
+
+// WaitForServer makes the open of a server backend (ClickHouse) keep
+// trying for up to d while the server cannot be reached — it may still be
+// starting. The embedded store ignores it.
+func WaitForServer(d time.Duration) Option { return func(o *options) { o.connectWait = d } }
+
 // OpenWithLogger is Open with a logger for the backend's operational
 // messages (nil: the backend's default).
-func OpenWithLogger(ctx context.Context, raw string, readOnly bool, log *slog.Logger) (store.Store, error) {
+func OpenWithLogger(ctx context.Context, raw string, readOnly bool, log *slog.Logger, opts ...Option) (store.Store, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	loc, err := Parse(raw)
 	if err != nil {
 		return nil, err
@@ -112,7 +127,7 @@ func OpenWithLogger(ctx context.Context, raw string, readOnly bool, log *slog.Lo
 		}
 		return st, nil
 	case ClickHouse:
-		return openClickHouse(ctx, loc, log)
+		return openClickHouse(ctx, loc, log, o)
 	}
 	return nil, fmt.Errorf("store URL %q: unsupported backend %q", raw, loc.Backend)
 }
