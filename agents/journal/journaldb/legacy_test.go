@@ -55,7 +55,7 @@ CREATE TRIGGER IF NOT EXISTS journal_events_append_only_delete
 `
 
 // legacyMeta is how those builds recorded the version
-// (agents/internal/sqlmeta.Apply, with meta = "journal_meta").
+// (the deleted agents/internal/sqlmeta.Apply, with meta = "journal_meta").
 const legacyMeta = `INSERT INTO journal_meta(key, value) VALUES ('schema_version', ?)
 		ON CONFLICT(key) DO UPDATE SET value = excluded.value`
 
