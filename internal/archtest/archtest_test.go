@@ -44,9 +44,10 @@ var rooms = []room{
 	{path: "semconv/", rule: "semconv imports nothing in the module",
 		imports: []string{"semconv/"}},
 	// The span model, the store contract, the backends, the conformance
-	// suite and store URLs. Storage knows no consumer.
+	// suite and store URLs. Storage knows no consumer; the embedded store
+	// versions its schema with internal/sqlmigrate.
 	{path: "store/", rule: "storage knows no consumer",
-		imports: []string{"store/", "semconv/"},
+		imports: []string{"store/", "semconv/", "internal/sqlmigrate"},
 		tests:   []string{"internal/chlocal/"}}, // a local ClickHouse for the backend tests
 	// Case and trial formats and the shipped judged set: formats only (the
 	// span type is inline in trials).
@@ -64,9 +65,10 @@ var rooms = []room{
 	// agents and the journal. Agents reach the trace path only through OTLP.
 	// scorer/stats is arithmetic without I/O: the evaluation harnesses
 	// (the injection suite, the memory ablation) take their intervals from
-	// it rather than keeping copies.
+	// it rather than keeping copies. The journal and the memory store
+	// version their SQLite schemas with internal/sqlmigrate.
 	{path: "agents/", rule: "agents reach the trace path only through OTLP",
-		imports: []string{"agents/", "retrieval/", "datasets", "semconv/", "internal/stepdiff", "scorer/stats"}},
+		imports: []string{"agents/", "retrieval/", "datasets", "semconv/", "internal/stepdiff", "scorer/stats", "internal/sqlmigrate"}},
 	// Grader backends: the sandbox and the gateway behind scorer/grade's
 	// CodeRunner and Judge interfaces. The scorer stays free of I/O and of
 	// agents; this row is the one place agents meet it.
@@ -109,10 +111,11 @@ var rooms = []room{
 		tests: []string{"store/sqlite", "collector"}},
 	// The coordinator (issue 22): tasks, leases, fences, receipts and
 	// schedule occurrences in one SQLite file. A leaf on the standard
-	// library and the SQLite driver, so any room that runs long work can
-	// queue it without pulling in agents.
-	{path: "internal/coord/", rule: "coord is a leaf",
-		imports: []string{"internal/coord/"}},
+	// library, the SQLite driver and internal/sqlmigrate (its schema's
+	// versions), so any room that runs long work can queue it without
+	// pulling in agents.
+	{path: "internal/coord/", rule: "coord is a leaf but for sqlmigrate",
+		imports: []string{"internal/coord/", "internal/sqlmigrate"}},
 	{path: "internal/chlocal/", rule: "chlocal is a leaf",
 		imports: []string{"internal/chlocal/"}},
 	// Projects and their API keys (issue 21): the keys file, hashed keys,
@@ -127,6 +130,12 @@ var rooms = []room{
 		imports: []string{"internal/stepdiff/"}},
 	{path: "internal/service/", rule: "service is a leaf",
 		imports: []string{"internal/service/"}},
+	// Schema versioning for every SQLite file Loomwork keeps (the trace
+	// store, the journal, the memory store, the coordinator): numbered
+	// migrations, PRAGMA user_version, the durable open. A leaf on the
+	// standard library, below storage, agents and the coordinator.
+	{path: "internal/sqlmigrate/", rule: "sqlmigrate is a leaf",
+		imports: []string{"internal/sqlmigrate/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
 	// The test suite's tiers (fast loop, suite, long): a leaf every test may use.
 	{path: "internal/testtier/", rule: "testtier is a leaf",

@@ -21,24 +21,30 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver the journal and the embedded store use
+
+	"github.com/loomwork/loomwork/internal/sqlmigrate"
 )
 
-//go:embed schema.sql
-var schemaSQL string
+// The schema's migrations (migrations/NNNN_description.sql), applied by
+// internal/sqlmigrate.
+//
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+var migrations = sync.OnceValues(func() ([]sqlmigrate.Migration, error) {
+	return sqlmigrate.Load(migrationFS, "migrations")
+})
 
 // Task states.
 const (
@@ -136,22 +142,14 @@ func Open(ctx context.Context, cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
-// Start opens (creating if needed) the database. A coordinator that was
-// shut down does not start again (ErrClosed).
+// Start opens (creating if needed) the database and brings its schema up
+// to date. A coordinator that was shut down does not start again
+// (ErrClosed).
 func (c *Coordinator) Start(ctx context.Context) error {
-	abs, err := filepath.Abs(c.cfg.Path)
-	if err != nil {
-		return fmt.Errorf("open coordinator %s: %w", c.cfg.Path, err)
-	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(c.cfg.BusyTimeout.Milliseconds(), 10)+")")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
-	// BEGIN IMMEDIATE: the write lock is taken at BEGIN, before the clock
-	// is read, so a transaction that waited for the lock never decides on
-	// a time sampled before it waited.
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+abs+"?"+q.Encode())
+	// WAL, synchronous FULL, and BEGIN IMMEDIATE: the write lock is taken
+	// at BEGIN, before the clock is read, so a transaction that waited for
+	// the lock never decides on a time sampled before it waited.
+	db, err := sqlmigrate.OpenDurable(c.cfg.Path, c.cfg.BusyTimeout, false)
 	if err != nil {
 		return fmt.Errorf("open coordinator %s: %w", c.cfg.Path, err)
 	}
@@ -166,14 +164,24 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 	c.db = db
 	c.mu.Unlock()
-	err = c.tx(ctx, func(tx *sql.Tx, _ time.Time) error {
-		_, err := tx.ExecContext(ctx, schemaSQL)
-		return err
-	})
-	if err != nil {
-		return errors.Join(fmt.Errorf("open coordinator %s: schema: %w", c.cfg.Path, err), c.Shutdown(ctx))
+	if err := c.migrate(ctx, db); err != nil {
+		return errors.Join(c.closing(err), c.Shutdown(ctx))
 	}
 	return nil
+}
+
+// migrate brings the file's schema up to date. Its errors name the file.
+// A coordinator file made before the schema was versioned is at version 0
+// with its tables; migration 1 is that schema, idempotent, and runs on it
+// again. The migrations are stamped with the wall clock, not cfg.Clock.
+func (c *Coordinator) migrate(ctx context.Context, db *sql.DB) error {
+	name := "coordinator " + c.cfg.Path
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	_, _, err = sqlmigrate.Apply(ctx, db, name, ms, sqlmigrate.Options{Logger: c.cfg.Logger})
+	return err
 }
 
 // Shutdown closes the database, after the operations under way finish

@@ -20,7 +20,8 @@
 // resource envelope (scope attributes and schema URLs, migrations/
 // 0002_scopes.sql), deduplicated by hash; per-span keys built on a
 // per-trace sequence number so inserts append instead of touching random
-// index pages. Schema migrations are versioned and recorded in PRAGMA
-// user_version and the schema_migrations table; a file from a newer binary
-// is refused with a clear error.
+// index pages. Schema migrations (migrations/NNNN_*.sql) are applied by
+// internal/sqlmigrate, recorded in PRAGMA user_version and the
+// schema_migrations table; a file from a newer binary is refused with a
+// clear error.
 package sqlite

@@ -16,6 +16,7 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/loomwork/loomwork/internal/sqlmigrate"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/internal/ctxlock"
 )
@@ -164,7 +165,7 @@ func (s *Store) open(ctx context.Context) error {
 		if err := s.writer.PingContext(ctx); err != nil {
 			return fmt.Errorf("open trace store %s: %w", abs, err)
 		}
-		if err := migrate(ctx, s.writer, abs, time.Now, s.afterMigration); err != nil {
+		if err := migrate(ctx, s.writer, abs, time.Now, s.log, s.afterMigration); err != nil {
 			return err
 		}
 	}
@@ -176,13 +177,13 @@ func (s *Store) open(ctx context.Context) error {
 	s.reader.SetMaxOpenConns(cfg.MaxReaders)
 	s.reader.SetMaxIdleConns(cfg.MaxReaders)
 	if cfg.ReadOnly {
-		v, err := userVersion(ctx, s.reader)
+		v, err := sqlmigrate.Version(ctx, s.reader)
 		if err != nil {
 			return fmt.Errorf("open trace store %s read-only: %w", abs, err)
 		}
 		switch want := schemaVersion(); {
 		case v > want:
-			return newerSchemaError(abs, v, want)
+			return &sqlmigrate.NewerError{Name: "trace store " + abs, Have: v, Latest: want}
 		case v == 0:
 			return fmt.Errorf("open trace store %s read-only: not a Loomwork trace store (no schema)", abs)
 		case v < want:

@@ -609,9 +609,9 @@ func TestKilledWriterLosesNoAcknowledgedSpan(t *testing.T) {
 // lastMigration is the name of the newest embedded migration.
 func lastMigration(t *testing.T) string {
 	t.Helper()
-	ms, err := loadMigrations()
+	ms, err := migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ms[len(ms)-1].name
+	return ms[len(ms)-1].Name
 }

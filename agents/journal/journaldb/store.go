@@ -13,7 +13,7 @@ package journaldb
 import (
 	"context"
 	"database/sql"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,15 +27,23 @@ import (
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver
 
-	"github.com/loomwork/loomwork/agents/internal/sqlmeta"
 	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/internal/sqlmigrate"
 )
 
-// SchemaVersion is the database schema version this build writes.
+// SchemaVersion is the database schema version this build writes: the
+// number of its migrations.
 const SchemaVersion = 1
 
-//go:embed schema.sql
-var schemaSQL string
+// The schema's migrations (migrations/NNNN_description.sql), applied by
+// internal/sqlmigrate.
+//
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+var migrations = sync.OnceValues(func() ([]sqlmigrate.Migration, error) {
+	return sqlmigrate.Load(migrationFS, "migrations")
+})
 
 // Config configures a journal Store.
 type Config struct {
@@ -112,19 +120,41 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 // Start opens the database and creates or checks its schema.
 func (s *Store) Start(ctx context.Context) error {
-	db, err := sqlmeta.Open(s.cfg.Path, s.cfg.BusyTimeout, true)
+	db, err := sqlmigrate.OpenDurable(s.cfg.Path, s.cfg.BusyTimeout, true)
 	if err != nil {
 		return fmt.Errorf("open journal %s: %w", s.cfg.Path, err)
 	}
 	s.db = db
 	if err := s.migrate(ctx); err != nil {
-		return errors.Join(fmt.Errorf("open journal %s: %w", s.cfg.Path, err), s.Shutdown(ctx))
+		return errors.Join(err, s.Shutdown(ctx))
 	}
 	return nil
 }
 
+// migrate brings the file's schema up to date. Its errors name the file.
+// The migrations are stamped with the wall clock, not cfg.Clock: a
+// logical clock's readings belong to the events.
 func (s *Store) migrate(ctx context.Context) error {
-	return sqlmeta.Apply(ctx, s.db, "journal_meta", schemaSQL, SchemaVersion)
+	name := "journal " + s.cfg.Path
+	ms, err := migrations()
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	_, _, err = sqlmigrate.Apply(ctx, s.db, name, ms, sqlmigrate.Options{
+		Adopt:  adoptLegacy,
+		Logger: s.cfg.Logger,
+	})
+	return err
+}
+
+// adoptLegacy maps a journal made before the journal used
+// internal/sqlmigrate (user_version 0) to its migration version. Those
+// builds ran one schema.sql and recorded schema_version in journal_meta;
+// it was 1 in every build, and that schema is migration 1. A file without
+// the row (a new file) starts from 0. journal_meta is left as it is:
+// nothing reads it any more.
+func adoptLegacy(ctx context.Context, tx *sql.Tx) (int, error) {
+	return sqlmigrate.LegacyVersion(ctx, tx, "journal_meta")
 }
 
 // Shutdown closes the database. It is safe to call more than once and

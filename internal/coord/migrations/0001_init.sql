@@ -1,5 +1,10 @@
 -- The coordinator's tables (package coord). One file, shared by every
 -- process of one host; see docs/coordination.md.
+--
+-- This is the schema.sql the coordinator ran on every Start before it used
+-- internal/sqlmigrate, which recorded no version: a file made then is at
+-- user_version 0 with these tables, and this migration runs on it again.
+-- So every statement stays IF NOT EXISTS.
 CREATE TABLE IF NOT EXISTS tasks (
   seq        INTEGER PRIMARY KEY AUTOINCREMENT, -- enqueue order: the claim order
   key        TEXT NOT NULL UNIQUE,              -- the intent key: enqueue twice, one task

@@ -1,8 +1,9 @@
 -- Loomwork journal schema, version 1. See docs/format/journal.md.
-CREATE TABLE IF NOT EXISTS journal_meta (
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-) WITHOUT ROWID;
+--
+-- This is the schema.sql every journal was made with before the journal
+-- used internal/sqlmigrate, without its journal_meta table (key, value),
+-- which held schema_version = 1: a file that has one is adopted at this
+-- version (store.go, adoptLegacy). The statements stay IF NOT EXISTS.
 
 CREATE TABLE IF NOT EXISTS journal_events (
   run_id     TEXT    NOT NULL,

@@ -1,8 +1,9 @@
 -- Loomwork memory store schema, version 1.
-CREATE TABLE IF NOT EXISTS memory_meta (
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-) WITHOUT ROWID;
+--
+-- This is the schema.sql every memory store was made with before the store
+-- used internal/sqlmigrate, without its memory_meta table (key, value),
+-- which held schema_version = 1: a file that has one is adopted at this
+-- version (store.go, adoptLegacy). The statements stay IF NOT EXISTS.
 
 CREATE TABLE IF NOT EXISTS memory_records (
   seq         INTEGER PRIMARY KEY AUTOINCREMENT,
