@@ -127,6 +127,11 @@ var rooms = []room{
 		imports: []string{"internal/stepdiff/"}},
 	{path: "internal/service/", rule: "service is a leaf",
 		imports: []string{"internal/service/"}},
+	// A generated block of a doc (between two markers): the tests that
+	// keep docs/ in step, and the commands that write a table into a doc.
+	// A leaf on the standard library every test may use.
+	{path: "internal/docblock/", rule: "docblock is a leaf",
+		imports: []string{"internal/docblock/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
 	// The test suite's tiers (fast loop, suite, long): a leaf every test may use.
 	{path: "internal/testtier/", rule: "testtier is a leaf",
@@ -147,7 +152,7 @@ var rooms = []room{
 }
 
 // testHelpers may be imported by any package's tests.
-var testHelpers = []string{"store/storetest", "internal/chlocal/chtest", "datasets/datasettest", "internal/testtier"}
+var testHelpers = []string{"store/storetest", "internal/chlocal/chtest", "datasets/datasettest", "internal/testtier", "internal/docblock"}
 
 // neverImported: no package imports these, whatever its row says (a
 // package's own external test aside).
