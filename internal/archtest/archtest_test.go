@@ -49,9 +49,10 @@ var rooms = []room{
 		imports: []string{"store/", "semconv/"},
 		tests:   []string{"internal/chlocal/"}}, // a local ClickHouse for the backend tests
 	// Case and trial formats and the shipped judged set: formats only (the
-	// span type is inline in trials).
+	// span type is inline in trials). A labels file is appended to under
+	// internal/filelock's lock.
 	{path: "datasets/", rule: "datasets are formats",
-		imports: []string{"datasets/", "store", "semconv/"}},
+		imports: []string{"datasets/", "store", "semconv/", "internal/filelock"}},
 	// Rollups, pricing, scoring, stats, gate, report: reads formats and the
 	// store contract, never a backend.
 	{path: "scorer/", rule: "the scorer reads formats, not backends",
@@ -64,9 +65,10 @@ var rooms = []room{
 	// agents and the journal. Agents reach the trace path only through OTLP.
 	// scorer/stats is arithmetic without I/O: the evaluation harnesses
 	// (the injection suite, the memory ablation) take their intervals from
-	// it rather than keeping copies.
+	// it rather than keeping copies. The policy audit log is appended to
+	// under internal/filelock's lock.
 	{path: "agents/", rule: "agents reach the trace path only through OTLP",
-		imports: []string{"agents/", "retrieval/", "datasets", "semconv/", "internal/stepdiff", "scorer/stats"}},
+		imports: []string{"agents/", "retrieval/", "datasets", "semconv/", "internal/stepdiff", "scorer/stats", "internal/filelock"}},
 	// Grader backends: the sandbox and the gateway behind scorer/grade's
 	// CodeRunner and Judge interfaces. The scorer stays free of I/O and of
 	// agents; this row is the one place agents meet it.
@@ -132,6 +134,11 @@ var rooms = []room{
 	// A leaf on the standard library every test may use.
 	{path: "internal/docblock/", rule: "docblock is a leaf",
 		imports: []string{"internal/docblock/"}},
+	// An exclusive advisory lock on an open file (flock(2)), for the files
+	// several processes append to: the audit log (agents/policy), a labels
+	// file (datasets). A leaf on the standard library.
+	{path: "internal/filelock/", rule: "filelock is a leaf",
+		imports: []string{"internal/filelock/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
 	// The test suite's tiers (fast loop, suite, long): a leaf every test may use.
 	{path: "internal/testtier/", rule: "testtier is a leaf",
