@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/loomwork/loomwork/internal/filelock"
 )
 
 // Label is a person's verdict on one grader's question about one trial:
@@ -210,7 +212,11 @@ func AppendLabel(path string, l Label) (int, error) {
 		return 0, fmt.Errorf("open labels: %w", err)
 	}
 	defer f.Close()
-	unlock, err := lockFile(f)
+	// Two processes adding labels to one file (two `loom-eval labels add`,
+	// or the CLI and a server) must not both pass the duplicate check and
+	// write the same label; where there is no flock(2), appendMu
+	// serialises appends within this process only.
+	unlock, err := filelock.Lock(f)
 	if err != nil {
 		return 0, fmt.Errorf("lock labels %s: %w", path, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/internal/filelock"
 )
 
 // AuditEntry is one line of the audit log. Hash is SHA-256 over the
@@ -117,14 +118,15 @@ func (l *AuditLog) Append(actor, action string, data any) (AuditEntry, error) {
 		return l.appendEntry(nil, actor, action, raw)
 	}
 	// A file log may have other writers (another command on the same
-	// log): under an exclusive lock, catch up with what they appended,
-	// then extend that chain.
+	// log: run, serve's approvals, a2a serve): under an exclusive lock,
+	// catch up with what they appended, then extend that chain. (Where
+	// there is no flock(2), filelock does not lock: one process per log.)
 	f, err := os.OpenFile(l.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600) // decisions name tools, scopes and approvers: owner only
 	if err != nil {
 		return AuditEntry{}, fmt.Errorf("audit log: %w", err)
 	}
 	defer f.Close()
-	unlock, err := lockFile(f)
+	unlock, err := filelock.Lock(f)
 	if err != nil {
 		return AuditEntry{}, fmt.Errorf("audit log %s: lock: %w", l.path, err)
 	}

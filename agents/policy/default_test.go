@@ -13,35 +13,18 @@ import (
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/runtime"
+	"github.com/loomwork/loomwork/internal/docblock"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "rewrite the default policy in docs/policy.md")
 
 // TestDefaultPolicyInDocs: docs/policy.md prints the built-in default
-// policy verbatim, byte for byte the embedded file (go test -run
-// TestDefaultPolicyInDocs -update-docs ./agents/policy rewrites it).
+// policy verbatim, byte for byte the embedded file (-update-docs rewrites
+// it).
 func TestDefaultPolicyInDocs(t *testing.T) {
 	const begin, end = "<!-- default-policy:begin (agents/policy/default.json; loom-eval policy default prints it) -->\n```json\n", "```\n<!-- default-policy:end -->"
-	file := filepath.Join("..", "..", "docs", "policy.md")
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	i, j := strings.Index(doc, begin), strings.Index(doc, end)
-	if i < 0 || j < i {
-		t.Fatalf("docs/policy.md has no %q … %q block", strings.TrimSpace(begin), end)
-	}
-	want := string(policy.DefaultJSON())
-	if *updateDocs {
-		if err := os.WriteFile(file, []byte(doc[:i+len(begin)]+want+doc[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if got := doc[i+len(begin) : j]; got != want {
-		t.Fatalf("docs/policy.md's default policy differs from agents/policy/default.json; rerun with -update-docs. Want:\n%s", want)
-	}
+	docblock.Check(t, filepath.Join("..", "..", "docs", "policy.md"), begin, end, policy.DefaultJSON(), *updateDocs,
+		"go test ./agents/policy -run TestDefaultPolicyInDocs -update-docs")
 }
 
 // TestDefaultPolicyDecides: the built-in policy reads strictly, allows the

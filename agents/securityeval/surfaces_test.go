@@ -15,6 +15,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/securityeval"
+	"github.com/loomwork/loomwork/internal/docblock"
 	"github.com/loomwork/loomwork/internal/testtier"
 )
 
@@ -275,8 +276,7 @@ func tamperSuite(t *testing.T, s suiteRun, onRuns []string) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 // TestSurfacesTableInDocs regenerates the surfaces table and checks that
-// docs/policy.md holds it (go test -run TestSurfacesTableInDocs
-// -update-docs ./agents/securityeval rewrites it). The suite is
+// docs/policy.md holds it (-update-docs rewrites it). The suite is
 // deterministic: scripted model, fixed corpus, fixed payloads.
 func TestSurfacesTableInDocs(t *testing.T) {
 	testtier.Slow(t) // the whole suite
@@ -287,26 +287,8 @@ func TestSurfacesTableInDocs(t *testing.T) {
 		t.Fatal("MarkdownSurfaces is not deterministic")
 	}
 	const begin, end = "<!-- surfaces-table:begin -->\n", "<!-- surfaces-table:end -->"
-	file := filepath.Join("..", "..", "docs", "policy.md")
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	i, j := strings.Index(doc, begin), strings.Index(doc, end)
-	if i < 0 || j < i {
-		t.Fatalf("docs/policy.md has no %q … %q block", strings.TrimSpace(begin), end)
-	}
-	if *updateDocs {
-		doc = doc[:i+len(begin)] + table + doc[j:]
-		if err := os.WriteFile(file, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if got := doc[i+len(begin) : j]; got != table {
-		t.Fatalf("docs/policy.md's surfaces table is stale; rerun with -update-docs. Want:\n%s", table)
-	}
+	docblock.Check(t, filepath.Join("..", "..", "docs", "policy.md"), begin, end, []byte(table), *updateDocs,
+		"go test ./agents/securityeval -run TestSurfacesTableInDocs -update-docs")
 }
 
 // TestA2ACardDescriptionWithoutOrigins is a finding, kept as a test: a

@@ -33,6 +33,7 @@ import (
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/scripted"
 	"github.com/loomwork/loomwork/agents/securityeval"
+	"github.com/loomwork/loomwork/internal/docblock"
 	"github.com/loomwork/loomwork/internal/testtier"
 )
 
@@ -921,29 +922,11 @@ func procInjectionTable(trials []procTrial) string {
 	return b.String()
 }
 
-// checkProcTableInDocs: docs/policy.md holds the table (go test -run
-// TestInjectionThroughEachCommandsProcess -update-docs ./cmd/loom-eval
+// checkProcTableInDocs: docs/policy.md holds the table (-update-docs
 // rewrites it).
 func checkProcTableInDocs(t *testing.T, table string) {
 	t.Helper()
 	const begin, end = "<!-- process-injection:begin (go test -run TestInjectionThroughEachCommandsProcess -update-docs ./cmd/loom-eval) -->\n", "<!-- process-injection:end -->"
-	file := filepath.Join("..", "..", "docs", "policy.md")
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	i, j := strings.Index(doc, begin), strings.Index(doc, end)
-	if i < 0 || j < i {
-		t.Fatalf("docs/policy.md has no %q … %q block", strings.TrimSpace(begin), end)
-	}
-	if *updateInjectionDocs {
-		if err := os.WriteFile(file, []byte(doc[:i+len(begin)]+table+doc[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if got := doc[i+len(begin) : j]; got != table {
-		t.Fatalf("docs/policy.md's process injection table is stale; rerun with -update-docs. Want:\n%s", table)
-	}
+	docblock.Check(t, filepath.Join("..", "..", "docs", "policy.md"), begin, end, []byte(table), *updateInjectionDocs,
+		"go test ./cmd/loom-eval -run TestInjectionThroughEachCommandsProcess -update-docs")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/loomwork/loomwork/agents/research"
 	"github.com/loomwork/loomwork/agents/securityeval"
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/docblock"
 )
 
 // The markers between which security-eval writes its table into a doc.
@@ -195,12 +196,11 @@ func replaceBetweenMarkers(cmd, doc, begin, end, body string) error {
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
-	s := string(b)
-	i, k := strings.Index(s, begin), strings.Index(s, end)
-	if i < 0 || k < i {
-		return usageError("%s: %s has no %q ... %q markers", cmd, doc, strings.TrimSpace(begin), end)
+	out, err := docblock.Replace(b, begin, end, []byte(body))
+	if err != nil {
+		return usageError("%s: %s: %v", cmd, doc, err)
 	}
-	if err := os.WriteFile(doc, []byte(s[:i+len(begin)]+body+s[k:]), 0o644); err != nil {
+	if err := os.WriteFile(doc, out, 0o644); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
 	return nil

@@ -17,14 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loomwork/loomwork/agents/a2a"
 	"github.com/loomwork/loomwork/agents/approvals"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
-	"github.com/loomwork/loomwork/agents/llm"
-	"github.com/loomwork/loomwork/agents/runtime"
-	"github.com/loomwork/loomwork/agents/scripted"
 	"github.com/loomwork/loomwork/agents/workflow"
+	"github.com/loomwork/loomwork/agents/workflow/workflowtest"
 	"github.com/loomwork/loomwork/datasets/datasettest"
 	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/semconv"
@@ -52,36 +49,6 @@ func docExample(t *testing.T) string {
 	return m[1]
 }
 
-// deskPeer is a real A2A server on loopback (agents/a2a) whose agent
-// answers every message with a scripted reply; it counts the tasks.
-func deskPeer(t *testing.T) (string, *atomic.Int64) {
-	t.Helper()
-	ctx := context.Background()
-	j, err := journaldb.Open(ctx, journaldb.Config{Path: filepath.Join(t.TempDir(), "desk.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Shutdown(ctx) })
-	var tasks atomic.Int64
-	model := scripted.NewFunc("scripted-desk", func(llm.Request, int) (scripted.Turn, error) {
-		tasks.Add(1)
-		return scripted.Turn{Content: "Set primary in the theme palette of mkdocs.yml."}, nil
-	})
-	rt, err := runtime.New(runtime.Config{Model: model, Journal: j})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := a2a.NewServer(a2a.ServerConfig{Agent: runtime.Agent{Name: "oncall_desk", System: "desk"}, Runtime: rt, Description: "The on-call desk."})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewUnstartedServer(nil)
-	hs.Start()
-	hs.Config.Handler = s.Handler(hs.URL)
-	t.Cleanup(hs.Close)
-	return hs.URL, &tasks
-}
-
 // TestWorkflowFileFromTheDocs runs the documented example workflow with
 // the CLI, each command its own Main so only the journal survives between
 // them: an A2A step against a real server on loopback, a research tool
@@ -93,7 +60,7 @@ func TestWorkflowFileFromTheDocs(t *testing.T) {
 	testtier.Slow(t) // the research agent on the shipped index, a collector
 	ctx := context.Background()
 	dir := t.TempDir()
-	peer, tasks := deskPeer(t)
+	peer, tasks := workflowtest.Peer(t, "oncall_desk", "Set primary in the theme palette of mkdocs.yml.")
 	file := filepath.Join(dir, "docs_triage.json")
 	example := docExample(t)
 	if !strings.Contains(example, "http://127.0.0.1:8766") {

@@ -50,9 +50,10 @@ var rooms = []room{
 		imports: []string{"store/", "semconv/", "internal/sqlmigrate"},
 		tests:   []string{"internal/chlocal/"}}, // a local ClickHouse for the backend tests
 	// Case and trial formats and the shipped judged set: formats only (the
-	// span type is inline in trials).
+	// span type is inline in trials). A labels file is appended to under
+	// internal/filelock's lock.
 	{path: "datasets/", rule: "datasets are formats",
-		imports: []string{"datasets/", "store", "semconv/"}},
+		imports: []string{"datasets/", "store", "semconv/", "internal/filelock"}},
 	// Rollups, pricing, scoring, stats, gate, report: reads formats and the
 	// store contract, never a backend.
 	{path: "scorer/", rule: "the scorer reads formats, not backends",
@@ -66,9 +67,10 @@ var rooms = []room{
 	// scorer/stats is arithmetic without I/O: the evaluation harnesses
 	// (the injection suite, the memory ablation) take their intervals from
 	// it rather than keeping copies. The journal and the memory store
-	// version their SQLite schemas with internal/sqlmigrate.
+	// version their SQLite schemas with internal/sqlmigrate; the policy
+	// audit log is appended to under internal/filelock's lock.
 	{path: "agents/", rule: "agents reach the trace path only through OTLP",
-		imports: []string{"agents/", "retrieval/", "datasets", "semconv/", "internal/stepdiff", "scorer/stats", "internal/sqlmigrate"}},
+		imports: []string{"agents/", "retrieval/", "datasets", "semconv/", "internal/stepdiff", "scorer/stats", "internal/sqlmigrate", "internal/filelock"}},
 	// Grader backends: the sandbox and the gateway behind scorer/grade's
 	// CodeRunner and Judge interfaces. The scorer stays free of I/O and of
 	// agents; this row is the one place agents meet it.
@@ -136,6 +138,16 @@ var rooms = []room{
 	// standard library, below storage, agents and the coordinator.
 	{path: "internal/sqlmigrate/", rule: "sqlmigrate is a leaf",
 		imports: []string{"internal/sqlmigrate/"}},
+	// A generated block of a doc (between two markers): the tests that
+	// keep docs/ in step, and the commands that write a table into a doc.
+	// A leaf on the standard library every test may use.
+	{path: "internal/docblock/", rule: "docblock is a leaf",
+		imports: []string{"internal/docblock/"}},
+	// An exclusive advisory lock on an open file (flock(2)), for the files
+	// several processes append to: the audit log (agents/policy), a labels
+	// file (datasets). A leaf on the standard library.
+	{path: "internal/filelock/", rule: "filelock is a leaf",
+		imports: []string{"internal/filelock/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
 	// The test suite's tiers (fast loop, suite, long): a leaf every test may use.
 	{path: "internal/testtier/", rule: "testtier is a leaf",
@@ -156,7 +168,7 @@ var rooms = []room{
 }
 
 // testHelpers may be imported by any package's tests.
-var testHelpers = []string{"store/storetest", "internal/chlocal/chtest", "datasets/datasettest", "internal/testtier"}
+var testHelpers = []string{"store/storetest", "internal/chlocal/chtest", "datasets/datasettest", "internal/testtier", "internal/docblock"}
 
 // neverImported: no package imports these, whatever its row says (a
 // package's own external test aside).
