@@ -356,6 +356,46 @@ func TestMemoryLimiterRefusalAnswersResourceExhaustedAnd429(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("HTTP: status %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
+	js, _ := req.MarshalJSON()
+	resp, _ = postOTLP(t, srv, "application/json", js, nil)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("HTTP JSON: status %d Retry-After %q, want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
+// TestCoreOTLPReceiverIsRefusedByTheSameMemoryLimiter: with --receiver
+// otlp the memory limiter is the receiver's middleware, so a request is
+// refused before the receiver decodes it, as with Loomwork's front.
+func TestCoreOTLPReceiverIsRefusedByTheSameMemoryLimiter(t *testing.T) {
+	st := openSQLite(t)
+	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
+	startServer(t, st, func(c *collector.ServerConfig) {
+		c.Receiver = collector.ReceiverOTLP
+		c.GRPCAddr, c.HTTPAddr = grpcAddr, httpAddr
+		c.MemoryLimitMiB = 1
+		c.MemoryCheckInterval = 10 * time.Millisecond
+	})
+	td := agenttrace.NewGenerator(4, runStart).Batch(1, 2)
+	client := ptraceotlp.NewGRPCClient(dialGRPC(t, grpcAddr))
+	var err error
+	for range 500 { // the receiver starts asynchronously; the limiter measures once first
+		if _, err = client.Export(context.Background(), ptraceotlp.NewExportRequestFromTraces(td)); status.Code(err) == codes.ResourceExhausted {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("gRPC through the core receiver under a 1 MiB limit: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	pb, _ := ptraceotlp.NewExportRequestFromTraces(td).MarshalProto()
+	hr, err := http.Post("http://"+httpAddr+collector.TracesPath, "application/x-protobuf", bytes.NewReader(pb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Body.Close()
+	if hr.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("HTTP through the core receiver under a 1 MiB limit: status %d, want 429", hr.StatusCode)
+	}
 }
 
 func TestOversizedAttributeIsStoredTruncatedWithMarkerAndSize(t *testing.T) {

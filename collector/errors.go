@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/consumer/consumererror"
@@ -39,9 +38,9 @@ func newRetryable(code codes.Code, err error, retryAfter time.Duration) error {
 	return &statusError{err: err, st: st}
 }
 
-// memoryLimiterRefusal is the text of the memory limiter's refusal. The
-// sentinel lives in a Collector-internal package this module cannot import,
-// so the refusal is recognised by its message (a test pins it).
+// memoryLimiterRefusal is the message of a request the memory limiter
+// refused: the Collector's processor's words, which senders' logs and
+// operators' alerts already know.
 const memoryLimiterRefusal = "data refused due to high memory usage"
 
 // errorStatus classifies an error from the consumer chain into the status
@@ -51,8 +50,6 @@ func errorStatus(err error, retryAfter time.Duration) *status.Status {
 		return st
 	}
 	switch {
-	case strings.Contains(err.Error(), memoryLimiterRefusal):
-		return newRetryable(codes.ResourceExhausted, err, retryAfter).(*statusError).st
 	case consumererror.IsPermanent(err):
 		// As the core receiver does: a permanent error without a status is
 		// the server's fault, and must not be retried.

@@ -55,7 +55,7 @@ func WithRedactor(r *redact.Redactor) FactoryOption {
 
 // prepare stamps spans with the request's project, drops content the
 // project does not capture, and redacts.
-func (e *traceExporter) prepare(ctx context.Context, spans []store.Span) {
+func (e *ingester) prepare(ctx context.Context, spans []store.Span) {
 	project := store.ProjectOf(ctx)
 	capture, retention := true, time.Duration(0)
 	if e.policy != nil {
@@ -158,6 +158,6 @@ func (a authenticator) unary() grpc.UnaryServerInterceptor {
 }
 
 // redactionHealth reports the exporter's counters.
-func (e *traceExporter) redactionHealth() RedactionHealth {
+func (e *ingester) redactionHealth() RedactionHealth {
 	return RedactionHealth{Redacted: e.redactor.Counts(), ContentDropped: e.contentDropped.Load()}
 }

@@ -14,10 +14,11 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/confighttp"
+	"go.opentelemetry.io/collector/config/configmiddleware"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter"
-	"go.opentelemetry.io/collector/processor"
-	"go.opentelemetry.io/collector/processor/memorylimiterprocessor"
+	"go.opentelemetry.io/collector/extension"
+	"go.opentelemetry.io/collector/extension/memorylimiterextension"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
 	"google.golang.org/grpc"
@@ -198,8 +199,13 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// Server is the in-process OTLP pipeline: receiver → memory limiter →
-// Loomwork exporter → store.
+// Server is `loomwork serve`'s ingestion: an OTLP receiver, the Collector's
+// memory limiter (memorylimiterextension) and the ingester that writes the
+// store. With ReceiverLoomwork (the default) the receiver is Loomwork's
+// front (front.go), which asks the limiter before decoding and calls the
+// ingester directly; with ReceiverOTLP it is the Collector's otlpreceiver
+// with the limiter as its middleware, feeding the Loomwork exporter, a
+// Collector component over the same ingester (exporter.go).
 type Server struct {
 	cfg ServerConfig
 	w   store.Writer
@@ -207,11 +213,13 @@ type Server struct {
 
 	mu      sync.Mutex
 	started bool
-	exp     exporter.Traces
-	proc    processor.Traces
+	ml      extension.Extension // the memory limiter
+	exp     exporter.Traces     // ReceiverOTLP: the exporter over in
+	// inStarted: in was started and is not shut down yet.
+	inStarted bool
 	// For Health, which must answer while Shutdown holds mu.
 	admit     atomic.Pointer[admission]
-	texp      atomic.Pointer[traceExporter] // s.exp's implementation
+	in        atomic.Pointer[ingester] // the write side (ingest.go)
 	listening atomic.Bool
 	pinging   atomic.Bool // a health ping is outstanding
 	draining  atomic.Bool
@@ -243,6 +251,49 @@ type nopHost struct{}
 
 func (nopHost) GetExtensions() map[component.ID]component.Component { return nil }
 
+// limiterHost offers the memory limiter to a receiver's middleware.
+type limiterHost struct {
+	id  component.ID
+	ext component.Component
+}
+
+func (h limiterHost) GetExtensions() map[component.ID]component.Component {
+	return map[component.ID]component.Component{h.id: h.ext}
+}
+
+// memoryLimiterID names the memory limiter extension.
+var memoryLimiterID = component.MustNewID("memory_limiter")
+
+// newMemoryLimiter creates the Collector's memory limiter extension for a
+// limit of limitMiB (or the configured percentage of the machine's
+// memory). The front asks it before decoding a request; the core receiver
+// takes it as middleware.
+func (s *Server) newMemoryLimiter(ctx context.Context, tel component.TelemetrySettings, build component.BuildInfo, limitMiB uint32) (extension.Extension, error) {
+	f := memorylimiterextension.NewFactory()
+	cfg := f.CreateDefaultConfig().(*memorylimiterextension.Config)
+	cfg.CheckInterval = orDefault(s.cfg.MemoryCheckInterval, time.Second)
+	if s.cfg.MemoryLimitMiB == 0 && s.cfg.MemoryLimitPercent > 0 {
+		cfg.MemoryLimitPercentage = s.cfg.MemoryLimitPercent
+		cfg.MemorySpikePercentage = cfg.MemoryLimitPercentage / 4
+	} else {
+		// The limit is for the process's RSS, which is more than the heap
+		// the limiter measures (stacks, runtime, fragmentation): its hard
+		// limit sits at 90% and it refuses from 70% (spike 20%); Go's soft
+		// limit (GCMemoryLimit, 60%) collects before that.
+		cfg.MemoryLimitMiB = max(limitMiB*9/10, 1)
+		cfg.MemorySpikeLimitMiB = limitMiB / 5
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("memory limiter config: %w", err)
+	}
+	set := extension.Settings{ID: memoryLimiterID, TelemetrySettings: tel, BuildInfo: build}
+	ml, err := f.Create(ctx, set, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create memory limiter: %w", err)
+	}
+	return ml, nil
+}
+
 // Start builds the components, starts them from the exporter up, and opens
 // the listeners. On failure everything started is shut down again.
 func (s *Server) Start(ctx context.Context) (err error) {
@@ -266,42 +317,22 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if expCfg.SpoolBatchMiB == 0 {
 		expCfg.SpoolBatchMiB = DefaultSpoolBatchMiB(s.memoryLimitMiB())
 	}
-	expSet := exporter.Settings{ID: component.NewID(componentType), TelemetrySettings: tel, BuildInfo: build}
 	red, err := redact.New(s.cfg.Redact)
 	if err != nil {
 		return fmt.Errorf("redaction: %w", err)
 	}
-	if s.exp, err = NewFactory(WithStore(s.w), WithLogger(s.log), WithProjects(s.cfg.Policy), WithRedactor(red),
-		withCreated(func(e *traceExporter) { s.texp.Store(e) })).CreateTraces(ctx, expSet, &expCfg); err != nil {
-		return fmt.Errorf("create loomwork exporter: %w", err)
-	}
-	if err = s.exp.Start(ctx, host); err != nil {
+	in := &ingester{cfg: expCfg, log: tel.Logger, slog: s.log, injected: s.w, policy: s.cfg.Policy, redactor: red}
+	if err = in.start(ctx); err != nil {
 		return fmt.Errorf("start loomwork exporter: %w", err)
 	}
+	s.in.Store(in)
+	s.inStarted = true
 
-	mlFactory := memorylimiterprocessor.NewFactory()
-	mlCfg := mlFactory.CreateDefaultConfig().(*memorylimiterprocessor.Config)
-	mlCfg.CheckInterval = orDefault(s.cfg.MemoryCheckInterval, time.Second)
 	limitMiB := s.memoryLimitMiB()
-	if s.cfg.MemoryLimitMiB == 0 && s.cfg.MemoryLimitPercent > 0 {
-		mlCfg.MemoryLimitPercentage = s.cfg.MemoryLimitPercent
-		mlCfg.MemorySpikePercentage = mlCfg.MemoryLimitPercentage / 4
-	} else {
-		// The limit is for the process's RSS, which is more than the heap
-		// the limiter measures (stacks, runtime, fragmentation): its hard
-		// limit sits at 90% and it refuses from 70% (spike 20%); Go's soft
-		// limit (GCMemoryLimit, 60%) collects before that.
-		mlCfg.MemoryLimitMiB = max(limitMiB*9/10, 1)
-		mlCfg.MemorySpikeLimitMiB = limitMiB / 5
+	if s.ml, err = s.newMemoryLimiter(ctx, tel, build, limitMiB); err != nil {
+		return err
 	}
-	if err = mlCfg.Validate(); err != nil {
-		return fmt.Errorf("memory limiter config: %w", err)
-	}
-	procSet := processor.Settings{ID: component.NewID(mlFactory.Type()), TelemetrySettings: tel, BuildInfo: build}
-	if s.proc, err = mlFactory.CreateTraces(ctx, procSet, mlCfg, s.exp); err != nil {
-		return fmt.Errorf("create memory limiter: %w", err)
-	}
-	if err = s.proc.Start(ctx, host); err != nil {
+	if err = s.ml.Start(ctx, host); err != nil {
 		return fmt.Errorf("start memory limiter: %w", err)
 	}
 
@@ -326,14 +357,13 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	admit := newAdmission(inFlight, s.cfg.Exporter.retryAfter())
 	auth := authenticator{token: s.cfg.AuthToken, keys: s.cfg.Keys}
-	if e := s.texp.Load(); e != nil {
-		admit.behind = e.storeBehind
-	}
+	admit.behind = in.storeBehind
 	s.admit.Store(admit)
-	f := &front{next: s.proc, retryAfter: s.cfg.Exporter.retryAfter(), log: s.log, admit: admit}
-	if e := s.texp.Load(); e != nil {
-		f.direct = e
+	limiter, ok := s.ml.(memoryLimiter)
+	if !ok {
+		return fmt.Errorf("memory limiter extension (%T) has no MustRefuse", s.ml)
 	}
+	f := &front{in: in, limiter: limiter, retryAfter: s.cfg.Exporter.retryAfter(), log: s.log, admit: admit}
 	if grpcOn {
 		opts := []configgrpc.ToServerOption{
 			configgrpc.WithGrpcServerOption(grpc.ForceServerCodecV2(newRawCodec())),
@@ -411,6 +441,8 @@ func (s *Server) startCoreReceiver(ctx context.Context, tel component.TelemetryS
 	rcfg := rf.CreateDefaultConfig().(*otlpreceiver.Config)
 	rcfg.Protocols.GRPC = configoptional.None[configgrpc.ServerConfig]()
 	rcfg.Protocols.HTTP = configoptional.None[otlpreceiver.HTTPConfig]()
+	mw := []configmiddleware.Config{{ID: memoryLimiterID}}
+	grpcCfg.Middlewares, httpCfg.Middlewares = mw, mw
 	if grpcOn {
 		rcfg.Protocols.GRPC = configoptional.Some(grpcCfg)
 	}
@@ -419,12 +451,21 @@ func (s *Server) startCoreReceiver(ctx context.Context, tel component.TelemetryS
 			ServerConfig: httpCfg, TracesURLPath: TracesPath, MetricsURLPath: "/v1/metrics", LogsURLPath: "/v1/logs",
 		})
 	}
-	set := receiver.Settings{ID: component.NewID(rf.Type()), TelemetrySettings: tel, BuildInfo: build}
+	expSet := exporter.Settings{ID: component.NewID(componentType), TelemetrySettings: tel, BuildInfo: build}
 	var err error
-	if s.core, err = rf.CreateTraces(ctx, set, rcfg, s.proc); err != nil {
+	if s.exp, err = NewFactory(withIngester(s.in.Load())).CreateTraces(ctx, expSet, &s.cfg.Exporter); err != nil {
+		return fmt.Errorf("create loomwork exporter: %w", err)
+	}
+	if err = s.exp.Start(ctx, nopHost{}); err != nil {
+		return fmt.Errorf("start loomwork exporter: %w", err)
+	}
+	set := receiver.Settings{ID: component.NewID(rf.Type()), TelemetrySettings: tel, BuildInfo: build}
+	if s.core, err = rf.CreateTraces(ctx, set, rcfg, s.exp); err != nil {
 		return fmt.Errorf("create otlp receiver: %w", err)
 	}
-	if err = s.core.Start(ctx, nopHost{}); err != nil {
+	// The receiver finds the memory limiter among the host's extensions by
+	// the ID its middleware configuration names.
+	if err = s.core.Start(ctx, limiterHost{id: memoryLimiterID, ext: s.ml}); err != nil {
 		return fmt.Errorf("start otlp receiver: %w", err)
 	}
 	s.log.Info("OTLP collector listening", "grpc", grpcCfg.NetAddr.Endpoint, "http", httpCfg.NetAddr.Endpoint, "receiver", ReceiverOTLP)
@@ -499,17 +540,23 @@ func (s *Server) shutdownLocked(ctx context.Context) error {
 		}
 		s.core = nil
 	}
-	if s.proc != nil {
-		if err := s.proc.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("shut down memory limiter: %w", err))
-		}
-		s.proc = nil
-	}
 	if s.exp != nil {
 		if err := s.exp.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("shut down loomwork exporter: %w", err))
 		}
 		s.exp = nil
+	}
+	if s.ml != nil {
+		if err := s.ml.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shut down memory limiter: %w", err))
+		}
+		s.ml = nil
+	}
+	if s.inStarted {
+		if err := s.in.Load().shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shut down loomwork exporter: %w", err))
+		}
+		s.inStarted = false
 	}
 	return errors.Join(errs...)
 }
@@ -582,7 +629,7 @@ const spoolFullAt = 0.9
 
 // Health pings the store (bounded by ctx) and reads the spool's state.
 func (s *Server) Health(ctx context.Context) Health {
-	texp, admit := s.texp.Load(), s.admit.Load()
+	in, admit := s.in.Load(), s.admit.Load()
 	h := Health{Status: "ok", Ready: true}
 	if p, ok := s.w.(store.Pinger); ok {
 		err := s.ping(ctx, p)
@@ -596,11 +643,11 @@ func (s *Server) Health(ctx context.Context) Health {
 	if admit != nil {
 		h.Admission = AdmissionHealth{InFlightBytes: admit.used.Load(), MaxInFlightBytes: admit.budget, Refused: admit.refused.Load()}
 	}
-	if texp != nil {
-		if sh, ok := texp.spoolHealth(); ok {
+	if in != nil {
+		if sh, ok := in.spoolHealth(); ok {
 			h.Spool = &sh
 		}
-		rh := texp.redactionHealth()
+		rh := in.redactionHealth()
 		h.Redaction = &rh
 	}
 	switch {
