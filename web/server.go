@@ -134,18 +134,22 @@ type HealthReport struct {
 
 // Server is the UI's http.Handler.
 type Server struct {
-	cfg   Config
-	deps  Deps
-	mux   *http.ServeMux
-	log   *slog.Logger
-	cache *traceCache
-	csrf  *csrfGuard
+	cfg  Config
+	deps Deps
+	mux  *http.ServeMux
+	log  *slog.Logger
+	// cache is shared by the per-project Servers (one memory budget
+	// however many projects are opened); cacheScope, the project, prefixes
+	// every key, so a cached trace is never served across projects.
+	cache      *traceCache
+	cacheScope string
+	csrf       *csrfGuard
 	// sessions are the browser sign-ins (/login), shared with the
 	// per-project Servers.
 	sessions *sessions
 
 	// Projects (Config.Keys): one Server per project a key has opened,
-	// each with its own trace cache and its project's file directories.
+	// each with its project's file directories, all on one trace cache.
 	projMu   sync.Mutex
 	projects map[string]*Server
 }
@@ -265,8 +269,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // projectServer returns the Server for a project key's requests: the same
 // trace reader (every read scoped by the request's project in its
-// context), its own trace cache (a cached trace is never served across
-// projects), the project's subdirectory of each file directory
+// context), the same trace cache under keys of the project's own (a
+// cached trace is never served across projects, and the cache's budget
+// bounds them all: a cache per project grew memory with every project
+// opened), the project's subdirectory of each file directory
 // (RUNS/<project>, REPORTS/<project>, ABLATIONS/<project>,
 // DATASETS/.projects/<project>), and no human labels file, approvals or
 // audit log, which are not per project.
@@ -299,6 +305,7 @@ func (s *Server) projectServer(project string) (*Server, error) {
 		return nil, fmt.Errorf("project server: %w", err)
 	}
 	ps.sessions = s.sessions
+	ps.cache, ps.cacheScope = s.cache, project+"\x00"
 	if s.projects == nil {
 		s.projects = map[string]*Server{}
 	}
@@ -393,9 +400,10 @@ func bearerToken(header string) (string, bool) {
 // its rollup recomputed only if its span count changed.
 func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) {
 	now := s.cfg.Now()
-	// The cache is per Server, and each project has its own Server
-	// (projectServer): a cached trace is never served across projects.
-	c, ok := s.cache.get(id)
+	// Each project has its own Server (projectServer) and its own keys in
+	// the shared cache: a cached trace is never served across projects.
+	key := s.cacheScope + id
+	c, ok := s.cache.get(key)
 	if ok && now.Sub(c.loaded) < s.cfg.CacheFresh {
 		return c, nil
 	}
@@ -417,7 +425,7 @@ func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) 
 		c = cachedTrace{spans: spans, rollup: r, index: ix, labels: modelLabels(spans), loaded: now,
 			bytes: traceBytes(spans)}
 	}
-	s.cache.put(id, c)
+	s.cache.put(key, c)
 	return c, nil
 }
 

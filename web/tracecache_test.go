@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,5 +287,62 @@ func TestTraceBytesEstimateTracksTheHeap(t *testing.T) {
 		if math.IsNaN(ratio) || ratio < 0.6 || ratio > 1.6 {
 			t.Errorf("%s: the estimate is %.2f× the measured heap (%.0f vs %.0f bytes); recalibrate traceBytes", c.name, ratio, est, heap)
 		}
+	}
+}
+
+// TestProjectServersShareOneTraceCacheButNeverATrace: every project's
+// Server keeps its traces in the one cache (one memory budget however many
+// projects are opened), under keys of its own: a trace one project loaded
+// is read from the store again for another, which gets its own answer.
+func TestProjectServersShareOneTraceCacheButNeverATrace(t *testing.T) {
+	st := openStore(t)
+	id := fmt.Sprintf("7%031x", 1)
+	for _, p := range []string{"alpha", "beta"} {
+		spans := withTraceID(hostileTrace(), id)
+		for i := range spans {
+			spans[i].Project = p
+			spans[i].Name = p + "-" + spans[i].Name
+		}
+		if err := st.WriteSpans(context.Background(), spans); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader := &countingReader{TraceReader: st, reads: map[string]int{}}
+	srv, err := New(Config{Now: func() time.Time { return epoch }}, Deps{Traces: reader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alpha, err := srv.projectServer("alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beta, err := srv.projectServer("beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alpha.cache != srv.cache || beta.cache != srv.cache {
+		t.Fatal("a project's Server has a trace cache of its own: memory grows with every project opened")
+	}
+	load := func(ps *Server, project string) cachedTrace {
+		t.Helper()
+		c, err := ps.loadTrace(store.WithProject(context.Background(), project), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range c.spans {
+			if !strings.HasPrefix(sp.Name, project+"-") {
+				t.Fatalf("project %s was served span %q", project, sp.Name)
+			}
+		}
+		return c
+	}
+	load(alpha, "alpha")
+	load(alpha, "alpha")
+	load(beta, "beta")
+	if n := reader.readsOf(id); n != 2 {
+		t.Errorf("two projects reading one trace id, one of them twice: %d store reads, want 2 (one per project)", n)
+	}
+	if _, n := srv.cache.stats(); n != 2 {
+		t.Errorf("the shared cache holds %d entries, want 2 (one per project)", n)
 	}
 }
