@@ -339,17 +339,21 @@ func (s *Server) runFiles(journals bool) (RunsView, map[string]*journal.ReplayRe
 	if !journals {
 		jfiles = nil
 	}
+	seen := map[string]bool{}
 	for _, j := range jfiles {
-		runs, err := journal.ReadJSONLFile(j.path)
+		seen[j.path] = true
+		rows, err := s.runsMemo.rows(j.name, j.path)
 		if err != nil {
 			v.Errors = append(v.Errors, err.Error())
 			continue
 		}
-		for _, run := range runs {
-			row := summariseRun(j.name, run)
-			row.Replay = reps[run.ID]
+		for _, row := range rows { // a copy: the memo's rows are shared
+			row.Replay = reps[row.RunID]
 			v.Rows = append(v.Rows, row)
 		}
+	}
+	if journals {
+		s.runsMemo.keep(seen)
 	}
 	return v, reps, nil
 }

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/retrieval/ablation/result"
@@ -397,5 +399,71 @@ func TestAblationChartEscapesModesAndDrawsAnEmptyResult(t *testing.T) {
 				t.Errorf("GET %s writes the result's markup unescaped", path)
 			}
 		}
+	}
+}
+
+// TestRunsListDecodesAJournalOnlyWhenItChanged: the runs list keeps each
+// journal's rows until the file changes, so a second request decodes
+// nothing, a changed file is decoded again (and shows its new runs), and
+// a removed one leaves the list.
+func TestRunsListDecodesAJournalOnlyWhenItChanged(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile(filepath.Join("..", "replay", "testdata", "good.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a.jsonl", "b.jsonl"} {
+		if err := os.WriteFile(filepath.Join(dir, n), good, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, _ := seeded(t)
+	srv, err := New(Config{}, Deps{Traces: st, Files: &FileSources{RunsDir: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func() string {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest("GET", "/runs", nil))
+		if rec.Code != 200 {
+			t.Fatalf("GET /runs = %d", rec.Code)
+		}
+		return rec.Body.String()
+	}
+	first := list()
+	if srv.runsMemo.decodes != 2 {
+		t.Fatalf("first list decoded %d journals, want 2", srv.runsMemo.decodes)
+	}
+	if again := list(); srv.runsMemo.decodes != 2 || again != first {
+		t.Errorf("second list decoded %d journals in all (want still 2) or showed another page", srv.runsMemo.decodes)
+	}
+	// Replace a.jsonl with a tampered copy: it is decoded again, and the
+	// list shows its error instead of its run.
+	runs, err := journal.ReadJSONLFile(filepath.Join(dir, "a.jsonl"))
+	if err != nil || len(runs) == 0 {
+		t.Fatalf("the fixture: %d runs (%v)", len(runs), err)
+	}
+	bad, err := os.ReadFile(filepath.Join("..", "replay", "testdata", "bad-tampered.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // a modification time of its own, even on a coarse clock
+	if err := os.WriteFile(filepath.Join(dir, "a.jsonl"), bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed := list()
+	if srv.runsMemo.decodes != 3 {
+		t.Errorf("after a.jsonl changed: %d decodes in all, want 3", srv.runsMemo.decodes)
+	}
+	if strings.Count(changed, runs[0].ID) >= strings.Count(first, runs[0].ID) || !strings.Contains(changed, "a.jsonl") {
+		t.Errorf("the list does not show a.jsonl's change: run %s appears %d times (before %d)", runs[0].ID, strings.Count(changed, runs[0].ID), strings.Count(first, runs[0].ID))
+	}
+	if err := os.Remove(filepath.Join(dir, "b.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	list()
+	if n := len(srv.runsMemo.files); n != 1 {
+		t.Errorf("the memo keeps %d files after b.jsonl was removed, want 1", n)
 	}
 }

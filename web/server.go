@@ -144,6 +144,8 @@ type Server struct {
 	cache      *traceCache
 	cacheScope string
 	csrf       *csrfGuard
+	// runsMemo keeps the runs list's rows per journal file (runsmemo.go).
+	runsMemo runsMemo
 	// sessions are the browser sign-ins (/login), shared with the
 	// per-project Servers.
 	sessions *sessions
