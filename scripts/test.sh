@@ -41,6 +41,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/loomwork-test.XXXXXX")
 # of this run, and by nothing else: a run starts with an empty cache, so it
 # fits the shipped corpus once and never reads a model an earlier run left.
 export LOOMWORK_LSA_CACHE="${LOOMWORK_LSA_CACHE:-$work/lsa}"
+# The suite signs audit logs with a key of its own, not the user's
+# (~/.config/loomwork/audit.key; docs/policy.md).
+export LOOMWORK_AUDIT_KEY="$work/audit.key"
 summary="$work/summary.txt"
 step=""
 chdir=""

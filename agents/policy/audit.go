@@ -3,6 +3,7 @@ package policy
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,6 +23,9 @@ import (
 // canonical JSON array ["loomwork.audit/1", seq, time, actor, action,
 // data, prev]; Prev is the previous entry's hash ("" for seq 1), so an
 // edited, dropped or reordered entry breaks the chain where it happened.
+// A log kept with an AuditKey also signs each entry: Key is the key's
+// fingerprint and MAC its HMAC over Hash, which a writer without the key
+// cannot recompute after rewriting the chain.
 type AuditEntry struct {
 	Seq    int64           `json:"seq"`
 	Time   time.Time       `json:"time"`
@@ -30,6 +34,8 @@ type AuditEntry struct {
 	Data   json.RawMessage `json:"data"`
 	Prev   string          `json:"prev"`
 	Hash   string          `json:"hash"`
+	Key    string          `json:"key,omitempty"`
+	MAC    string          `json:"mac,omitempty"`
 }
 
 func entryHash(e AuditEntry) (string, error) {
@@ -70,16 +76,31 @@ type AuditLog struct {
 	// different length at the next append means another process appended,
 	// and the chain is read again before extending it.
 	size int64
+	// key, when set, signs each entry appended and is required of every
+	// entry read.
+	key *AuditKey
 }
 
+// AuditOption adjusts OpenAudit.
+type AuditOption func(*AuditLog)
+
+// SignedWith keeps the log with key: every entry it appends is signed, and
+// every entry it reads (at open, and before extending a chain another
+// process extended) must carry a valid signature of this key.
+func SignedWith(key *AuditKey) AuditOption { return func(l *AuditLog) { l.key = key } }
+
 // OpenAudit opens (or creates) the audit log at file, verifying the chain
-// it finds: a log that does not verify is not appended to. file "" is an
-// in-memory log. clock nil is time.Now.
-func OpenAudit(file string, clock func() time.Time) (*AuditLog, error) {
+// it finds (and, signed, every entry's signature): a log that does not
+// verify is not appended to. file "" is an in-memory log. clock nil is
+// time.Now.
+func OpenAudit(file string, clock func() time.Time, opts ...AuditOption) (*AuditLog, error) {
 	if clock == nil {
 		clock = time.Now
 	}
 	l := &AuditLog{path: file, clock: clock}
+	for _, o := range opts {
+		o(l)
+	}
 	if file == "" {
 		return l, nil
 	}
@@ -95,7 +116,7 @@ func OpenAudit(file string, clock func() time.Time) (*AuditLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := VerifyAudit(entries); err != nil {
+	if err := l.verify(entries); err != nil {
 		return nil, fmt.Errorf("audit log %s: %w", file, err)
 	}
 	l.entries = entries
@@ -154,7 +175,7 @@ func (l *AuditLog) catchUp(f *os.File) error {
 	if err != nil {
 		return err
 	}
-	if err := VerifyAudit(entries); err != nil {
+	if err := l.verify(entries); err != nil {
 		return fmt.Errorf("audit log %s: not appending to a chain that does not verify: %w", l.path, err)
 	}
 	l.entries, l.size = entries, fi.Size()
@@ -174,6 +195,9 @@ func (l *AuditLog) appendEntry(f *os.File, actor, action string, raw []byte) (Au
 	}
 	if e.Hash, err = entryHash(e); err != nil {
 		return AuditEntry{}, err
+	}
+	if l.key != nil {
+		e.Key, e.MAC = l.key.ID(), l.key.mac(e.Hash)
 	}
 	if f != nil {
 		line, err := json.Marshal(e)
@@ -198,8 +222,15 @@ func (l *AuditLog) Entries() []AuditEntry {
 	return append([]AuditEntry(nil), l.entries...)
 }
 
-// Verify checks the in-memory chain.
-func (l *AuditLog) Verify() error { return VerifyAudit(l.Entries()) }
+// Verify checks the in-memory chain (and, signed, every signature).
+func (l *AuditLog) Verify() error { return l.verify(l.Entries()) }
+
+func (l *AuditLog) verify(entries []AuditEntry) error {
+	if l.key != nil {
+		return VerifyAuditSigned(entries, l.key)
+	}
+	return VerifyAudit(entries)
+}
 
 // ReadAudit decodes an audit log's JSON lines strictly, as Append writes
 // them: each line is exactly one JSON object with only AuditEntry's
@@ -286,6 +317,28 @@ func VerifyAudit(entries []AuditEntry) error {
 			return &AuditError{Line: line, Seq: e.Seq, What: "prev hash does not match the previous entry: the chain was rewritten before this entry"}
 		}
 		prev = e.Hash
+	}
+	return nil
+}
+
+// VerifyAuditSigned is VerifyAudit and, for every entry, a signature of
+// key over its hash. An entry with none, or with another key's, or whose
+// signature does not match (its hash was recomputed by someone without
+// the key) is an *AuditError naming it.
+func VerifyAuditSigned(entries []AuditEntry, key *AuditKey) error {
+	if err := VerifyAudit(entries); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		line := i + 1
+		switch {
+		case e.MAC == "":
+			return &AuditError{Line: line, Seq: e.Seq, What: "unsigned: written without an audit key (forged, or made before this log was signed; move an old log aside)"}
+		case e.Key != key.ID():
+			return &AuditError{Line: line, Seq: e.Seq, What: fmt.Sprintf("signed with another key (%s; this key is %s)", e.Key, key.ID())}
+		case !hmac.Equal([]byte(e.MAC), []byte(key.mac(e.Hash))):
+			return &AuditError{Line: line, Seq: e.Seq, What: "signature does not match: forged (the entry and its hash rewritten without the key)"}
+		}
 	}
 	return nil
 }

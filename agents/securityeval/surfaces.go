@@ -444,6 +444,9 @@ type SurfacesConfig struct {
 	AuditFile string
 	// Clock stamps audit entries (default time.Now).
 	Clock func() time.Time
+	// AuditKey, when set, signs every audit entry (policy.SignedWith);
+	// VerifyAuditFile then checks the signatures.
+	AuditKey *policy.AuditKey
 	// Payloads default to Payloads(); Guards to off and on.
 	Payloads []Payload
 	Guards   []string
@@ -490,7 +493,11 @@ func RunSurfaces(ctx context.Context, cfg SurfacesConfig) ([]SurfaceTrial, error
 	if cfg.Guards == nil {
 		cfg.Guards = []string{GuardOff, GuardOn}
 	}
-	audit, err := policy.OpenAudit(cfg.AuditFile, cfg.Clock)
+	var opts []policy.AuditOption
+	if cfg.AuditKey != nil {
+		opts = append(opts, policy.SignedWith(cfg.AuditKey))
+	}
+	audit, err := policy.OpenAudit(cfg.AuditFile, cfg.Clock, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("securityeval surfaces: %w", err)
 	}
@@ -883,9 +890,9 @@ func observeSurface(ctx context.Context, j *journaldb.Store, p Payload, t *Surfa
 	return rows.Err()
 }
 
-// VerifyAuditFile reads the audit log strictly and verifies its chain; it
-// returns its entries.
-func VerifyAuditFile(file string) ([]policy.AuditEntry, error) {
+// VerifyAuditFile reads the audit log strictly and verifies its chain and,
+// with a key, every entry's signature; it returns its entries.
+func VerifyAuditFile(file string, key *policy.AuditKey) ([]policy.AuditEntry, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
@@ -895,7 +902,11 @@ func VerifyAuditFile(file string) ([]policy.AuditEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := policy.VerifyAudit(es); err != nil {
+	verify := policy.VerifyAudit
+	if key != nil {
+		verify = func(es []policy.AuditEntry) error { return policy.VerifyAuditSigned(es, key) }
+	}
+	if err := verify(es); err != nil {
 		return es, fmt.Errorf("audit log %s: %w", file, err)
 	}
 	return es, nil

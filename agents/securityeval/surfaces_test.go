@@ -30,6 +30,7 @@ func fixedClock() func() time.Time {
 type suiteRun struct {
 	j      *journaldb.Store
 	audit  string
+	key    *policy.AuditKey
 	trials []securityeval.SurfaceTrial
 }
 
@@ -44,12 +45,16 @@ func runSurfaces(t *testing.T, cfg securityeval.SurfacesConfig) suiteRun {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { j.Shutdown(ctx) })
-	cfg.Journal, cfg.AuditFile, cfg.Clock = j, filepath.Join(dir, "audit.jsonl"), fixedClock()
+	key, err := policy.NewAuditKey([]byte("the suite's audit key, 32 bytes."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Journal, cfg.AuditFile, cfg.Clock, cfg.AuditKey = j, filepath.Join(dir, "audit.jsonl"), fixedClock(), key
 	trials, err := securityeval.RunSurfaces(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return suiteRun{j: j, audit: cfg.AuditFile, trials: trials}
+	return suiteRun{j: j, audit: cfg.AuditFile, key: key, trials: trials}
 }
 
 // wantOrigin is what the policy-on verdict must name as the taint's root
@@ -147,7 +152,7 @@ func TestSurfacesSuite(t *testing.T) {
 
 	// The audit log of the policy-on runs verifies, holds exactly the
 	// journal's decisions, and was not empty.
-	es, err := securityeval.VerifyAuditFile(s.audit)
+	es, err := securityeval.VerifyAuditFile(s.audit, s.key)
 	if err != nil {
 		t.Fatalf("the suite's audit log does not verify: %v", err)
 	}
@@ -163,9 +168,11 @@ func TestSurfacesSuite(t *testing.T) {
 
 // tamperSuite changes the suite's audit log every way we could think of and
 // checks each change is refused, naming the line: by the strict reader and
-// the chain check (policy.ReadAudit, policy.VerifyAudit), or — for the two
-// changes a bare hash chain cannot see, cutting entries off its end and
-// re-chaining a rewritten log — by the cross-check with the journal.
+// the chain check (policy.ReadAudit, policy.VerifyAudit); for a rewritten
+// log re-chained with every hash recomputed, which the chain cannot see,
+// by the entries' signatures (policy.VerifyAuditSigned); for entries cut
+// off the end at a line boundary, which neither sees, by the cross-check
+// with the journal.
 func tamperSuite(t *testing.T, s suiteRun, onRuns []string) {
 	raw, err := os.ReadFile(s.audit)
 	if err != nil {
@@ -206,10 +213,19 @@ func tamperSuite(t *testing.T, s suiteRun, onRuns []string) {
 		}
 		re.Append(e.Actor, e.Action, data)
 	}
-	var rechained []string
-	for _, e := range re.Entries() {
+	var rechained, resigned []string
+	for i, e := range re.Entries() {
+		// The entries before k are unchanged, hash and all, so a forger
+		// keeps their signatures; from k on it has none to give.
+		if i+1 < k {
+			e.Key, e.MAC = entries[i].Key, entries[i].MAC
+		}
 		b, _ := json.Marshal(e)
 		rechained = append(rechained, string(b))
+		// The same forgery keeping every original signature.
+		e.Key, e.MAC = entries[i].Key, entries[i].MAC
+		b, _ = json.Marshal(e)
+		resigned = append(resigned, string(b))
 	}
 	seqEdit := func(ls []string) []string {
 		ls[2] = strings.Replace(ls[2], `"seq":3,`, `"seq":4,`, 1)
@@ -218,7 +234,7 @@ func tamperSuite(t *testing.T, s suiteRun, onRuns []string) {
 	cases := []struct {
 		name, text string
 		want       string // the error names this (the line)
-		journal    bool   // only the journal cross-check sees it
+		by         string // what refuses it: "" the reader or the chain, "signature", "journal"
 	}{
 		{name: "edit a decision (require_approval → allow)", text: edit(func(ls []string) []string {
 			ls[k-1] = strings.Replace(ls[k-1], `"decision":"require_approval"`, `"decision":"allow"`, 1)
@@ -245,9 +261,11 @@ func tamperSuite(t *testing.T, s suiteRun, onRuns []string) {
 			ls[1] = strings.Replace(ls[1], `"time":"2026-01-02T03:04:07Z"`, `"time":"2026-01-02T03:04:08Z"`, 1)
 			return ls
 		}), want: "line 2 (entry seq 2): content does not match its hash: edited"},
-		// A bare hash chain cannot see these two; the journal can.
-		{name: "cut the last two entries (at a line boundary)", text: join(lines[:n-2]), journal: true, want: "entries missing"},
-		{name: "rewrite a decision and re-chain every hash", text: join(rechained), journal: true, want: "line " + itoa(k) + " (entry seq " + itoa(k) + "): run "},
+		// A bare hash chain cannot see these two; the signatures can.
+		{name: "rewrite a decision and re-chain every hash", text: join(rechained), by: "signature", want: "line " + itoa(k) + " (entry seq " + itoa(k) + "): unsigned"},
+		{name: "rewrite a decision, re-chain every hash, keep the signatures", text: join(resigned), by: "signature", want: "line " + itoa(k) + " (entry seq " + itoa(k) + "): signature does not match: forged"},
+		// Neither the chain nor the signatures can see this; the journal can.
+		{name: "cut the last two entries (at a line boundary)", text: join(lines[:n-2]), by: "journal", want: "entries missing"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -258,11 +276,17 @@ func tamperSuite(t *testing.T, s suiteRun, onRuns []string) {
 			if err == nil {
 				err = policy.VerifyAudit(es)
 			}
-			if c.journal {
+			if c.by != "" {
 				if err != nil {
 					t.Fatalf("the chain check now refuses this (%v): update the test and docs/policy.md", err)
 				}
-				t.Logf("FINDING: policy.ReadAudit+VerifyAudit accept this log; only the journal cross-check refuses it")
+				err = policy.VerifyAuditSigned(es, s.key)
+			}
+			if c.by == "journal" {
+				if err != nil {
+					t.Fatalf("the signatures now refuse this (%v): update the test and docs/policy.md", err)
+				}
+				t.Logf("FINDING: the chain and the signatures accept this log; only the journal cross-check refuses it")
 				err = securityeval.CrossCheckAudit(context.Background(), s.j, onRuns, es)
 			}
 			if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -63,7 +63,7 @@ func openAuditFlag(path string) (*policy.AuditLog, error) {
 	if err := mkdirFor(path); err != nil {
 		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("--audit %s: %w", path, err)}
 	}
-	l, err := policy.OpenAudit(path, nil)
+	l, err := openAudit(path)
 	if err != nil {
 		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("--audit %s: %w", path, err)}
 	}

@@ -10,19 +10,25 @@ import (
 	"github.com/loomwork/loomwork/agents/policy"
 )
 
-// runAudit: audit verify FILE — checks a policy audit log's hash chain.
+// runAudit: audit verify FILE — checks a policy audit log's hash chain
+// and every entry's signature under the machine's audit key.
 func (m *Main) runAudit(_ context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "verify" {
-		fmt.Fprintln(m.Stderr, "Usage: loom-eval audit verify FILE [--json]\nChecks the hash chain of a policy audit log; exits 1 naming the first edited, dropped or reordered entry.")
+		fmt.Fprintln(m.Stderr, "Usage: loom-eval audit verify FILE [--key FILE | --unsigned] [--json]\nChecks a policy audit log's hash chain and its entries' signatures; exits 1 naming the first edited, dropped, reordered or forged entry.")
 		return usageError("audit: want a subcommand: verify")
 	}
-	fs := m.newFlagSet("audit verify", "audit verify FILE [--json]")
+	fs := m.newFlagSet("audit verify", "audit verify FILE [--key FILE | --unsigned] [--json]")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	keyFile := fs.String("key", "", "audit key file the entries must be signed with (default $"+policy.EnvAuditKey+", else loomwork/audit.key in the user's config folder)")
+	unsigned := fs.Bool("unsigned", false, "check the hash chain only (a log from before signing, or from a machine whose key you do not have): it cannot tell a decision rewritten with every hash recomputed")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError("audit verify: want one audit log file, got %q", fs.Args())
+	}
+	if *unsigned && *keyFile != "" {
+		return usageError("audit verify: --key and --unsigned exclude each other")
 	}
 	file := fs.Arg(0)
 	f, err := os.Open(file)
@@ -34,22 +40,62 @@ func (m *Main) runAudit(_ context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
+	key, err := m.verifyKey(*keyFile, *unsigned)
+	if err != nil {
+		return err
+	}
 	verr := policy.VerifyAudit(entries)
-	if *asJSON {
-		out := map[string]any{"file": file, "entries": len(entries), "ok": verr == nil}
+	if key != nil {
+		verr = policy.VerifyAuditSigned(entries, key)
+	}
+	m.printAuditVerdict(file, entries, key, verr, *asJSON)
+	if verr != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: does not verify at %w", file, verr)}
+	}
+	return nil
+}
+
+// verifyKey is the key audit verify checks signatures with: --key's, the
+// machine's, or none with --unsigned.
+func (m *Main) verifyKey(keyFile string, unsigned bool) (*policy.AuditKey, error) {
+	if unsigned {
+		return nil, nil
+	}
+	if keyFile == "" {
+		k, err := loadAuditKey()
+		if err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("audit verify: %w", err)}
+		}
+		return k, nil
+	}
+	k, err := policy.LoadAuditKey(keyFile)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("audit verify: --key: %w", err)}
+	}
+	return k, nil
+}
+
+func (m *Main) printAuditVerdict(file string, entries []policy.AuditEntry, key *policy.AuditKey, verr error, asJSON bool) {
+	if asJSON {
+		out := map[string]any{"file": file, "entries": len(entries), "ok": verr == nil, "signed": key != nil}
+		if key != nil {
+			out["key"] = key.ID()
+		}
 		var ae *policy.AuditError
 		if errors.As(verr, &ae) {
 			out["line"], out["seq"], out["problem"] = ae.Line, ae.Seq, ae.What
 		}
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(m.Stdout, string(b))
-	} else if verr == nil {
-		fmt.Fprintf(m.Stdout, "%s: %d entries, chain verifies\n", file, len(entries))
+		return
 	}
-	if verr != nil {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: chain broken at %w", file, verr)}
+	switch {
+	case verr != nil:
+	case key != nil:
+		fmt.Fprintf(m.Stdout, "%s: %d entries, chain verifies, every entry signed with key %s\n", file, len(entries), key.ID())
+	default:
+		fmt.Fprintf(m.Stdout, "%s: %d entries, chain verifies (signatures not checked: --unsigned)\n", file, len(entries))
 	}
-	return nil
 }
 
 // policyGuard builds the runtime guard of a policy rules file.

@@ -13,8 +13,9 @@ import (
 )
 
 // webAudit is the UI's view of a policy audit log (web.AuditSource): read
-// with policy.ReadAudit and checked with policy.VerifyAudit, the calls
-// `audit verify` makes, so the page and the command agree.
+// with policy.ReadAudit and checked with policy.VerifyAuditSigned under the
+// machine's key, the calls `audit verify` makes, so the page and the
+// command agree.
 type webAudit struct{ file string }
 
 func (a webAudit) ReadAudit(context.Context) (web.AuditView, error) {
@@ -35,7 +36,10 @@ func (a webAudit) ReadAudit(context.Context) (web.AuditView, error) {
 		v.Problem = err.Error()
 		return v, nil
 	}
-	if verr := policy.VerifyAudit(entries); verr != nil {
+	key, err := loadAuditKey()
+	if err != nil {
+		v.Problem = err.Error()
+	} else if verr := policy.VerifyAuditSigned(entries, key); verr != nil {
 		v.Problem = verr.Error()
 	} else {
 		v.Verified = true

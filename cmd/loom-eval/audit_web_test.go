@@ -53,7 +53,12 @@ func TestAuditPageShowsTheLogAndWhetherItsChainHolds(t *testing.T) {
 		t.Fatal("a log not written yet is not said")
 	}
 
-	log, err := policy.OpenAudit(file, func() time.Time { return time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC) })
+	key, err := loadAuditKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := func() time.Time { return time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC) }
+	log, err := policy.OpenAudit(file, clock, policy.SignedWith(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,5 +96,27 @@ func TestAuditPageShowsTheLogAndWhetherItsChainHolds(t *testing.T) {
 	os.WriteFile(file, append(bytes.TrimRight(good, "\n"), []byte(` {"seq":3}`+"\n")...), 0o644)
 	if page := get("/audit"); !strings.Contains(page, `id="audit-broken"`) || !strings.Contains(page, "line 2") || !strings.Contains(page, "data after the entry") {
 		t.Fatalf("trailing text:\n%s", page)
+	}
+	// A forgery with a whole, correct chain: the held send_email written as
+	// allowed by someone without the key (every hash computed afresh).
+	os.Remove(file)
+	forged, err := policy.OpenAudit(file, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.Verdict.Decision = policy.Allow
+	for _, d := range []policy.DecisionRecord{allow, held} {
+		if _, err := forged.Append(d.Principal, "tool_call", d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if page := get("/audit"); !strings.Contains(page, `id="audit-broken"`) || !strings.Contains(page, "line 1 (entry seq 1): unsigned") {
+		t.Fatalf("a re-chained forgery:\n%s", page)
+	}
+	if out, _, code := cli(t, "audit", "verify", file); code != ExitFailure {
+		t.Fatalf("audit verify of the forgery: exit %d, want %d\n%s", code, ExitFailure, out)
+	}
+	if out, _, code := cli(t, "audit", "verify", "--unsigned", file); code != ExitOK || !strings.Contains(out, "signatures not checked") {
+		t.Fatalf("audit verify --unsigned of the forgery (its chain holds): exit %d\n%s", code, out)
 	}
 }

@@ -81,7 +81,7 @@ func rulesGuard(what string, r policy.Rules, auditFile, auditWhat string, cfg po
 	}
 	cfg.Engine, cfg.Rules = e, r
 	if auditFile != "" {
-		if cfg.Audit, err = policy.OpenAudit(auditFile, nil); err != nil {
+		if cfg.Audit, err = openAudit(auditFile); err != nil {
 			return nil, nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: %w", auditWhat, err)}
 		}
 	}

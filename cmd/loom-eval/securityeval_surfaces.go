@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/securityeval"
 )
 
@@ -32,11 +33,15 @@ func (m *Main) runSecurityEvalSurfaces(ctx context.Context, doc, work string) er
 	}
 	defer j.Shutdown(context.WithoutCancel(ctx))
 	audit := filepath.Join(dir, "surfaces.audit.jsonl")
-	trials, err := securityeval.RunSurfaces(ctx, securityeval.SurfacesConfig{Journal: j, AuditFile: audit, Controls: true})
+	key, err := policy.GenerateAuditKey() // the log lives as long as this command
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("security-eval --surfaces: %w", err)}
 	}
-	entries, err := securityeval.VerifyAuditFile(audit)
+	trials, err := securityeval.RunSurfaces(ctx, securityeval.SurfacesConfig{Journal: j, AuditFile: audit, AuditKey: key, Controls: true})
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("security-eval --surfaces: %w", err)}
+	}
+	entries, err := securityeval.VerifyAuditFile(audit, key)
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("security-eval --surfaces: the audit log does not verify: %w", err)}
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/baselines/suite"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/internal/coord"
@@ -42,6 +43,13 @@ func TestMain(m *testing.M) {
 	// One LSA model cache for the package run (retrieval.DefaultModelCacheDir):
 	// the shipped corpus is fitted once, not by every command a test runs.
 	os.Setenv("LOOMWORK_LSA_CACHE", filepath.Join(dir, "lsa"))
+	// The tests' audit key, not the user's: every command a test runs (in
+	// process or as a child) signs and checks audit logs with it. It is
+	// kept beside the default audit log the in-process commands append to
+	// (.loomwork/, ignored by git), so a later run can extend that log.
+	if abs, err := filepath.Abs(filepath.Join(".loomwork", "test-audit.key")); err == nil {
+		os.Setenv(policy.EnvAuditKey, abs)
+	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loomwork/loomwork/agents/policy"
 )
 
 // The CLI round trip: crash, resume into a suspended gate, approve, resume
@@ -58,7 +57,7 @@ func TestWorkflowApproveDenyCLI(t *testing.T) {
 
 func TestAuditVerifyCLI(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "audit.jsonl")
-	l, err := policy.OpenAudit(file, nil)
+	l, err := openAudit(file)
 	if err != nil {
 		t.Fatal(err)
 	}
