@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // The CLI round trip: crash, resume into a suspended gate, approve, resume
