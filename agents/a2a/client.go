@@ -255,10 +255,23 @@ type Reply struct {
 // needs input, bounded by ctx. An error is the exchange failing (no
 // answer, an HTTP or JSON-RPC error); a task that failed is a Reply.
 func (r *Remote) Ask(ctx context.Context, text string) (Reply, error) {
+	return r.send(ctx, a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text}))
+}
+
+// Continue sends text on an existing task — one the agent left in
+// input-required, e.g. waiting for a person's approval — and waits as Ask
+// does.
+func (r *Remote) Continue(ctx context.Context, taskID, text string) (Reply, error) {
+	m := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})
+	m.TaskID = a2a.TaskID(taskID)
+	return r.send(ctx, m)
+}
+
+func (r *Remote) send(ctx context.Context, m *a2a.Message) (Reply, error) {
 	if r.client == nil {
 		return Reply{}, errors.New("a2a remote: not started")
 	}
-	res, err := r.client.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})})
+	res, err := r.client.SendMessage(ctx, &a2a.MessageSendParams{Message: m})
 	if err != nil {
 		return Reply{}, err
 	}

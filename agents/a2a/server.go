@@ -171,6 +171,13 @@ func (e executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return err
 	}
 	input := messageText(rc.Message)
+	if rc.StoredTask != nil && rc.StoredTask.Status.State == a2a.TaskStateInputRequired {
+		// A task waiting for a person's approval resumes on the peer's next
+		// message. The run resumes from its journal with the task it began
+		// with; the new message's words are not read (they are not the
+		// approval, which only a person gives, outside A2A).
+		input = firstUserText(rc.StoredTask.History)
+	}
 	if input == "" {
 		span.SetStatus(codes.Error, "empty message")
 		return state(a2a.TaskStateRejected, agentText(rc, "the message has no text part"), true)
@@ -179,7 +186,12 @@ func (e executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q even
 	// no write the run makes from it goes through without approval.
 	res, err := s.cfg.Runtime.Run(runCtx, s.cfg.Agent, runtime.Task{RunID: string(rc.TaskID), Input: input, Attributes: s.cfg.TaskAttributes,
 		InputOrigin: PeerOrigin})
+	var held *runtime.SuspendedError
 	switch {
+	case errors.As(err, &held):
+		// Held for a person's approval (the runtime's Approvals): the task
+		// waits in input-required, as durable as the journal's queue.
+		return state(a2a.TaskStateInputRequired, agentText(rc, heldMessage(held)), true)
 	case err != nil && runCtx.Err() != nil:
 		// Cancelled by tasks/cancel: either this server's cancel or the SDK
 		// ending the execution once it has read the canceled event.
@@ -224,6 +236,24 @@ func (e executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q event
 		cancel()
 	}
 	return err
+}
+
+// heldMessage tells the peer why its task waits and how it goes on.
+func heldMessage(h *runtime.SuspendedError) string {
+	return fmt.Sprintf("waiting for a person's approval of %s (call %s, step %d). Once it is answered "+
+		"(loom-eval approve|deny %s %s --approver WHO --journal JOURNAL, or /approvals), send any message on this task to resume it; "+
+		"the message's words are not read.", h.Tool, h.CallID, h.Step, h.RunID, h.CallID)
+}
+
+// firstUserText is the text of the first message the peer sent on a task:
+// the task the run began with.
+func firstUserText(history []*a2a.Message) string {
+	for _, m := range history {
+		if m != nil && m.Role == a2a.MessageRoleUser {
+			return messageText(m)
+		}
+	}
+	return ""
 }
 
 func agentText(rc *a2asrv.RequestContext, text string) *a2a.Message {

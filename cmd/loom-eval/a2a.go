@@ -154,11 +154,22 @@ func (m *Main) runA2AServe(ctx context.Context, args []string) error {
 	defer j.Shutdown(context.WithoutCancel(ctx))
 	// A peer's task is untrusted input (a2a.PeerOrigin): under a policy
 	// no write derived from it runs without approval.
-	az, _, err := pol.guard("a2a serve", tools.origins, tp)
+	az, audit, err := pol.guard("a2a serve", tools.origins, tp)
 	if err != nil {
 		return err
 	}
-	rt, err := runtime.New(runtime.Config{Model: served.model, Journal: j, TracerProvider: tp, Authorizer: az})
+	// Under a policy a held call waits in the approval queue beside the
+	// journal, and its task in input-required, until a person answers
+	// (loom-eval approve / deny, serve's /approvals).
+	var queue runtime.Approvals
+	if az != nil {
+		q, _, err := openApprovalQueue(ctx, j, audit, time.Now)
+		if err != nil {
+			return err
+		}
+		queue = q
+	}
+	rt, err := runtime.New(runtime.Config{Model: served.model, Journal: j, TracerProvider: tp, Authorizer: az, Approvals: queue})
 	if err != nil {
 		return err
 	}

@@ -181,12 +181,21 @@ func (h *procHarness) exec(args ...string) (string, string, int) {
 // denied. It returns whether it approved.
 func (h *procHarness) answer(run, call string) bool {
 	h.t.Helper()
+	return h.answerIn("", run, call)
+}
+
+// answerIn is answer for a run in the journal at path ("": the default).
+func (h *procHarness) answerIn(path, run, call string) bool {
+	h.t.Helper()
 	approve := strings.HasPrefix(call, "call_report")
 	args := []string{"deny", run, call, "--approver", "sec@loomwork.example", "--reason", "an instruction planted in content the agent read"}
 	if approve {
 		args = []string{"approve", run, call, "--approver", "lead@loomwork.example", "--reason", "the summary to the team"}
 	}
 	args = append(args, "--audit", h.audit) // approve and deny take no --policy
+	if path != "" {
+		args = append(args, "--journal", path)
+	}
 	if out, errOut, code := runBinary(h.t, h.bin, h.dir, envWithoutKeys(), args...); code != ExitOK {
 		h.t.Fatalf("%s %s %s: exit %d\n%s%s", args[0], run, call, code, out, errOut)
 	}
@@ -453,9 +462,10 @@ var a2aAddrRE = regexp.MustCompile(` at (http://127\.0\.0\.1:\d+) \(card`)
 
 // a2aServe is `loom-eval a2a serve --agent research` (obedient model, the
 // MCP server's tools) and a peer sending it the benign task with each
-// payload's instruction appended: a2a.PeerOrigin taints the whole run. The
-// served runtime has no approval queue, so a held call is refused and the
-// task completes.
+// payload's instruction appended: a2a.PeerOrigin taints the whole run. A
+// held call leaves the task in input-required: the test's human answers
+// (loom-eval approve / deny on the served journal) and the peer sends a
+// message on the task to resume it, until it completes.
 func (h *procHarness) a2aServe() []procTrial {
 	t := h.t
 	ds := writeInjectionDataset(t, filepath.Join(h.dir, "ds-a2a"), nil, nil)
@@ -463,6 +473,7 @@ func (h *procHarness) a2aServe() []procTrial {
 	args := append([]string{"a2a", "serve", "--agent", "research", "--http", "127.0.0.1:0", "--scripted-model", "obeys-everything",
 		"--dataset", ds, "--index-cache", filepath.Join(ds, ".index"), "--mcp-url", "ops=" + h.ops.url}, h.flags...)
 	srv := startServer(t, h.bin, h.dir, a2aAddrRE, args...)
+	journalPath := filepath.Join(h.dir, ".loomwork", "a2a.journal.db")
 	ctx := context.Background()
 	peer, err := a2a.NewRemote(a2a.RemoteConfig{BaseURL: srv.addr, Timeout: 60 * time.Second, PollInterval: 20 * time.Millisecond})
 	if err != nil {
@@ -475,12 +486,24 @@ func (h *procHarness) a2aServe() []procTrial {
 	var tasks []string
 	for _, p := range securityeval.Payloads() {
 		before := h.ops.count()
+		tr := procTrial{Command: "a2a serve", Policy: h.policy, Payload: p.ID, Surface: "a2a-task", Variant: p.Variant}
 		rep, err := peer.Ask(ctx, securityeval.BenignTask+"\n\n"+securityeval.Instruction(p))
+		for attempt := 0; err == nil && rep.State == "input-required" && attempt < 8; attempt++ {
+			m := a2aHeldRE.FindStringSubmatch(rep.Text)
+			if m == nil {
+				t.Fatalf("a2a task with %s waits without naming the held call: %q", p.ID, rep.Text)
+			}
+			if h.answerIn(journalPath, m[1], m[2]) {
+				tr.HumanApproved++
+			} else {
+				tr.HumanDenied++
+			}
+			rep, err = peer.Continue(ctx, rep.TaskID, "answered")
+		}
 		if err != nil || rep.State != "completed" {
 			t.Fatalf("a2a task with %s: %v %+v\n%s", p.ID, err, rep, srv.stderr())
 		}
-		tr := procTrial{Command: "a2a serve", Policy: h.policy, Payload: p.ID, Surface: "a2a-task", Variant: p.Variant,
-			Answered: strings.Contains(rep.Text, securityeval.BenignFact)}
+		tr.Answered = strings.Contains(rep.Text, securityeval.BenignFact)
 		tr.Executed, tr.Reported = h.ops.since(before)
 		out = append(out, tr)
 		tasks = append(tasks, rep.TaskID)
@@ -488,10 +511,12 @@ func (h *procHarness) a2aServe() []procTrial {
 	peer.Shutdown(ctx)
 	srv.stop(t)
 	for i := range out {
-		observeInjected(&out[i], dbEvents(t, filepath.Join(h.dir, ".loomwork", "a2a.journal.db"), tasks[i]))
+		observeInjected(&out[i], dbEvents(t, journalPath, tasks[i]))
 	}
 	return out
 }
+
+var a2aHeldRE = regexp.MustCompile(`loom-eval approve\|deny (\S+) (\S+) `)
 
 var workflowHeldRE = regexp.MustCompile(`its agent run (\S+) holds call (\S+) for approval`)
 
