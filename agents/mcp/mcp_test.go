@@ -281,7 +281,7 @@ func TestToolErrorsAndProtocolErrors(t *testing.T) {
 	// Bad arguments: an isError result, not a protocol error.
 	_, err = c.Call(ctx, "echo", json.RawMessage(`{"text":5}`))
 	var sf *runtime.StepFailure
-	if err == nil || errors.As(err, &sf) || !strings.Contains(err.Error(), "invalid arguments for tool echo") {
+	if err == nil || errors.As(err, &sf) || !strings.Contains(err.Error(), `invalid arguments for tool echo: field "/text": got number, want string`) {
 		t.Fatalf("bad arguments: %v (want a tool execution error naming the arguments)", err)
 	}
 	_, err = c.Call(ctx, "echo", json.RawMessage(`{"text":"fail"}`))
@@ -509,5 +509,17 @@ func TestMethodNotFoundFailsTheStep(t *testing.T) {
 	var sf *runtime.StepFailure
 	if !errors.As(err, &sf) || sf.Code != "-32601" {
 		t.Fatalf("tools/call answered -32601: %v (want StepFailure -32601)", err)
+	}
+}
+
+// A tool whose schema does not compile (here: it needs a URL, which is
+// never fetched) is refused when it is added, naming the tool.
+func TestServerRefusesASchemaThatDoesNotCompile(t *testing.T) {
+	broken := runtime.Tool{Name: "broken",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"http://example.com/a.json"}}}`),
+		Run:        func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) { return runtime.ToolOutput{}, nil }}
+	_, err := mcp.NewServer(mcp.ServerConfig{Name: "x", Tools: []runtime.Tool{broken}})
+	if err == nil || !strings.Contains(err.Error(), "mcp server: tool broken: compile schema: ") {
+		t.Fatalf("NewServer = %v, want the tool named", err)
 	}
 }

@@ -337,8 +337,8 @@ func TestFailingToolsBecomeErrorObservationsAndTheRunGoesOn(t *testing.T) {
 	}
 	for id, want := range map[string]string{
 		"div":      "error: tool calculator failed: division by zero",
-		"bad":      `error: invalid arguments for tool ledger_append: field "amount_cents": must be integer, got string`,
-		"missing":  `error: invalid arguments for tool ledger_append: field "account": is required`,
+		"bad":      `error: invalid arguments for tool ledger_append: field "/amount_cents": got string, want integer`,
+		"missing":  `error: invalid arguments for tool ledger_append: arguments: missing property 'account'`,
 		"panic":    "error: tool flaky failed: tool panicked: index out of range",
 		"unknown":  `error: unknown tool "teleport"; available tools: calculator, search_policy, ledger_append, flaky, flaky_effect`,
 		"rollback": "error: tool flaky_effect failed: remote refused after the insert",
@@ -471,6 +471,25 @@ func TestSpansFollowTheGenAIConventions(t *testing.T) {
 	for _, s := range spans {
 		if s.SpanContext().TraceID() != root.SpanContext().TraceID() {
 			t.Fatalf("span %s is in another trace", s.Name())
+		}
+	}
+}
+
+// A tool whose schema does not compile — or needs anything but itself, a
+// URL never being fetched — is refused when the agent is registered, and
+// the error names the tool.
+func TestRegisterRefusesASchemaThatDoesNotCompileNamingTheTool(t *testing.T) {
+	run := func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) { return runtime.ToolOutput{}, nil }
+	for schema, want := range map[string]string{
+		`{"type":"object","properties":{"n":{"type":"integr"}}}`:                     `at '/properties/n/type'`,
+		`{"type":"object","properties":{"n":{"$ref":"https://example.com/n.json"}}}`: `"https://example.com/n.json"`,
+	} {
+		err := runtime.NewRegistry().Register(runtime.Agent{Name: "a", Tools: []runtime.Tool{
+			{Name: "fine", Parameters: json.RawMessage(`{"type":"object"}`), Run: run},
+			{Name: "broken", Parameters: json.RawMessage(schema), Run: run},
+		}})
+		if err == nil || !strings.Contains(err.Error(), `agent a: tool "broken": compile schema: `) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want it to name the tool and %s", schema, err, want)
 		}
 	}
 }
