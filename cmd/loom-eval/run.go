@@ -709,7 +709,7 @@ func (r *runner) distill(ctx context.Context, id string) error {
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
-	if _, err := distillInto(ctx, r.mem, r.memScope, journal.Run{ID: id, Events: evs}, time.Now()); err != nil {
+	if _, err := r.mem.DistillRun(ctx, r.memScope, journal.Run{ID: id, Events: evs}, time.Now()); err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}
 	return nil
