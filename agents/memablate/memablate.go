@@ -360,14 +360,8 @@ func runArm(ctx context.Context, cfg Config, arm string, agent runtime.Agent, to
 		if arm == ArmOn && rep.Excerpt == nil && t.FollowUp && len(keys) > 0 {
 			rep.Excerpt = excerpt(run)
 		}
-		devs, err := memory.FromJournal(run)
-		if err != nil {
+		if _, err := st.DistillRun(ctx, scope, run, writeAt); err != nil {
 			return Arm{}, err
-		}
-		for _, rec := range memory.Distill(devs, runID, writeAt) {
-			if _, _, err := st.Write(ctx, scope, rec); err != nil {
-				return Arm{}, err
-			}
 		}
 		if arm == ArmStale && rep.Stale == nil && n > 0 {
 			recs, err := st.Records(ctx, scope)

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -195,6 +196,39 @@ func FromJournal(run journal.Run) ([]Event, error) {
 				out = append(out, Event{Step: "answer", Kind: "succeeded", Detail: map[string]string{"outcome": outcome}, Ref: ref})
 			}
 		}
+	}
+	return out, nil
+}
+
+// Distilled is one record a finished run yielded and what the write
+// policy did with it.
+type Distilled struct {
+	Key      string  `json:"key"`
+	Kind     Kind    `json:"kind"`
+	Salience float64 `json:"salience"`
+	Text     string  `json:"text"`
+	Outcome  Outcome `json:"outcome"`
+	// Into is the record now holding the knowledge (the existing one's key
+	// on a merge).
+	Into string `json:"into,omitempty"`
+}
+
+// DistillRun distills a finished run's journal (FromJournal, Distill, the
+// records written at at) into scope through the write policy, and says
+// what happened to each record, in the order Distill returns them. It
+// stops at the first write that fails.
+func (s *Store) DistillRun(ctx context.Context, scope Scope, run journal.Run, at time.Time) ([]Distilled, error) {
+	evs, err := FromJournal(run)
+	if err != nil {
+		return nil, err
+	}
+	var out []Distilled
+	for _, r := range Distill(evs, run.ID, at) {
+		o, into, err := s.Write(ctx, scope, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Distilled{Key: r.Key, Kind: r.Kind, Salience: r.Salience, Text: r.Text, Outcome: o, Into: into})
 	}
 	return out, nil
 }

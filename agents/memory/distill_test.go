@@ -88,3 +88,62 @@ func TestDistillFromAJournal(t *testing.T) {
 		}
 	}
 }
+
+// DistillRun writes what a finished run yields through the write policy
+// and says what became of each record: a run distilled again merges into
+// what it wrote the first time instead of adding records.
+func TestDistillRunWritesThroughThePolicy(t *testing.T) {
+	ctx := context.Background()
+	var events []journal.Event
+	var prev *journal.Event
+	for i, r := range []journal.Record{
+		{Kind: journal.KindRunStarted, Payload: journal.RunStarted{Agent: "research", Input: "how do I set retries?"}},
+		{Kind: journal.KindToolResult, Step: 1, Tool: "read_doc", CallID: "c1", Payload: journal.ToolResult{Content: "no such doc", IsError: true}},
+		{Kind: journal.KindToolResult, Step: 2, Tool: "read_doc", CallID: "c2", Payload: journal.ToolResult{Content: "text"}},
+		{Kind: journal.KindRunFinished, Step: 3, Payload: journal.RunFinished{Answer: "Set retries in config [docs/config.md].", Citations: []string{"docs/config.md"}}},
+	} {
+		e, err := journal.Next("run-9", prev, r, time.Unix(int64(i), 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+		prev = &events[len(events)-1]
+	}
+	run := journal.Run{ID: "run-9", Events: events}
+	s := open(t, "")
+	outcomes := func(ds []Distilled) string {
+		var b strings.Builder
+		for _, d := range ds {
+			fmt.Fprintf(&b, "%s %s %.2f %s -> %s %s\n", d.Key, d.Kind, d.Salience, d.Outcome, d.Into, d.Text)
+		}
+		return b.String()
+	}
+	first, err := s.DistillRun(ctx, scope, run, at(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) != 2 || first[0].Kind != Procedural || first[1].Kind != Episodic {
+		t.Fatalf("first distillation:\n%s", outcomes(first))
+	}
+	for _, d := range first {
+		if d.Outcome != Written {
+			t.Fatalf("first distillation:\n%s", outcomes(first))
+		}
+	}
+	recs, err := s.Records(ctx, scope)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("records after the first distillation: %d, %v", len(recs), err)
+	}
+	again, err := s.DistillRun(ctx, scope, run, at(60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range again {
+		if d.Outcome != Merged || d.Into != first[i].Key {
+			t.Fatalf("distilled again:\n%s", outcomes(again))
+		}
+	}
+	if recs, err := s.Records(ctx, scope); err != nil || len(recs) != 2 {
+		t.Fatalf("records after distilling again: %d, %v", len(recs), err)
+	}
+}

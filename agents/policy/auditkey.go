@@ -55,7 +55,7 @@ func (k *AuditKey) ID() string { return k.id }
 // the previous entry) under the key, with a domain tag of its own.
 func (k *AuditKey) mac(hash string) string {
 	m := hmac.New(sha256.New, k.secret)
-	m.Write([]byte("loomwork.audit.mac/1\x00"))
+	m.Write([]byte("audit-mac/1\x00")) // a domain tag of its own
 	m.Write([]byte(hash))
 	return hex.EncodeToString(m.Sum(nil))
 }

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +18,6 @@ import (
 	"github.com/loomwork/loomwork/retrieval/judged"
 )
 
-// runAblate runs every retrieval mode on a judged dataset and reports the
-// table, a chart and the trained reranker.
 // ablateFlags are `loom-eval ablate`'s flags.
 type ablateFlags struct {
 	dataset, qrels, modes, out, cache, statistics, savedReranker, embedURL, embedModel *string
@@ -135,16 +128,6 @@ func (f *ablateFlags) savedModel(ms []retrieval.Mode) (*retrieval.LogisticModel,
 	return saved, nil
 }
 
-// loadAverage is how busy the machine was (latencies are wall clock).
-func loadAverage() string {
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			return "load average " + strings.Join(f[:3], " ") + " at start"
-		}
-	}
-	return "unknown"
-}
-
 // ablateService configures the service over the judged corpus and says
 // which embedder it uses.
 func (m *Main) ablateService(f *ablateFlags, ds *judged.Dataset, corpus *retrieval.Corpus) (*retrieval.Service, string, error) {
@@ -206,7 +189,7 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	loadAtStart := loadAverage()
+	loadAtStart := ablation.LoadAverage()
 	ds, err := judged.Load(*f.dataset, *f.qrels)
 	if err != nil {
 		return usageError("ablate: %v", err)
@@ -246,28 +229,15 @@ func (m *Main) runAblate(ctx context.Context, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("ablate: %w", err)}
 	}
-	rep.Environment = ablateEnvironment(loadAtStart, embedderName, ds, corpus, info)
+	rep.Environment = ablation.Environment(loadAtStart, embedderName, ds, corpus, info)
 	return m.writeAblation(rep, *f.out, format)
-}
-
-// ablateEnvironment says where and on what the ablation ran.
-func ablateEnvironment(load, embedder string, ds *judged.Dataset, corpus *retrieval.Corpus, info retrieval.BuildInfo) map[string]string {
-	return map[string]string{
-		"machine":   machineDescription(),
-		"go":        runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
-		"load":      load,
-		"corpus":    fmt.Sprintf("%d documents (%d doc sections, %d issues), sha256 %s…", corpus.Len(), corpus.Len()-len(ds.Issues), len(ds.Issues), corpus.Hash()[:12]),
-		"embedder":  embedder,
-		"bm25":      fmt.Sprintf("bleve v2.6.3, scoring model bm25, index %s in %s", map[bool]string{true: "built", false: "reused"}[info.IndexRebuilt], info.IndexTime.Round(time.Millisecond)),
-		"dense fit": fmt.Sprintf("%s, embed corpus %s", info.EmbedderSummary(), info.EmbedTime.Round(time.Millisecond)),
-	}
 }
 
 // writeAblation writes the report's files into out (unless empty) and the
 // report in format to stdout.
 func (m *Main) writeAblation(rep *ablation.Report, out, format string) error {
 	if out != "" {
-		written, err := writeAblationFiles(out, rep)
+		written, err := ablation.WriteFiles(out, rep)
 		if err != nil {
 			return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("ablate: %w", err)}
 		}
@@ -286,73 +256,4 @@ func (m *Main) writeAblation(rep *ablation.Report, out, format string) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("ablate: write report: %w", err)}
 	}
 	return nil
-}
-
-// writeAblationFiles writes the report, its Markdown and chart, and the
-// gold-fold reranker when one was trained (a run scoring a saved reranker
-// trains none); it returns the paths written.
-func writeAblationFiles(dir string, rep *ablation.Report) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", dir, err)
-	}
-	var written []string
-	write := func(name string, fn func(*os.File) error) error {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return fmt.Errorf("create %s: %w", name, err)
-		}
-		if err := fn(f); err != nil {
-			f.Close()
-			return fmt.Errorf("write %s: %w", name, err)
-		}
-		written = append(written, filepath.Join(dir, name))
-		return f.Close()
-	}
-	if err := write("report.json", func(f *os.File) error { return rep.WriteJSON(f) }); err != nil {
-		return nil, err
-	}
-	if err := write("report.md", func(f *os.File) error { return rep.WriteMarkdown(f) }); err != nil {
-		return nil, err
-	}
-	if err := write("ndcg.svg", func(f *os.File) error { return rep.WriteSVG(f) }); err != nil {
-		return nil, err
-	}
-	if rep.Reranker != nil && rep.Reranker.GoldModel != nil {
-		p := filepath.Join(dir, "reranker.json")
-		if err := (*retrieval.LogisticModel)(rep.Reranker.GoldModel).Save(p); err != nil {
-			return nil, err
-		}
-		written = append(written, p)
-	}
-	return written, nil
-}
-
-// machineDescription names the CPU and core count (Linux; elsewhere just
-// the core count).
-func machineDescription() string {
-	model := ""
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
-	}
-	mem := ""
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(line, "MemTotal:") {
-				if kb, err := strconv.Atoi(strings.Fields(line)[1]); err == nil {
-					mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
-				}
-			}
-		}
-	}
-	if model == "" {
-		model = "unknown CPU"
-	}
-	return fmt.Sprintf("%s, %d cores%s", model, runtime.NumCPU(), mem)
 }

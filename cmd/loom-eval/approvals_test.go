@@ -19,13 +19,14 @@ import (
 	"github.com/loomwork/loomwork/agents/approvals/approvalstest"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/policy"
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/store/sqlite"
 	"github.com/loomwork/loomwork/web"
 )
 
-// runHeld runs (or resumes) the mail agent as `loom-eval run` would once
-// wired (approvals_wiring.go): the queue beside the journal file is the
+// runHeld runs (or resumes) the mail agent as `loom-eval run` does once
+// wired (approvals_wiring.go, run.go's runParts.run): the queue beside the journal file is the
 // runtime's approvals source, the guard and the queue share the audit log;
 // everything is opened from disk and closed before it returns. It returns
 // what the command would print and its error.
@@ -50,19 +51,17 @@ func runHeld(t *testing.T, journalPath, auditPath, runID string) (string, error)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(runtime.Config{Model: approvalstest.Obeying(), Journal: j, Authorizer: g, Approvals: q})
+	var out bytes.Buffer
+	r, err := runner.New(runner.Config{Agent: approvalstest.MailAgent(), Journal: j, JournalName: journalPath,
+		Models: func(int) runtime.Model { return approvalstest.Obeying() }, RunID: runID, Authorizer: g, Approvals: q, Out: termSafe(&out)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := rt.Run(ctx, approvalstest.MailAgent(), runtime.Task{RunID: runID, Input: "why do checkouts time out?"})
-	var out bytes.Buffer
-	if exit, ok := suspendedRun(&out, err); ok {
-		return out.String(), exit
-	}
+	res, err := r.Run(ctx, []runner.Task{{Input: "why do checkouts time out?"}})
 	if err != nil {
-		return "", err
+		return out.String(), runExit(err)
 	}
-	return res.Answer, nil
+	return res[0].Answer, nil
 }
 
 func outboxRows(t *testing.T, journalPath string) int {
@@ -97,7 +96,8 @@ func TestApproveDenyHeldAgentRunCLI(t *testing.T) {
 		out, err := runHeld(t, jp, ap, run)
 		var ee *ExitError
 		if !errors.As(err, &ee) || ee.Code != ExitSuspended ||
-			out != "run "+run+" suspended at call c2 (tool send_email): loom-eval approve "+run+" c2 --approver WHO, then run it again\n" {
+			out != "run "+run+" suspended at call c2 (tool send_email): loom-eval approve "+run+" c2 --approver WHO, then run it again\n"+
+				"resume: run the same command again with --run-id "+run+" (runs already done are read from the journal)\n" {
 			t.Fatalf("%s: %v\n%s", run, err, out)
 		}
 	}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/loomwork/loomwork/agents/approvals"
@@ -68,17 +66,4 @@ func openAuditFlag(path string) (*policy.AuditLog, error) {
 		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("--audit %s: %w", path, err)}
 	}
 	return l, nil
-}
-
-// suspendedRun turns a run's error that is a *runtime.SuspendedError into
-// the message for the user (on w) and an *ExitError with ExitSuspended;
-// ok is false (and nothing is written) for any other error.
-func suspendedRun(w io.Writer, err error) (exit error, ok bool) {
-	var sus *runtime.SuspendedError
-	if !errors.As(err, &sus) {
-		return err, false
-	}
-	fmt.Fprintf(termSafe(w), "run %s suspended at call %s (tool %s): loom-eval approve %s %s --approver WHO, then run it again\n",
-		sus.RunID, sus.CallID, sus.Tool, sus.RunID, sus.CallID)
-	return &ExitError{Code: ExitSuspended, Err: err}, true
 }

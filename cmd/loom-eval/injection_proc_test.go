@@ -30,6 +30,7 @@ import (
 	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/memory"
 	"github.com/loomwork/loomwork/agents/policy"
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/agents/scripted"
 	"github.com/loomwork/loomwork/agents/securityeval"
@@ -269,7 +270,7 @@ func (h *procHarness) runCommand() []procTrial {
 				tr.HumanDenied++
 			}
 		}
-		var res []runResult
+		var res []runner.Result
 		if err := json.Unmarshal([]byte(stdout), &res); err != nil || len(res) != 1 || res[0].ModelLabel != llm.LabelScripted {
 			h.t.Fatalf("run %s output: %v\n%s", p.ID, err, stdout)
 		}

@@ -245,7 +245,7 @@ func (c *memoryCmd) distill(ctx context.Context, journalPath string) error {
 	if len(evs) == 0 {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("memory distill: run %q is not in %s", runID, journalPath)}
 	}
-	outs, err := distillInto(ctx, c.st, c.scope, journal.Run{ID: runID, Events: evs}, c.now)
+	outs, err := c.st.DistillRun(ctx, c.scope, journal.Run{ID: runID, Events: evs}, c.now)
 	if err != nil {
 		return err
 	}
@@ -256,32 +256,6 @@ func (c *memoryCmd) distill(ctx context.Context, journalPath string) error {
 		fmt.Fprintf(termSafe(c.w), "%-22s %-10s %.2f  %s\n", o.Outcome, o.Kind, o.Salience, o.Text)
 	}
 	return nil
-}
-
-// distilled is one distilled candidate and what the write policy did.
-type distilled struct {
-	Key      string         `json:"key"`
-	Kind     memory.Kind    `json:"kind"`
-	Salience float64        `json:"salience"`
-	Text     string         `json:"text"`
-	Outcome  memory.Outcome `json:"outcome"`
-	Into     string         `json:"into,omitempty"`
-}
-
-func distillInto(ctx context.Context, st *memory.Store, scope memory.Scope, run journal.Run, at time.Time) ([]distilled, error) {
-	evs, err := memory.FromJournal(run)
-	if err != nil {
-		return nil, err
-	}
-	var out []distilled
-	for _, r := range memory.Distill(evs, run.ID, at) {
-		o, into, err := st.Write(ctx, scope, r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, distilled{Key: r.Key, Kind: r.Kind, Salience: r.Salience, Text: r.Text, Outcome: o, Into: into})
-	}
-	return out, nil
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/internal/testtier"
 )
 
@@ -117,7 +118,7 @@ func TestRunWithMemoryRecallsAnEarlierRelatedRun(t *testing.T) {
 	t.Chdir(t.TempDir())
 	copyIndexCache(t, filepath.Join(".loomwork", "index"))
 	ctx := context.Background()
-	run := func(caseID string) runResult {
+	run := func(caseID string) runner.Result {
 		t.Helper()
 		var out, errb bytes.Buffer
 		args := []string{"--agent", "research", "--case", cases, "--case-id", caseID, "--dataset", ds,
@@ -125,7 +126,7 @@ func TestRunWithMemoryRecallsAnEarlierRelatedRun(t *testing.T) {
 		if err := newTestMain(&out, &errb, nil).runRun(ctx, args); err != nil {
 			t.Fatalf("run %s: %v\n%s", caseID, err, errb.String())
 		}
-		var res []runResult
+		var res []runner.Result
 		if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res) != 1 {
 			t.Fatalf("run %s: %v\n%s", caseID, err, out.String())
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/baselines/experiment"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/replay"
@@ -168,7 +169,7 @@ func (m *Main) writeExperiment(ctx context.Context, f *referenceFlags, cfg exper
 // runExperimentTrials are the trials of `run`'s results, read back from
 // the journal (with their transcripts, trace ids and costs), and the
 // runs' journal exported as JSONL, which the experiment folder keeps.
-func runExperimentTrials(ctx context.Context, j *journaldb.Store, results []runResult) ([]datasets.Trial, []byte, error) {
+func runExperimentTrials(ctx context.Context, j *journaldb.Store, results []runner.Result) ([]datasets.Trial, []byte, error) {
 	trials := make([]datasets.Trial, 0, len(results))
 	ids := make([]string, 0, len(results))
 	for _, r := range results {
@@ -193,7 +194,7 @@ func runExperimentTrials(ctx context.Context, j *journaldb.Store, results []runR
 
 // recordRun is `run --case`'s experiment: its results' trials over the
 // case file.
-func (m *Main) recordRun(ctx context.Context, f *referenceFlags, j *journaldb.Store, results []runResult, agent, caseFile, model string) error {
+func (m *Main) recordRun(ctx context.Context, f *referenceFlags, j *journaldb.Store, results []runner.Result, agent, caseFile, model string) error {
 	if f.none || caseFile == "" {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/baselines/experiment"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/internal/testtier"
@@ -185,10 +186,10 @@ func TestRunTracesCaseTrialAndContentThroughTheCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Shutdown(ctx)
-	run := func(extra ...string) []runResult {
+	run := func(extra ...string) []runner.Result {
 		out := mustCLI(t, append([]string{"run", "--agent", "research", "--case", cases, "--case-id", "mkm-156", "--trials", "2",
 			"--dataset", ds, "--otlp-endpoint", b.GRPCAddr(), "--json"}, extra...)...)
-		var res []runResult
+		var res []runner.Result
 		if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 2 {
 			t.Fatalf("run output: %v\n%s", err, out)
 		}

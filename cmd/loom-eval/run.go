@@ -13,10 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/loomwork/loomwork/agents/coding"
@@ -25,11 +21,11 @@ import (
 	"github.com/loomwork/loomwork/agents/gateway/providers"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
-	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/mcp"
 	"github.com/loomwork/loomwork/agents/memory"
 	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer/pricing"
@@ -39,68 +35,6 @@ const runUsage = "run --agent research|coding (--task TEXT | --case FILE [--case
 	"[--provider scripted|openai|anthropic] [--model M] [--base-url URL] [--journal FILE.db] [--journal-out FILE.jsonl] " +
 	"[--otlp-endpoint host:4317 [--store URL]] [--capture-content=true|false] [--budget-usd X] [--context-budget N] [--context-strategy S] [--policy default|FILE|none] [--audit LOG] [--mcp NAME=CMD [--mcp-replace NAME=TOOL]] [--egress FILE] [--sandbox-pool N] [--scripted-model agent|obeys-everything] [--evidence FILE] " +
 	"[--experiment-out DIR | --no-experiment] [--label L] [--json]"
-
-// judgedDataset is the judged set a command reads: its --dataset flag,
-// else $LOOMWORK_DATASET, else the shipped set (see datasets.ResolveJudged).
-func (m *Main) judgedDataset(flagValue string) (string, error) {
-	dir, err := datasets.ResolveJudged(flagValue, m.getenv)
-	if err != nil {
-		return "", &ExitError{Code: ExitRuntimeErr, Err: err}
-	}
-	return dir, nil
-}
-
-func (m *Main) getenv(k string) string {
-	if m.Getenv == nil {
-		return os.Getenv(k)
-	}
-	return m.Getenv(k)
-}
-
-// runResult is what `run` reports per run.
-type runResult struct {
-	RunID            string   `json:"run_id"`
-	Agent            string   `json:"agent"`
-	CaseID           string   `json:"case_id,omitempty"`
-	Trial            int      `json:"trial"`
-	ModelLabel       string   `json:"model_label"`
-	Answer           string   `json:"answer"`
-	Citations        []string `json:"citations"`
-	Documents        []string `json:"documents"`
-	Steps            int      `json:"steps"`
-	StepLimitReached bool     `json:"step_limit_reached,omitempty"`
-	// Usage is the model steps' usage, as journaled in run_finished.
-	Usage      llm.Usage `json:"usage"`
-	ModelCalls int       `json:"model_calls"`
-	Reused     int       `json:"reused_model_answers"`
-	// SummaryCalls are the context layer's summary calls this process made
-	// (--context-summarizer model), SummaryUsage their usage; neither is in
-	// the journal. SummariesReused counts model summaries a resume took from
-	// the journal instead, whose usage is not recorded.
-	SummaryCalls    int       `json:"summary_calls"`
-	SummaryUsage    llm.Usage `json:"summary_usage"`
-	SummariesReused int       `json:"summaries_reused,omitempty"`
-	// TotalUsage is Usage plus SummaryUsage.
-	TotalUsage llm.Usage `json:"total_usage"`
-	// CostUSD prices every call with the table in scorer/pricing; null when
-	// any part cannot be priced (CostNote says why; KnownCostUSD is then
-	// the part that could be, a lower bound).
-	CostUSD        *float64 `json:"cost_usd"`
-	KnownCostUSD   float64  `json:"known_cost_usd"`
-	UnpricedModels []string `json:"unpriced_models,omitempty"`
-	CostNote       string   `json:"cost_note,omitempty"`
-	TraceID        string   `json:"trace_id,omitempty"`
-	Journal        string   `json:"journal"`
-	// Recalled are the memory records (--memory) that entered the run's
-	// memory tier.
-	Recalled []string `json:"recalled_memories,omitempty"`
-}
-
-type runTask struct {
-	caseID string
-	input  string
-	attrs  json.RawMessage
-}
 
 // runFlags are `loom-eval run`'s own flags (the MCP, reference and output
 // flags have their own types).
@@ -235,36 +169,6 @@ func (f *runFlags) openMemory(ctx context.Context, spec *runtime.ContextSpec) (*
 	return mem, nil
 }
 
-// otlpProvider is a tracer provider that batches service's spans over
-// OTLP/gRPC to endpoint; cmd names the command in its error.
-func otlpProvider(ctx context.Context, cmd, service, endpoint string) (*sdktrace.TracerProvider, error) {
-	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
-	if err != nil {
-		return nil, fmt.Errorf("%s: otlp exporter: %w", cmd, err)
-	}
-	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", service)))), nil
-}
-
-// otlpTracing is the tracer provider that sends cmd's spans (service
-// loom-eval-CMD) over OTLP/gRPC to endpoint (nil without one) and the
-// function that flushes it, saying on stderr when that fails.
-func (m *Main) otlpTracing(ctx context.Context, cmd, endpoint string) (trace.TracerProvider, func(), error) {
-	if endpoint == "" {
-		return nil, func() {}, nil
-	}
-	sdk, err := otlpProvider(ctx, cmd, "loom-eval-"+cmd, endpoint)
-	if err != nil {
-		return nil, nil, err
-	}
-	flush := func() {
-		if err := sdk.Shutdown(context.WithoutCancel(ctx)); err != nil {
-			fmt.Fprintf(m.Stderr, "loom-eval %s: flush spans to %s: %v\n", cmd, endpoint, err)
-		}
-	}
-	return sdk, flush, nil
-}
-
 // runAgent is the reference agent --agent names and the function that
 // releases what it holds (the research index, the coding sandbox).
 func (m *Main) runAgent(ctx context.Context, f *runFlags, tp trace.TracerProvider) (runtime.Agent, func(), error) {
@@ -320,26 +224,6 @@ func (m *Main) codingAgent(ctx context.Context, f *runFlags) (runtime.Agent, fun
 		return runtime.Agent{}, nil, usageError("run: %v", err)
 	}
 	return a, release, nil
-}
-
-// openJournalDB opens (creating its folder) the SQLite journal at path
-// for cmd, which its errors name; deterministic stamps events with a
-// logical clock.
-func openJournalDB(ctx context.Context, cmd, path string, deterministic bool) (*journaldb.Store, error) {
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w", cmd, err)}
-		}
-	}
-	jcfg := journaldb.Config{Path: path}
-	if deterministic {
-		jcfg.Clock = journaldb.DeterministicClock()
-	}
-	j, err := journaldb.Open(ctx, jcfg)
-	if err != nil {
-		return nil, &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("%s: %w", cmd, err)}
-	}
-	return j, nil
 }
 
 // runGateway is the gateway to the live provider.
@@ -404,91 +288,81 @@ func (m *Main) runRun(ctx context.Context, args []string) error {
 	if *f.runID != "" && (len(tasks) != 1 || *f.trials != 1) {
 		return usageError("run: --run-id names one run: use it with one task and --trials 1")
 	}
-	r := &runner{f: &f, ref: &ref, live: f.live(), out: m.Stderr,
-		memScope: memory.Scope{Tenant: "default", Agent: research.Name, Namespace: "default"}}
-	if err := r.setContext(ctx); err != nil {
+	p := &runParts{f: &f, live: f.live()}
+	if err := p.setContext(ctx); err != nil {
 		return err
 	}
-	if r.mem != nil {
-		defer r.mem.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // every write is committed
+	if p.mem != nil {
+		defer p.mem.Shutdown(context.WithoutCancel(ctx)) //nolint:errcheck // every write is committed
 	}
 	tp, flush, err := m.otlpTracing(ctx, "run", *f.endpoint)
 	if err != nil {
 		return err
 	}
 	defer flush()
-	r.tp = tp
+	p.tp = tp
 	agent, release, err := m.runAgent(ctx, &f, tp)
 	if err != nil {
 		return err
 	}
 	defer release()
-	stopMCP, err := r.setTools(ctx, m, agent, &mcpf, &pol)
+	stopMCP, err := p.setTools(ctx, m, agent, &mcpf, &pol)
 	defer stopMCP()
 	if err != nil {
 		return err
 	}
-	err = r.openJournal(ctx)
-	if r.j != nil {
-		defer r.j.Shutdown(context.WithoutCancel(ctx))
+	err = p.openJournal(ctx)
+	if p.j != nil {
+		defer p.j.Shutdown(context.WithoutCancel(ctx))
 	}
 	if err != nil {
 		return err
 	}
-	if err := r.setModels(m.getenv); err != nil {
-		return err
-	}
-	results, err := r.runAll(ctx, tasks)
+	results, err := p.run(ctx, tasks, ref.capture.or(!p.live), m.getenv, termSafe(m.Stderr))
 	if err != nil {
 		return err
 	}
-	return m.finishRun(ctx, &f, &ref, r.j, results, format)
+	return m.finishRun(ctx, &f, &ref, p.j, results, format)
 }
 
-// runner runs run's tasks: what every trial shares.
-type runner struct {
+// runParts are the parts run opens from its flags and hands to the
+// runner (agents/runner), which runs the tasks with them.
+type runParts struct {
 	f         *runFlags
-	ref       *referenceFlags
 	live      bool
 	spec      *runtime.ContextSpec // nil: no context layer
 	evidence  []runtime.TierDoc    // --evidence
 	obeys     runtime.Model        // --scripted-model obeys-everything; nil: the agent's own
 	mem       *memory.Store        // nil: no --memory
-	memScope  memory.Scope
 	tp        trace.TracerProvider
 	agent     runtime.Agent
 	mcp       []*mcp.Client
 	j         *journaldb.Store
-	gw        *gateway.Gateway // live providers only
-	counter   contextlayer.Counter
-	pricer    callPricer
-	sumTracer trace.Tracer
 	az        runtime.Authorizer // --policy's guard; nil: no policy
 	audit     *policy.AuditLog   // --audit, shared by the guard and the queue
 	approvals runtime.Approvals  // the queue of held calls (with a policy)
-	out       io.Writer          // where a suspended run says how to resume
 }
 
 // setContext sets what the runs are given besides their task: the context
 // layer, the memory store (--memory), the pre-retrieved evidence
 // (--evidence) and the scripted model (--scripted-model).
-func (r *runner) setContext(ctx context.Context) (err error) {
-	f := r.f
-	if r.obeys, err = scriptedModel("run", *f.scriptedModel); err != nil {
+func (p *runParts) setContext(ctx context.Context) (err error) {
+	f := p.f
+	if p.obeys, err = scriptedModel("run", *f.scriptedModel); err != nil {
 		return err
 	}
-	if r.spec, err = f.contextSpec(); err != nil {
+	if p.spec, err = f.contextSpec(); err != nil {
 		return err
 	}
 	if *f.evidence != "" {
-		if r.spec == nil {
+		if p.spec == nil {
 			return usageError("run: --evidence goes into the context layer's evidence tier; --context-strategy none has none")
 		}
-		if r.evidence, err = loadEvidence(*f.evidence); err != nil {
+		if p.evidence, err = loadEvidence(*f.evidence); err != nil {
 			return err
 		}
 	}
-	r.mem, err = f.openMemory(ctx, r.spec)
+	p.mem, err = f.openMemory(ctx, p.spec)
 	return err
 }
 
@@ -496,228 +370,99 @@ func (r *runner) setContext(ctx context.Context) (err error) {
 // (pinned now; the pins are journaled with each run's attributes) and
 // --policy's guard, which knows those tools' origins. stop ends the
 // servers; call it even on an error.
-func (r *runner) setTools(ctx context.Context, m *Main, agent runtime.Agent, mcpf *mcpFlags, pol *policyFlags) (stop func(), err error) {
-	r.mcp, stop, err = m.mcpConnect(ctx, mcpf, r.tp)
+func (p *runParts) setTools(ctx context.Context, m *Main, agent runtime.Agent, mcpf *mcpFlags, pol *policyFlags) (stop func(), err error) {
+	p.mcp, stop, err = m.mcpConnect(ctx, mcpf, p.tp)
 	if err != nil {
 		return stop, err
 	}
-	if r.agent, err = withMCPTools(agent, r.mcp, mcpf); err != nil {
+	if p.agent, err = withMCPTools(agent, p.mcp, mcpf); err != nil {
 		return stop, err
 	}
-	r.az, r.audit, err = pol.guard("run", mcp.Origins(r.mcp...), r.tp)
+	p.az, p.audit, err = pol.guard("run", mcp.Origins(p.mcp...), p.tp)
 	return stop, err
 }
 
 // openJournal opens the run journal and, under a policy, the approval
 // queue beside it (sharing the guard's audit log): a held call suspends
 // the run until someone answers (loom-eval approve / deny, /approvals).
-func (r *runner) openJournal(ctx context.Context) (err error) {
-	if r.j, err = openJournalDB(ctx, "run", *r.f.journalPath, *r.f.deterministic); err != nil || r.az == nil {
+func (p *runParts) openJournal(ctx context.Context) (err error) {
+	if p.j, err = openJournalDB(ctx, "run", *p.f.journalPath, *p.f.deterministic); err != nil || p.az == nil {
 		return err
 	}
-	q, _, err := openApprovalQueue(ctx, r.j, r.audit, time.Now)
+	q, _, err := openApprovalQueue(ctx, p.j, p.audit, time.Now)
 	if err == nil {
-		r.approvals = q
+		p.approvals = q
 	}
 	return err
 }
 
-// setModels sets up the model side: the gateway for a live provider, the
-// token counter of the scripted policies, the pricer and the summariser's
-// tracer.
-func (r *runner) setModels(getenv func(string) string) error {
-	if r.live {
-		gw, err := runGateway(r.f, r.tp, getenv)
-		if err != nil {
-			return err
-		}
-		r.gw = gw
+// run runs every trial of every task with the runner: the model side is
+// set up here (the gateway for a live provider, else the scripted
+// policies with their token counter; the pricer), and a suspended run's
+// hint goes to out.
+func (p *runParts) run(ctx context.Context, tasks []runner.Task, capture bool, getenv func(string) string, out io.Writer) ([]runner.Result, error) {
+	f := p.f
+	cfg := runner.Config{Agent: p.agent, Journal: p.j, JournalName: *f.journalPath, Trials: *f.trials, RunID: *f.runID,
+		MaxSteps: *f.maxSteps, Context: p.spec, Evidence: p.evidence, CaptureContent: capture,
+		Authorizer: p.az, Approvals: p.approvals, TracerProvider: p.tp, MCP: p.mcp, Out: out}
+	pricer := callPricer{table: pricing.Default()}
+	if p.mem != nil {
+		cfg.Memory, cfg.MemoryScope = p.mem, memory.Scope{Tenant: "default", Agent: research.Name, Namespace: "default"}
 	}
-	r.counter = contextlayer.Estimate{}
-	if !r.live {
+	switch {
+	case p.live:
+		gw, err := runGateway(f, p.tp, getenv)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Models = func(int) runtime.Model { return gw }
+		cfg.Model, cfg.MaxTokens, cfg.SummaryModel = *f.model, *f.maxTokens, gw
+		pricer.requested = *f.model
+	default:
 		tok, err := contextlayer.NewTokenizer()
 		if err != nil {
-			return err
+			return nil, err
 		}
-		r.counter = tok
-	}
-	r.pricer = callPricer{table: pricing.Default()}
-	if r.live {
-		r.pricer.requested = *r.f.model
-		if r.tp != nil {
-			r.sumTracer = r.tp.Tracer("github.com/loomwork/loomwork/agents/contextlayer")
+		if cfg.Models, err = runner.ScriptedPolicies(*f.agentName, tok); err != nil {
+			return nil, err
+		}
+		if obeys := p.obeys; obeys != nil {
+			cfg.Models = func(int) runtime.Model { return obeys }
 		}
 	}
-	return nil
+	cfg.Price = pricer.price
+	r, err := runner.New(cfg)
+	if err != nil {
+		return nil, usageError("run: %v", err)
+	}
+	results, err := r.Run(ctx, tasks)
+	return results, runExit(err)
 }
 
-// runAll runs every trial of every task, in order.
-func (r *runner) runAll(ctx context.Context, tasks []runTask) ([]runResult, error) {
-	var results []runResult
-	for _, t := range tasks {
-		for trial := range *r.f.trials {
-			res, err := r.runOne(ctx, t, trial)
-			if err != nil {
-				return nil, err
-			}
-			results = append(results, res)
-		}
-	}
-	return results, nil
-}
-
-// model answers trial: the gateway, or a scripted policy of its own.
-func (r *runner) model(trial int) runtime.Model {
+// runExit is the exit of a run that did not finish (nil for nil): 4 for
+// one suspended for a human's answer (the runner said how to resume), 1
+// for a resumed run whose steps differ from the journal's, 2 for a run the
+// runtime refused, 3 otherwise.
+func runExit(err error) error {
+	var sus *runtime.SuspendedError
+	var de *journal.DivergenceError
+	var ce *runner.ConfigError
 	switch {
-	case r.live:
-		return r.gw
-	case r.obeys != nil:
-		return r.obeys
-	case *r.f.agentName == research.Name:
-		return research.Policy(research.PolicyConfig{QueryStyle: research.QueryStyleForTrial(trial), Counter: r.counter})
-	default:
-		return coding.Policy(coding.PolicyConfig{Trial: trial, Counter: r.counter})
+	case err == nil:
+		return nil
+	case errors.As(err, &sus):
+		return &ExitError{Code: ExitSuspended, Err: err}
+	case errors.As(err, &ce):
+		return usageError("run: %v", ce.Err)
+	case errors.As(err, &de):
+		return &ExitError{Code: ExitFailure, Err: err}
 	}
-}
-
-// runOne runs one trial of t, prices it and (with --memory) distills it.
-func (r *runner) runOne(ctx context.Context, t runTask, trial int) (runResult, error) {
-	rcfg := runtime.Config{Model: r.model(trial), Journal: r.j, TracerProvider: r.tp, MaxSteps: *r.f.maxSteps, Context: r.spec,
-		CaptureContent: r.ref.capture.or(!r.live), Authorizer: r.az, Approvals: r.approvals}
-	id := *r.f.runID
-	if id == "" {
-		id = runtime.RunID(*r.f.agentName, t.caseID, t.input, trial, time.Now())
-	}
-	recalled, resumed, err := r.recall(ctx, &rcfg, id, t.input)
-	if err != nil {
-		return runResult{}, err
-	}
-	if len(r.evidence) > 0 && !resumed {
-		// A resumed run with memory took its whole context, evidence
-		// included, from the journal.
-		base := *r.spec
-		if rcfg.Context != nil {
-			base = *rcfg.Context
-		}
-		spec := withEvidence(base, r.evidence)
-		rcfg.Context = &spec
-	}
-	// The summariser's calls get their own chat spans and are priced
-	// and logged here: the journal keeps only the summary text.
-	sumLog := &contextlayer.CallLog{}
-	if r.live && r.spec != nil && r.spec.Summarizer == runtime.SummarizerModel {
-		rcfg.Summarizer = contextlayer.ModelSummarizer{Model: r.gw, ModelName: *r.f.model, Tracer: r.sumTracer, Price: r.pricer.price, Log: sumLog}
-	}
-	rt, err := runtime.New(rcfg)
-	if err != nil {
-		return runResult{}, usageError("run: %v", err)
-	}
-	task, err := r.task(t, trial, id)
-	if err != nil {
-		return runResult{}, err
-	}
-	res, err := rt.Run(ctx, r.agent, task)
-	if exit, held := suspendedRun(r.out, err); held {
-		fmt.Fprintf(r.out, "resume: run the same command again with --run-id %s (runs already done are read from the journal)\n", id)
-		return runResult{}, exit
-	}
-	if err != nil {
-		var de *journal.DivergenceError
-		if errors.As(err, &de) {
-			hint := ""
-			if de.Produced != nil && de.Produced.Kind == journal.KindDecision && de.Recorded != nil && de.Recorded.Kind != journal.KindDecision {
-				hint = " (it was recorded without a policy: resume it with --policy none)"
-			}
-			return runResult{}, &ExitError{Code: ExitFailure, Err: fmt.Errorf("run %s: the journal %s already holds this run id with different steps%s: %w", id, *r.f.journalPath, hint, err)}
-		}
-		return runResult{}, &ExitError{Code: ExitRuntimeErr, Err: err}
-	}
-	rc, err := costOfRun(ctx, r.j, id, r.pricer, sumLog.Calls())
-	if err != nil {
-		return runResult{}, &ExitError{Code: ExitRuntimeErr, Err: err}
-	}
-	result := runResult{RunID: id, Agent: *r.f.agentName, CaseID: t.caseID, Trial: trial, ModelLabel: res.Label,
-		Answer: res.Answer, Citations: nonNilStrings(res.Citations), Documents: nonNilStrings(res.Documents), Steps: res.Steps,
-		StepLimitReached: res.StepLimitReached, Usage: res.Usage, ModelCalls: res.ModelCalls, Reused: res.Reused,
-		SummaryCalls: rc.SummaryCalls, SummaryUsage: rc.SummaryUsage, SummariesReused: rc.SummariesReused,
-		TotalUsage: rc.Total, CostUSD: rc.CostUSD, KnownCostUSD: rc.KnownCostUSD, UnpricedModels: rc.Unpriced, CostNote: rc.Note,
-		TraceID: res.TraceID, Journal: *r.f.journalPath, Recalled: recalled}
-	if r.mem != nil && !resumed {
-		if err := r.distill(ctx, id); err != nil {
-			return runResult{}, err
-		}
-	}
-	return result, nil
-}
-
-// recall fills run id's memory tier (with --memory) and returns the
-// recalled keys and whether the run is resumed. A run already journaled
-// resumes with the memory it recalled then (recalling again would change
-// its first request), and is not distilled twice.
-func (r *runner) recall(ctx context.Context, rcfg *runtime.Config, id, input string) ([]string, bool, error) {
-	if r.mem == nil {
-		return nil, false, nil
-	}
-	var recalled []string
-	prev, err := r.j.Events(ctx, id)
-	if err != nil {
-		return nil, false, &ExitError{Code: ExitRuntimeErr, Err: err}
-	}
-	if len(prev) > 0 {
-		if rt, err := runtime.ReplayTask(journal.Run{ID: id, Events: prev}); err == nil && rt.Context != nil {
-			rcfg.Context = rt.Context
-			if rt.Context.Tiers != nil {
-				for _, d := range rt.Context.Tiers.Memory {
-					recalled = append(recalled, strings.TrimPrefix(d.ID, "memory:"))
-				}
-			}
-		}
-		return recalled, true, nil
-	}
-	docs, scored, err := research.Recall(ctx, r.mem, r.memScope, input, research.RecallConfig{}, time.Now())
-	if err != nil {
-		return nil, false, &ExitError{Code: ExitRuntimeErr, Err: err}
-	}
-	for _, sc := range scored {
-		recalled = append(recalled, sc.Record.Key)
-	}
-	rs := research.RecallContext(*r.spec, docs, research.RecallConfig{Window: r.spec.Budget + 2000, Reserve: 2000})
-	rcfg.Context = &rs
-	return recalled, false, nil
-}
-
-// task is the runtime's task for trial of t, with the MCP servers' pins
-// and the live model's settings.
-func (r *runner) task(t runTask, trial int, id string) (runtime.Task, error) {
-	task := runtime.Task{RunID: id, Input: t.input, CaseID: t.caseID, Trial: trial, Attributes: t.attrs}
-	if len(r.mcp) > 0 {
-		var err error
-		if task.Attributes, err = mcp.Attributes(t.attrs, r.mcp...); err != nil {
-			return runtime.Task{}, err
-		}
-	}
-	if r.live {
-		task.Model = *r.f.model
-		task.MaxTokens = *r.f.maxTokens
-	}
-	return task, nil
-}
-
-// distill distills the journaled run id into the memory store.
-func (r *runner) distill(ctx context.Context, id string) error {
-	evs, err := r.j.Events(ctx, id)
-	if err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: err}
-	}
-	if _, err := distillInto(ctx, r.mem, r.memScope, journal.Run{ID: id, Events: evs}, time.Now()); err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: err}
-	}
-	return nil
+	return &ExitError{Code: ExitRuntimeErr, Err: err}
 }
 
 // finishRun exports the runs (--journal-out), records them (the reference
 // flags) and writes them in format to stdout.
-func (m *Main) finishRun(ctx context.Context, f *runFlags, ref *referenceFlags, j *journaldb.Store, results []runResult, format string) error {
+func (m *Main) finishRun(ctx context.Context, f *runFlags, ref *referenceFlags, j *journaldb.Store, results []runner.Result, format string) error {
 	if *f.journalOut != "" {
 		ids := make([]string, len(results))
 		for i, r := range results {
@@ -743,10 +488,10 @@ func (m *Main) finishRun(ctx context.Context, f *runFlags, ref *referenceFlags, 
 // runTasks is what run runs: the --task text, or the cases of --case
 // (filtered by --case-id and --tag), with a research case's issue:N tags
 // turned into the task attributes that exclude its own issue.
-func runTasks(agentName, taskText, caseFile, caseID, caseTag string) ([]runTask, error) {
-	var tasks []runTask
+func runTasks(agentName, taskText, caseFile, caseID, caseTag string) ([]runner.Task, error) {
+	var tasks []runner.Task
 	if taskText != "" {
-		tasks = []runTask{{input: taskText}}
+		tasks = []runner.Task{{Input: taskText}}
 	} else {
 		cases, err := datasets.LoadCases(caseFile)
 		if err != nil {
@@ -756,13 +501,13 @@ func runTasks(agentName, taskText, caseFile, caseID, caseTag string) ([]runTask,
 			if caseID != "" && c.ID != caseID || caseTag != "" && !slices.Contains(c.Tags, caseTag) {
 				continue
 			}
-			t := runTask{caseID: c.ID, input: c.Task}
+			t := runner.Task{CaseID: c.ID, Input: c.Task}
 			if agentName == research.Name {
 				excl, err := research.ExcludedIssues(c.Tags)
 				if err != nil {
 					return nil, usageError("run: %s line %d: field \"tags\": %v", caseFile, c.Line, err)
 				}
-				t.attrs = research.TaskAttributes(excl...)
+				t.Attributes = research.TaskAttributes(excl...)
 			}
 			tasks = append(tasks, t)
 		}
@@ -777,7 +522,7 @@ func runTasks(agentName, taskText, caseFile, caseID, caseTag string) ([]runTask,
 }
 
 // printRunResults is run's human output: one block per run.
-func printRunResults(w io.Writer, results []runResult, journalPath string) {
+func printRunResults(w io.Writer, results []runner.Result, journalPath string) {
 	for _, r := range results {
 		fmt.Fprintf(w, "%s (agent %s, model label %s): %d steps, %d model calls (%d reused), tokens in %d out %d, cost %s\n",
 			r.RunID, r.Agent, r.ModelLabel, r.Steps, r.ModelCalls, r.Reused, r.TotalUsage.InputTokens, r.TotalUsage.OutputTokens, formatCost(r))
@@ -832,19 +577,4 @@ func exportRuns(ctx context.Context, j *journaldb.Store, path string, ids []stri
 		return fmt.Errorf("run: export journal: %w", err)
 	}
 	return nil
-}
-
-// researchIndex is the research agent's search index over the judged
-// dataset (--dataset, else $LOOMWORK_DATASET or the shipped copy), for the
-// commands that run the agent or serve its tools; cmd names the command in
-// the error when the dataset has no judgements.
-func (m *Main) researchIndex(cmd, dataset, cacheDir string) (*research.DatasetIndex, error) {
-	dir, err := m.judgedDataset(dataset)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(dir, "qrels.jsonl")); err != nil {
-		return nil, usageError("%s: research dataset %s: %v (set --dataset or $LOOMWORK_DATASET)", cmd, dir, err)
-	}
-	return &research.DatasetIndex{Dir: dir, CacheDir: cacheDir}, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/loomwork/loomwork/agents/gateway/providertest"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/semconv"
@@ -336,7 +337,7 @@ func TestRunLiveProviderResearchAgentJournalsLiveAnswersAndReplaysWithoutKey(t *
 				t.Fatalf("run: exit %d: %v\n%s", exitCode(err, &errb), err, errb.String())
 			}
 			runOut, runErr := slices.Clone(out.Bytes()), slices.Clone(errb.Bytes())
-			var res []runResult
+			var res []runner.Result
 			if err := json.Unmarshal(runOut, &res); err != nil || len(res) != 1 {
 				t.Fatalf("output is not one JSON result: %v\n%s", err, runOut)
 			}
@@ -393,7 +394,7 @@ func TestRunLiveProviderResearchAgentJournalsLiveAnswersAndReplaysWithoutKey(t *
 			if err := m.runRun(ctx, args); err != nil {
 				t.Fatalf("resume: %v\n%s", err, errb.String())
 			}
-			var again []runResult
+			var again []runner.Result
 			json.Unmarshal(out.Bytes(), &again)
 			if len(again) != 1 || again[0].ModelCalls != 0 || again[0].Reused != 3 || again[0].Answer != r.Answer || f.srv.Count() != 3 {
 				t.Fatalf("resume = %+v, fake requests %d", again, f.srv.Count())
@@ -576,7 +577,7 @@ func TestRootRunCodingScriptedProviderWithTheDefaultRelativeWorkspacesRunsThePro
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	var res []runResult
+	var res []runner.Result
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || len(res) != 1 {
 		t.Fatalf("output: %v\n%s", err, stdout)
 	}

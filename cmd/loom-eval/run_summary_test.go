@@ -15,6 +15,7 @@ import (
 
 	"github.com/loomwork/loomwork/agents/gateway/providertest"
 	"github.com/loomwork/loomwork/agents/llm"
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/internal/testtier"
 	"github.com/loomwork/loomwork/scorer/pricing"
@@ -133,7 +134,7 @@ func TestRunModelSummarizerCallIsItsOwnChatSpanAndTheRollupCountsItsTokensAndCos
 
 			// What run reports: the steps' usage as journaled, the summary
 			// call apart, and the total priced from the same table.
-			var res []runResult
+			var res []runner.Result
 			if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res) != 1 {
 				t.Fatalf("output is not one JSON result: %v\n%s", err, out.String())
 			}
@@ -256,7 +257,7 @@ func TestRunResumeAndReplayOfAModelSummarizedRunDoNotInventSummaryUsage(t *testi
 	if err := m.runRun(ctx, append(args, "--json")); err != nil {
 		t.Fatalf("resume: %v\n%s", err, errb.String())
 	}
-	var res []runResult
+	var res []runner.Result
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res) != 1 {
 		t.Fatalf("resume output: %v\n%s", err, out.String())
 	}
@@ -333,7 +334,7 @@ func TestRunCostOfAModelWithoutAPriceIsUnknownNeverZero(t *testing.T) {
 		if !bytes.Contains(out.Bytes(), []byte(`"cost_usd": null`)) {
 			t.Fatalf("JSON cost is not null:\n%s", out.String())
 		}
-		var res []runResult
+		var res []runner.Result
 		if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res) != 1 {
 			t.Fatalf("output: %v\n%s", err, out.String())
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/datasets/datasettest"
 	"github.com/loomwork/loomwork/internal/testtier"
 )
@@ -39,7 +40,7 @@ func TestRunResearchScriptedIsJournaledResumableAndReplayable(t *testing.T) {
 	if err := m.runRun(ctx, args); err != nil {
 		t.Fatalf("run: %v\n%s", err, errb.String())
 	}
-	var res []runResult
+	var res []runner.Result
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
 	}
@@ -57,7 +58,7 @@ func TestRunResearchScriptedIsJournaledResumableAndReplayable(t *testing.T) {
 	if err := m.runRun(ctx, args); err != nil {
 		t.Fatal(err)
 	}
-	var again []runResult
+	var again []runner.Result
 	json.Unmarshal(out.Bytes(), &again)
 	if again[0].ModelCalls != 0 || again[0].Reused != 3 || again[0].Answer != res[0].Answer {
 		t.Fatalf("resume = %+v", again[0])

@@ -87,17 +87,3 @@ func loadEvidence(path string) ([]runtime.TierDoc, error) {
 	}
 	return out, nil
 }
-
-// withEvidence is spec with docs in its evidence tier (a tiered assembly
-// sized like the memory tier's, when spec has none yet).
-func withEvidence(spec runtime.ContextSpec, docs []runtime.TierDoc) runtime.ContextSpec {
-	if spec.Tiers == nil {
-		spec.Tiers = &runtime.TierSpec{Window: spec.Budget + 2000, Reserve: 2000}
-		spec.Budget = 0
-	} else {
-		t := *spec.Tiers
-		spec.Tiers = &t
-	}
-	spec.Tiers.Evidence = append(append([]runtime.TierDoc(nil), spec.Tiers.Evidence...), docs...)
-	return spec
-}

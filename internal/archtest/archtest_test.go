@@ -215,6 +215,14 @@ var linkRules = []struct {
 	{rooms: []string{"agents/runtime", "agents/workflow"},
 		never: []string{"database/sql", "agents/journal/journaldb"},
 		rule:  "the runtime and the workflow take a journal port that is not SQLite"},
+	// The runner (loom-eval run's runs, moved out of cmd by issue 37) takes
+	// the same port: cmd opens the SQLite journal and the approval queue
+	// beside it and hands them over, so the runner can run on any store
+	// (memjournal in its tests). Only the journal database is ruled out:
+	// the memory store it recalls from keeps a SQLite file of its own.
+	{rooms: []string{"agents/runner"},
+		never: []string{"agents/journal/journaldb"},
+		rule:  "the runner takes the journal port, not the journal database"},
 }
 
 // The folders whose import graph must have no cycle (any other top-level

@@ -21,4 +21,10 @@
 // (Config.Saved, a reranker.json) is scored without training; the judged
 // queries it was trained on are left out of every mode (SavedOverlap) and
 // the report says how many.
+//
+// WriteFiles writes a report's files into a folder (report.json,
+// report.md, the ndcg.svg chart and the trained gold reranker,
+// reranker.json), and Environment describes where and on what a run ran
+// (the machine, the toolchain, the load at start, the corpus, the index
+// and dense-model build) for the report's Environment.
 package ablation
