@@ -16,6 +16,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/policy"
 	"github.com/loomwork/loomwork/agents/research"
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/replay"
@@ -175,13 +176,12 @@ func freshRun(ctx context.Context, cfg Config, in *inputs, a agentPlan, work str
 			}
 			attrs = research.TaskAttributes(excl...)
 		}
+		models, err := runner.ScriptedPolicies(a.agent, tok)
+		if err != nil {
+			return out, err
+		}
 		for trial := range in.trials {
-			var model runtime.Model
-			if a.agent == research.Name {
-				model = research.Policy(research.PolicyConfig{QueryStyle: research.QueryStyleForTrial(trial), Counter: tok})
-			} else {
-				model = coding.Policy(coding.PolicyConfig{Trial: trial, Counter: tok})
-			}
+			model := models(trial)
 			rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Context: &spec, Logger: cfg.Logger,
 				TracerProvider: tp, Clock: spanClock, Authorizer: az})
 			if err != nil {

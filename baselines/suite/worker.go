@@ -23,6 +23,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/research"
+	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/agents/runtime"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/internal/coord"
@@ -314,20 +315,22 @@ func (w *Worker) runTrial(ctx context.Context, spec TrialSpec, fence int64) (dat
 
 	var agent runtime.Agent
 	var cspec runtime.ContextSpec
-	var model runtime.Model
 	switch w.def.Agent {
 	case research.Name:
 		agent, err = research.New(research.Config{Index: w.cfg.Index})
 		cspec = research.DefaultContext()
-		model = research.Policy(research.PolicyConfig{QueryStyle: research.QueryStyleForTrial(spec.Trial), Counter: w.tok})
 	case coding.Name:
 		agent, err = coding.New(coding.Config{Sandbox: w.cfg.Sandbox, WorkRoot: filepath.Join(dir, "workspaces")})
 		cspec = coding.DefaultContext()
-		model = coding.Policy(coding.PolicyConfig{Trial: spec.Trial, Counter: w.tok})
 	}
 	if err != nil {
 		return datasets.Trial{}, "", 0, err
 	}
+	models, err := runner.ScriptedPolicies(w.def.Agent, w.tok)
+	if err != nil {
+		return datasets.Trial{}, "", 0, err
+	}
+	model := models(spec.Trial)
 	cspec.Summarizer = runtime.SummarizerExtract
 	rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Context: &cspec, Logger: w.cfg.Logger,
 		TracerProvider: w.cfg.TracerProvider, CaptureContent: w.def.CaptureContent, Authorizer: w.cfg.Authorizer})
