@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/loomwork/loomwork/agents/a2a"
+	"github.com/loomwork/loomwork/agents/a2a/a2atest"
 	"github.com/loomwork/loomwork/agents/coding"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
@@ -77,10 +78,7 @@ func serve(t *testing.T, agent runtime.Agent, model runtime.Model, j *journaldb.
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(nil)
-	hs.Start()
-	hs.Config.Handler = s.Handler(hs.URL)
-	t.Cleanup(hs.Close)
+	hs := a2atest.Serve(t, s)
 	r, err := a2a.NewRemote(a2a.RemoteConfig{BaseURL: hs.URL, TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)

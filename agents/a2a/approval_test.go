@@ -3,7 +3,6 @@ package a2a_test
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/loomwork/loomwork/agents/a2a"
+	"github.com/loomwork/loomwork/agents/a2a/a2atest"
 	"github.com/loomwork/loomwork/agents/approvals"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/policy"
@@ -71,10 +71,7 @@ func heldServer(t *testing.T) (*a2aclient.Client, *approvals.Store, *atomic.Int6
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(nil)
-	hs.Start()
-	hs.Config.Handler = s.Handler(hs.URL)
-	t.Cleanup(hs.Close)
+	hs := a2atest.Serve(t, s)
 	card, err := agentcard.DefaultResolver.Resolve(ctx, hs.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/loomwork/loomwork/agents/a2a"
+	"github.com/loomwork/loomwork/agents/a2a/a2atest"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
@@ -815,11 +816,7 @@ func newReplyPeer(t *testing.T) *replyPeer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(nil)
-	hs.Start()
-	hs.Config.Handler = s.Handler(hs.URL)
-	t.Cleanup(hs.Close)
-	p.url = hs.URL
+	p.url = a2atest.Serve(t, s).URL
 	return p
 }
 

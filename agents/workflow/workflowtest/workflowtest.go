@@ -4,12 +4,12 @@ package workflowtest
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 
 	"github.com/loomwork/loomwork/agents/a2a"
+	"github.com/loomwork/loomwork/agents/a2a/a2atest"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runtime"
@@ -45,9 +45,5 @@ func Peer(t testing.TB, name, reply string) (url string, tasks *atomic.Int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(nil)
-	hs.Start()
-	hs.Config.Handler = s.Handler(hs.URL)
-	t.Cleanup(hs.Close)
-	return hs.URL, tasks
+	return a2atest.Serve(t, s).URL, tasks
 }
