@@ -213,7 +213,7 @@ func NewJudge(cfg JudgeConfig, opts JudgeOptions) (*Judge, error) {
 		mc := gateway.ModelConfig{Provider: cfg.Provider, Model: model, BaseURL: cfg.BaseURL, APIKeyEnv: cfg.APIKeyEnv,
 			MaxOutputTokens: maxTokens, Timeout: timeout}
 		if pm, _, ok := prices.Lookup(model); ok {
-			mc.Prices = gatewayPrices(pm)
+			mc.Prices = GatewayPrices(pm)
 		} else if cfg.BudgetUSD > 0 {
 			return nil, fmt.Errorf("judge config: budget_usd: no price is known for model %q, so the budget cannot be enforced", model)
 		}
@@ -282,11 +282,23 @@ func (j *Judge) Judge(ctx context.Context, req grade.JudgeRequest) (grade.JudgeR
 	return reply, nil
 }
 
-// price prices one attempt's usage as the trace rollup does: the response
-// model first (a dated snapshot id), then the requested one.
+// price prices one attempt's usage as the trace rollup does.
 func (j *Judge) price(u llm.Usage, names ...string) (float64, bool) {
+	return PriceCall(j.prices, u, names...)
+}
+
+// PriceCall prices one model call's usage at table's rates as the trace
+// rollup does (scorer/rollup): each name is looked up in turn — the
+// response model first (a dated snapshot id), then the requested one — and
+// cache reads and writes are billed apart. ok is false when the table knows
+// none of the names. This package sees both the model interface and the
+// scorer's prices, so the judge and `loom-eval run` share it.
+func PriceCall(table *pricing.Table, u llm.Usage, names ...string) (usd float64, ok bool) {
 	for _, name := range names {
-		if pm, _, ok := j.prices.Lookup(name); ok {
+		if name == "" {
+			continue
+		}
+		if pm, _, found := table.Lookup(name); found {
 			b, _ := pricing.Split(u.InputTokens, u.CacheReadTokens, u.CacheCreationTokens, u.OutputTokens)
 			return pm.Cost(b), true
 		}
@@ -294,9 +306,9 @@ func (j *Judge) price(u llm.Usage, names ...string) (float64, bool) {
 	return 0, false
 }
 
-// gatewayPrices hands the price table's rates to the gateway, whose budget
-// refuses a call by its worst case.
-func gatewayPrices(pm *pricing.Model) gateway.Prices {
+// GatewayPrices hands the price table's rates for a model to the gateway,
+// whose budget refuses a call by its worst case.
+func GatewayPrices(pm *pricing.Model) gateway.Prices {
 	p := gateway.Prices{InputPerMTok: pm.Input, OutputPerMTok: pm.Output}
 	if pm.CacheRead != nil {
 		p.CacheReadPerMTok = *pm.CacheRead

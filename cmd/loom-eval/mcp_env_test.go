@@ -124,7 +124,7 @@ func TestMCPToolsCannotShadowTheAgents(t *testing.T) {
 	}
 	run := func(extra ...string) (int, string) {
 		args := append([]string{"run", "--agent", "research", "--task", "x", "--dataset", ds, "--index-cache", cache,
-			"--journal", "j.db", "--mcp-env", "docs=LOOMWORK_TEST_MAIN"}, extra...)
+			"--journal", "j.db", "--mcp-env", "docs=LOOMWORK_TEST_MAIN,LOOMWORK_AUDIT_KEY"}, extra...)
 		out, err := loomEval(ctx, dir, args...).CombinedOutput()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -141,7 +141,7 @@ func TestMCPToolsCannotShadowTheAgents(t *testing.T) {
 	}{
 		{[]string{"--mcp", server("docs")}, `a tool of the research agent's own: refused (an untrusted server must not shadow it); --mcp-replace docs=`},
 		{[]string{"--mcp", server("docs"), "--mcp-replace", "docs=search_docs,read_doc,fetch"}, `--mcp-replace docs=fetch: server docs offers no tool "fetch"`},
-		{[]string{"--mcp", server("docs"), "--mcp", server("docs2"), "--mcp-env", "docs2=LOOMWORK_TEST_MAIN", "--mcp-replace", "docs=search_docs,read_doc"}, `MCP servers docs and docs2 both offer a tool "`},
+		{[]string{"--mcp", server("docs"), "--mcp", server("docs2"), "--mcp-env", "docs2=LOOMWORK_TEST_MAIN,LOOMWORK_AUDIT_KEY", "--mcp-replace", "docs=search_docs,read_doc"}, `MCP servers docs and docs2 both offer a tool "`},
 	} {
 		code, out := run(c.extra...)
 		if code != ExitUsage || !strings.Contains(out, c.want) {

@@ -124,7 +124,7 @@ func checkJSMCP(t *testing.T, how string, r jsMCPResult, wantTools []string) {
 	if r.Search.IsError || !strings.Contains(r.Search.Text, "changing-the-colors") || len(r.Search.Meta["io.loomwork/documents"]) == 0 {
 		t.Errorf("%s: search = %+v", how, r.Search)
 	}
-	if !r.BadArgs.IsError || !strings.Contains(r.BadArgs.Text, `field "query"`) {
+	if !r.BadArgs.IsError || !strings.Contains(r.BadArgs.Text, `field "/query"`) {
 		t.Errorf("%s: bad arguments = %+v (want isError naming the field, SEP-1303)", how, r.BadArgs)
 	}
 	if r.UnknownTool.Code == nil || *r.UnknownTool.Code != -32602 {
@@ -357,7 +357,7 @@ func TestRunThroughMCPThenReplayWithoutServer(t *testing.T) {
 		return string(out), err
 	}
 	if out, err := run("run", "--agent", "research", "--task", "Google Analytics with tracking code", "--run-id", "r-mcp",
-		"--mcp", server("--no-traces"), "--mcp-env", "docs=LOOMWORK_TEST_MAIN,LOOMWORK_LSA_CACHE", "--mcp-replace", "docs=search_docs,read_doc", "--dataset", ds, "--index-cache", cache,
+		"--mcp", server("--no-traces"), "--mcp-env", "docs=LOOMWORK_TEST_MAIN,LOOMWORK_LSA_CACHE,LOOMWORK_AUDIT_KEY", "--mcp-replace", "docs=search_docs,read_doc", "--dataset", ds, "--index-cache", cache,
 		"--journal", "j.db", "--journal-out", "out.jsonl", "--json"); err != nil {
 		t.Fatalf("run with --mcp: %v\n%s", err, out)
 	}
@@ -389,11 +389,11 @@ func TestRunThroughMCPThenReplayWithoutServer(t *testing.T) {
 		t.Fatalf("replay with no server = %+v", r)
 	}
 	// A live server that now excludes issue 11: the search result differs.
-	r := replayJSON("--mcp", server("--no-traces", "--exclude-issues", "11"), "--mcp-env", "docs=LOOMWORK_TEST_MAIN,LOOMWORK_LSA_CACHE")
+	r := replayJSON("--mcp", server("--no-traces", "--exclude-issues", "11"), "--mcp-env", "docs=LOOMWORK_TEST_MAIN,LOOMWORK_LSA_CACHE,LOOMWORK_AUDIT_KEY")
 	if len(r.Reports) != 1 || len(r.Reports[0].ResultDiffs) == 0 || r.Reports[0].ResultDiffs[0].Code != "LWR1200" || r.Reports[0].ResultDiffs[0].Tool != "search_docs" {
 		t.Fatalf("replay against a changed live server = %+v", r)
 	}
-	if out, err := run("replay", "out.jsonl", "--strict", "--mcp", server("--no-traces", "--exclude-issues", "11"), "--mcp-env", "docs=LOOMWORK_TEST_MAIN,LOOMWORK_LSA_CACHE"); err == nil {
+	if out, err := run("replay", "out.jsonl", "--strict", "--mcp", server("--no-traces", "--exclude-issues", "11"), "--mcp-env", "docs=LOOMWORK_TEST_MAIN,LOOMWORK_LSA_CACHE,LOOMWORK_AUDIT_KEY"); err == nil {
 		t.Fatalf("replay --strict with a differing live result exited 0:\n%s", out)
 	}
 	// A live server with another tool list (the trace queries added): refused.
@@ -402,7 +402,7 @@ func TestRunThroughMCPThenReplayWithoutServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Shutdown(ctx)
-	r = replayJSON("--mcp", server("--store", filepath.Join(dir, "t.db")), "--mcp-env", "docs=LOOMWORK_TEST_MAIN,LOOMWORK_LSA_CACHE")
+	r = replayJSON("--mcp", server("--store", filepath.Join(dir, "t.db")), "--mcp-env", "docs=LOOMWORK_TEST_MAIN,LOOMWORK_LSA_CACHE,LOOMWORK_AUDIT_KEY")
 	if r.OK || len(r.Errors) == 0 || !strings.Contains(strings.Join(r.Errors, "\n"), "refused until re-approved") {
 		t.Fatalf("replay against a server whose tool list changed = %+v", r)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/loomwork/loomwork/agents/contextlayer"
 	"github.com/loomwork/loomwork/agents/gateway"
 	"github.com/loomwork/loomwork/agents/gateway/providers"
+	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/agents/journal"
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/agents/mcp"
@@ -234,7 +235,7 @@ func runGateway(f *runFlags, tp trace.TracerProvider, getenv func(string) string
 		mc.MaxOutputTokens = *f.maxTokens
 	}
 	if pm, _, ok := pricing.Default().Lookup(*f.model); ok {
-		mc.Prices = gatewayPrices(pm)
+		mc.Prices = graders.GatewayPrices(pm)
 	} else if *f.budgetUSD > 0 {
 		return nil, usageError("run: --budget-usd: no price is known for model %q, so the budget cannot be enforced", *f.model)
 	}

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/loomwork/loomwork/agents/gateway"
+	"github.com/loomwork/loomwork/agents/graders"
 	"github.com/loomwork/loomwork/agents/llm"
 	"github.com/loomwork/loomwork/agents/runner"
 	"github.com/loomwork/loomwork/scorer/pricing"
@@ -17,25 +17,11 @@ type callPricer struct {
 	requested string // --model ("" for the scripted policies)
 }
 
-// price returns the cost of one call and the model name it was looked up
-// as; ok is false when the table knows neither name.
+// price returns the cost of one call (graders.PriceCall: the response
+// model, then the requested one); ok is false when the table knows
+// neither name.
 func (p callPricer) price(model string, u llm.Usage) (usd float64, ok bool) {
-	for _, name := range []string{model, p.requested} {
-		if name == "" {
-			continue
-		}
-		if m, _, found := p.table.Lookup(name); found {
-			return m.Cost(billedUsage(u)), true
-		}
-	}
-	return 0, false
-}
-
-// billedUsage splits normalised usage (input includes cached input) into
-// the parts providers bill separately, as the rollup does.
-func billedUsage(u llm.Usage) pricing.Usage {
-	b, _ := pricing.Split(u.InputTokens, u.CacheReadTokens, u.CacheCreationTokens, u.OutputTokens)
-	return b
+	return graders.PriceCall(p.table, u, model, p.requested)
 }
 
 // formatCost is a cost for people: dollars, or "unknown" with the reason
@@ -49,18 +35,4 @@ func formatCost(r runner.Result) string {
 		s += fmt.Sprintf("; at least $%.6f", r.KnownCostUSD)
 	}
 	return s + ")"
-}
-
-// gatewayPrices hands the scorer's price for a model to the gateway, whose
-// budget refuses calls by their worst-case cost. This is wiring: agents do
-// not import the scorer, so the conversion lives where both are visible.
-func gatewayPrices(pm *pricing.Model) gateway.Prices {
-	p := gateway.Prices{InputPerMTok: pm.Input, OutputPerMTok: pm.Output}
-	if pm.CacheRead != nil {
-		p.CacheReadPerMTok = *pm.CacheRead
-	}
-	if pm.CacheWrite != nil {
-		p.CacheWritePerMTok = *pm.CacheWrite
-	}
-	return p
 }
