@@ -340,6 +340,7 @@ func hangUpFirst(t *testing.T, n int, target string) (addr string, accepted *ato
 }
 
 func TestStartWaitsForAServerThatHangsUpUntilItAnswersOrTheContextEnds(t *testing.T) {
+	testtier.Slow(t) // a real ClickHouse
 	srv := chtest.Start(t)
 	db := srv.NewDatabase(t)
 	u, err := url.Parse(srv.DSN(db))
