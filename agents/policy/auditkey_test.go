@@ -173,3 +173,34 @@ func TestAuditKeyFileIsMadeOnceOwnerOnlyAndRefusedWhenOthersCanRead(t *testing.T
 		t.Errorf("$LOOMWORK_AUDIT_KEY ignored: %q", p)
 	}
 }
+
+// TestAuditKeyFilesThatAreNotKeysAreRefusedNamingTheFile: a key file that
+// is not hex, or holds too short a secret, is refused naming the file; the
+// default path follows $XDG_CONFIG_HOME, and with no home at all says what
+// to set; generated keys differ.
+func TestAuditKeyFilesThatAreNotKeysAreRefusedNamingTheFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"not-hex.key": "zz not hex\n", "short.key": "00ff00ff\n"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := policy.LoadAuditKey(p); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v, want an error naming the file", name, err)
+		}
+	}
+	p, err := policy.DefaultAuditKeyPath(func(k string) string {
+		return map[string]string{"HOME": "/home/u", "XDG_CONFIG_HOME": "/xdg"}[k]
+	})
+	if err != nil || p != "/xdg/loomwork/audit.key" {
+		t.Errorf("with $XDG_CONFIG_HOME: %q, %v", p, err)
+	}
+	if _, err := policy.DefaultAuditKeyPath(func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), policy.EnvAuditKey) {
+		t.Errorf("no home: %v, want an error naming $%s", err, policy.EnvAuditKey)
+	}
+	a, errA := policy.GenerateAuditKey()
+	b, errB := policy.GenerateAuditKey()
+	if errA != nil || errB != nil || a.ID() == b.ID() {
+		t.Errorf("two generated keys: %v %v, ids %s %s", errA, errB, a.ID(), b.ID())
+	}
+}

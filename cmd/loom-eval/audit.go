@@ -56,21 +56,26 @@ func (m *Main) runAudit(_ context.Context, args []string) error {
 }
 
 // verifyKey is the key audit verify checks signatures with: --key's, the
-// machine's, or none with --unsigned.
+// machine's, or none with --unsigned. Verifying never makes a key: a
+// missing key file is an error saying what to do.
 func (m *Main) verifyKey(keyFile string, unsigned bool) (*policy.AuditKey, error) {
 	if unsigned {
 		return nil, nil
 	}
+	what := "--key " + keyFile
 	if keyFile == "" {
-		k, err := loadAuditKey()
+		p, err := policy.DefaultAuditKeyPath(os.Getenv)
 		if err != nil {
 			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("audit verify: %w", err)}
 		}
-		return k, nil
+		keyFile, what = p, "this machine's audit key "+p
+	}
+	if _, err := os.Stat(keyFile); err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("audit verify: %s: %w (a log signed elsewhere is checked with --key FILE, its chain alone with --unsigned)", what, err)}
 	}
 	k, err := policy.LoadAuditKey(keyFile)
 	if err != nil {
-		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("audit verify: --key: %w", err)}
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("audit verify: %w", err)}
 	}
 	return k, nil
 }

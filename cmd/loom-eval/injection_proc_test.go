@@ -394,10 +394,11 @@ func writeInjectionDataset(t *testing.T, dir string, plant map[string]string, ex
 
 // server is a loom-eval process serving until stopped.
 type server struct {
-	cmd  *exec.Cmd
-	addr string
-	errs *strings.Builder
-	mu   *sync.Mutex
+	cmd     *exec.Cmd
+	addr    string
+	errs    *strings.Builder
+	mu      *sync.Mutex
+	stopped bool // stop ran; otherwise the test's cleanup kills the process
 }
 
 // startServer starts a serving loom-eval process in dir and waits for the
@@ -414,6 +415,14 @@ func startServer(t *testing.T, bin, dir string, addrRE *regexp.Regexp, args ...s
 		t.Fatal(err)
 	}
 	s := &server{cmd: cmd, errs: &strings.Builder{}, mu: &sync.Mutex{}}
+	// A test that fails before it stops the server must not leave it
+	// running (one outlived a failed run by an hour).
+	t.Cleanup(func() {
+		if !s.stopped {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
 	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -432,8 +441,6 @@ func startServer(t *testing.T, bin, dir string, addrRE *regexp.Regexp, args ...s
 	select {
 	case s.addr = <-found:
 	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		cmd.Wait()
 		t.Fatalf("%s: no address on stderr in 60 s:\n%s", strings.Join(args[:2], " "), s.stderr())
 	}
 	return s
@@ -448,6 +455,7 @@ func (s *server) stderr() string {
 // stop ends the server with SIGTERM (a graceful shutdown) and waits.
 func (s *server) stop(t *testing.T) {
 	t.Helper()
+	s.stopped = true
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- s.cmd.Wait() }()

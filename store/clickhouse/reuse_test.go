@@ -17,6 +17,9 @@ import (
 // batch that was rejected half-encoded.
 func TestEachBatchStoresOnlyItsOwnValuesAfterEarlierBatches(t *testing.T) {
 	testtier.Slow(t)
+	// Values checked batch after batch, one writer: the pooled buffers'
+	// concurrency is race-checked by four writers sharing them.
+	testtier.NoRace(t, "TestFourConcurrentWritersStoreEverySpanOnce")
 	t.Parallel() // a database of its own on the shared server
 	srv := chtest.Start(t)
 	s, _ := openFresh(t, srv)

@@ -77,6 +77,9 @@ func checkSpansEqual(t *testing.T, got, want []store.Span) {
 // with both blocks of several chunks and blocks shared with small traces.
 func TestGetTraceOfManyBlocksReadsEverySpanExactlyInOrder(t *testing.T) {
 	testtier.Slow(t)
+	// Order and completeness of one big read; reading while another
+	// process writes is race-checked there.
+	testtier.NoRace(t, "TestReadOnlyProcessReadsWhileAnotherWrites")
 	t.Parallel() // a file of its own; CPU in SQLite and the decoder
 	s, _ := openTemp(t)
 	ctx := context.Background()

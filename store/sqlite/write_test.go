@@ -194,6 +194,9 @@ func TestScopeDataIsStoredOncePerDistinctScope(t *testing.T) {
 // bound, and a trace bigger than the bound alone.
 func TestBuilderCacheBound(t *testing.T) {
 	testtier.Slow(t)
+	// The cache's bound over 128k spans, one goroutine; the writes that
+	// share the cache are race-checked by the conformance suite's.
+	testtier.NoRace(t, "TestConformance")
 	t.Parallel() // its own cache; CPU generating 128k spans under -race
 	c := newBuilderCache()
 	mk := func(n int) *store.SummaryBuilder {

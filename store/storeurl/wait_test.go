@@ -1,0 +1,56 @@
+package storeurl
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestWaitForServerKeepsTryingAClickHouseThatHangsUp: a ClickHouse URL
+// whose server hangs up on every connection fails at once by default, and
+// with WaitForServer is tried again and again until the caller's context
+// ends. (That a waited open succeeds once the server answers is
+// store/clickhouse's TestStartWaitsForAServerThatHangsUpUntilItAnswersOrTheContextEnds.)
+func TestWaitForServerKeepsTryingAClickHouseThatHangsUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	})
+	url := "clickhouse://" + ln.Addr().String() + "/loomwork"
+
+	if _, err := OpenWithLogger(context.Background(), url, false, nil); err == nil {
+		t.Fatal("opening a ClickHouse that hangs up succeeded")
+	}
+	once := accepted.Load()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = OpenWithLogger(ctx, url, false, nil, WaitForServer(time.Hour))
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waited open of a ClickHouse that always hangs up: %v; want the context's deadline", err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("the waited open gave up after %s, before its context's 1.5 s", d)
+	}
+	if n := accepted.Load() - once; n < 3 {
+		t.Errorf("the waited open connected %d times; want it to keep trying", n)
+	}
+}
