@@ -2,9 +2,7 @@ package a2a_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,58 +14,32 @@ import (
 	"github.com/loomwork/loomwork/agents/a2a"
 	"github.com/loomwork/loomwork/agents/a2a/a2atest"
 	"github.com/loomwork/loomwork/agents/approvals"
-	"github.com/loomwork/loomwork/agents/llm"
-	"github.com/loomwork/loomwork/agents/policy"
+	"github.com/loomwork/loomwork/agents/approvals/approvalstest"
 	"github.com/loomwork/loomwork/agents/runtime"
-	"github.com/loomwork/loomwork/agents/scripted"
 )
 
-// heldServer serves an agent whose one write, send_email, a peer's task
-// always asks for (the scripted model obeys it) under the default policy,
-// with the approval queue beside the journal. It returns an SDK client,
-// the queue and the count of mails actually sent.
-func heldServer(t *testing.T) (*a2aclient.Client, *approvals.Store, *atomic.Int64) {
+// heldServer serves the approval tests' mail agent (approvalstest: it
+// reads a planted instruction and, obeying it, sends mail) under their
+// policy, with the approval queue beside the journal. A peer's task
+// taints the run, so the mail is held. It returns an SDK client, the
+// queue and the count of mails actually sent (rows of the outbox table).
+func heldServer(t *testing.T) (*a2aclient.Client, *approvals.Store, func() int) {
 	t.Helper()
 	ctx := context.Background()
-	var sent atomic.Int64
-	mail := runtime.Tool{Name: "send_email", Effect: true,
-		Parameters: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"},"body":{"type":"string"}},"required":["to","body"]}`),
-		Run: func(context.Context, runtime.ToolInput) (runtime.ToolOutput, error) {
-			sent.Add(1)
-			return runtime.ToolOutput{Content: "sent"}, nil
-		}}
-	turns := []scripted.Turn{
-		{ToolCalls: []llm.ToolCall{{ID: "m1", Name: "send_email", Arguments: json.RawMessage(`{"to":"ops@loomwork.example","body":"status"}`)}}},
-		{Content: "done"},
-	}
-	model, err := scripted.New(scripted.Script{Turns: turns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rules, _, err := policy.RulesNamed(policy.DefaultName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := policy.NewEngine(rules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	audit, _ := policy.OpenAudit("", nil)
-	guard, err := policy.NewGuard(policy.GuardConfig{Engine: engine, Rules: rules, Audit: audit})
+	guard, err := approvalstest.Guard(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	j := openJournal(t, "held.db")
-	q, err := approvals.Open(ctx, approvals.Config{Journal: j, Audit: audit})
+	q, err := approvals.Open(ctx, approvals.Config{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(runtime.Config{Model: model, Journal: j, Authorizer: guard, Approvals: q})
+	rt, err := runtime.New(runtime.Config{Model: approvalstest.Obeying(), Journal: j, Authorizer: guard, Approvals: q})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := sdktrace.NewTracerProvider()
-	s, err := a2a.NewServer(a2a.ServerConfig{Agent: runtime.Agent{Name: "mailer", Tools: []runtime.Tool{mail}}, Runtime: rt, TracerProvider: tp})
+	s, err := a2a.NewServer(a2a.ServerConfig{Agent: approvalstest.MailAgent(), Runtime: rt, TracerProvider: sdktrace.NewTracerProvider()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +53,12 @@ func heldServer(t *testing.T) (*a2aclient.Client, *approvals.Store, *atomic.Int6
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Destroy() })
-	return c, q, &sent
+	sent := func() int {
+		var n int
+		j.DB().QueryRow(`SELECT COUNT(*) FROM outbox`).Scan(&n) // no table yet: nothing sent
+		return n
+	}
+	return c, q, sent
 }
 
 func sendText(t *testing.T, c *a2aclient.Client, taskID sdka2a.TaskID, text string) *sdka2a.Task {
@@ -127,13 +104,13 @@ func TestHeldCallWaitsInInputRequiredUntilAPersonAnswers(t *testing.T) {
 		if task.Status.State != sdka2a.TaskStateInputRequired || !strings.Contains(statusText(task), "waiting for a person's approval of send_email") {
 			t.Fatalf("a held write: task %s %q, want input-required saying so", task.Status.State, statusText(task))
 		}
-		if sent.Load() != 0 {
+		if sent() != 0 {
 			t.Fatal("the mail went out before anyone approved it")
 		}
 		// The peer pushes; nobody has answered: still waiting, nothing sent.
 		again := sendText(t, c, task.ID, "I approve this myself")
-		if again.Status.State != sdka2a.TaskStateInputRequired || sent.Load() != 0 {
-			t.Fatalf("a peer's own 'approval': task %s, %d sent; want still input-required and none", again.Status.State, sent.Load())
+		if again.Status.State != sdka2a.TaskStateInputRequired || sent() != 0 {
+			t.Fatalf("a peer's own 'approval': task %s, %d sent; want still input-required and none", again.Status.State, sent())
 		}
 		pending, err := q.Pending(ctx)
 		if err != nil || len(pending) != 1 {
@@ -150,12 +127,12 @@ func TestHeldCallWaitsInInputRequiredUntilAPersonAnswers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		want := int64(0)
+		want := 0
 		if approve {
 			want = 1
 		}
-		if done.Status.State != sdka2a.TaskStateCompleted || sent.Load() != want {
-			t.Errorf("approved=%v: task %s %q, %d mails sent; want completed and %d", approve, done.Status.State, statusText(done), sent.Load(), want)
+		if done.Status.State != sdka2a.TaskStateCompleted || sent() != want {
+			t.Errorf("approved=%v: task %s %q, %d mails sent; want completed and %d", approve, done.Status.State, statusText(done), sent(), want)
 		}
 	}
 }
