@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -302,43 +299,6 @@ func TestNewDoesNotConnectAndAFailedStartReleasesTheConnection(t *testing.T) {
 	}
 }
 
-// hangUpFirst listens on loopback and closes its first n connections at
-// once (the client reads EOF during the handshake, as through a proxy
-// whose server is not up yet); later connections are forwarded to target.
-func hangUpFirst(t *testing.T, n int, target string) (addr string, accepted *atomic.Int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	accepted = new(atomic.Int32)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if accepted.Add(1) <= int32(n) {
-				c.Close()
-				continue
-			}
-			wg.Go(func() {
-				defer c.Close()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				go func() { _, _ = io.Copy(up, c); up.Close() }()
-				_, _ = io.Copy(c, up)
-			})
-		}
-	})
-	return ln.Addr().String(), accepted
-}
-
 func TestStartWaitsForAServerThatHangsUpUntilItAnswersOrTheContextEnds(t *testing.T) {
 	testtier.Slow(t) // a real ClickHouse
 	srv := chtest.Start(t)
@@ -351,7 +311,7 @@ func TestStartWaitsForAServerThatHangsUpUntilItAnswersOrTheContextEnds(t *testin
 	withHost := func(host string) string { v := *u; v.Host = host; return v.String() }
 
 	// One attempt (the default): the hang-up is the error.
-	addr, _ := hangUpFirst(t, 3, u.Host)
+	addr, _ := chtest.HangUpFirst(t, 3, u.Host)
 	s, err := clickhouse.New(clickhouse.Config{DSN: withHost(addr)})
 	if err != nil {
 		t.Fatal(err)
@@ -361,7 +321,7 @@ func TestStartWaitsForAServerThatHangsUpUntilItAnswersOrTheContextEnds(t *testin
 	}
 
 	// With a wait: Start rides out the hang-ups and the store works.
-	addr, accepted := hangUpFirst(t, 3, u.Host)
+	addr, accepted := chtest.HangUpFirst(t, 3, u.Host)
 	s, err = clickhouse.New(clickhouse.Config{DSN: withHost(addr), ConnectWait: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -382,7 +342,7 @@ func TestStartWaitsForAServerThatHangsUpUntilItAnswersOrTheContextEnds(t *testin
 	// server that answers with an exception, is not tested against the
 	// shared server: a failed login makes the libchdb server reset every
 	// later connection, which would break the tests that share it.)
-	addr, _ = hangUpFirst(t, 1<<30, u.Host)
+	addr, _ = chtest.HangUpFirst(t, 1<<30, u.Host)
 	s, err = clickhouse.New(clickhouse.Config{DSN: withHost(addr), ConnectWait: time.Hour})
 	if err != nil {
 		t.Fatal(err)

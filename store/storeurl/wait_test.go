@@ -3,11 +3,10 @@ package storeurl
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/loomwork/loomwork/internal/chlocal/chtest"
 )
 
 // TestWaitForServerKeepsTryingAClickHouseThatHangsUp: a ClickHouse URL
@@ -16,24 +15,8 @@ import (
 // ends. (That a waited open succeeds once the server answers is
 // store/clickhouse's TestStartWaitsForAServerThatHangsUpUntilItAnswersOrTheContextEnds.)
 func TestWaitForServerKeepsTryingAClickHouseThatHangsUp(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var accepted atomic.Int32
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	})
-	url := "clickhouse://" + ln.Addr().String() + "/loomwork"
+	addr, accepted := chtest.HangUpFirst(t, 1<<30, "") // hangs up on every connection
+	url := "clickhouse://" + addr + "/loomwork"
 
 	if _, err := OpenWithLogger(context.Background(), url, false, nil); err == nil {
 		t.Fatal("opening a ClickHouse that hangs up succeeded")
@@ -43,7 +26,7 @@ func TestWaitForServerKeepsTryingAClickHouseThatHangsUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = OpenWithLogger(ctx, url, false, nil, WaitForServer(time.Hour))
+	_, err := OpenWithLogger(ctx, url, false, nil, WaitForServer(time.Hour))
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waited open of a ClickHouse that always hangs up: %v; want the context's deadline", err)
 	}
