@@ -16,7 +16,18 @@ import (
 // with policy.ReadAudit and checked with policy.VerifyAuditSigned under the
 // machine's key, the calls `audit verify` makes, so the page and the
 // command agree.
-type webAudit struct{ file string }
+type webAudit struct {
+	file   string
+	key    *policy.AuditKey // the machine's, read once (newWebAudit)
+	keyErr error            // why there is none: said on the page
+}
+
+// newWebAudit is the UI's view of the audit log at file, checked with the
+// machine's audit key, which it reads once rather than on every request.
+func newWebAudit(file string) webAudit {
+	k, err := loadAuditKey()
+	return webAudit{file: file, key: k, keyErr: err}
+}
 
 func (a webAudit) ReadAudit(context.Context) (web.AuditView, error) {
 	v := web.AuditView{File: a.file}
@@ -36,10 +47,9 @@ func (a webAudit) ReadAudit(context.Context) (web.AuditView, error) {
 		v.Problem = err.Error()
 		return v, nil
 	}
-	key, err := loadAuditKey()
-	if err != nil {
-		v.Problem = err.Error()
-	} else if verr := policy.VerifyAuditSigned(entries, key); verr != nil {
+	if a.keyErr != nil {
+		v.Problem = a.keyErr.Error()
+	} else if verr := policy.VerifyAuditSigned(entries, a.key); verr != nil {
 		v.Problem = verr.Error()
 	} else {
 		v.Verified = true

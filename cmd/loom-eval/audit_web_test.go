@@ -30,7 +30,7 @@ func TestAuditPageShowsTheLogAndWhetherItsChainHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Shutdown(context.Background())
-	srv, err := web.New(web.Config{}, web.Deps{Traces: st, Audit: webAudit{file: file}})
+	srv, err := web.New(web.Config{}, web.Deps{Traces: st, Audit: newWebAudit(file)})
 	if err != nil {
 		t.Fatal(err)
 	}

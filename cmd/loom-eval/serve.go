@@ -478,5 +478,5 @@ func auditSource(file string) web.AuditSource {
 	if file == "" {
 		return nil
 	}
-	return webAudit{file: file}
+	return newWebAudit(file)
 }
