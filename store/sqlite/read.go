@@ -25,14 +25,16 @@ import (
 // start_ns made SQLite copy every row, all 33 columns, through its sorter
 // before returning the first one, where sorting row numbers in Go costs a
 // few milliseconds.
-const selectSpansSQL = `SELECT
-	s.span_id, s.parent_span_id, s.trace_state, s.name, s.kind, s.start_ns, s.end_ns,
+const selectSpansSQL = `SELECT ` + spanColumns + `
+	FROM spans s WHERE s.rowid IN (SELECT rowid FROM spans WHERE trace_seq = ?)`
+
+// spanColumns are the columns scanSpanRows reads, of spans aliased s.
+const spanColumns = `s.span_id, s.parent_span_id, s.trace_state, s.name, s.kind, s.start_ns, s.end_ns,
 	s.status_code, s.status_message, s.service_name, s.scope_name, s.scope_version,
 	s.operation, s.provider, s.request_model, s.response_model, s.agent_name, s.conversation_id,
 	s.tool_name, s.tool_call_id, s.has_usage, s.input_tokens, s.output_tokens,
 	s.cache_read_tokens, s.cache_creation_tokens, s.reasoning_tokens, s.cost_usd,
-	s.resource_id, s.payload_block, s.payload_off, s.payload_len, s.scope_id
-	FROM spans s WHERE s.rowid IN (SELECT rowid FROM spans WHERE trace_seq = ?)`
+	s.resource_id, s.payload_block, s.payload_off, s.payload_len, s.scope_id`
 
 // blocksPerQuery bounds the ids in one payload_blocks IN (...) query.
 const blocksPerQuery = 256
@@ -176,6 +178,12 @@ func readSpanRows(ctx context.Context, tx *sql.Tx, seq int64, traceID string, co
 	if err != nil {
 		return nil, nil, err
 	}
+	return scanSpanRows(rows, traceID, count)
+}
+
+// scanSpanRows scans rows of spanColumns (selectSpansSQL's list) and
+// closes them; count sizes the result.
+func scanSpanRows(rows *sql.Rows, traceID string, count int64) ([]store.Span, []readRow, error) {
 	defer rows.Close()
 	hint := int(min(max(count, 0), 1<<20))
 	spans := make([]store.Span, 0, hint)
