@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -44,36 +46,10 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	defer rows.Close()
 	var spans []store.Span
 	for rows.Next() {
-		sp := store.Span{TraceID: traceID, Project: store.ProjectOf(ctx)}
-		var attrs, resource, events, links, scopeAttrs string
-		var inColumns uint32
-		if err := rows.Scan(&sp.SpanID, &sp.ParentSpanID, &sp.TraceState, &sp.Name, &sp.Kind, &sp.StartTime, &sp.EndTime,
-			&sp.StatusCode, &sp.StatusMessage, &sp.ServiceName, &sp.ScopeName, &sp.ScopeVersion,
-			&sp.Operation, &sp.Provider, &sp.RequestModel, &sp.ResponseModel, &sp.AgentName, &sp.ConversationID,
-			&sp.ToolName, &sp.ToolCallID, &sp.HasUsage, &sp.InputTokens, &sp.OutputTokens,
-			&sp.CacheReadTokens, &sp.CacheCreationTokens, &sp.ReasoningTokens, &sp.CostUSD,
-			&sp.RetrievedDocs, &sp.CitedDocs, &attrs, &resource, &events, &links,
-			&sp.Flags, &sp.DroppedAttributesCount, &sp.DroppedEventsCount, &sp.DroppedLinksCount,
-			&scopeAttrs, &sp.ScopeDroppedAttributesCount, &sp.ScopeSchemaURL,
-			&sp.ResourceSchemaURL, &sp.ResourceDroppedAttributesCount, &inColumns); err != nil {
+		sp, err := scanSpan(rows, traceID, store.ProjectOf(ctx))
+		if err != nil {
 			return nil, fmt.Errorf("get trace %s: %w", traceID, err)
 		}
-		sp.StartTime, sp.EndTime = sp.StartTime.UTC(), sp.EndTime.UTC()
-		if len(sp.RetrievedDocs) == 0 {
-			sp.RetrievedDocs = nil
-		}
-		if len(sp.CitedDocs) == 0 {
-			sp.CitedDocs = nil
-		}
-		if scopeAttrs != "" {
-			if err := json.Unmarshal([]byte(scopeAttrs), &sp.ScopeAttributes); err != nil {
-				return nil, fmt.Errorf("get trace %s: span %s: scope attributes: %w", traceID, sp.SpanID, err)
-			}
-		}
-		if err := decodeJSONColumns(&sp, attrs, resource, events, links); err != nil {
-			return nil, fmt.Errorf("get trace %s: span %s: %w", traceID, sp.SpanID, err)
-		}
-		restoreTypedAttrs(&sp, inColumns)
 		spans = append(spans, sp)
 	}
 	if err := rows.Err(); err != nil {
@@ -83,6 +59,41 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 		return nil, fmt.Errorf("get trace %s: %w", traceID, store.ErrNotFound)
 	}
 	return spans, nil
+}
+
+// scanSpan reads one row of selectSpanColumns.
+func scanSpan(rows driver.Rows, traceID, project string) (store.Span, error) {
+	sp := store.Span{TraceID: traceID, Project: project}
+	var attrs, resource, events, links, scopeAttrs string
+	var inColumns uint32
+	if err := rows.Scan(&sp.SpanID, &sp.ParentSpanID, &sp.TraceState, &sp.Name, &sp.Kind, &sp.StartTime, &sp.EndTime,
+		&sp.StatusCode, &sp.StatusMessage, &sp.ServiceName, &sp.ScopeName, &sp.ScopeVersion,
+		&sp.Operation, &sp.Provider, &sp.RequestModel, &sp.ResponseModel, &sp.AgentName, &sp.ConversationID,
+		&sp.ToolName, &sp.ToolCallID, &sp.HasUsage, &sp.InputTokens, &sp.OutputTokens,
+		&sp.CacheReadTokens, &sp.CacheCreationTokens, &sp.ReasoningTokens, &sp.CostUSD,
+		&sp.RetrievedDocs, &sp.CitedDocs, &attrs, &resource, &events, &links,
+		&sp.Flags, &sp.DroppedAttributesCount, &sp.DroppedEventsCount, &sp.DroppedLinksCount,
+		&scopeAttrs, &sp.ScopeDroppedAttributesCount, &sp.ScopeSchemaURL,
+		&sp.ResourceSchemaURL, &sp.ResourceDroppedAttributesCount, &inColumns); err != nil {
+		return sp, err
+	}
+	sp.StartTime, sp.EndTime = sp.StartTime.UTC(), sp.EndTime.UTC()
+	if len(sp.RetrievedDocs) == 0 {
+		sp.RetrievedDocs = nil
+	}
+	if len(sp.CitedDocs) == 0 {
+		sp.CitedDocs = nil
+	}
+	if scopeAttrs != "" {
+		if err := json.Unmarshal([]byte(scopeAttrs), &sp.ScopeAttributes); err != nil {
+			return sp, fmt.Errorf("span %s: scope attributes: %w", sp.SpanID, err)
+		}
+	}
+	if err := decodeJSONColumns(&sp, attrs, resource, events, links); err != nil {
+		return sp, fmt.Errorf("span %s: %w", sp.SpanID, err)
+	}
+	restoreTypedAttrs(&sp, inColumns)
+	return sp, nil
 }
 
 // ResolveTraceID returns the full id of the one trace whose id is or starts
