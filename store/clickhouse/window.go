@@ -118,8 +118,9 @@ func (s *Store) SpanNodes(ctx context.Context, traceID string, q store.NodeQuery
 	var args []any
 	switch {
 	case q.Parent != "":
-		where += " AND parent_span_id = ?"
-		args = append(args, q.Parent)
+		// A span naming itself is no child of its own.
+		where += " AND parent_span_id = ? AND span_id != ?"
+		args = append(args, q.Parent, q.Parent)
 	case q.IDs != nil:
 		if len(q.IDs) == 0 {
 			return store.NodePage{Nodes: []store.SpanNode{}}, nil
@@ -242,6 +243,9 @@ func (s *Store) SpanPage(ctx context.Context, traceID, pageToken string, limit i
 	spans, err := s.readSpans(ctx, traceID, where+fmt.Sprintf(" ORDER BY start, span_id LIMIT 1 BY span_id LIMIT %d", limit+1), args...)
 	if err != nil {
 		return fail(err)
+	}
+	if pageToken == "" && len(spans) == 0 {
+		return fail(store.ErrNotFound)
 	}
 	page := store.SpanPage{Spans: spans}
 	if len(spans) > limit {

@@ -148,8 +148,9 @@ func (s *Store) SpanNodes(ctx context.Context, traceID string, q store.NodeQuery
 	switch {
 	case q.Parent != "":
 		pid, _ := hex.DecodeString(q.Parent)
-		where, index = "s.parent_span_id = ?", "spans_by_parent"
-		args = append(args, pid)
+		// A span naming itself is no child of its own.
+		where, index = "s.parent_span_id = ? AND s.span_id != ?", "spans_by_parent"
+		args = append(args, pid, pid)
 	case q.IDs != nil:
 		if len(q.IDs) == 0 {
 			return store.NodePage{Nodes: []store.SpanNode{}}, nil

@@ -114,6 +114,7 @@ func (s *suite) tests() []testCase {
 		{name: "CanceledContextIsError", skip: s.h.Skip.ContextCancellation, run: s.testCanceled},
 		{name: "PreparedBatchesWrittenTogetherKeepOneCopy", run: s.testPreparedBatches},
 		{name: "LifecycleStartShutdown", skip: s.h.New == nil, run: s.testLifecycle},
+		{name: "WindowReadsAgreeWithGetTrace", run: s.testWindow},
 	}
 }
 
