@@ -31,6 +31,10 @@ import (
 // token, and no span is listed twice. A malformed token is an error
 // wrapping ErrBadPageToken.
 type WindowReader interface {
+	// TraceSize returns how many distinct spans the trace has stored,
+	// cheaply (no span read where the store keeps the count): what a
+	// reader decides between reading a trace whole and by window on.
+	TraceSize(ctx context.Context, traceID string) (int64, error)
 	// TraceHead returns what Summarize returns for the trace's stored
 	// spans, its billed calls included, from what the store keeps per
 	// trace: no span is read where ingest keeps the summary.

@@ -54,6 +54,10 @@ type Config struct {
 	// trace then cost no store read, and a trace still receiving spans shows
 	// them within this delay.
 	CacheFresh time.Duration
+	// WindowSpans: a trace with more spans than this, on a store that
+	// offers store.WindowReader, is drawn by the window the user looks at
+	// (web/window.go) instead of read whole (default DefaultWindowSpans).
+	WindowSpans int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// SessionTTL is how long a browser sign-in (/login) lasts (default
@@ -76,6 +80,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTTL < 0 {
 		return errors.New("session_ttl must not be negative")
+	}
+	if c.WindowSpans < 0 {
+		return errors.New("window_spans must not be negative")
 	}
 	return nil
 }
@@ -163,6 +170,9 @@ type cachedTrace struct {
 	labels []string // model labels ("scripted") found on the spans
 	loaded time.Time
 	bytes  int64 // traceBytes(spans), what the cache accounts for it
+	// window is set, and spans and index nil, for a trace drawn by
+	// window (web/window.go).
+	window *windowTrace
 }
 
 // modelLabels lists the distinct loomwork.model.label values of a trace, so
@@ -204,6 +214,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.WindowSpans == 0 {
+		cfg.WindowSpans = DefaultWindowSpans
 	}
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: newTraceCache(cfg.TraceCacheBytes),
 		csrf: newCSRFGuard(), sessions: newSessions(cfg.SessionTTL, cfg.Now)}
@@ -406,7 +419,7 @@ func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) 
 	// the shared cache: a cached trace is never served across projects.
 	key := s.cacheScope + id
 	c, ok := s.cache.get(key)
-	if ok && now.Sub(c.loaded) < s.cfg.CacheFresh {
+	if ok && c.window == nil && now.Sub(c.loaded) < s.cfg.CacheFresh {
 		return c, nil
 	}
 	spans, err := s.deps.Traces.GetTrace(ctx, id)

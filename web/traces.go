@@ -1,9 +1,11 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -139,6 +141,11 @@ type TraceView struct {
 	Services  []string // in order of first appearance; index i is colour svcClass(i)
 	Labels    []string // model labels on the spans, e.g. "scripted"
 	Axis      Axis
+	// Window: the trace is drawn by window (web/window.go): pages of
+	// tops, children a page at a time, search without ancestors.
+	Window bool
+	// SearchMore links to the next page of a windowed search's matches.
+	SearchMore string
 }
 
 // Evidence compares what the trace retrieved with what it cited.
@@ -230,9 +237,12 @@ func (s *Server) traceView(r *http.Request, id string) (TraceView, error) {
 	if err != nil {
 		return TraceView{}, err
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	c, err := s.openTrace(r.Context(), id)
 	if err != nil {
 		return TraceView{}, err
+	}
+	if c.window != nil {
+		return s.windowView(r, id, c, wq)
 	}
 	sel, selOK := c.index.byID[wq.Selected]
 	if !selOK {
@@ -295,9 +305,13 @@ func (s *Server) traceRows(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	c, err := s.openTrace(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if c.window != nil {
+		s.windowFragment(w, r, id, c, wq)
 		return
 	}
 	parent := r.URL.Query().Get("parent")
@@ -332,9 +346,13 @@ func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	c, err := s.openTrace(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if c.window != nil {
+		s.windowSpan(w, r, id, c)
 		return
 	}
 	i, ok := c.index.byID[r.PathValue("span")]
@@ -350,38 +368,104 @@ func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, u, http.StatusFound)
 }
 
-// apiTrace serves GET /api/v1/traces/{id}. {id} may be a unique prefix
-// (see traceID): the trace is returned directly, no redirect, with its full
-// id in trace_id.
 // TraceResponse is the body of GET /api/v1/traces/{id} (and of `loom-eval
-// traces get --json`): the trace's full id, its rollup and every span.
+// traces get --json`): the trace's full id, one page of its spans in
+// canonical order (start, span id), the token of the next page ("" on the
+// last), and, on the first page only, the trace's rollup.
 type TraceResponse struct {
-	TraceID string        `json:"trace_id"`
-	Rollup  rollup.Rollup `json:"rollup"`
-	Spans   []store.Span  `json:"spans"`
+	TraceID       string         `json:"trace_id"`
+	Rollup        *rollup.Rollup `json:"rollup,omitempty"`
+	Spans         []store.Span   `json:"spans"`
+	NextPageToken string         `json:"next_page_token,omitempty"`
 }
 
+// APISpanPage is /api/v1/traces/{id}'s page size when the request names
+// none: a trace of up to this many spans comes whole in one answer.
+const APISpanPage = store.MaxSpanPage
+
+// apiTrace serves GET /api/v1/traces/{id}?limit=N&page_token=T: {id} may
+// be a unique prefix (see traceID; the full id is in trace_id, no
+// redirect). limit is 1 to store.MaxSpanPage spans (default APISpanPage);
+// page_token is the previous page's next_page_token.
 func (s *Server) apiTrace(w http.ResponseWriter, r *http.Request) {
 	id, err := s.traceID(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	limit := APISpanPage
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > store.MaxSpanPage {
+			s.fail(w, r, badRequest{"parameter limit: " + strconv.Quote(l) + " is not a page size (1 to " + strconv.Itoa(store.MaxSpanPage) + " spans)"})
+			return
+		}
+		limit = n
+	}
+	tok := r.URL.Query().Get("page_token")
+	if _, _, err := store.DecodeSpanToken(tok); err != nil {
+		s.fail(w, r, badRequest{"parameter page_token: " + err.Error()})
+		return
+	}
+	resp, err := s.apiTracePage(r.Context(), id, tok, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, TraceResponse{TraceID: id, Rollup: c.rollup, Spans: c.spans})
+	writeJSON(w, http.StatusOK, resp)
 }
 
+// apiTracePage is one page of the API's answer for trace id.
+func (s *Server) apiTracePage(ctx context.Context, id, tok string, limit int) (TraceResponse, error) {
+	resp := TraceResponse{TraceID: id}
+	c, err := s.openTrace(ctx, id)
+	if err != nil {
+		return resp, err
+	}
+	if tok == "" {
+		resp.Rollup = &c.rollup
+	}
+	if c.window != nil {
+		wr, _ := s.windowOf()
+		page, err := wr.SpanPage(ctx, id, tok, limit)
+		if err != nil {
+			return resp, err
+		}
+		resp.Spans, resp.NextPageToken = page.Spans, page.NextPageToken
+		return resp, nil
+	}
+	resp.Spans, resp.NextPageToken = pageSpans(c.spans, tok, limit)
+	return resp, nil
+}
+
+// pageSpans is the page of spans (in canonical order, as GetTrace returns
+// them) after the keyset token tok (checked by the caller).
+func pageSpans(spans []store.Span, tok string, limit int) ([]store.Span, string) {
+	afterNS, afterID, _ := store.DecodeSpanToken(tok)
+	lo := 0
+	if afterID != "" {
+		lo = sort.Search(len(spans), func(i int) bool {
+			ns := spans[i].StartTime.UnixNano()
+			return ns > afterNS || ns == afterNS && spans[i].SpanID > afterID
+		})
+	}
+	hi := min(lo+limit, len(spans))
+	next := ""
+	if hi < len(spans) {
+		last := &spans[hi-1]
+		next = store.EncodeSpanToken(last.StartTime.UnixNano(), last.SpanID)
+	}
+	return spans[lo:hi], next
+}
+
+// apiRollup serves GET /api/v1/traces/{id}/rollup.
 func (s *Server) apiRollup(w http.ResponseWriter, r *http.Request) {
 	id, err := s.traceID(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	c, err := s.openTrace(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -50,6 +50,24 @@ func (s *Store) spanCount(ctx context.Context, where string) (int64, error) {
 	return int64(n), nil
 }
 
+// TraceSize counts the trace's distinct span ids.
+func (s *Store) TraceSize(ctx context.Context, traceID string) (int64, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	where, err := traceWhere(ctx, traceID)
+	if err == nil {
+		var n int64
+		if n, err = s.spanCount(ctx, where); err == nil && n == 0 {
+			err = store.ErrNotFound
+		}
+		if err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("trace size %s: %w", traceID, err)
+}
+
 // TraceHead returns what Summarize returns for the trace's stored spans:
 // the copy kept for its current span count, else computed and kept.
 func (s *Store) TraceHead(ctx context.Context, traceID string) (store.TraceSummary, error) {

@@ -40,6 +40,18 @@ func traceSeq(ctx context.Context, q interface {
 	return seq, count, nil
 }
 
+// TraceSize returns the span count of the trace's summary row.
+func (s *Store) TraceSize(ctx context.Context, traceID string) (int64, error) {
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	_, n, err := traceSeq(ctx, s.reader, traceID)
+	if err != nil {
+		return 0, fmt.Errorf("trace size %s: %w", traceID, err)
+	}
+	return n, nil
+}
+
 // TraceHead returns the trace's summary row and billed calls, as
 // ListTraces lists them: no span is read.
 func (s *Store) TraceHead(ctx context.Context, traceID string) (store.TraceSummary, error) {

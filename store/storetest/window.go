@@ -168,6 +168,9 @@ func (s *suite) testWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run("HeadIsSummarize/"+traceID[:8], func(t *testing.T) {
+			if n, err := w.TraceSize(ctx, traceID); err != nil || n != int64(len(ref)) {
+				t.Errorf("TraceSize = %d, %v; want %d spans", n, err, len(ref))
+			}
 			head, err := w.TraceHead(ctx, traceID)
 			if err != nil {
 				t.Fatal(err)
@@ -312,6 +315,9 @@ func (s *suite) testWindow(t *testing.T) {
 	t.Run("ErrorsNameWhatIsWrong", func(t *testing.T) {
 		id := windowFixtureIDs(t, st)
 		other := store.WithProject(context.Background(), "other")
+		if _, err := w.TraceSize(other, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("TraceSize from another project = %v, want ErrNotFound", err)
+		}
 		if _, err := w.TraceHead(other, id); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("TraceHead from another project = %v, want ErrNotFound", err)
 		}
