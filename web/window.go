@@ -64,11 +64,11 @@ func (s *Server) openTrace(ctx context.Context, id string) (cachedTrace, error) 
 		s.cache.put(key, c)
 		return c, nil
 	}
-	r, _, err := rollup.Window(ctx, w, id, s.deps.Prices)
+	head, err := w.TraceHead(ctx, id)
 	if err != nil {
 		return cachedTrace{}, err
 	}
-	head, err := w.TraceHead(ctx, id)
+	r, _, err := rollup.WindowOf(ctx, w, head, s.deps.Prices)
 	if err != nil {
 		return cachedTrace{}, err
 	}

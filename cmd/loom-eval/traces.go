@@ -177,10 +177,14 @@ func tracesPrintSummaries(w io.Writer, rows []web.ListRow, next string) {
 }
 
 func (m *Main) runTracesGet(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("traces get", "traces get TRACE_ID|PREFIX [--json] [--store URL]  (PREFIX: at least 8 hex digits one trace starts with)")
+	fs := m.newFlagSet("traces get", "traces get TRACE_ID|PREFIX [--json] [--limit N] [--page-token T] [--all] [--store URL]  (PREFIX: at least 8 hex digits one trace starts with)")
 	storeURL := m.tracesStoreFlag(fs)
 	asJSON := fs.Bool("json", false, "print the spans and the rollup as JSON")
 	pricesFile := fs.String("prices", "", "price table override (JSON), see docs/scoring.md")
+	var pg tracesPaging
+	fs.IntVar(&pg.limit, "limit", 0, fmt.Sprintf("spans per page (1 to %d; default %d): print one page, in start order", store.MaxSpanPage, store.DefaultSpanPage))
+	fs.StringVar(&pg.token, "page-token", "", "the next page of spans (printed after a page)")
+	fs.BoolVar(&pg.all, "all", false, "print every span, a page at a time, without holding the trace in memory")
 	// Accept the id before or after the flags.
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -206,6 +210,12 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	if _, err := store.ParseTraceIDPrefix(id); err != nil {
 		return usageError("traces get: %w", err)
 	}
+	if _, err := store.PageLimit(pg.limit); err != nil {
+		return usageError("traces get: --%w", err)
+	}
+	if _, _, err := store.DecodeSpanToken(pg.token); err != nil {
+		return usageError("traces get: --page-token: %w", err)
+	}
 	st, err := m.tracesOpenStore(ctx, *storeURL)
 	if err != nil {
 		return err
@@ -213,10 +223,17 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	defer st.Shutdown(context.WithoutCancel(ctx))
 	var spans []store.Span
 	id, err = store.TraceIDOf(ctx, st, id)
+	windowed := false
 	if err == nil {
+		windowed, err = m.tracesGetWindowed(ctx, st, id, pg, *asJSON, *pricesFile)
+	}
+	if err == nil && !windowed {
 		spans, err = st.GetTrace(ctx, id)
 	}
+	var exit *ExitError
 	switch {
+	case errors.As(err, &exit):
+		return err
 	case errors.Is(err, store.ErrBadTraceID), errors.Is(err, store.ErrAmbiguousTraceID):
 		return usageError("traces get: %w", err)
 	case errors.Is(err, store.ErrNotFound):
@@ -224,13 +241,16 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	case err != nil:
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces get: %w", err)}
 	}
+	if windowed {
+		return nil
+	}
 	prices, err := scorerLoadPrices(*pricesFile)
 	if err != nil {
 		return err
 	}
 	ru := rollup.Compute(spans, prices)
 	if *asJSON {
-		return tracesWriteJSON(m.Stdout, web.TraceResponse{TraceID: id, Rollup: ru, Spans: spans})
+		return tracesWriteJSON(m.Stdout, web.TraceResponse{TraceID: id, Rollup: &ru, Spans: spans})
 	}
 	out := termSafe(m.Stdout)
 	tracesPrintTree(out, id, spans)

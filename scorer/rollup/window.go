@@ -26,12 +26,17 @@ func Window(ctx context.Context, w store.WindowReader, traceID string, prices *p
 	if err != nil {
 		return Rollup{}, Analysis{}, err
 	}
-	a, err := WindowAnalysis(ctx, w, traceID, sum.SpanCount)
+	return WindowOf(ctx, w, sum, prices)
+}
+
+// WindowOf is Window for a trace whose head (TraceHead) the caller has.
+func WindowOf(ctx context.Context, w store.WindowReader, sum store.TraceSummary, prices *pricing.Table) (Rollup, Analysis, error) {
+	a, err := WindowAnalysis(ctx, w, sum.TraceID, sum.SpanCount)
 	if err != nil {
 		return Rollup{}, Analysis{}, err
 	}
 	r := FromAnalysis(a, sum, prices)
-	r.TraceID = traceID
+	r.TraceID = sum.TraceID
 	return r, a, nil
 }
 
