@@ -458,7 +458,11 @@ func pageSpans(spans []store.Span, tok string, limit int) ([]store.Span, string)
 	return spans[lo:hi], next
 }
 
-// apiRollup serves GET /api/v1/traces/{id}/rollup.
+// apiRollup serves GET /api/v1/traces/{id}/rollup: the trace's rollup,
+// bounded for a trace drawn by window (rollup.Bounded: every figure, the
+// lists cut, a note saying so) unless full=1 asks for the full one, which
+// for a huge trace is read and derived again (seconds, and hundreds of
+// megabytes of JSON for a million spans).
 func (s *Server) apiRollup(w http.ResponseWriter, r *http.Request) {
 	id, err := s.traceID(r)
 	if err != nil {
@@ -468,6 +472,15 @@ func (s *Server) apiRollup(w http.ResponseWriter, r *http.Request) {
 	c, err := s.openTrace(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if wr, ok := s.windowOf(); ok && c.window != nil && r.URL.Query().Get("full") == "1" {
+		full, _, err := rollup.Window(r.Context(), wr, id, s.deps.Prices)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, full)
 		return
 	}
 	writeJSON(w, http.StatusOK, c.rollup)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -27,12 +28,29 @@ const DefaultWindowSpans = 10_000
 // windowTops is how many tops one windowed page lists.
 const windowTops = 50
 
-// windowTrace is what the cache keeps of a windowed trace: its rollup and
-// each critical span's self time; never its spans.
+// windowTrace is what the cache keeps of a windowed trace: its bounded
+// rollup's head figures and each listed critical span's self time; never
+// its spans.
 type windowTrace struct {
-	head     store.TraceSummary
+	head     keptWindow
 	critSelf map[string]float64
 }
+
+// keptWindow is what the web keeps of a windowed trace in the store
+// (SaveDerived, under windowKind for the price table): the bounded rollup
+// (rollup.Bounded: every figure of the full one, lists bounded) and what
+// the page draws besides. A restart then opens a huge trace by one small
+// read; a new span or another price table derives it again.
+type keptWindow struct {
+	Rollup    rollup.Rollup `json:"rollup"`
+	Start     time.Time     `json:"start"`
+	End       time.Time     `json:"end"`
+	SpanCount int64         `json:"span_count"`
+	Labels    []string      `json:"labels,omitempty"`
+}
+
+// windowKind is the derived kind of keptWindow for s's price table.
+func (s *Server) windowKind() string { return "web.window.v1." + s.deps.Prices.Fingerprint() }
 
 // windowOf returns the store's window capability.
 func (s *Server) windowOf() (store.WindowReader, bool) {
@@ -64,22 +82,47 @@ func (s *Server) openTrace(ctx context.Context, id string) (cachedTrace, error) 
 		s.cache.put(key, c)
 		return c, nil
 	}
-	head, err := w.TraceHead(ctx, id)
+	kw, err := s.keptWindow(ctx, w, id, n)
 	if err != nil {
 		return cachedTrace{}, err
 	}
-	r, _, err := rollup.WindowOf(ctx, w, head, s.deps.Prices)
-	if err != nil {
-		return cachedTrace{}, err
-	}
-	head.Calls = nil // priced into r; not kept twice
-	wt := &windowTrace{head: head, critSelf: make(map[string]float64, len(r.CriticalPath))}
-	for _, e := range r.CriticalPath {
+	wt := &windowTrace{head: kw, critSelf: make(map[string]float64, len(kw.Rollup.CriticalPath))}
+	for _, e := range kw.Rollup.CriticalPath {
 		wt.critSelf[e.SpanID] += e.SelfMS
 	}
-	c := cachedTrace{rollup: r, window: wt, labels: head.ModelLabels, loaded: now, bytes: rollupBytes(&r)}
+	c := cachedTrace{rollup: kw.Rollup, window: wt, labels: kw.Labels, loaded: now, bytes: rollupBytes(&kw.Rollup)}
 	s.cache.put(key, c)
 	return c, nil
+}
+
+// keptWindow returns the trace's keptWindow for n spans: the store's
+// copy, else derived (rollup.Window, then bounded) and kept.
+func (s *Server) keptWindow(ctx context.Context, w store.WindowReader, id string, n int64) (keptWindow, error) {
+	kind := s.windowKind()
+	if data, kept, ok, err := w.LoadDerived(ctx, id, kind); err != nil {
+		return keptWindow{}, err
+	} else if ok && kept == n {
+		var kw keptWindow
+		if err := json.Unmarshal(data, &kw); err == nil && kw.SpanCount == n {
+			return kw, nil
+		}
+	}
+	head, err := w.TraceHead(ctx, id)
+	if err != nil {
+		return keptWindow{}, err
+	}
+	full, _, err := rollup.WindowOf(ctx, w, head, s.deps.Prices)
+	if err != nil {
+		return keptWindow{}, err
+	}
+	kw := keptWindow{Rollup: full.Bounded(rollup.BoundedPath, rollup.BoundedCalls), Start: head.Start, End: head.End,
+		SpanCount: head.SpanCount, Labels: head.ModelLabels}
+	if data, err := json.Marshal(kw); err == nil {
+		if err := w.SaveDerived(ctx, id, kind, head.SpanCount, data); err != nil && !errors.Is(err, store.ErrReadOnly) {
+			s.log.Warn("keep a huge trace's rollup", "trace", id, "err", err)
+		}
+	}
+	return kw, nil
 }
 
 // rollupBytes estimates a windowed trace's cached size: its rollup's calls

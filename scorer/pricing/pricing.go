@@ -13,7 +13,9 @@ package pricing
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -283,6 +285,28 @@ func (t *Table) Lookup(model string) (*Model, string, bool) {
 		}
 	}
 	return nil, "", false
+}
+
+// Fingerprint identifies the table's prices: equal tables give equal
+// fingerprints, and a change to any name or rate gives another (a view
+// keeping what it priced checks it before reusing it).
+func (t *Table) Fingerprint() string {
+	h := sha256.New()
+	if t != nil {
+		names := make([]string, 0, len(t.byName))
+		for n := range t.byName {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			b, _ := json.Marshal(t.byName[n])
+			h.Write([]byte(n))
+			h.Write([]byte{0})
+			h.Write(b)
+			h.Write([]byte{0})
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // Models lists the table's canonical model names, sorted.

@@ -70,6 +70,68 @@ type Rollup struct {
 	Orphans []string `json:"orphans,omitempty"` // spans whose parent is not in the trace
 	// Notes explains anything the rollup repaired or could not know.
 	Notes []string `json:"notes,omitempty"`
+
+	// On a rollup bounded for a huge trace (Bounded), how many entries
+	// the full critical path has, how many billed calls the trace has, and
+	// UnknownCostText of all of them; unset on a full rollup.
+	CriticalPathEntries int    `json:"critical_path_entries,omitempty"`
+	CallCount           int    `json:"call_count,omitempty"`
+	UnknownCost         string `json:"unknown_cost,omitempty"`
+}
+
+// Bounds of a bounded rollup (Bounded).
+const (
+	BoundedPath  = 2_000
+	BoundedCalls = 1_000
+)
+
+// Bounded returns r with its lists bounded, for a huge trace whose full
+// rollup runs to hundreds of megabytes: the critical path keeps its
+// maxPath entries with the most self time (in path order), calls,
+// aggregates and orphans their first maxCalls; every figure (times,
+// costs, counts, per-model usage) stays the full rollup's, and a note
+// says what was left out. A rollup within the bounds is returned as is.
+func (r Rollup) Bounded(maxPath, maxCalls int) Rollup {
+	if len(r.CriticalPath) > maxPath {
+		keep := make([]int, len(r.CriticalPath))
+		for i := range keep {
+			keep[i] = i
+		}
+		slices.SortStableFunc(keep, func(a, b int) int { return cmp.Compare(r.CriticalPath[b].SelfMS, r.CriticalPath[a].SelfMS) })
+		keep = keep[:maxPath]
+		slices.Sort(keep)
+		path := make([]PathEntry, 0, maxPath)
+		for _, i := range keep {
+			path = append(path, r.CriticalPath[i])
+		}
+		r.CriticalPathEntries = len(r.CriticalPath)
+		r.Notes = append(slices.Clip(r.Notes), fmt.Sprintf("critical_path lists the %d of its %d entries with the most self time", maxPath, len(r.CriticalPath)))
+		r.CriticalPath = path
+	}
+	if len(r.Calls) > maxCalls {
+		r.UnknownCost = UnknownCostText(r.Calls)
+		r.CallCount = len(r.Calls)
+		r.Notes = append(slices.Clip(r.Notes), fmt.Sprintf("calls lists the first %d of %d billed calls", maxCalls, len(r.Calls)))
+		r.Calls = r.Calls[:maxCalls:maxCalls]
+	}
+	if len(r.AggregateSpans) > maxCalls {
+		r.Notes = append(slices.Clip(r.Notes), fmt.Sprintf("aggregate_spans lists the first %d of %d", maxCalls, len(r.AggregateSpans)))
+		r.AggregateSpans = r.AggregateSpans[:maxCalls:maxCalls]
+	}
+	if len(r.Orphans) > maxCalls {
+		r.Notes = append(slices.Clip(r.Notes), fmt.Sprintf("orphans lists the first %d of %d", maxCalls, len(r.Orphans)))
+		r.Orphans = r.Orphans[:maxCalls:maxCalls]
+	}
+	return r
+}
+
+// CostUnknownText says why the rollup's cost is unknown: UnknownCostText
+// of its calls, or of all of them on a bounded rollup.
+func (r *Rollup) CostUnknownText() string {
+	if r.UnknownCost != "" {
+		return r.UnknownCost
+	}
+	return UnknownCostText(r.Calls)
 }
 
 // Top is a span without a parent in the trace.
@@ -350,6 +412,14 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 	p := Priced{Calls: []Call{}, UnpricedModels: []string{}, Models: []ModelUsage{}}
 	unpriced := map[string]bool{}
 	models := map[string]*ModelUsage{}
+	// One lookup per distinct (response, request) model pair: a huge
+	// trace's calls name a handful of models.
+	type found struct {
+		m    *pricing.Model
+		name string
+		ok   bool
+	}
+	looked := map[[2]string]found{}
 	var modelOrder []string
 	known, costKnown := 0.0, true
 	for k := range calls {
@@ -376,7 +446,13 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 			c.Source = SourceNoUsage
 			c.Why = "reported no token usage"
 		default:
-			m, name, ok := lookup(prices, sc)
+			k := [2]string{sc.ResponseModel, sc.RequestModel}
+			f, seen := looked[k]
+			if !seen {
+				f.m, f.name, f.ok = lookup(prices, sc)
+				looked[k] = f
+			}
+			m, name, ok := f.m, f.name, f.ok
 			if !ok {
 				c.Source = SourceUnpriced
 				label := model
