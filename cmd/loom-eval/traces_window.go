@@ -19,7 +19,8 @@ import (
 // capability; a bigger one, or any trace given --limit, --page-token or
 // --all, is read a page of spans at a time in start order
 // (store.WindowReader), its rollup from what the store keeps
-// (rollup.Window): the first page carries it, and --all streams every
+// (rollup.Window, bounded as the API serves it): the first page carries
+// it, and --all streams every
 // span without holding the trace in memory.
 
 // unscoper is a store that scopes its reads to a project (scopedStore).
@@ -81,6 +82,9 @@ func tracesGetWindow(ctx context.Context, out io.Writer, w store.WindowReader, i
 		if err != nil {
 			return err
 		}
+		// Bounded as the API serves it: a million spans' full lists run to
+		// hundreds of megabytes.
+		r = r.Bounded(rollup.BoundedPath, rollup.BoundedCalls)
 		ru = &r
 	}
 	if pg.all {

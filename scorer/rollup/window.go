@@ -60,7 +60,12 @@ func WindowAnalysis(ctx context.Context, w store.WindowReader, traceID string, s
 	}
 	a := Analyze(bones)
 	// Keeping it only saves the next reader the bones: a store that
-	// cannot (read-only, full) still serves this one.
+	// cannot (read-only, full) still serves this one. An analysis whose
+	// lists alone would pass the store's bound (a million-span chain's
+	// critical path) is not even encoded.
+	if n := len(a.CriticalPath) + len(a.AggregateSpans) + len(a.Orphans) + len(a.Tops); n > store.MaxDerivedBytes/64 {
+		return a, nil
+	}
 	if data, err := json.Marshal(a); err == nil && len(data) <= store.MaxDerivedBytes {
 		_ = w.SaveDerived(ctx, traceID, AnalysisKind, int64(len(bones)), data)
 	}
