@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/loomwork/loomwork/scorer/rollup"
@@ -107,16 +108,29 @@ func (s *Server) keptWindow(ctx context.Context, w store.WindowReader, id string
 			return kw, nil
 		}
 	}
+	// The summary (its billed calls) and the tree's analysis (the spans'
+	// bones) are separate reads of a huge trace: side by side.
+	var a rollup.Analysis
+	var aErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { a, aErr = rollup.WindowAnalysis(ctx, w, id, n) })
 	head, err := w.TraceHead(ctx, id)
+	wg.Wait()
 	if err != nil {
 		return keptWindow{}, err
 	}
-	full, _, err := rollup.WindowOf(ctx, w, head, s.deps.Prices)
-	if err != nil {
-		return keptWindow{}, err
+	if aErr != nil {
+		return keptWindow{}, aErr
 	}
+	full := rollup.FromAnalysis(a, head, s.deps.Prices)
+	full.TraceID = id
 	kw := keptWindow{Rollup: full.Bounded(rollup.BoundedPath, rollup.BoundedCalls), Start: head.Start, End: head.End,
 		SpanCount: head.SpanCount, Labels: head.ModelLabels}
+	// Kept only when the two reads saw the same spans (a trace still
+	// growing is derived again on its next open).
+	if head.SpanCount != n || int64(a.Spans) != n {
+		return kw, nil
+	}
 	if data, err := json.Marshal(kw); err == nil {
 		if err := w.SaveDerived(ctx, id, kind, head.SpanCount, data); err != nil && !errors.Is(err, store.ErrReadOnly) {
 			s.log.Warn("keep a huge trace's rollup", "trace", id, "err", err)
