@@ -290,6 +290,42 @@ func (s *suite) testWindow(t *testing.T) {
 			}
 		})
 	}
+	t.Run("ChildCountsOfABigFanOutFollowNewSpans", func(t *testing.T) {
+		// 10,300 spans: a root with 10,000 children, one of them with 299:
+		// sizes at which a store may count big parents its own way.
+		const id = "f0f1f2f3f4f5f6f7f8f9fafbfcfdfe03"
+		t0 := time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC)
+		mk := func(span, parent string, k int) store.Span {
+			return store.Span{TraceID: id, SpanID: span, ParentSpanID: parent, Name: "s", Kind: "internal", StatusCode: store.StatusOK,
+				StartTime: t0.Add(time.Duration(k) * time.Millisecond), EndTime: t0.Add(time.Duration(k+1) * time.Millisecond)}
+		}
+		root := mk("e000000000000001", "", 0)
+		spans := []store.Span{root}
+		for k := range 10_000 {
+			spans = append(spans, mk(fmt.Sprintf("c%015x", k+1), root.SpanID, k))
+		}
+		for k := range 299 {
+			spans = append(spans, mk(fmt.Sprintf("d%015x", k+1), spans[1].SpanID, k))
+		}
+		write(t, st, nil, spans, 2_000)
+		check := func(wantRoot, wantKid int64) {
+			t.Helper()
+			page, err := w.SpanNodes(ctx, id, store.NodeQuery{IDs: []string{root.SpanID, spans[1].SpanID, spans[2].SpanID}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int64{}
+			for _, n := range page.Nodes {
+				got[n.SpanID] = n.Children
+			}
+			if got[root.SpanID] != wantRoot || got[spans[1].SpanID] != wantKid || got[spans[2].SpanID] != 0 {
+				t.Fatalf("child counts %v, want root %d, first child %d, second 0", got, wantRoot, wantKid)
+			}
+		}
+		check(10_000, 299)
+		write(t, st, nil, []store.Span{mk("c100000000000001", root.SpanID, 5), mk("d100000000000001", spans[1].SpanID, 6)}, 0)
+		check(10_001, 300)
+	})
 	t.Run("DerivedKeepsTheLatestPerTraceAndKind", func(t *testing.T) {
 		id := windowFixtureIDs(t, st)
 		if _, _, ok, err := w.LoadDerived(ctx, id, "k1"); err != nil || ok {
