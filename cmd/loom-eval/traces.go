@@ -181,10 +181,7 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	storeURL := m.tracesStoreFlag(fs)
 	asJSON := fs.Bool("json", false, "print the spans and the rollup as JSON")
 	pricesFile := fs.String("prices", "", "price table override (JSON), see docs/scoring.md")
-	var pg tracesPaging
-	fs.IntVar(&pg.limit, "limit", 0, fmt.Sprintf("spans per page (1 to %d; default %d): print one page, in start order", store.MaxSpanPage, store.DefaultSpanPage))
-	fs.StringVar(&pg.token, "page-token", "", "the next page of spans (printed after a page)")
-	fs.BoolVar(&pg.all, "all", false, "print every span, a page at a time, without holding the trace in memory")
+	pg := tracesPagingFlags(fs)
 	// Accept the id before or after the flags.
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -210,11 +207,8 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	if _, err := store.ParseTraceIDPrefix(id); err != nil {
 		return usageError("traces get: %w", err)
 	}
-	if _, err := store.PageLimit(pg.limit); err != nil {
-		return usageError("traces get: --%w", err)
-	}
-	if _, _, err := store.DecodeSpanToken(pg.token); err != nil {
-		return usageError("traces get: --page-token: %w", err)
+	if err := pg.check(); err != nil {
+		return err
 	}
 	st, err := m.tracesOpenStore(ctx, *storeURL)
 	if err != nil {
@@ -225,7 +219,7 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	id, err = store.TraceIDOf(ctx, st, id)
 	windowed := false
 	if err == nil {
-		windowed, err = m.tracesGetWindowed(ctx, st, id, pg, *asJSON, *pricesFile)
+		windowed, err = m.tracesGetWindowed(ctx, st, id, *pg, *asJSON, *pricesFile)
 	}
 	if err == nil && !windowed {
 		spans, err = st.GetTrace(ctx, id)

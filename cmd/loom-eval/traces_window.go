@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -72,6 +73,26 @@ type tracesPaging struct {
 }
 
 func (p tracesPaging) set() bool { return p.limit != 0 || p.token != "" || p.all }
+
+// tracesPagingFlags defines traces get's paging flags on fs.
+func tracesPagingFlags(fs *flag.FlagSet) *tracesPaging {
+	pg := &tracesPaging{}
+	fs.IntVar(&pg.limit, "limit", 0, fmt.Sprintf("spans per page (1 to %d; default %d): print one page, in start order", store.MaxSpanPage, store.DefaultSpanPage))
+	fs.StringVar(&pg.token, "page-token", "", "the next page of spans (printed after a page)")
+	fs.BoolVar(&pg.all, "all", false, "print every span, a page at a time, without holding the trace in memory")
+	return pg
+}
+
+// check is a usage error for a bad limit or token.
+func (p tracesPaging) check() error {
+	if _, err := store.PageLimit(p.limit); err != nil {
+		return usageError("traces get: --%w", err)
+	}
+	if _, _, err := store.DecodeSpanToken(p.token); err != nil {
+		return usageError("traces get: --page-token: %w", err)
+	}
+	return nil
+}
 
 // tracesGetWindow prints trace id by window: the rollup (on the first
 // page) and one page of spans, or every span with --all.
