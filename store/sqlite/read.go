@@ -534,9 +534,10 @@ func cloneValue(v any) any {
 }
 
 // ListTraces returns one page of trace summaries matching q. It reads only
-// the per-trace summary table; pagination is keyset-based on (sort key,
-// trace id), so pages never overlap or skip a trace whose sort value does not
-// change between the calls.
+// the per-trace summary table, each row with its call groups (never its
+// calls), by the index of its sort key (planQuery); pagination is
+// keyset-based on (sort key, trace id), so pages never overlap or skip a
+// trace whose sort value does not change between the calls.
 func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
 	if err := s.usable(); err != nil {
 		return store.TracePage{}, err
@@ -554,7 +555,6 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	}
 	defer rows.Close()
 	page := store.TracePage{Traces: []store.TraceSummary{}}
-	var seqs []int64
 	var last store.PagePosition
 	more := false
 	for rows.Next() {
@@ -564,12 +564,12 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 		}
 		var ts store.TraceSummary
 		var id []byte
-		var agents, models, labels string
-		var seq, startNS, endNS, durNS, afterNS, sortValue int64
-		if err := rows.Scan(&seq, &id, &ts.RootName, &ts.ServiceName, &agents, &models,
+		var agents, models, labels, groups string
+		var startNS, endNS, durNS, afterNS, sortValue int64
+		if err := rows.Scan(&id, &ts.RootName, &ts.ServiceName, &agents, &models,
 			&startNS, &endNS, &durNS, &ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.ToolCalls,
 			&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens,
-			&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels,
+			&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels, &groups,
 			&sortValue); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 		}
@@ -590,62 +590,20 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 		if ts.Models, err = decodeList(models); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s models: %w", ts.TraceID, err)
 		}
+		if ts.Groups, err = decodeGroups(groups); err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: trace %s call groups: %w", ts.TraceID, err)
+		}
 		page.Traces = append(page.Traces, ts)
-		seqs = append(seqs, seq)
 		last.SortValue = sortValue
 		copy(last.TraceID[:], id)
 	}
 	if err := rows.Err(); err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	rows.Close()
-	if err := s.readCalls(ctx, page.Traces, seqs); err != nil {
-		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
-	}
 	if more {
 		page.NextPageToken = plan.NextPageToken(last)
 	}
 	return page, nil
-}
-
-// readCalls sets the billed calls of the listed traces (seqs[i] is
-// traces[i]'s), in canonical order.
-func (s *Store) readCalls(ctx context.Context, traces []store.TraceSummary, seqs []int64) error {
-	if len(seqs) == 0 {
-		return nil
-	}
-	at := make(map[int64]int, len(seqs))
-	args := make([]any, len(seqs))
-	for i, seq := range seqs {
-		at[seq] = i
-		args[i] = seq
-	}
-	q := `SELECT ` + callCols + ` FROM trace_calls WHERE trace_seq IN (?` + strings.Repeat(",?", len(seqs)-1) + `) ORDER BY trace_seq, start_ns, span_id`
-	rows, err := s.reader.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq, startNS int64
-		var id []byte
-		var flags int
-		var cost sql.NullFloat64
-		var c store.Call
-		if err := rows.Scan(&seq, &startNS, &id, &c.Name, &c.RequestModel, &c.ResponseModel, &flags,
-			&c.InputTokens, &c.OutputTokens, &c.CacheReadTokens, &c.CacheCreationTokens, &c.ReasoningTokens, &cost); err != nil {
-			return err
-		}
-		c.SpanID, c.Start = hex.EncodeToString(id), time.Unix(0, startNS).UTC()
-		c.Failed, c.HasUsage = flags&callFailed != 0, flags&callHasUsage != 0
-		if cost.Valid {
-			v := cost.Float64
-			c.CostUSD = &v
-		}
-		i := at[seq]
-		traces[i].Calls = append(traces[i].Calls, c)
-	}
-	return rows.Err()
 }
 
 func decodeList(s string) ([]string, error) {
@@ -734,10 +692,10 @@ func planQuery(q *store.TraceQuery, project string) (queryPlan, error) {
 		p.args = append(p.args, p.After.SortValue, p.After.TraceID[:])
 	}
 	var b strings.Builder
-	b.WriteString(`SELECT seq, trace_id, root_name, service_name, agent_names, models,
+	b.WriteString(`SELECT trace_id, root_name, service_name, agent_names, models,
 	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens,
-	after_root_ns, fragments, failed_model_calls, model_labels, `)
+	after_root_ns, fragments, failed_model_calls, model_labels, call_groups, `)
 	b.WriteString(col)
 	b.WriteString(" FROM traces")
 	if len(where) > 0 {

@@ -108,6 +108,9 @@ func (s *Store) deleteChunk(ctx context.Context, project string, cutoffNS int64,
 	if err := br.Err(); err != nil {
 		return 0, err
 	}
+	if err := dropSessionTurns(ctx, tx, in, seqs); err != nil {
+		return 0, err
+	}
 	for _, st := range []struct {
 		what, sql string
 		count     *int64

@@ -190,7 +190,9 @@ func searchWhere(q *store.TraceQuery) ([]string, []any) {
 		args = append(args, a...)
 	}
 	if q.Session != "" {
-		in(false, "key_id = "+keyIDSQL+" AND value = ?", searchConversation, "", q.Session)
+		// The session's turns, by the primary key of session_turns.
+		where = append(where, "seq IN (SELECT seq FROM session_turns WHERE project = traces.project AND session = ?)")
+		args = append(args, q.Session)
 	}
 	for _, c := range q.Search {
 		switch c.Field {
@@ -294,18 +296,19 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 		return 0, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT seq, trace_id, span_count FROM traces WHERE seq < ? ORDER BY seq DESC LIMIT ?`, below, backfillChunk)
+	rows, err := tx.QueryContext(ctx, `SELECT seq, trace_id, span_count, project FROM traces WHERE seq < ? ORDER BY seq DESC LIMIT ?`, below, backfillChunk)
 	if err != nil {
 		return 0, err
 	}
 	type tr struct {
 		seq, count int64
 		id         []byte
+		project    string
 	}
 	var trs []tr
 	for rows.Next() {
 		var t tr
-		if err := rows.Scan(&t.seq, &t.id, &t.count); err != nil {
+		if err := rows.Scan(&t.seq, &t.id, &t.count, &t.project); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -326,7 +329,7 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 		if err := s.readPayloads(ctx, tx, spans, meta); err != nil {
 			return 0, fmt.Errorf("trace %s: %w", id, err)
 		}
-		g := &traceGroup{traceID: t.id, sm: &summary{seq: t.seq}}
+		g := &traceGroup{traceID: t.id, project: t.project, sm: &summary{seq: t.seq}}
 		for i := range spans {
 			g.inserted = append(g.inserted, &spanRow{span: &spans[i]})
 		}
@@ -334,6 +337,9 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 		next = t.seq
 	}
 	if err := s.indexSearch(ctx, tx, groups); err != nil {
+		return 0, err
+	}
+	if err := s.updateSessions(ctx, tx, groups); err != nil {
 		return 0, err
 	}
 	if next <= 1 {
@@ -350,63 +356,3 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 	return next, nil
 }
 
-// sessionsSQL lists sessions with the sums of their traces' summaries
-// (the traces table ListTraces reads), most recently active first. %s is
-// the keyset condition on the groups.
-const sessionsSQL = `SELECT st.value, count(*), min(t.start_ns), max(t.start_ns),
-	sum(t.span_count), sum(t.error_count), sum(t.model_calls), sum(t.tool_calls), sum(t.input_tokens), sum(t.output_tokens)
-	FROM search_terms st JOIN traces t ON t.seq = st.seq
-	WHERE st.key_id = ` + keyIDSQL + ` AND t.project = ?
-	GROUP BY st.value %s
-	ORDER BY max(t.start_ns) DESC, st.value DESC LIMIT ?`
-
-// ListSessions returns one page of sessions (see store.SessionLister).
-func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.SessionPage, error) {
-	if err := s.usable(); err != nil {
-		return store.SessionPage{}, err
-	}
-	p, err := q.Plan()
-	if err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	if err := s.searchComplete(ctx); err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	having := ""
-	args := []any{searchConversation, "", store.ProjectOf(ctx)}
-	if p.After != nil {
-		having = "HAVING (max(t.start_ns), st.value) < (?, ?)"
-		args = append(args, p.After.LastStartNS, p.After.SessionID)
-	}
-	args = append(args, p.Limit+1)
-	rows, err := s.reader.QueryContext(ctx, fmt.Sprintf(sessionsSQL, having), args...)
-	if err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	defer rows.Close()
-	page := store.SessionPage{Sessions: []store.SessionSummary{}}
-	more := false
-	for rows.Next() {
-		if len(page.Sessions) == p.Limit {
-			more = true
-			break
-		}
-		var ss store.SessionSummary
-		var first, last int64
-		if err := rows.Scan(&ss.SessionID, &ss.Turns, &first, &last, &ss.SpanCount, &ss.ErrorCount, &ss.ModelCalls, &ss.ToolCalls, &ss.InputTokens, &ss.OutputTokens); err != nil {
-			return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-		}
-		ss.FirstStart, ss.LastStart = time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
-		page.Sessions = append(page.Sessions, ss)
-	}
-	if err := rows.Err(); err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	if more {
-		last := page.Sessions[len(page.Sessions)-1]
-		page.NextPageToken = p.NextPageToken(store.SessionPosition{LastStartNS: last.LastStart.UnixNano(), SessionID: last.SessionID})
-	}
-	return page, nil
-}
-
-var _ store.SessionLister = (*Store)(nil)
