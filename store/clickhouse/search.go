@@ -157,12 +157,11 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 	return conds, args
 }
 
-// ListSessions returns one page of sessions (see store.SessionLister). The
-// page is chosen in SQL: the distinct (conversation id, trace) pairs of the
-// spans, each trace's start from the trace index, grouped per session and
-// ordered by its latest start. Its figures are store.SumTurns over the
-// turns' summaries as ListTraces computes them (summarize), so a session
-// and its traces never disagree.
+// ListSessions returns one page of sessions (see store.SessionLister),
+// from the summaries kept at ingest: each trace's row lists its sessions
+// (conversation ids), so a session's figures are store.SumTurns over its
+// turns' rows, the ones ListTraces returns, grouped in SQL and ordered by
+// the latest turn's start.
 func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.SessionPage, error) {
 	if err := s.usable(); err != nil {
 		return store.SessionPage{}, err
@@ -171,17 +170,16 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 	if err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
-	var b strings.Builder
-	b.WriteString(`SELECT session, groupArray(m.trace_id) AS ids, max(toUnixTimestamp64Nano(t.t_start)) AS last_ns
-	FROM (SELECT DISTINCT conversation_id AS session, trace_id FROM `)
-	b.WriteString(s.spansTable)
 	pc, err := projectCond(ctx)
 	if err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
-	b.WriteString(" WHERE conversation_id != '' AND " + pc + ") AS m INNER JOIN (SELECT trace_id, min(start) AS t_start FROM ")
-	b.WriteString(s.traceIndexTable)
-	b.WriteString(" WHERE " + pc + " GROUP BY trace_id) AS t ON t.trace_id = m.trace_id GROUP BY session")
+	var b strings.Builder
+	b.WriteString(`SELECT session, toInt64(count()), min(start), max(start), toInt64(max(toUnixTimestamp64Nano(start))) AS last_ns,
+	sum(span_count), sum(error_count), sum(model_calls), sum(tool_calls), sum(input_tokens), sum(output_tokens)
+	FROM (SELECT sessions, start, span_count, error_count, model_calls, tool_calls, input_tokens, output_tokens FROM `)
+	b.WriteString(s.summaryTable)
+	b.WriteString(" FINAL WHERE " + pc + " AND notEmpty(sessions)) ARRAY JOIN sessions AS session GROUP BY session")
 	var args []any
 	if p.After != nil {
 		b.WriteString(" HAVING (last_ns, session) < (?, ?)")
@@ -192,48 +190,23 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 	if err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
-	type pageSession struct {
-		id  string
-		ids []string
-	}
-	var sessions []pageSession
-	var all []string
+	defer rows.Close()
+	page := store.SessionPage{Sessions: []store.SessionSummary{}}
 	for rows.Next() {
-		var ps pageSession
+		var ss store.SessionSummary
 		var last int64
-		if err := rows.Scan(&ps.id, &ps.ids, &last); err != nil {
-			rows.Close()
+		if err := rows.Scan(&ss.SessionID, &ss.Turns, &ss.FirstStart, &ss.LastStart, &last, &ss.SpanCount, &ss.ErrorCount,
+			&ss.ModelCalls, &ss.ToolCalls, &ss.InputTokens, &ss.OutputTokens); err != nil {
 			return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 		}
-		sessions = append(sessions, ps)
-		all = append(all, ps.ids...)
+		ss.FirstStart, ss.LastStart = ss.FirstStart.UTC(), ss.LastStart.UTC()
+		page.Sessions = append(page.Sessions, ss)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
-	more := len(sessions) > p.Limit
-	if more {
-		sessions = sessions[:p.Limit]
-	}
-	page := store.SessionPage{Sessions: []store.SessionSummary{}}
-	if len(sessions) == 0 {
-		return page, nil
-	}
-	sums, err := s.summarize(ctx, "trace_id IN (?)", all)
-	if err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	for _, ps := range sessions {
-		turns := make([]store.TraceSummary, 0, len(ps.ids))
-		for _, id := range ps.ids {
-			if sum, ok := sums[id]; ok {
-				turns = append(turns, *sum)
-			}
-		}
-		page.Sessions = append(page.Sessions, store.SumTurns(ps.id, turns))
-	}
-	if more {
+	if len(page.Sessions) > p.Limit {
+		page.Sessions = page.Sessions[:p.Limit]
 		last := page.Sessions[len(page.Sessions)-1]
 		page.NextPageToken = p.NextPageToken(store.SessionPosition{LastStartNS: last.LastStart.UnixNano(), SessionID: last.SessionID})
 	}

@@ -355,4 +355,3 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 	}
 	return next, nil
 }
-

@@ -1,0 +1,44 @@
+-- step: traces table
+CREATE TABLE IF NOT EXISTS `loomwork`.traces_local ON CLUSTER 'loomwork_cluster'
+(
+    project               LowCardinality(String),
+    trace_id              String CODEC(ZSTD(1)),
+    version               UInt64,
+    start                 DateTime64(9) CODEC(Delta, ZSTD(1)),
+    end                   DateTime64(9) CODEC(Delta, ZSTD(1)),
+    duration_ns           Int64 CODEC(T64, ZSTD(1)),
+    after_root_ns         Int64 CODEC(T64, ZSTD(1)),
+    root_name             String CODEC(ZSTD(1)),
+    service_name          LowCardinality(String),
+    services              Array(LowCardinality(String)),
+    agents                Array(LowCardinality(String)),
+    models                Array(LowCardinality(String)),
+    labels                Array(LowCardinality(String)),
+    names                 Array(LowCardinality(String)),
+    names_complete        Bool,
+    sessions              Array(String) CODEC(ZSTD(1)),
+    fragments             Int64 CODEC(T64, ZSTD(1)),
+    span_count            Int64 CODEC(T64, ZSTD(1)),
+    error_count           Int64 CODEC(T64, ZSTD(1)),
+    model_calls           Int64 CODEC(T64, ZSTD(1)),
+    failed_model_calls    Int64 CODEC(T64, ZSTD(1)),
+    tool_calls            Int64 CODEC(T64, ZSTD(1)),
+    input_tokens          Int64 CODEC(T64, ZSTD(1)),
+    output_tokens         Int64 CODEC(T64, ZSTD(1)),
+    cache_read_tokens     Int64 CODEC(T64, ZSTD(1)),
+    cache_creation_tokens Int64 CODEC(T64, ZSTD(1)),
+    reasoning_tokens      Int64 CODEC(T64, ZSTD(1)),
+    tokens_total          Int64 CODEC(T64, ZSTD(1)),
+    call_groups           String CODEC(ZSTD(1)),
+    expire_at             DateTime DEFAULT toDateTime('2106-01-01 00:00:00', 'UTC') CODEC(Delta, ZSTD(1))
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/traces_local', '{replica}', version)
+ORDER BY (project, trace_id)
+TTL least(toDateTime(toDate(start) + INTERVAL 30 DAY, 'UTC'), expire_at)
+SETTINGS index_granularity = 1024, non_replicated_deduplication_window = 10000;
+
+-- step: traces distributed table
+CREATE TABLE IF NOT EXISTS `loomwork`.traces ON CLUSTER 'loomwork_cluster'
+AS `loomwork`.traces_local
+ENGINE = Distributed('loomwork_cluster', 'loomwork', 'traces_local', cityHash64(trace_id));
+
