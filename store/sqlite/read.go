@@ -680,7 +680,7 @@ func planQuery(q *store.TraceQuery, project string) (queryPlan, error) {
 		where = append(where, "instr(names_lower, ?) > 0")
 		p.args = append(p.args, normName(q.Text))
 	}
-	sw, sargs := searchWhere(&p.TraceQuery)
+	sw, sargs := searchWhere(&p.TraceQuery, project)
 	where = append(where, sw...)
 	p.args = append(p.args, sargs...)
 	dir, cmp := "DESC", "<"

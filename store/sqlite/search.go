@@ -176,9 +176,9 @@ func (s *Store) searchKeyID(ctx context.Context, tx *sql.Tx, k searchKey) (int64
 // ever had it, which then matches nothing).
 const keyIDSQL = `(SELECT id FROM search_keys WHERE kind = ? AND key = ?)`
 
-// searchWhere returns the WHERE conditions (on traces) and their arguments
-// for q's search clauses and session.
-func searchWhere(q *store.TraceQuery) ([]string, []any) {
+// searchWhere returns the WHERE conditions (on traces of project) and
+// their arguments for q's search clauses and session.
+func searchWhere(q *store.TraceQuery, project string) ([]string, []any) {
 	var where []string
 	var args []any
 	in := func(not bool, cond string, a ...any) {
@@ -191,8 +191,8 @@ func searchWhere(q *store.TraceQuery) ([]string, []any) {
 	}
 	if q.Session != "" {
 		// The session's turns, by the primary key of session_turns.
-		where = append(where, "seq IN (SELECT seq FROM session_turns WHERE project = traces.project AND session = ?)")
-		args = append(args, q.Session)
+		where = append(where, "seq IN (SELECT seq FROM session_turns WHERE project = ? AND session = ?)")
+		args = append(args, project, q.Session)
 	}
 	for _, c := range q.Search {
 		switch c.Field {
