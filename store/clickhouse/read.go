@@ -176,36 +176,108 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	plan, err := s.planList(&q, pc)
+	plan, err := s.planList(&q, pc, time.Time{})
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	rows, err := s.query(ctx, plan.sql, plan.args...)
+	if plan.windowed() {
+		page, err := s.listWindowed(ctx, &q, pc, plan)
+		if err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+		}
+		return page, nil
+	}
+	page, _, err := s.runList(ctx, plan)
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+	}
+	return page, nil
+}
+
+// runList runs a page query and returns the page and how many rows the
+// query returned (Limit+1 when there is a next page).
+func (s *Store) runList(ctx context.Context, plan listPlan) (store.TracePage, int, error) {
+	rows, err := s.query(ctx, plan.sql, plan.args...)
+	if err != nil {
+		return store.TracePage{}, 0, err
 	}
 	defer rows.Close()
 	page := store.TracePage{Traces: []store.TraceSummary{}}
 	var last store.PagePosition
+	n := 0
 	for rows.Next() {
+		n++
 		if len(page.Traces) == plan.Limit {
 			page.NextPageToken = plan.NextPageToken(last)
 			break
 		}
 		sum, sortValue, err := scanSummary(rows)
 		if err != nil {
-			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+			return store.TracePage{}, 0, err
 		}
 		last.SortValue = sortValue
 		if err := decodeTraceID(sum.TraceID, &last.TraceID); err != nil {
-			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+			return store.TracePage{}, 0, err
 		}
 		page.Traces = append(page.Traces, sum)
 	}
 	if err := rows.Err(); err != nil {
-		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+		return store.TracePage{}, 0, err
 	}
-	return page, nil
+	return page, n, nil
+}
+
+// firstWindow is the first time window listWindowed searches, and
+// windowGrowth how much wider each next one is.
+const (
+	firstWindow  = 15 * time.Minute
+	windowGrowth = 4
+)
+
+// listWindowed serves a search sorted newest first (the list's default)
+// window by window: the traces starting in the last firstWindow before
+// the newest (or before the page token's position), then a window
+// windowGrowth times wider, until a window holds a full page or covers
+// every trace. Each window bounds the spans the search clauses read by
+// time, the first key of the spans table, so a search whose matches are
+// common reads the spans of recent traces only; one whose matches are
+// rare reads more windows, each pruned by the skip indexes.
+func (s *Store) listWindowed(ctx context.Context, q *store.TraceQuery, pc string, plan listPlan) (store.TracePage, error) {
+	var oldest, newest time.Time
+	var n uint64
+	if err := s.queryRow(ctx, "SELECT min(start), max(start), count() FROM "+s.summaryTable+" WHERE "+pc).Scan(&oldest, &newest, &n); err != nil {
+		return store.TracePage{}, err
+	}
+	anchor := newest
+	if plan.After != nil {
+		anchor = time.Unix(0, plan.After.SortValue)
+	}
+	if !q.End.IsZero() && q.End.Before(anchor) {
+		anchor = q.End
+	}
+	floor := oldest
+	if q.Start.After(floor) {
+		floor = q.Start
+	}
+	for w := firstWindow; n > 0; w *= windowGrowth {
+		from := anchor.Add(-w)
+		if !from.After(floor) {
+			break
+		}
+		p, err := s.planList(q, pc, from)
+		if err != nil {
+			return store.TracePage{}, err
+		}
+		page, rows, err := s.runList(ctx, p)
+		if err != nil {
+			return store.TracePage{}, err
+		}
+		if rows > plan.Limit {
+			return page, nil
+		}
+	}
+	page, _, err := s.runList(ctx, plan)
+	return page, err
 }
 
 // scanSummary reads a row of summaryListColumns and the sort value.
@@ -240,15 +312,24 @@ type listPlan struct {
 	// args are its parameters.
 	sql  string
 	args []any
+	// spanSearch: the query has search clauses that read spans.
+	spanSearch bool
 }
 
-// planList validates q and builds the query for one page: traces
-// FINAL (a trace's latest row) of the project pc selects, each filter a
-// condition on its columns, ordered by the sort key's column and the
-// trace id. Search clauses other than the session become "trace_id IN
+// windowed reports whether the page is found window by window
+// (listWindowed): a search of spans, newest first.
+func (p listPlan) windowed() bool {
+	return p.spanSearch && p.SortBy == store.SortStart && !p.Ascending
+}
+
+// planList validates q and builds the query for one page: the traces
+// table FINAL (a trace's latest summary) of the project pc selects, each
+// filter a condition on its columns, ordered by the sort key's column and
+// the trace id. Search clauses other than the session become "trace_id IN
 // (spans matching it)", bounded below by q.Start (no span of a trace
-// starting at or after it is earlier).
-func (s *Store) planList(q *store.TraceQuery, pc string) (listPlan, error) {
+// starting at or after it is earlier). A non-zero from adds the bound
+// start >= from (a window of listWindowed) to q's.
+func (s *Store) planList(q *store.TraceQuery, pc string, from time.Time) (listPlan, error) {
 	var p listPlan
 	var err error
 	if p.PlannedQuery, err = q.Plan(checkTime); err != nil {
@@ -264,8 +345,12 @@ func (s *Store) planList(q *store.TraceQuery, pc string) (listPlan, error) {
 		where = append(where, c)
 		args = append(args, a...)
 	}
-	if !q.Start.IsZero() {
-		cond("start >= fromUnixTimestamp64Nano(?)", q.Start.UnixNano())
+	lo := q.Start
+	if from.After(lo) {
+		lo = from
+	}
+	if !lo.IsZero() {
+		cond("start >= fromUnixTimestamp64Nano(?)", lo.UnixNano())
 	}
 	if !q.End.IsZero() {
 		cond("start < fromUnixTimestamp64Nano(?)", q.End.UnixNano())
@@ -302,11 +387,12 @@ func (s *Store) planList(q *store.TraceQuery, pc string) (listPlan, error) {
 	search.Session = ""
 	var sc []string
 	var sa []any
-	if q.Start.IsZero() {
+	if lo.IsZero() {
 		sc, sa = s.searchConds(&search, pc, nil)
 	} else {
-		sc, sa = s.searchConds(&search, "start >= fromUnixTimestamp64Nano(?) AND "+pc, []any{q.Start.UnixNano()})
+		sc, sa = s.searchConds(&search, "start >= fromUnixTimestamp64Nano(?) AND "+pc, []any{lo.UnixNano()})
 	}
+	p.spanSearch = len(sc) > 0
 	where = append(where, sc...)
 	args = append(args, sa...)
 	dir, cmp := "DESC", "<"

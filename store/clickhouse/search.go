@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/loomwork/loomwork/store"
@@ -14,6 +15,47 @@ import (
 // key's raw JSON value once per span (after a cheap substring test for the
 // key as it is spelled in that JSON) and compares it by JSON type, which
 // keeps the int/double/bool/string distinction the contract needs.
+
+// searchTokens returns up to three of the longest tokens of s as
+// ClickHouse's hasToken and the tokenbf_v1 index split a string (runs of
+// ASCII letters and digits and of non-ASCII bytes, between any other ASCII
+// byte), longest first: what a span's attribute JSON must hold to hold s.
+func searchTokens(s string) []string {
+	var toks []string
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		tok := i < len(s) && (s[i] >= 0x80 || 'a' <= s[i] && s[i] <= 'z' || 'A' <= s[i] && s[i] <= 'Z' || '0' <= s[i] && s[i] <= '9')
+		switch {
+		case tok && start < 0:
+			start = i
+		case !tok && start >= 0:
+			toks = append(toks, s[start:i])
+			start = -1
+		}
+	}
+	slices.SortFunc(toks, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	toks = slices.Compact(toks)
+	if len(toks) > 3 {
+		toks = toks[:3]
+	}
+	return toks
+}
+
+// intTest is clause c's test of an integer column (OpEq, or an order
+// comparison): the numbers compared as doubles, as the JSON test compares
+// them; a value that is no number equals no integer.
+func intTest(column string, c store.SearchClause) (string, []any) {
+	if !c.IsNum {
+		return "0", nil
+	}
+	op := map[store.SearchOp]string{store.OpEq: "=", store.OpNe: "=", store.OpGt: ">", store.OpGe: ">=", store.OpLt: "<", store.OpLe: "<="}[c.Op]
+	return "toFloat64(" + column + ") " + op + " ?", []any{c.Num}
+}
 
 // numTypes are the JSON types of numbers as JSONType names them.
 const numTypes = "('Int64', 'UInt64', 'Double')"
@@ -68,25 +110,48 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 		conds = append(conds, op+" (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+")")
 		args = append(args, a...)
 	}
-	// attr selects spans with the key whose raw value satisfies test.
+	// attr selects spans with the key whose raw value satisfies test, in
+	// two subqueries, each of which a skip index can prune: the spans
+	// whose attribute JSON holds the key (idx_attr_tokens: the tokens of
+	// the value or else of the key, then a substring test, before any
+	// JSON is parsed), and, for a key a typed column holds (its bit set in
+	// attributes_in_columns, typedattrs.go: the attribute is then not in
+	// the JSON), the spans whose column holds the value. One subquery
+	// reading both would read the attribute JSON of every span.
 	attr := func(not bool, c store.SearchClause, test string, testArgs []any) {
 		jsonKey := string(store.AppendJSONString(nil, c.Key)) + ":"
-		// A substring test before parsing any JSON: the key as the stored
-		// JSON spells it and, for a value that can only equal a string,
-		// the key followed by that string's JSON (or by an array).
-		pre := "position(attributes, ?) > 0"
-		preArgs := []any{jsonKey}
+		// A value that can only equal a string: the key followed by
+		// that string's JSON (or by an array) is in the JSON.
 		stringOnly := test != "" && c.Op != store.OpGt && c.Op != store.OpGe && c.Op != store.OpLt && c.Op != store.OpLe &&
 			!c.IsNum && c.Value != "true" && c.Value != "false"
+		var toks []string
+		pre := "position(attributes, ?) > 0"
+		preArgs := []any{jsonKey}
 		if stringOnly {
+			valueJSON := string(store.AppendJSONString(nil, c.Value))
 			pre = "(position(attributes, ?) > 0 OR position(attributes, ?) > 0)"
-			preArgs = []any{jsonKey + string(store.AppendJSONString(nil, c.Value)), jsonKey + "["}
+			preArgs = []any{jsonKey + valueJSON, jsonKey + "["}
+			toks = searchTokens(valueJSON)
 		}
-		// An attribute a typed column holds (bit set in
-		// attributes_in_columns, typedattrs.go) is not in the JSON: its
-		// raw value is the column's value as JSON. When only a string can
-		// match, a string column is compared directly.
-		rawExpr := "JSONExtractRaw(attributes, ?)"
+		if len(toks) == 0 {
+			toks = searchTokens(jsonKey)
+		}
+		for i := range toks {
+			pre = "hasToken(attributes, ?) AND " + pre
+			preArgs = append([]any{toks[len(toks)-1-i]}, preArgs...)
+		}
+		a := append([]any{c.Key}, preArgs...)
+		jsonSub := "SELECT trace_id FROM (SELECT trace_id, JSONExtractRaw(attributes, ?) AS raw FROM " + s.spansTable + " WHERE " + pre
+		if from != "" {
+			jsonSub += " AND " + from
+			a = append(a, fromArgs...)
+		}
+		jsonSub += ") WHERE raw != ''"
+		if test != "" {
+			jsonSub += " AND " + test
+			a = append(a, testArgs...)
+		}
+		cond := "trace_id IN (" + jsonSub + ")"
 		if bit, ok := typedAttrKey(c.Key); ok {
 			ta := &typedAttrs[bit]
 			colJSON := "toJSONString(toString(" + ta.column + "))"
@@ -96,32 +161,38 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 			case attrStrings:
 				colJSON = "toJSONString(" + ta.column + ")"
 			}
-			in := fmt.Sprintf("bitTest(attributes_in_columns, %d)", bit)
-			rawExpr = "if(" + in + ", " + colJSON + ", " + rawExpr + ")"
+			where := fmt.Sprintf("bitTest(attributes_in_columns, %d)", bit)
+			var wa []any
 			if stringOnly && ta.kind == attrString {
-				pre = "((" + in + " AND " + ta.column + " = ?) OR " + pre + ")"
-				preArgs = append([]any{c.Value}, preArgs...)
-			} else {
-				pre = "(" + in + " OR " + pre + ")"
+				where += " AND " + ta.column + " = ?"
+				wa = append(wa, c.Value)
 			}
+			colTest, colArgs := test, testArgs
+			if ta.kind == attrInt && test != "" {
+				// An integer column's value is a JSON number: the test
+				// is a comparison of numbers (none equals a string or
+				// a boolean).
+				colTest, colArgs = intTest(ta.column, c)
+			}
+			if from != "" {
+				where += " AND " + from
+				wa = append(wa, fromArgs...)
+			}
+			colSub := "SELECT trace_id FROM (SELECT trace_id, " + colJSON + " AS raw FROM " + s.spansTable + " WHERE " + where + ")"
+			if ta.kind == attrInt && colTest != "" {
+				colSub = "SELECT trace_id FROM " + s.spansTable + " WHERE " + where + " AND " + colTest
+				wa = append(wa, colArgs...)
+			} else if colTest != "" {
+				colSub += " WHERE " + colTest
+				wa = append(wa, colArgs...)
+			}
+			cond = "(" + cond + " OR trace_id IN (" + colSub + "))"
+			a = append(a, wa...)
 		}
-		a := append([]any{c.Key}, preArgs...)
-		inner := "trace_id IN (SELECT trace_id FROM (SELECT trace_id, " + rawExpr + " AS raw FROM " + s.spansTable +
-			" WHERE " + pre
-		if from != "" {
-			inner += " AND " + from
-			a = append(a, fromArgs...)
-		}
-		inner += ") WHERE raw != ''"
-		if test != "" {
-			inner += " AND " + test
-			a = append(a, testArgs...)
-		}
-		inner += ")"
 		if not {
-			inner = "NOT " + inner
+			cond = "NOT " + cond
 		}
-		conds = append(conds, inner)
+		conds = append(conds, cond)
 		args = append(args, a...)
 	}
 	if q.Session != "" {

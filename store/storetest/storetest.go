@@ -108,6 +108,7 @@ func (s *suite) tests() []testCase {
 		{name: "ListTracesMalformedPageTokenIsError", run: s.testBadPageToken},
 		{name: "ListTracesInvalidQueryIsError", run: s.testInvalidQuery},
 		{name: "ListTracesSearch", run: s.testSearch},
+		{name: "ListTracesSearchAcrossDays", run: s.testSearchAcrossDays},
 		{name: "ListSessions", run: s.testSessions},
 		{name: "Experiments", run: s.testExperiments},
 		{name: "ConcurrentWritersEachSpanOnce", skip: s.h.Skip.ConcurrentWriters, run: s.testConcurrentWriters},

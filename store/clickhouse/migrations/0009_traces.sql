@@ -64,3 +64,17 @@ CREATE TABLE IF NOT EXISTS {{.DB}}.traces {{.OnCluster}}
 AS {{.DB}}.{{.Local "traces"}}
 ENGINE = Distributed({{.ClusterName}}, {{.DatabaseName}}, '{{.Local "traces"}}', cityHash64(trace_id));
 {{- end}}
+
+-- name: skip indexes for search
+-- Attribute search reads spans: an equality
+-- clause first asks for the value's tokens in the attribute JSON
+-- (hasToken, idx_attr_tokens) or the value in the typed column that holds
+-- the attribute, so granules whose bloom filters hold neither are not read;
+-- evidence ids and tool call ids (unique per span) have bloom filters of
+-- their own. About 4 bytes a span (docs/bench-bigdata.md). Parts written
+-- before this version get them when merges rewrite them.
+ALTER TABLE {{.DB}}.{{.Local "spans"}} {{.OnCluster}}
+    ADD INDEX IF NOT EXISTS idx_attr_tokens attributes TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 1,
+    ADD INDEX IF NOT EXISTS idx_tool_call_id tool_call_id TYPE bloom_filter(0.01) GRANULARITY 1,
+    ADD INDEX IF NOT EXISTS idx_retrieved_docs retrieved_docs TYPE bloom_filter(0.01) GRANULARITY 1,
+    ADD INDEX IF NOT EXISTS idx_cited_docs cited_docs TYPE bloom_filter(0.01) GRANULARITY 1;
