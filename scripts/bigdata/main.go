@@ -253,7 +253,7 @@ func (d *dataset) setProbe(spans []store.Span) {
 // starting an hour after the one before, after every regular trace.
 func (d *dataset) bigTrace(i int) []store.Span {
 	spans := storetest.GenerateTraces(1, d.cfg.big[i], int64(777+i))
-	shift := d.bigStart.Add(time.Duration(i)*time.Hour).Sub(spans[0].StartTime)
+	shift := d.bigStart.Add(time.Duration(i) * time.Hour).Sub(spans[0].StartTime)
 	for k := range spans {
 		shiftSpan(&spans[k], shift)
 	}
@@ -829,4 +829,3 @@ func machine() []string {
 	out = append(out, "run at "+time.Now().UTC().Format(time.RFC3339))
 	return out
 }
-

@@ -535,14 +535,15 @@ func cloneValue(v any) any {
 
 // ListTraces returns one page of trace summaries matching q. It reads only
 // the per-trace summary table, each row with its call groups (never its
-// calls), by the index of its sort key (planQuery); pagination is
+// calls), by the index of its sort key or of a selective filter
+// (planList); pagination is
 // keyset-based on (sort key, trace id), so pages never overlap or skip a
 // trace whose sort value does not change between the calls.
 func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
 	if err := s.usable(); err != nil {
 		return store.TracePage{}, err
 	}
-	plan, err := planQuery(&q, store.ProjectOf(ctx))
+	plan, err := s.planList(ctx, &q, store.ProjectOf(ctx))
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
@@ -615,94 +616,4 @@ func decodeList(s string) ([]string, error) {
 		return nil, nil
 	}
 	return l, nil
-}
-
-type queryPlan struct {
-	store.PlannedQuery
-	sql  string
-	args []any
-}
-
-// sortColumns maps store.Sort* names to the traces column ordering by them.
-var sortColumns = map[string]string{
-	store.SortStart:    "start_ns",
-	store.SortDuration: "duration_ns",
-	store.SortSpans:    "span_count",
-	store.SortErrors:   "error_count",
-	store.SortTokens:   "tokens_total",
-}
-
-// planQuery validates q and builds the SQL for one page.
-// Only traces of project are listed.
-func planQuery(q *store.TraceQuery, project string) (queryPlan, error) {
-	var p queryPlan
-	var err error
-	if p.PlannedQuery, err = q.Plan(func(t time.Time) error {
-		_, err := unixNanos(t)
-		return err
-	}); err != nil {
-		return p, err
-	}
-	col, ok := sortColumns[p.SortBy]
-	if !ok {
-		return p, fmt.Errorf("sort_by %q is not supported by the embedded store", p.SortBy)
-	}
-	where := []string{"project = ?"}
-	p.args = append(p.args, project)
-	if !q.Start.IsZero() {
-		where = append(where, "start_ns >= ?")
-		p.args = append(p.args, q.Start.UnixNano())
-	}
-	if !q.End.IsZero() {
-		where = append(where, "start_ns < ?")
-		p.args = append(p.args, q.End.UnixNano())
-	}
-	for _, f := range []struct {
-		kind int
-		val  string
-	}{{tagService, q.Service}, {tagAgent, q.Agent}, {tagModel, q.Model}} {
-		if f.val != "" {
-			where = append(where, "seq IN (SELECT seq FROM trace_tags WHERE kind = ? AND value = ?)")
-			p.args = append(p.args, f.kind, f.val)
-		}
-	}
-	switch q.Status {
-	case store.StatusOK:
-		where = append(where, "error_count = 0")
-	case store.StatusError:
-		where = append(where, "error_count > 0")
-	}
-	if q.MinDuration > 0 {
-		where = append(where, "duration_ns >= ?")
-		p.args = append(p.args, int64(q.MinDuration))
-	}
-	if q.Text != "" {
-		where = append(where, "instr(names_lower, ?) > 0")
-		p.args = append(p.args, normName(q.Text))
-	}
-	sw, sargs := searchWhere(&p.TraceQuery, project)
-	where = append(where, sw...)
-	p.args = append(p.args, sargs...)
-	dir, cmp := "DESC", "<"
-	if q.Ascending {
-		dir, cmp = "ASC", ">"
-	}
-	if p.After != nil {
-		where = append(where, fmt.Sprintf("(%s, trace_id) %s (?, ?)", col, cmp))
-		p.args = append(p.args, p.After.SortValue, p.After.TraceID[:])
-	}
-	var b strings.Builder
-	b.WriteString(`SELECT trace_id, root_name, service_name, agent_names, models,
-	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
-	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens,
-	after_root_ns, fragments, failed_model_calls, model_labels, call_groups, `)
-	b.WriteString(col)
-	b.WriteString(" FROM traces")
-	if len(where) > 0 {
-		b.WriteString(" WHERE ")
-		b.WriteString(strings.Join(where, " AND "))
-	}
-	fmt.Fprintf(&b, " ORDER BY %s %s, trace_id %s LIMIT %d", col, dir, dir, p.Limit+1)
-	p.sql = b.String()
-	return p, nil
 }

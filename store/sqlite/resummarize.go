@@ -16,7 +16,10 @@ func (s *Store) afterMigration(ctx context.Context, tx *sql.Tx, version int) err
 	case 2:
 		return s.resummarize(ctx, tx)
 	case versionCallGroups:
-		return fillCallGroups(ctx, tx)
+		if err := fillCallGroups(ctx, tx); err != nil {
+			return err
+		}
+		return fillBlooms(ctx, tx)
 	}
 	return nil
 }

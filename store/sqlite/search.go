@@ -97,11 +97,13 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 		key int64
 		val any
 	}
+	blooms := bloomAdds{}
 	for _, g := range groups {
 		if len(g.inserted) == 0 {
 			continue
 		}
 		seen := map[term]struct{}{}
+		keys := map[int64]struct{}{}
 		var keyErr error
 		add := func(k searchKey, v any) {
 			if keyErr != nil {
@@ -121,6 +123,13 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 				return
 			}
 			seen[mk] = struct{}{}
+			if _, ok := keys[id]; !ok {
+				keys[id] = struct{}{}
+				blooms.add(g.sm.seq, keySetHash(id))
+			}
+			if h, ok := valueHash(id, v); ok {
+				blooms.add(g.sm.seq, h)
+			}
 			ins.args = append(ins.args, id, g.sm.seq, v)
 			keyErr = ins.rowAdded(ctx)
 		}
@@ -148,6 +157,9 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 	if err := ins.flush(ctx); err != nil {
 		return fmt.Errorf("index spans for search: %w", err)
 	}
+	if err := blooms.write(ctx, tx); err != nil {
+		return fmt.Errorf("index spans for search: blooms: %w", err)
+	}
 	return nil
 }
 
@@ -170,65 +182,6 @@ func (s *Store) searchKeyID(ctx context.Context, tx *sql.Tx, k searchKey) (int64
 	}
 	s.searchKeys[k] = id
 	return id, nil
-}
-
-// keyIDSQL is a scalar subquery for a search key's id (NULL when no span
-// ever had it, which then matches nothing).
-const keyIDSQL = `(SELECT id FROM search_keys WHERE kind = ? AND key = ?)`
-
-// searchWhere returns the WHERE conditions (on traces of project) and
-// their arguments for q's search clauses and session.
-func searchWhere(q *store.TraceQuery, project string) ([]string, []any) {
-	var where []string
-	var args []any
-	in := func(not bool, cond string, a ...any) {
-		op := "seq IN"
-		if not {
-			op = "seq NOT IN"
-		}
-		where = append(where, op+" (SELECT seq FROM search_terms WHERE "+cond+")")
-		args = append(args, a...)
-	}
-	if q.Session != "" {
-		// The session's turns, by the primary key of session_turns.
-		where = append(where, "seq IN (SELECT seq FROM session_turns WHERE project = ? AND session = ?)")
-		args = append(args, project, q.Session)
-	}
-	for _, c := range q.Search {
-		switch c.Field {
-		case store.FieldName:
-			in(false, "key_id = "+keyIDSQL+" AND value = ?", searchName, "", c.Value)
-		case store.FieldRetrieved:
-			in(false, "key_id = "+keyIDSQL+" AND value = ?", searchRetrieved, "", c.Value)
-		case store.FieldCited:
-			in(false, "key_id = "+keyIDSQL+" AND value = ?", searchCited, "", c.Value)
-		case store.FieldEvidence:
-			in(false, "key_id IN ("+keyIDSQL+", "+keyIDSQL+") AND value = ?", searchRetrieved, "", searchCited, "", c.Value)
-		case store.FieldAttr:
-			key := "key_id = " + keyIDSQL
-			// The value is text, or a number when it reads as one (a
-			// string attribute "42" and a number 42 both equal "42").
-			eq := "value = ?"
-			eqArgs := []any{c.Value}
-			if c.IsNum {
-				eq = "(value = ? OR value = ?)"
-				eqArgs = append(eqArgs, c.Num)
-			}
-			switch c.Op {
-			case store.OpExists:
-				in(false, key, searchAttr, c.Key)
-			case store.OpEq:
-				in(false, key+" AND "+eq, append([]any{searchAttr, c.Key}, eqArgs...)...)
-			case store.OpNe:
-				in(false, key, searchAttr, c.Key)
-				in(true, key+" AND "+eq, append([]any{searchAttr, c.Key}, eqArgs...)...)
-			default:
-				op := map[store.SearchOp]string{store.OpGt: ">", store.OpGe: ">=", store.OpLt: "<", store.OpLe: "<="}[c.Op]
-				in(false, key+" AND typeof(value) IN ('integer', 'real') AND value "+op+" ?", searchAttr, c.Key, c.Num)
-			}
-		}
-	}
-	return where, args
 }
 
 // errSearchBackfill is returned for a search while traces stored before

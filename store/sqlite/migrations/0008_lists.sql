@@ -66,3 +66,14 @@ SELECT st.project, st.session, count(*), min(t.start_ns), max(t.start_ns),
 	sum(t.span_count), sum(t.error_count), sum(t.model_calls), sum(t.tool_calls), sum(t.input_tokens), sum(t.output_tokens)
 FROM session_turns st JOIN traces t ON t.seq = st.seq
 GROUP BY st.project, st.session;
+
+-- Blooms of search terms, per chunk of 256 traces (by seq) and block of
+-- the filter (bloom.go): which chunks may hold a term, so a search for a
+-- rare value reads the terms of a few chunks instead of every trace's.
+-- Filled for the stored traces by the migration (resummarize.go).
+CREATE TABLE search_blooms (
+	block INTEGER NOT NULL,
+	chunk INTEGER NOT NULL, -- traces.seq >> 8
+	bits  BLOB    NOT NULL, -- 4096 bits
+	PRIMARY KEY (block, chunk)
+) WITHOUT ROWID;
