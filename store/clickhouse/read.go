@@ -176,77 +176,93 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	plan, err := s.planList(&q, pc, time.Time{})
+	plan, err := s.planList(&q, pc, window{})
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
+	var rows []listRow
 	if plan.windowed() {
-		page, err := s.listWindowed(ctx, &q, pc, plan)
-		if err != nil {
-			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
-		}
-		return page, nil
+		rows, err = s.listWindowed(ctx, &q, pc, plan)
+	} else {
+		rows, err = s.runList(ctx, plan, plan.Limit+1)
 	}
-	page, _, err := s.runList(ctx, plan)
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+	}
+	page := store.TracePage{Traces: make([]store.TraceSummary, 0, min(len(rows), plan.Limit))}
+	for i, r := range rows {
+		if i == plan.Limit {
+			last := rows[i-1]
+			pos := store.PagePosition{SortValue: last.sortValue}
+			if err := decodeTraceID(last.sum.TraceID, &pos.TraceID); err != nil {
+				return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+			}
+			page.NextPageToken = plan.NextPageToken(pos)
+			break
+		}
+		page.Traces = append(page.Traces, r.sum)
 	}
 	return page, nil
 }
 
-// runList runs a page query and returns the page and how many rows the
-// query returned (Limit+1 when there is a next page).
-func (s *Store) runList(ctx context.Context, plan listPlan) (store.TracePage, int, error) {
-	rows, err := s.query(ctx, plan.sql, plan.args...)
-	if err != nil {
-		return store.TracePage{}, 0, err
-	}
-	defer rows.Close()
-	page := store.TracePage{Traces: []store.TraceSummary{}}
-	var last store.PagePosition
-	n := 0
-	for rows.Next() {
-		n++
-		if len(page.Traces) == plan.Limit {
-			page.NextPageToken = plan.NextPageToken(last)
-			break
-		}
-		sum, sortValue, err := scanSummary(rows)
-		if err != nil {
-			return store.TracePage{}, 0, err
-		}
-		last.SortValue = sortValue
-		if err := decodeTraceID(sum.TraceID, &last.TraceID); err != nil {
-			return store.TracePage{}, 0, err
-		}
-		page.Traces = append(page.Traces, sum)
-	}
-	if err := rows.Err(); err != nil {
-		return store.TracePage{}, 0, err
-	}
-	return page, n, nil
+// listRow is a row of a page query: a summary and its sort value.
+type listRow struct {
+	sum       store.TraceSummary
+	sortValue int64
 }
 
-// firstWindow is the first time window listWindowed searches, and
-// windowGrowth how much wider each next one is.
+// runList runs a page query and returns its rows, at most limit.
+func (s *Store) runList(ctx context.Context, plan listPlan, limit int) ([]listRow, error) {
+	rows, err := s.query(ctx, plan.sql, plan.args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []listRow
+	for rows.Next() && len(out) < limit {
+		sum, sortValue, err := scanSummary(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, listRow{sum, sortValue})
+	}
+	return out, rows.Err()
+}
+
+// window bounds a page query to the traces starting in [from, to) (a zero
+// bound is none), and the spans its search clauses read to those starting
+// at or after from.
+type window struct{ from, to time.Time }
+
+// firstWindow is the first time window listWindowed searches,
+// windowGrowth how much wider each next one is, and maxWindows how many
+// it searches before the rest of the traces at once: a span whose trace
+// started in an earlier window (a long trace still running) is read by
+// every window after it, so more windows would read more than one pass.
 const (
 	firstWindow  = 15 * time.Minute
-	windowGrowth = 4
+	windowGrowth = 16
+	maxWindows   = 3
 )
 
 // listWindowed serves a search sorted newest first (the list's default)
 // window by window: the traces starting in the last firstWindow before
-// the newest (or before the page token's position), then a window
-// windowGrowth times wider, until a window holds a full page or covers
-// every trace. Each window bounds the spans the search clauses read by
-// time, the first key of the spans table, so a search whose matches are
-// common reads the spans of recent traces only; one whose matches are
-// rare reads more windows, each pruned by the skip indexes.
-func (s *Store) listWindowed(ctx context.Context, q *store.TraceQuery, pc string, plan listPlan) (store.TracePage, error) {
+// the newest (or before the page token's position), then those in the
+// windowGrowth times wider window before it, and so on, each window's
+// matches sorting after the previous one's, until the page is full or the
+// windows cover every trace. A window's search clauses read only the spans
+// from its start on (the first key of the spans table is the hour), so a
+// search whose matches are common reads the spans of the newest traces
+// only; one whose matches are rare reads what the skip indexes do not
+// prune, the newest spans up to maxWindows times.
+func (s *Store) listWindowed(ctx context.Context, q *store.TraceQuery, pc string, plan listPlan) ([]listRow, error) {
 	var oldest, newest time.Time
 	var n uint64
 	if err := s.queryRow(ctx, "SELECT min(start), max(start), count() FROM "+s.summaryTable+" WHERE "+pc).Scan(&oldest, &newest, &n); err != nil {
-		return store.TracePage{}, err
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
 	}
 	anchor := newest
 	if plan.After != nil {
@@ -259,25 +275,31 @@ func (s *Store) listWindowed(ctx context.Context, q *store.TraceQuery, pc string
 	if q.Start.After(floor) {
 		floor = q.Start
 	}
-	for w := firstWindow; n > 0; w *= windowGrowth {
-		from := anchor.Add(-w)
-		if !from.After(floor) {
+	var out []listRow
+	var w window
+	size := firstWindow
+	for k := 1; len(out) <= plan.Limit; k++ {
+		w.from = anchor.Add(-size)
+		size *= windowGrowth
+		last := !w.from.After(floor) || k == maxWindows
+		if last {
+			w.from = time.Time{}
+		}
+		p, err := s.planList(q, pc, w)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := s.runList(ctx, p, plan.Limit+1-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+		if last {
 			break
 		}
-		p, err := s.planList(q, pc, from)
-		if err != nil {
-			return store.TracePage{}, err
-		}
-		page, rows, err := s.runList(ctx, p)
-		if err != nil {
-			return store.TracePage{}, err
-		}
-		if rows > plan.Limit {
-			return page, nil
-		}
+		w.to = w.from
 	}
-	page, _, err := s.runList(ctx, plan)
-	return page, err
+	return out, nil
 }
 
 // scanSummary reads a row of summaryListColumns and the sort value.
@@ -327,9 +349,9 @@ func (p listPlan) windowed() bool {
 // filter a condition on its columns, ordered by the sort key's column and
 // the trace id. Search clauses other than the session become "trace_id IN
 // (spans matching it)", bounded below by q.Start (no span of a trace
-// starting at or after it is earlier). A non-zero from adds the bound
-// start >= from (a window of listWindowed) to q's.
-func (s *Store) planList(q *store.TraceQuery, pc string, from time.Time) (listPlan, error) {
+// starting at or after it is earlier). A window w (listWindowed) bounds
+// the traces further, and the spans the clauses read to its traces'.
+func (s *Store) planList(q *store.TraceQuery, pc string, w window) (listPlan, error) {
 	var p listPlan
 	var err error
 	if p.PlannedQuery, err = q.Plan(checkTime); err != nil {
@@ -345,15 +367,18 @@ func (s *Store) planList(q *store.TraceQuery, pc string, from time.Time) (listPl
 		where = append(where, c)
 		args = append(args, a...)
 	}
-	lo := q.Start
-	if from.After(lo) {
-		lo = from
+	lo, hi := q.Start, q.End
+	if w.from.After(lo) {
+		lo = w.from
+	}
+	if !w.to.IsZero() && (hi.IsZero() || w.to.Before(hi)) {
+		hi = w.to
 	}
 	if !lo.IsZero() {
 		cond("start >= fromUnixTimestamp64Nano(?)", lo.UnixNano())
 	}
-	if !q.End.IsZero() {
-		cond("start < fromUnixTimestamp64Nano(?)", q.End.UnixNano())
+	if !hi.IsZero() {
+		cond("start < fromUnixTimestamp64Nano(?)", hi.UnixNano())
 	}
 	if q.Service != "" {
 		cond("has(services, ?)", q.Service)
@@ -387,11 +412,11 @@ func (s *Store) planList(q *store.TraceQuery, pc string, from time.Time) (listPl
 	search.Session = ""
 	var sc []string
 	var sa []any
-	if lo.IsZero() {
-		sc, sa = s.searchConds(&search, pc, nil)
-	} else {
-		sc, sa = s.searchConds(&search, "start >= fromUnixTimestamp64Nano(?) AND "+pc, []any{lo.UnixNano()})
+	spanFrom, spanArgs := pc, []any(nil)
+	if !lo.IsZero() {
+		spanFrom, spanArgs = "start >= fromUnixTimestamp64Nano(?) AND "+pc, []any{lo.UnixNano()}
 	}
+	sc, sa = s.searchConds(&search, spanFrom, spanArgs)
 	p.spanSearch = len(sc) > 0
 	where = append(where, sc...)
 	args = append(args, sa...)

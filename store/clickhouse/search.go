@@ -140,15 +140,25 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 			pre = "hasToken(attributes, ?) AND " + pre
 			preArgs = append([]any{toks[len(toks)-1-i]}, preArgs...)
 		}
-		a := append([]any{c.Key}, preArgs...)
-		jsonSub := "SELECT trace_id FROM (SELECT trace_id, JSONExtractRaw(attributes, ?) AS raw FROM " + s.spansTable + " WHERE " + pre
-		if from != "" {
-			jsonSub += " AND " + from
-			a = append(a, fromArgs...)
-		}
-		jsonSub += ") WHERE raw != ''"
-		if test != "" {
-			jsonSub += " AND " + test
+		// The key, from attr_keys (migration 9), before the JSON is read;
+		// whether it is set, from attr_keys alone.
+		var jsonSub string
+		var a []any
+		if test == "" {
+			jsonSub, a = "SELECT trace_id FROM "+s.spansTable+" WHERE has(attr_keys, ?)", []any{c.Key}
+			if from != "" {
+				jsonSub += " AND " + from
+				a = append(a, fromArgs...)
+			}
+		} else {
+			pre = "has(attr_keys, ?) AND " + pre
+			a = append([]any{c.Key, c.Key}, preArgs...)
+			jsonSub = "SELECT trace_id FROM (SELECT trace_id, JSONExtractRaw(attributes, ?) AS raw FROM " + s.spansTable + " WHERE " + pre
+			if from != "" {
+				jsonSub += " AND " + from
+				a = append(a, fromArgs...)
+			}
+			jsonSub += ") WHERE raw != '' AND " + test
 			a = append(a, testArgs...)
 		}
 		cond := "trace_id IN (" + jsonSub + ")"
@@ -168,11 +178,15 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 				wa = append(wa, c.Value)
 			}
 			colTest, colArgs := test, testArgs
-			if ta.kind == attrInt && test != "" {
+			switch {
+			case ta.kind == attrInt && test != "":
 				// An integer column's value is a JSON number: the test
 				// is a comparison of numbers (none equals a string or
 				// a boolean).
 				colTest, colArgs = intTest(ta.column, c)
+			case stringOnly && ta.kind == attrString:
+				// The column equals the string: nothing left to test.
+				colTest, colArgs = "", nil
 			}
 			if from != "" {
 				where += " AND " + from

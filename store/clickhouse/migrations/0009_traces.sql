@@ -65,16 +65,32 @@ AS {{.DB}}.{{.Local "traces"}}
 ENGINE = Distributed({{.ClusterName}}, {{.DatabaseName}}, '{{.Local "traces"}}', cityHash64(trace_id));
 {{- end}}
 
+-- name: attribute keys of spans
+-- Search reads spans. attr_keys lists the keys of a span's attribute JSON
+-- (the attributes no typed column holds), computed by ClickHouse when a
+-- part is written: "is the key set" reads it instead of the JSON, and a
+-- clause on a value reads the JSON of the spans that have the key only.
+-- Parts written before this version compute it when read, until merged.
+ALTER TABLE {{.DB}}.{{.Local "spans"}} {{.OnCluster}}
+    ADD COLUMN IF NOT EXISTS attr_keys Array(LowCardinality(String)) MATERIALIZED JSONExtractKeys(attributes) CODEC(ZSTD(1));
+{{- if .Clustered}}
+
+-- name: attribute keys of the spans distributed table
+ALTER TABLE {{.DB}}.spans {{.OnCluster}}
+    ADD COLUMN IF NOT EXISTS attr_keys Array(LowCardinality(String)) MATERIALIZED JSONExtractKeys(attributes);
+{{- end}}
+
 -- name: skip indexes for search
--- Attribute search reads spans: an equality
--- clause first asks for the value's tokens in the attribute JSON
--- (hasToken, idx_attr_tokens) or the value in the typed column that holds
--- the attribute, so granules whose bloom filters hold neither are not read;
--- evidence ids and tool call ids (unique per span) have bloom filters of
--- their own. About 4 bytes a span (docs/bench-bigdata.md). Parts written
--- before this version get them when merges rewrite them.
+-- Skip indexes, so that a search reads the granules that may match: an
+-- equality clause asks for the value's tokens in the attribute JSON
+-- (hasToken, idx_attr_tokens) or the value in the typed column holding
+-- the attribute; a key, for attr_keys (idx_attr_keys); tool call ids and
+-- evidence ids (unique per span) have bloom filters of their own. A few
+-- bytes a span (docs/bench-bigdata.md). Parts written before this version
+-- get them when merges rewrite them.
 ALTER TABLE {{.DB}}.{{.Local "spans"}} {{.OnCluster}}
     ADD INDEX IF NOT EXISTS idx_attr_tokens attributes TYPE tokenbf_v1(32768, 3, 0) GRANULARITY 1,
+    ADD INDEX IF NOT EXISTS idx_attr_keys attr_keys TYPE bloom_filter(0.01) GRANULARITY 1,
     ADD INDEX IF NOT EXISTS idx_tool_call_id tool_call_id TYPE bloom_filter(0.01) GRANULARITY 1,
     ADD INDEX IF NOT EXISTS idx_retrieved_docs retrieved_docs TYPE bloom_filter(0.01) GRANULARITY 1,
     ADD INDEX IF NOT EXISTS idx_cited_docs cited_docs TYPE bloom_filter(0.01) GRANULARITY 1;
