@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"encoding/json"
@@ -190,7 +191,7 @@ func (lb *lightBatch) collect(c *summaryCache, p *PreparedSpans) {
 			CacheReadTokens: sp.CacheReadTokens, CacheCreationTokens: sp.CacheCreationTokens, ReasoningTokens: sp.ReasoningTokens,
 			CostUSD: sp.ExplicitCost(),
 		}
-		if l, ok := sp.Attributes.String(semconv.AttrModelLabel); ok && l != "" {
+		if l := modelLabel(p, i); l != "" {
 			light.Attributes = store.Attributes{semconv.AttrModelLabel: c.str(l)}
 		}
 		lb.spans[k] = append(lb.spans[k], light)
@@ -198,6 +199,33 @@ func (lb *lightBatch) collect(c *summaryCache, p *PreparedSpans) {
 			lb.expire[k] = e
 		}
 	}
+}
+
+// labelKeyJSON is the model label's key as attribute JSON spells it.
+var labelKeyJSON = append(store.AppendJSONString(nil, semconv.AttrModelLabel), ':')
+
+// modelLabel is span i's model label: from its attributes, or, for a span
+// decoded from a spool record (which keeps the attribute JSON, not the
+// map), from that JSON when it holds the key.
+func modelLabel(p *PreparedSpans, i int) string {
+	sp := &p.spans[i]
+	if sp.Attributes != nil {
+		l, _ := sp.Attributes.String(semconv.AttrModelLabel)
+		return l
+	}
+	if i >= len(p.attrAt) {
+		return ""
+	}
+	js := p.arena[p.attrAt[i].from:p.attrAt[i].to]
+	if !bytes.Contains(js, labelKeyJSON) {
+		return ""
+	}
+	var a store.Attributes
+	if err := json.Unmarshal(js, &a); err != nil {
+		return "" // stored as given; the summary lists no label
+	}
+	l, _ := a.String(semconv.AttrModelLabel)
+	return l
 }
 
 // summaryRows are the rows of one insert into the traces table, column by column.
