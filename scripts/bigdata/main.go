@@ -13,8 +13,12 @@
 // The loaded stores are kept in the cache directory (-dir) and reused by
 // the next run when their data version matches; -reload loads them again.
 //
-//	go run ./scripts/bigdata                  # both stores, writes docs/bench-bigdata.md
-//	go run ./scripts/bigdata -stores sqlite   # one store
+//	scripts/bigdata.sh                  # both stores, writes docs/bench-bigdata.md
+//	scripts/bigdata.sh -stores sqlite   # one store
+//
+// (scripts/bigdata.sh is "cd scripts/bigdata && go run . ARGS": the
+// command is a module of its own, as scripts may import only scripts in
+// the main one; it runs from the repository's root.)
 //
 // Server time: for SQLite (in process) the wall time of the store call and
 // this process's CPU time over it; for ClickHouse the server's own
@@ -97,8 +101,28 @@ func main() {
 	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
 		log.Fatal(err)
 	}
+	if err := chdirRoot(); err != nil {
+		log.Fatal(err)
+	}
 	if err := run(context.Background(), cfg); err != nil {
 		log.Fatal(err)
+	}
+}
+
+// chdirRoot makes the repository's root (the first directory up from here
+// holding scripts/clickhouse.sh) the working directory.
+func chdirRoot() error {
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "scripts", "clickhouse.sh")); err == nil {
+			return os.Chdir(d)
+		}
+		if filepath.Dir(d) == d {
+			return fmt.Errorf("no repository root (with scripts/clickhouse.sh) above %s", dir)
+		}
 	}
 }
 
@@ -130,7 +154,7 @@ type result struct {
 
 func run(ctx context.Context, cfg config) error {
 	ctx = store.WithDefaultProject(ctx)
-	rep := report{command: "go run ./scripts/bigdata " + strings.Join(os.Args[1:], " ")}
+	rep := report{command: strings.TrimSpace("scripts/bigdata.sh " + strings.Join(os.Args[1:], " "))}
 	rep.machine = machine()
 	d := newDataset(cfg)
 	for _, name := range cfg.stores {
