@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/loom-eval
 
-.PHONY: demo stop test check soak build install vet fmt-check templ-check fuzz bench throughput clickhouse-fetch cluster-test
+.PHONY: demo stop test check soak build install vet fmt-check templ-check fuzz bench bigdata throughput clickhouse-fetch cluster-test
 
 build:
 	$(GO) build -o $(BIN) ./cmd/loom-eval
@@ -49,6 +49,11 @@ bench:
 # Side by side: the OTel Collector + contrib clickhouseexporter (the peer)
 # against `loom-eval serve --store clickhouse://…`, fresh ClickHouse per run
 # (docs/throughput.md). E.g. THROUGHPUT_FLAGS="-duration 5s -senders 4 -rounds 1".
+# The big-data benchmark of issue 36 (docs/bench-bigdata.md), e.g.
+# BIGDATA_FLAGS="-stores sqlite -runs 3".
+bigdata:
+	scripts/bigdata.sh $(BIGDATA_FLAGS)
+
 throughput:
 	cd scripts/throughput && $(GO) run . $(THROUGHPUT_FLAGS)
 

@@ -176,8 +176,15 @@ type TraceSummary struct {
 	CacheCreationTokens int64 `json:"cache_creation_tokens"`
 	ReasoningTokens     int64 `json:"reasoning_tokens"`
 
-	// Calls are the billed calls, in canonical order (start, span id): what
-	// a price table prices to give the trace's cost.
+	// Groups are the billed calls summed per (request model, response
+	// model), sorted: what a price table prices to give the trace's cost
+	// (scorer/rollup.PriceGroups), and what a list row carries.
+	Groups []CallGroup `json:"call_groups,omitempty"`
+
+	// Calls are the billed calls, in canonical order (start, span id).
+	// Summarize sets them (the trace page lists every call); ListTraces
+	// leaves them nil, so a list row's size does not grow with its trace
+	// (a CallReader reads them for one trace).
 	Calls []Call `json:"calls,omitempty"`
 }
 

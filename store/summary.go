@@ -371,6 +371,7 @@ func summarizeTree(spans []Span) TraceSummary {
 	s.Start, s.End = s.Start.UTC(), s.End.UTC()
 	s.Duration = s.End.Sub(s.Start)
 	s.AgentNames, s.Models, s.ModelLabels = sortedSet(agents), sortedSet(models), sortedSet(labels)
+	s.Groups = GroupCalls(s.Calls)
 	return s
 }
 

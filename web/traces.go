@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -15,27 +16,59 @@ import (
 )
 
 // ListRow is one trace in the list: its store summary (store.Summarize's
-// figures, the ones every view shows) and the cost of its billed calls,
-// priced as the trace page prices them (rollup.Price).
+// figures, the ones every view shows, with its call groups and never its
+// calls) and the cost of its billed calls, priced from the groups
+// (rollup.PriceGroups) to the same figure the trace page shows.
 type ListRow struct {
 	store.TraceSummary
 	CostUSD *float64 `json:"cost_usd"`
 	// KnownCostUSD is the priced part when CostUSD is unknown (nil).
 	KnownCostUSD   float64  `json:"known_cost_usd"`
 	UnpricedModels []string `json:"unpriced_models,omitempty"`
-	// CostUnknown names the calls whose cost is unknown and why.
+	// CostUnknown says, per model, how many calls have an unknown cost
+	// and why (rollup.UnknownCallsText).
 	CostUnknown string `json:"cost_unknown,omitempty"`
 }
 
-// ListRowOf prices a summary's billed calls: the row the list page, the
-// JSON API and `loom-eval traces list` show.
-func ListRowOf(sum store.TraceSummary, prices *pricing.Table) ListRow {
-	p := rollup.Price(sum.Calls, prices)
-	row := ListRow{TraceSummary: sum, CostUSD: p.CostUSD, KnownCostUSD: p.KnownCostUSD, CostUnknown: rollup.UnknownCostText(p.Calls)}
+// ListRowOf prices a summary's call groups: the row the list page, the
+// JSON API and `loom-eval traces list` show. A group the groups alone
+// cannot price (its calls straddle a long-context threshold) is priced
+// from the trace's calls: sum.Calls when set (a summary of spans at hand),
+// else read from r when it is a store.CallReader. The row never carries
+// the calls.
+func ListRowOf(ctx context.Context, r TraceReader, sum store.TraceSummary, prices *pricing.Table) (ListRow, error) {
+	var calls func() ([]store.Call, error)
+	switch cr, ok := r.(store.CallReader); {
+	case sum.Calls != nil:
+		held := sum.Calls
+		calls = func() ([]store.Call, error) { return held, nil }
+	case ok:
+		calls = func() ([]store.Call, error) { return cr.TraceCalls(ctx, sum.TraceID) }
+	}
+	p, err := rollup.PriceGroups(sum.Groups, prices, calls)
+	if err != nil {
+		return ListRow{}, fmt.Errorf("price trace %s: %w", sum.TraceID, err)
+	}
+	sum.Calls = nil
+	row := ListRow{TraceSummary: sum, CostUSD: p.CostUSD, KnownCostUSD: p.KnownCostUSD, CostUnknown: rollup.UnknownCallsText(p.Unknown)}
 	if len(p.UnpricedModels) > 0 {
 		row.UnpricedModels = p.UnpricedModels
 	}
-	return row
+	return row, nil
+}
+
+// ListRows prices a page of summaries (ListRowOf each): the rows of
+// `loom-eval traces list` and its MCP tool.
+func ListRows(ctx context.Context, r TraceReader, sums []store.TraceSummary, prices *pricing.Table) ([]ListRow, error) {
+	rows := make([]ListRow, 0, len(sums))
+	for _, sum := range sums {
+		row, err := ListRowOf(ctx, r, sum, prices)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
 }
 
 // ListView is the trace list page.
@@ -84,7 +117,10 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 		}
 		for _, sum := range page.Traces {
 			view.Scanned++
-			row := ListRowOf(sum, s.deps.Prices)
+			row, err := ListRowOf(r.Context(), s.deps.Traces, sum, s.deps.Prices)
+			if err != nil {
+				return ListView{}, err
+			}
 			if minCost > 0 && (row.CostUSD == nil || *row.CostUSD < minCost) {
 				continue
 			}

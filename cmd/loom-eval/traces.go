@@ -117,9 +117,9 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rows := make([]web.ListRow, 0, len(page.Traces))
-	for _, sum := range page.Traces {
-		rows = append(rows, web.ListRowOf(sum, prices))
+	rows, err := web.ListRows(ctx, st, page.Traces, prices)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces list: %w", err)}
 	}
 	if *asJSON {
 		return tracesWriteJSON(m.Stdout, map[string]any{"traces": rows, "next_page_token": page.NextPageToken})

@@ -326,8 +326,22 @@ func (t *Table) Models() []string {
 // Cost prices one call. The long-context tier applies when the call's whole
 // prompt exceeds its threshold.
 func (m *Model) Cost(u Usage) float64 {
+	return m.CostAt(u, m.LongContextApplies(u.Input+u.CacheRead+u.CacheCreation))
+}
+
+// LongContextApplies reports whether a call whose prompt (uncached, cache
+// read and cache write tokens) is prompt tokens is billed at the
+// long-context tier.
+func (m *Model) LongContextApplies(prompt int64) bool {
+	return m.LongContext != nil && prompt > m.LongContext.ThresholdInputTokens
+}
+
+// CostAt prices usage at one tier: the long-context rates when long (and
+// the model has them), else the base rates. u may be the sum of several
+// calls billed at that tier: the price is linear in each token count.
+func (m *Model) CostAt(u Usage, long bool) float64 {
 	r := m.Rates
-	if lc := m.LongContext; lc != nil && u.Input+u.CacheRead+u.CacheCreation > lc.ThresholdInputTokens {
+	if lc := m.LongContext; lc != nil && long {
 		r = lc.Rates
 	}
 	read, write := r.Input, r.Input

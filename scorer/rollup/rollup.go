@@ -405,9 +405,11 @@ type Priced struct {
 }
 
 // Price prices billed calls (store.TraceSummary.Calls) with prices (nil
-// prices nothing) and sums them in the order given, the canonical one, so
-// the same calls always give the same bytes: the trace page, the trace
-// list, `traces get` and `rollup FILE` all price through here.
+// prices nothing): each call, for the list of calls and the per-model
+// figures (summed in the order given, the canonical one), and the trace's
+// total by PriceGroups over their groups (store.GroupCalls), so the trace
+// page, `traces get` and `rollup FILE` show the total the trace list
+// computes from the groups a store keeps, to the last bit.
 func Price(calls []store.Call, prices *pricing.Table) Priced {
 	p := Priced{Calls: []Call{}, UnpricedModels: []string{}, Models: []ModelUsage{}}
 	unpriced := map[string]bool{}
@@ -421,7 +423,6 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 	}
 	looked := map[[2]string]found{}
 	var modelOrder []string
-	known, costKnown := 0.0, true
 	for k := range calls {
 		sc := &calls[k]
 		model := sc.Model()
@@ -469,11 +470,6 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 			c.PricedAs = name
 			c.CostUSD = ptr(m.Cost(pricing.Usage{Input: u.Uncached, CacheRead: u.CacheRead, CacheCreation: u.CacheCreation, Output: u.Output}))
 		}
-		if c.CostUSD != nil {
-			known += *c.CostUSD
-		} else {
-			costKnown = false
-		}
 		p.Calls = append(p.Calls, c)
 
 		mk := model
@@ -501,10 +497,10 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 			}
 		}
 	}
-	p.KnownCostUSD = known
-	if costKnown {
-		p.CostUSD = ptr(known)
-	}
+	// The total, by groups (the per-call and per-model costs above differ
+	// from it at most in rounding).
+	gp := priceGroups(store.GroupCalls(calls), prices, calls)
+	p.KnownCostUSD, p.CostUSD = gp.KnownCostUSD, gp.CostUSD
 	for m := range unpriced {
 		p.UnpricedModels = append(p.UnpricedModels, m)
 	}
@@ -548,7 +544,13 @@ func UnknownCostText(calls []Call) string {
 }
 
 func lookup(prices *pricing.Table, s *store.Call) (*pricing.Model, string, bool) {
-	for _, name := range []string{s.ResponseModel, s.RequestModel} {
+	return lookupModels(prices, s.ResponseModel, s.RequestModel)
+}
+
+// lookupModels finds the price entry of the first of names the table
+// knows: a call's response model, then its request model.
+func lookupModels(prices *pricing.Table, names ...string) (*pricing.Model, string, bool) {
+	for _, name := range names {
 		if name == "" {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,13 @@ type Store struct {
 
 	// pending holds trace_index rows whose insert failed (repair.go).
 	pending pendingIndex
+
+	// summaryTable is the quoted traces table (trace summaries); summaries the
+	// builders that keep it (summaries.go); schema the version the
+	// store was migrated to (math.MaxInt: the latest).
+	summaryTable string
+	summaries    summaryCache
+	schema       int
 }
 
 // New checks cfg and returns a store that is not started: it does not
@@ -112,6 +120,7 @@ func New(cfg Config) (*Store, error) {
 		life:            ctxlock.New(),
 		spansTable:      d.DB + ".spans",
 		traceIndexTable: d.DB + ".trace_index",
+		summaryTable:    d.DB + ".traces",
 	}, nil
 }
 
@@ -163,6 +172,10 @@ func (s *Store) start(ctx context.Context, upTo int) error {
 		s.conn = nil
 		return fmt.Errorf("migrate clickhouse database %s: %w", s.ddl.database, err)
 	}
+	s.schema = math.MaxInt
+	if upTo > 0 {
+		s.schema = upTo
+	}
 	// The repair needs the trace index (version 3); a store opened at an
 	// older version for a migration test has none.
 	if w := s.cfg.indexRepairWindow(); w > 0 && upTo == 0 {
@@ -175,6 +188,16 @@ func (s *Store) start(ctx context.Context, upTo int) error {
 		if n > 0 {
 			s.log.Warn("trace index repaired: traces had spans and no index row (a write failed between its two inserts and was not retried)",
 				"traces", n, "window", w)
+		}
+		m, err := s.backfillSummaries(ctx, time.Now().Add(-w))
+		if err != nil {
+			conn.Close()
+			s.conn = nil
+			return fmt.Errorf("start clickhouse store %s: %w", s.ddl.database, err)
+		}
+		if m > 0 {
+			s.log.Warn("trace summaries repaired: traces had spans and no summary (a write failed before its summary and was not retried)",
+				"traces", m, "window", w)
 		}
 	}
 	s.state.Store(stateRunning)

@@ -3,6 +3,7 @@ package clickhouse_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -259,6 +260,99 @@ func TestMigrationToTypedAttributesKeepsEverySpanReadable(t *testing.T) {
 				t.Errorf("search %s misses trace %s (written %s the migration)", expr, sp.TraceID,
 					map[bool]string{true: "before", false: "after"}[sp.TraceID == before[0].TraceID])
 			}
+		}
+	}
+}
+
+// TestMigrationToTraceSummariesListsWhatAFreshStoreLists writes the same
+// spans (a long trace in batches, children before parents, conversations,
+// some spans sent twice) into a database at schema version 7, which then
+// migrates to the latest version (summarising every stored trace), and
+// into a fresh database. Every list query, the session list and each
+// trace's calls must read the same from both.
+func TestMigrationToTraceSummariesListsWhatAFreshStoreLists(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
+	srv := chtestStart(t)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 3*time.Minute)
+	defer cancel()
+	spans := storetest.GenerateTraces(300, 8, 21)
+	conv := storetest.GenerateConversation("conv-upgrade", 5, 6, 22, spans[0].StartTime.Add(time.Minute), 20*time.Second)
+	long := storetest.GenerateTraces(1, 5000, 23)
+	slices.Reverse(long)
+	batches := [][]store.Span{spans[:900], spans[900:], conv, long[:2500], long[2500:], spans[880:920]}
+
+	oldDB := srv.NewDatabase(t)
+	old, err := clickhouse.OpenAtVersion(ctx, clickhouse.Config{DSN: srv.DSN(oldDB)}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := open(t, srv.DSN(srv.NewDatabase(t)))
+	defer fresh.Shutdown(store.WithDefaultProject(context.Background()))
+	for i, b := range batches {
+		if err := old.WriteSpans(ctx, b); err != nil {
+			t.Fatalf("version 7 write %d: %v", i, err)
+		}
+		if err := fresh.WriteSpans(ctx, b); err != nil {
+			t.Fatalf("fresh write %d: %v", i, err)
+		}
+	}
+	old.Shutdown(store.WithDefaultProject(context.Background()))
+	migrated := open(t, srv.DSN(oldDB)) // applies version 9: summarises the stored traces
+	defer migrated.Shutdown(store.WithDefaultProject(context.Background()))
+
+	search := func(expr string) []store.SearchClause {
+		c, err := store.ParseSearch(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	queries := []store.TraceQuery{
+		{Limit: 1000},
+		{Limit: 1000, SortBy: store.SortTokens},
+		{Limit: 1000, SortBy: store.SortSpans, Ascending: true},
+		{Limit: 1000, Status: store.StatusError, SortBy: store.SortErrors},
+		{Limit: 1000, Model: spans[1].RequestModel, Text: "chat"},
+		{Limit: 1000, MinDuration: 10 * time.Second, Service: spans[0].ServiceName},
+		{Limit: 1000, Search: search(semconv.AttrUsageInputTokens + ">3000")},
+		{Limit: 1000, Session: "conv-upgrade"},
+	}
+	for _, q := range queries {
+		want, err := fresh.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatalf("fresh ListTraces(%+v): %v", q, err)
+		}
+		got, err := migrated.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatalf("migrated ListTraces(%+v): %v", q, err)
+		}
+		if len(want.Traces) == 0 {
+			t.Errorf("ListTraces(%+v) is empty; the query proves nothing", q)
+		}
+		if !reflect.DeepEqual(want.Traces, got.Traces) {
+			t.Errorf("ListTraces(%+v): migrated store differs from a fresh one\nfresh:    %d traces\nmigrated: %d traces", q, len(want.Traces), len(got.Traces))
+		}
+	}
+	ws, err := fresh.ListSessions(ctx, store.SessionQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := migrated.ListSessions(ctx, store.SessionQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws.Sessions) < 100 || !reflect.DeepEqual(ws, gs) {
+		t.Errorf("sessions: migrated %d, fresh %d (or they differ)", len(gs.Sessions), len(ws.Sessions))
+	}
+	for _, id := range []string{long[0].TraceID, spans[0].TraceID} {
+		wc, err := fresh.TraceCalls(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gc, err := migrated.TraceCalls(ctx, id)
+		if err != nil || !reflect.DeepEqual(wc, gc) || len(wc) == 0 {
+			t.Errorf("TraceCalls(%s): migrated %d calls (%v), fresh %d", id, len(gc), err, len(wc))
 		}
 	}
 }

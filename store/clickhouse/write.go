@@ -386,6 +386,8 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	if err := s.flushPendingIndex(ctx); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
+	readCtx := ctx
+	var light lightBatch
 	b, _ := s.batches.Get().(*spanBatch)
 	if b == nil {
 		b = new(spanBatch)
@@ -452,6 +454,11 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 			continue
 		}
 		b.fill(p)
+		if s.summariesOn() {
+			s.summaries.mu.Lock()
+			light.collect(&s.summaries, p)
+			s.summaries.mu.Unlock()
+		}
 		cols := b.columns()
 		if !presized {
 			// Sized for the whole insert from its first batch.
@@ -467,6 +474,15 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	sent = true
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("write spans: insert %d rows into %s: %w", n, s.spansTable, err)
+	}
+	// The summaries first: the lists read them alone. Whatever fails
+	// after the spans is held and written before the next write, in case
+	// this write is never retried.
+	if s.summariesOn() {
+		if err := s.writeSummaries(readCtx, &light); err != nil {
+			s.pending.hold(&b.traces)
+			return fmt.Errorf("write spans: %w", err)
+		}
 	}
 	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), len(b.traces.traceID)); err != nil {
 		s.pending.hold(&b.traces) // written before the next write, if this one is never retried

@@ -3,11 +3,13 @@ package clickhouse_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
 	"github.com/loomwork/loomwork/internal/testtier"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -27,6 +29,15 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	record := func(seed int64) ([]byte, []store.Span) {
 		t.Helper()
 		spans := storetest.GenerateTraces(30, 10, seed)
+		if seed == 101 {
+			// A model label, which a spooled record carries only in its
+			// attribute JSON: the summaries list it all the same.
+			for i := range spans {
+				if spans[i].RequestModel != "" && i%3 == 0 {
+					spans[i].Attributes[semconv.AttrModelLabel] = "scripted"
+				}
+			}
+		}
 		if seed == 102 {
 			// Spooled by version 2: no digest, the attribute JSON whole.
 			rec, err := clickhouse.SpoolRecordV2(spans)
@@ -77,6 +88,27 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	}
 	if len(page.Traces) != want/10 {
 		t.Fatalf("ListTraces lists %d traces, want %d", len(page.Traces), want/10)
+	}
+	// The summaries kept at ingest are Summarize's, from either format.
+	labelled := 0
+	for _, tr := range page.Traces {
+		var ss []store.Span
+		for _, sp := range all {
+			if sp.TraceID == tr.TraceID {
+				ss = append(ss, sp)
+			}
+		}
+		w := store.Summarize(ss)
+		w.Calls = nil
+		if !reflect.DeepEqual(tr, w) {
+			t.Fatalf("trace %s listed as\n%+v\nwant\n%+v", tr.TraceID, tr, w)
+		}
+		if len(tr.ModelLabels) > 0 {
+			labelled++
+		}
+	}
+	if labelled == 0 {
+		t.Fatal("no listed trace has a model label: the test proves nothing")
 	}
 
 	// Every span reads back as written, from either format (the typed

@@ -108,6 +108,10 @@ func (s *Store) deleteChunk(ctx context.Context, project string, cutoffNS int64,
 	if err := br.Err(); err != nil {
 		return 0, err
 	}
+	if err := dropSessionTurns(ctx, tx, in, seqs); err != nil {
+		return 0, err
+	}
+
 	for _, st := range []struct {
 		what, sql string
 		count     *int64
@@ -126,6 +130,9 @@ func (s *Store) deleteChunk(ctx context.Context, project string, cutoffNS int64,
 			n, _ := r.RowsAffected()
 			*st.count += n
 		}
+	}
+	if err := dropBlooms(ctx, tx); err != nil {
+		return 0, fmt.Errorf("delete search blooms: %w", err)
 	}
 	if len(blocks) > 0 {
 		bin := "(" + strings.TrimSuffix(strings.Repeat("?,", len(blocks)), ",") + ")"

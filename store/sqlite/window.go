@@ -70,14 +70,14 @@ func (s *Store) TraceHead(ctx context.Context, traceID string) (store.TraceSumma
 		return fail(fmt.Errorf("%w: %w", store.ErrBadTraceID, err))
 	}
 	var ts store.TraceSummary
-	var agents, models, labels string
-	var seq, startNS, endNS, durNS, afterNS int64
-	err = s.reader.QueryRowContext(ctx, `SELECT seq, root_name, service_name, agent_names, models,
+	var agents, models, labels, groups string
+	var startNS, endNS, durNS, afterNS int64
+	err = s.reader.QueryRowContext(ctx, `SELECT call_groups, root_name, service_name, agent_names, models,
 	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens,
 	after_root_ns, fragments, failed_model_calls, model_labels
 	FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(
-		&seq, &ts.RootName, &ts.ServiceName, &agents, &models,
+		&groups, &ts.RootName, &ts.ServiceName, &agents, &models,
 		&startNS, &endNS, &durNS, &ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.ToolCalls,
 		&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens,
 		&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels)
@@ -99,11 +99,15 @@ func (s *Store) TraceHead(ctx context.Context, traceID string) (store.TraceSumma
 			return fail(fmt.Errorf("%s: %w", l.what, err))
 		}
 	}
-	traces := []store.TraceSummary{ts}
-	if err := s.readCalls(ctx, traces, []int64{seq}); err != nil {
+	if ts.Groups, err = decodeGroups(groups); err != nil {
+		return fail(fmt.Errorf("call groups: %w", err))
+	}
+	// The calls are read apart from the row: a list row carries only the
+	// groups, the head of one trace every call (the rollup lists them).
+	if ts.Calls, err = s.TraceCalls(ctx, traceID); err != nil {
 		return fail(err)
 	}
-	return traces[0], nil
+	return ts, nil
 }
 
 // nodeColumns are what scanNode reads, of spans aliased s.
