@@ -157,6 +157,11 @@ type Server struct {
 	// per-project Servers.
 	sessions *sessions
 
+	// kind is the store's derived kind for a windowed trace's kept
+	// rollup under this server's prices (windowKind).
+	kindOnce sync.Once
+	kind     string
+
 	// Projects (Config.Keys): one Server per project a key has opened,
 	// each with its project's file directories, all on one trace cache.
 	projMu   sync.Mutex

@@ -50,8 +50,12 @@ type keptWindow struct {
 	Labels    []string      `json:"labels,omitempty"`
 }
 
-// windowKind is the derived kind of keptWindow for s's price table.
-func (s *Server) windowKind() string { return "web.window.v1." + s.deps.Prices.Fingerprint() }
+// windowKind is the derived kind of keptWindow for s's price table
+// (fingerprinted once: the table does not change under a server).
+func (s *Server) windowKind() string {
+	s.kindOnce.Do(func() { s.kind = "web.window.v1." + s.deps.Prices.Fingerprint() })
+	return s.kind
+}
 
 // windowOf returns the store's window capability.
 func (s *Server) windowOf() (store.WindowReader, bool) {
