@@ -127,6 +127,9 @@ type HealthReport struct {
 	Ready bool
 	// Status is one word ("ok", "degraded", "unavailable", "draining").
 	Status string
+	// Reason says why the status is not ok (what the server waits for),
+	// in words without secrets: every caller gets it.
+	Reason string
 	// Detail is the full report as JSON; shown only to authorized callers
 	// when a token is set (it names the store and its errors).
 	Detail any

@@ -318,7 +318,7 @@ func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.St
 	files := &web.FileSources{RunsDir: *f.runsDir, ReportsDir: *f.reportsDir, AblationsDir: *f.ablationsDir}
 	health := func(ctx context.Context) web.HealthReport {
 		h := srv.Health(ctx)
-		return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Detail: h}
+		return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Reason: h.Reason, Detail: h}
 	}
 	webCfg := web.Config{AuthToken: *f.authToken}
 	if s.keys != nil {
