@@ -190,7 +190,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.redact = fs.String("redact", "", "redact before storing: comma-separated api_key, email, card, or all")
 	fs.Var(&f.redactPatterns, "redact-pattern", "redact matches of a custom RE2 pattern, NAME=REGEX (repeatable)")
 	f.retentionEvery = fs.Duration("retention-interval", time.Hour, "how often the embedded store deletes traces past their project's retention")
-	f.storeWait = fs.Duration("store-wait", 30*time.Second, "how long to keep trying a ClickHouse store that cannot be reached at start (it may still be starting); 0: one attempt")
+	f.storeWait = fs.Duration("store-wait", 2*time.Second, "how long to wait for a ClickHouse store that cannot be reached at start before serving without it (it keeps connecting in the background; with a spool, data is acknowledged meanwhile)")
 }
 
 // listeners are the three listen addresses as configured.

@@ -263,7 +263,7 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 // incoming request) while another insert is in flight. It fails, naming
 // the span, for the spans WriteSpans would reject.
 func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
-	if err := s.usable(); err != nil {
+	if err := s.preparable(); err != nil {
 		return nil, err
 	}
 	p := s.preparedSpans()
