@@ -59,6 +59,11 @@ func TestServeStartsDuringAClickHouseOutageAndFeedsItWhenItReturns(t *testing.T)
 		t.Errorf("/readyz during the outage: %d %v; want 200, degraded, a reason naming the unreachable store", code, body)
 	}
 
+	code, body, retry := getJSONStatus(t, r.UIURL+"/api/v1/traces")
+	if code != http.StatusServiceUnavailable || retry == "" || !strings.Contains(body["error"].(string), outage.Addr()) {
+		t.Errorf("/api/v1/traces during the outage: %d (Retry-After %q) %v; want 503 with Retry-After naming the store", code, retry, body)
+	}
+
 	conn, err := grpc.NewClient(r.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
