@@ -235,9 +235,11 @@ func (f *front) handleHTTP(w http.ResponseWriter, r *http.Request) {
 	if est <= 0 {
 		est = f.admit.estimate()
 	}
-	t := f.admit.reserve(est)
-	if t == nil {
-		writeHTTPStatus(w, mt, http.StatusTooManyRequests, f.admit.refusal("the request was not read"))
+	// The rule gRPC's tap applies (admission.admit); OTLP/HTTP states no
+	// deadline, so the exporters' default timeout stands in for it.
+	t, refusal := f.admit.admit(est, time.Time{}, false, protoHTTP, "the request was not read")
+	if refusal != nil {
+		writeHTTPStatus(w, mt, http.StatusTooManyRequests, refusal)
 		return
 	}
 	defer t.release()

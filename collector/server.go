@@ -569,7 +569,10 @@ type Health struct {
 	// shutdown began.
 	Status string `json:"status"`
 	// Ready says whether a load balancer should send data here now.
-	Ready     bool            `json:"ready"`
+	Ready bool `json:"ready"`
+	// Reason says, in words without secrets, why the server is not ok
+	// (what it waits for); empty when it is.
+	Reason    string          `json:"reason,omitempty"`
 	Store     StoreHealth     `json:"store"`
 	Spool     *SpoolHealth    `json:"spool,omitempty"`
 	Admission AdmissionHealth `json:"admission"`
@@ -650,15 +653,39 @@ func (s *Server) Health(ctx context.Context) Health {
 		rh := in.redactionHealth()
 		h.Redaction = &rh
 	}
+	h.Status, h.Ready, h.Reason = s.verdict(h)
+	return h
+}
+
+// verdict is a health report's status, readiness and reason.
+func (s *Server) verdict(h Health) (status string, ready bool, reason string) {
+	sp := h.Spool
 	switch {
 	case s.draining.Load() || !s.listening.Load():
-		h.Status, h.Ready = "draining", false
-	case h.Spool != nil && h.Spool.Fill >= spoolFullAt:
-		h.Status, h.Ready = "unavailable", false
-	case h.Spool != nil && (!h.Store.Reachable || h.Spool.LastError != ""):
-		h.Status = "degraded"
+		return "draining", false, "shutting down (or not started): send elsewhere"
+	case sp != nil && sp.Error != "":
+		return "unavailable", false, "the spool failed and refuses data until serve is restarted"
+	case sp != nil && sp.DiskFull:
+		return "unavailable", false, fmt.Sprintf("the spool's disk is full (%d bytes free): data is refused until the feeder has stored the spool's records in the store%s, or space is freed",
+			sp.DiskFreeBytes, storeWait(h.Store))
+	case sp != nil && sp.Fill >= spoolFullAt:
+		return "unavailable", false, fmt.Sprintf("the spool is %.0f%% full: data is refused from 100%% until the feeder has stored more of it%s",
+			100*sp.Fill, storeWait(h.Store))
+	case sp != nil && !h.Store.Reachable:
+		return "degraded", true, "the store is unreachable: data is acknowledged into the spool and stored once it answers"
+	case sp != nil && sp.LastError != "":
+		return "degraded", true, "the feeder's last store write failed; it is retrying, and data is acknowledged into the spool meanwhile"
 	case !h.Store.Reachable:
-		h.Status, h.Ready = "unavailable", false
+		return "unavailable", false, "the store is unreachable and there is no spool: data is refused until it answers"
 	}
-	return h
+	return "ok", true, ""
+}
+
+// storeWait says, after a spool's refusal, that the store is what it waits
+// for when the store is down.
+func storeWait(st StoreHealth) string {
+	if st.Reachable {
+		return ""
+	}
+	return " (waiting for the store, which does not answer)"
 }

@@ -107,7 +107,7 @@ func (s *spooler) write(ctx context.Context, spans []store.Span) error {
 		// spool may hold.
 		return &statusError{err: err, st: status.Newf(codes.InvalidArgument,
 			"spool %d spans: the request encodes to %d bytes, more than the spool holds (spool_max_mib); send smaller batches: %v", len(spans), len(rec), err)}
-	case errors.Is(err, spool.ErrFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, io.ErrShortWrite):
+	case errors.Is(err, spool.ErrFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, io.ErrShortWrite):
 		// A full disk shows as ENOSPC, or as a short write (the kernel
 		// writes what fits and reports the count): the same as a full spool.
 		st := s.wal.Stats()
@@ -283,11 +283,23 @@ type SpoolHealth struct {
 	Failures int64 `json:"failed_writes"`
 	// LastError is the feeder's last failure when no write succeeded since.
 	LastError string `json:"last_error,omitempty"`
+	// DiskFull: the spool's disk refused the last record for lack of
+	// space and still has too little (requests are refused until the
+	// feeder frees its segments or something else frees space);
+	// DiskFreeBytes is the room left there (-1: unknown).
+	DiskFull      bool  `json:"disk_full"`
+	DiskFreeBytes int64 `json:"disk_free_bytes"`
+	// Error is what stopped the spool for good (a failed fsync): only a
+	// restart clears it.
+	Error string `json:"error,omitempty"`
 }
 
 func (s *spooler) health(dir string) SpoolHealth {
 	st := s.wal.Stats()
-	h := SpoolHealth{Dir: dir, Bytes: st.Bytes, MaxBytes: st.MaxBytes, Pending: st.Pending}
+	h := SpoolHealth{Dir: dir, Bytes: st.Bytes, MaxBytes: st.MaxBytes, Pending: st.Pending, DiskFull: st.DiskFull, DiskFreeBytes: st.DiskFreeBytes}
+	if st.Err != nil {
+		h.Error = st.Err.Error()
+	}
 	if st.MaxBytes > 0 {
 		h.Fill = float64(st.Bytes) / float64(st.MaxBytes)
 	}

@@ -24,6 +24,13 @@ var ErrBadTraceID = errors.New("invalid trace id")
 // prefix and lists up to AmbiguousCandidates of the matching ids.
 var ErrAmbiguousTraceID = errors.New("ambiguous trace id prefix")
 
+// ErrUnavailable is wrapped by a store's errors when its server cannot be
+// reached or did not answer in time (refused, reset, a timeout, not
+// connected yet): an operational outage, which a later retry may get past
+// — an HTTP 503 with Retry-After, a retryable OTLP status — unlike a query
+// the server refused. The error names the server.
+var ErrUnavailable = errors.New("store unavailable")
+
 // Trace id lengths, in hex digits.
 const (
 	// TraceIDLen is the length of a full trace id (16 bytes).

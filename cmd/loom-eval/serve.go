@@ -145,7 +145,7 @@ type serveFlags struct {
 	redact                                                                                   *string
 	maxAttr, maxReqMiB, inFlightMiB, spoolMaxMiB, spoolBatchMiB, gcPercent, writers          *int
 	memMiB                                                                                   *uint
-	retentionEvery, storeWait                                                                *time.Duration
+	retentionEvery, storeWait, readTimeout                                                   *time.Duration
 	redactPatterns                                                                           stringList
 }
 
@@ -190,7 +190,8 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.redact = fs.String("redact", "", "redact before storing: comma-separated api_key, email, card, or all")
 	fs.Var(&f.redactPatterns, "redact-pattern", "redact matches of a custom RE2 pattern, NAME=REGEX (repeatable)")
 	f.retentionEvery = fs.Duration("retention-interval", time.Hour, "how often the embedded store deletes traces past their project's retention")
-	f.storeWait = fs.Duration("store-wait", 30*time.Second, "how long to keep trying a ClickHouse store that cannot be reached at start (it may still be starting); 0: one attempt")
+	f.readTimeout = fs.Duration("read-timeout", web.DefaultStoreTimeout, "how long a UI or API request waits for the trace store; past it (and while the store is unreachable) it answers 503 with Retry-After")
+	f.storeWait = fs.Duration("store-wait", 2*time.Second, "how long to wait for a ClickHouse store that cannot be reached at start before serving without it (it keeps connecting in the background; with a spool, data is acknowledged meanwhile)")
 }
 
 // listeners are the three listen addresses as configured.
@@ -318,15 +319,15 @@ func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.St
 	files := &web.FileSources{RunsDir: *f.runsDir, ReportsDir: *f.reportsDir, AblationsDir: *f.ablationsDir}
 	health := func(ctx context.Context) web.HealthReport {
 		h := srv.Health(ctx)
-		return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Detail: h}
+		return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Reason: h.Reason, Detail: h}
 	}
-	webCfg := web.Config{AuthToken: *f.authToken}
+	webCfg := web.Config{AuthToken: *f.authToken, StoreTimeout: *f.readTimeout}
 	if s.keys != nil {
 		webCfg.Keys = keyAuth(s.keys)
 	}
 	workflows, _ := approvals.(web.Workflows) // the approvals journal's workflow runs (/workflows)
 	return web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: s.log, Files: files, Labels: *f.labelsFile, Health: health, Approvals: approvals,
-		Workflows: workflows, Experiments: newWebExperiments(st), Datasets: *f.datasetsDir, Audit: auditSource(*f.auditFile)})
+		Workflows: workflows, Experiments: newWebExperiments(st), Datasets: *f.datasetsDir, Audit: auditSource(*f.auditFile), StoreName: s.loc.String()})
 }
 
 // serveReady is what --ready-file says: the addresses in use.

@@ -117,7 +117,10 @@ func (v *serveService) listenUI(context.Context) error {
 
 // openStore opens the trace store.
 func (v *serveService) openStore(ctx context.Context) error {
-	st, err := storeurl.OpenWithLogger(ctx, v.setup.url, false, v.setup.log, storeurl.WaitForServer(v.setup.storeWait))
+	// An unreachable ClickHouse does not stop serve: it waits up to
+	// --store-wait, then starts and keeps connecting (the spool takes
+	// data meanwhile; /readyz says what serve waits for).
+	st, err := storeurl.OpenWithLogger(ctx, v.setup.url, false, v.setup.log, storeurl.WaitForServer(v.setup.storeWait), storeurl.KeepConnecting())
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --store: %w", err)}
 	}

@@ -54,6 +54,16 @@ type Config struct {
 	// commands a user waits on; `loom-eval serve` waits, since it is often
 	// started beside its ClickHouse.
 	ConnectWait time.Duration
+	// ConnectInBackground: when the server still cannot be reached after
+	// ConnectWait (a failure below the protocol), Start returns nil anyway
+	// and keeps connecting — and migrating — in the background until it
+	// succeeds or Shutdown. Meanwhile reads, writes and Ping fail with an
+	// error wrapping store.ErrUnavailable that names the server and the
+	// last failure, while Prepare and AppendBatch (which need no server)
+	// work, so a spool can take data. An answer from the server (an
+	// exception) still fails Start. `loom-eval serve` sets it: an outage
+	// at start is then just an outage.
+	ConnectInBackground bool
 	// Logger receives migration progress (default: discard).
 	Logger *slog.Logger
 

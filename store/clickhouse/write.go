@@ -263,7 +263,7 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 // incoming request) while another insert is in flight. It fails, naming
 // the span, for the spans WriteSpans would reject.
 func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
-	if err := s.usable(); err != nil {
+	if err := s.preparable(); err != nil {
 		return nil, err
 	}
 	p := s.preparedSpans()
@@ -757,24 +757,7 @@ func nonNil(s []string) []string {
 }
 
 func validateSpan(sp *store.Span) error {
-	if err := checkID(sp.TraceID, 16); err != nil {
-		return fmt.Errorf("trace_id: %w", err)
-	}
-	if err := checkID(sp.SpanID, 8); err != nil {
-		return fmt.Errorf("span_id: %w", err)
-	}
-	if sp.ParentSpanID != "" {
-		if err := checkID(sp.ParentSpanID, 8); err != nil {
-			return fmt.Errorf("parent_span_id: %w", err)
-		}
-	}
-	if err := checkTime(sp.StartTime); err != nil {
-		return fmt.Errorf("start_time: %w", err)
-	}
-	if err := checkTime(sp.EndTime); err != nil {
-		return fmt.Errorf("end_time: %w", err)
-	}
-	return nil
+	return store.CheckStorable(sp) // the one rule for every store
 }
 
 // notHex[c] is 1 unless c is a lower-case hex digit.

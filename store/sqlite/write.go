@@ -168,6 +168,11 @@ func (s *Store) prepareRows(spans []store.Span) ([]spanRow, [][]byte, error) {
 		sp := &spans[i]
 		r := &rows[i]
 		r.span = sp
+		// The one rule every store keeps (store.CheckStorable): what it
+		// refuses, no store holds.
+		if err := store.CheckStorable(sp); err != nil {
+			return nil, nil, fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+		}
 		var err error
 		if r.traceID, err = decodeID(sp.TraceID, 16); err != nil {
 			return nil, nil, fmt.Errorf("span %d (span_id %q): trace_id: %w", i, sp.SpanID, err)
