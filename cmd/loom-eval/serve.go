@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,7 +142,7 @@ func writeReadyFile(path string, r ServeReady) error {
 type serveFlags struct {
 	storeURL, grpcAddr, httpAddr, uiAddr, readyFile, receiver, spoolDir, logLevel, authToken *string
 	runsDir, reportsDir, approvalsJournal, labelsFile, ablationsDir, pricesFile, keysFile    *string
-	datasetsDir, auditFile                                                                   *string
+	datasetsDir, auditFile, cpuProfile                                                       *string
 	redact                                                                                   *string
 	maxAttr, maxReqMiB, inFlightMiB, spoolMaxMiB, spoolBatchMiB, gcPercent, writers          *int
 	memMiB                                                                                   *uint
@@ -190,6 +191,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.redact = fs.String("redact", "", "redact before storing: comma-separated api_key, email, card, or all")
 	fs.Var(&f.redactPatterns, "redact-pattern", "redact matches of a custom RE2 pattern, NAME=REGEX (repeatable)")
 	f.retentionEvery = fs.Duration("retention-interval", time.Hour, "how often the embedded store deletes traces past their project's retention")
+	f.cpuProfile = fs.String("cpu-profile", "", "write a Go CPU profile of this run to this file when serve stops (go tool pprof reads it; scripts/throughput profiles with it)")
 	f.storeWait = fs.Duration("store-wait", 30*time.Second, "how long to keep trying a ClickHouse store that cannot be reached at start (it may still be starting); 0: one attempt")
 }
 
@@ -396,6 +398,13 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *f.cpuProfile != "" {
+		stop, err := startCPUProfile(*f.cpuProfile)
+		if err != nil {
+			return usageError("serve: --cpu-profile: %v", err)
+		}
+		defer stop(log)
+	}
 	svc := newServeService(s, &f, prices)
 	if err := svc.Start(ctx); err != nil {
 		return err
@@ -409,6 +418,25 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 	return nil
+}
+
+// startCPUProfile profiles the process's CPU into path until the returned
+// function runs.
+func startCPUProfile(path string) (func(*slog.Logger), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func(log *slog.Logger) {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Warn("could not write the CPU profile", "path", path, "error", err)
+		}
+	}, nil
 }
 
 // removeReadyFile removes --ready-file on the way out.
