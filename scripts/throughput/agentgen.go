@@ -2,10 +2,10 @@ package main
 
 import (
 	"math/rand/v2"
-	"unicode/utf8"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // msgPart is one part of a chat message, in the GenAI conventions' terms.

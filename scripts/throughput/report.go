@@ -53,14 +53,14 @@ type result struct {
 }
 
 type report struct {
-	Started      time.Time `json:"started"`
-	Finished     time.Time `json:"finished,omitzero"`
-	Commit       string    `json:"commit"`
-	GoVersion    string    `json:"go_version"`
-	Cores        int       `json:"cores"`
-	Load         loadInfo  `json:"load"`
-	Options      options   `json:"options"`
-	Runs         []result  `json:"runs"`
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished,omitzero"`
+	Commit    string    `json:"commit"`
+	GoVersion string    `json:"go_version"`
+	Cores     int       `json:"cores"`
+	Load      loadInfo  `json:"load"`
+	Options   options   `json:"options"`
+	Runs      []result  `json:"runs"`
 }
 
 func (r report) write(dir string) error {
