@@ -145,6 +145,9 @@ var jsonPlain = func() (t [256]bool) {
 // escaping on (its default): control characters, '"', '\\', '<', '>', '&',
 // U+2028 and U+2029 escaped; invalid UTF-8 replaced by \ufffd.
 func AppendJSONString(dst []byte, s string) []byte {
+	// Room for s unescaped at once: text runs are appended in pieces,
+	// and growing by pieces copied the buffer several times.
+	dst = slices.Grow(dst, len(s)+2)
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
