@@ -174,7 +174,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.inFlightMiB = fs.Int("max-in-flight-mib", 0, "request bytes admitted at once (read, decoded and handed on); more are refused retryably before being read; 0: a 128th of the memory limit")
 	f.spoolDir = fs.String("spool-dir", "", "durable spool for the ClickHouse store: acknowledge once fsynced here, feed ClickHouse in large inserts, ride out its outages; off: write directly; default "+defaultSpoolDir+" (the embedded store always writes directly)")
 	f.spoolMaxMiB = fs.Int("spool-max-mib", collector.DefaultSpoolMaxMiB, "bound on the spool's unconsumed data; a full spool refuses retryably (429 / RESOURCE_EXHAUSTED)")
-	f.spoolBatchMiB = fs.Int("spool-batch-mib", 0, "spooled data the feeder writes to ClickHouse in one insert; 0: a sixteenth of the memory limit, 16 to 128")
+	f.spoolBatchMiB = fs.Int("spool-batch-mib", 0, "spooled data the feeder writes to ClickHouse in one insert; 0: a thirty-second of the memory limit, 16 to 64")
 	f.gcPercent = fs.Int("gc-percent", 0, fmt.Sprintf("Go GC target percentage (GOGC); 0: $GOGC when set, else %d (trades heap for CPU; the memory limit still applies)", collector.DefaultGCPercent))
 	f.writers = fs.Int("writers", 1, "concurrent store writes; 1 coalesces the most requests per write, which ClickHouse needs most")
 	f.logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")

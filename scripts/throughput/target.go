@@ -49,6 +49,9 @@ func startProcess(bin string, args []string, logPath, sessions string) (*process
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	cmd := exec.Command(bin, args...)
+	// The run's directory: what a target writes relative to its working
+	// directory (serve's default spool, .loomwork/spool) is the run's own.
+	cmd.Dir = filepath.Dir(logPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if sessions == "own" {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
