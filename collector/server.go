@@ -66,20 +66,27 @@ func (s *Server) memoryLimitMiB() uint32 {
 }
 
 // DefaultSpoolBatchMiB is how much of the spool the feeder reads for one
-// insert under a memory limit of limitMiB: a sixteenth, between 16 and
-// 128 MiB (an insert holds the records and the driver's copy of their
-// columns, about twice as much). 128 MiB is ~180k agent spans.
+// insert under a memory limit of limitMiB: a thirty-second, between 16
+// and 64 MiB. The feeder holds about three times that (the spool's read
+// buffer, its own copy of the records, and the driver's block), so at
+// 128 MiB serve's peak RSS was 1.2 GB on the agent load of
+// docs/throughput.md; at 64 MiB (~25k agent spans, ~90k of issue 17's
+// templated ones) it is 0.75 GB, for 0–5 more ClickHouse CPU-s per million
+// spans (docs/bench-ingest.md).
 func DefaultSpoolBatchMiB(limitMiB uint32) int {
-	return int(min(max(limitMiB/16, 16), 128))
+	return int(min(max(limitMiB/32, 16), 64))
 }
 
 // DefaultGCPercent is the Go GC target (GOGC) `loom-eval serve` runs with
-// unless told otherwise. Ingest allocates for every span it decodes, maps
-// and encodes, and at the default of 100 the collector spent about a quarter
-// of its CPU on garbage collection; 400 cut its CPU per span by ~25% for a
-// larger heap (docs/bench-ingest.md). The memory limiter still bounds the
-// heap: serve also sets the runtime's soft memory limit below the limiter's.
-const DefaultGCPercent = 400
+// unless told otherwise: Go's own default. It was 400 while ingest
+// allocated pointer-rich pdata and a fresh buffer for every request (at
+// 100 a quarter of the collector's CPU went to garbage collection); now
+// requests are read into recycled buffers and decoded straight to spans,
+// and on the agent load 100 and 400 use the same CPU per span within the
+// machine's spread while 400 held the heap at the soft memory limit, 1.2
+// GB (docs/bench-ingest.md). The memory limiter still bounds the heap:
+// serve also sets the runtime's soft memory limit below the limiter's.
+const DefaultGCPercent = 100
 
 // Default listen addresses. Loopback by default: serve has no
 // authentication, so exposing it is an explicit choice.

@@ -53,14 +53,14 @@ type result struct {
 }
 
 type report struct {
-	Started      time.Time `json:"started"`
-	Finished     time.Time `json:"finished,omitzero"`
-	Commit       string    `json:"commit"`
-	GoVersion    string    `json:"go_version"`
-	Cores        int       `json:"cores"`
-	RequestBytes int       `json:"request_bytes"` // marshaled size of one request
-	Options      options   `json:"options"`
-	Runs         []result  `json:"runs"`
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished,omitzero"`
+	Commit    string    `json:"commit"`
+	GoVersion string    `json:"go_version"`
+	Cores     int       `json:"cores"`
+	Load      loadInfo  `json:"load"`
+	Options   options   `json:"options"`
+	Runs      []result  `json:"runs"`
 }
 
 func (r report) write(dir string) error {
@@ -81,8 +81,12 @@ func (r report) write(dir string) error {
 // runs joined with " · " in run order) and the per-run table.
 func (r report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d runs, %s of sending each, %d spans per request (%d bytes), commit %s, %d cores, %s\n\n",
-		len(r.Runs), r.Options.Duration, r.Options.RequestSpans, r.RequestBytes, r.Commit, r.Cores, r.Started.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "%d runs, %s of sending each, commit %s, %d cores, processes in %s sessions, %s\n\n",
+		len(r.Runs), r.Options.Duration, r.Commit, r.Cores, r.Options.Sessions, r.Started.Format("2006-01-02 15:04 MST"))
+	b.WriteString(r.Load.describe())
+	b.WriteString("\n\n")
+	b.WriteString(r.paired())
+	b.WriteString("\nBy target:\n\n")
 	b.WriteString("| target | senders | stored spans/s | collector CPU-s/M | ClickHouse CPU-s/M | client CPU-s/M | collector peak RSS | B/span on disk | B/span after OPTIMIZE FINAL | lost · duplicated |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	type key struct {

@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,6 +84,30 @@ type Store struct {
 	connAt  time.Time // since when it has been trying
 }
 
+// defaultCompression is the wire compression when the DSN names none: LZ4
+// to a server across a network, none to one on this machine. Over
+// loopback, compressing saves no scarce bandwidth and costs both sides
+// CPU for every byte: on agent traffic, whose spans are mostly message
+// text, the driver's LZ4 was a sixth of serve's CPU
+// (docs/bench-ingest.md).
+func defaultCompression(addrs []string) *ch.Compression {
+	for _, a := range addrs {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			host = a
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return &ch.Compression{Method: ch.CompressionLZ4}
+		}
+	}
+	return &ch.Compression{Method: ch.CompressionNone}
+}
+
+func hasParam(query, name string) bool {
+	q, err := url.ParseQuery(query)
+	return err == nil && q.Has(name)
+}
+
 // New checks cfg and returns a store that is not started: it does not
 // connect. Start connects and migrates.
 func New(cfg Config) (*Store, error) {
@@ -96,7 +123,11 @@ func New(cfg Config) (*Store, error) {
 	// statement names its tables in full.
 	opts.Auth.Database = ""
 	if opts.Compression == nil {
-		opts.Compression = &ch.Compression{Method: ch.CompressionLZ4}
+		opts.Compression = defaultCompression(opts.Addr)
+		if _, query, ok := strings.Cut(cfg.DSN, "?"); ok && hasParam(query, "compress") {
+			// compress=false (or 0): the driver leaves Compression unset.
+			opts.Compression = &ch.Compression{Method: ch.CompressionNone}
+		}
 	}
 	if opts.Settings == nil {
 		opts.Settings = ch.Settings{}

@@ -15,8 +15,9 @@ import (
 // Config configures the ClickHouse trace store.
 type Config struct {
 	// DSN addresses the server, e.g. clickhouse://127.0.0.1:9000/loomwork
-	// (native protocol; LZ4 compression unless the DSN's compress parameter
-	// says otherwise). Its database is where the tables go unless Database
+	// (native protocol; unless the DSN's compress parameter says otherwise,
+	// LZ4 compression to a server across a network and none to one on a
+	// loopback address). Its database is where the tables go unless Database
 	// is set.
 	DSN string
 	// Database overrides the DSN's database. It is created if missing.

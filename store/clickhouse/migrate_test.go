@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -355,4 +356,77 @@ func TestMigrationToTraceSummariesListsWhatAFreshStoreLists(t *testing.T) {
 			t.Errorf("TraceCalls(%s): migrated %d calls (%v), fresh %d", id, len(gc), err, len(wc))
 		}
 	}
+}
+
+// Version 11 changes the codecs of the span text columns and the part
+// format in place: spans written before it and after it read back alike,
+// also once merged into one part, and the table says what it now uses.
+func TestMigrationToSpanTextCodecsKeepsEverySpanReadable(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
+	srv := chtestStart(t)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
+	defer cancel()
+	spans := storetest.GenerateTraces(30, 6, 17)
+	before, after := spans[:90], spans[90:]
+
+	db := srv.NewDatabase(t)
+	old, err := clickhouse.OpenAtVersion(ctx, clickhouse.Config{DSN: srv.DSN(db)}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.WriteSpans(ctx, before); err != nil {
+		t.Fatalf("version 7 write: %v", err)
+	}
+	old.Shutdown(store.WithDefaultProject(context.Background()))
+	codec := func() string {
+		return strings.Join(queryStrings(t, srv, "SELECT concat(name, ' ', compression_codec) FROM system.columns WHERE database = '"+db+
+			"' AND table = 'spans' AND name IN ('attributes', 'events') ORDER BY name"), ", ")
+	}
+	if got := codec(); got != "attributes CODEC(ZSTD(1)), events CODEC(ZSTD(1))" {
+		t.Fatalf("before the migration: %s", got)
+	}
+	s := open(t, srv.DSN(db)) // applies version 11
+	if err := s.WriteSpans(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	if got := codec(); got != "attributes CODEC(ZSTD(2)), events CODEC(ZSTD(2))" {
+		t.Errorf("after the migration: %s", got)
+	}
+	ddl := strings.Join(queryStrings(t, srv, "SELECT create_table_query FROM system.tables WHERE database = '"+db+"' AND name = 'spans'"), "")
+	for _, want := range []string{"max_compress_block_size = 4194304", "min_bytes_for_wide_part = 268435456"} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("spans lacks %s:\n%s", want, ddl)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		byTrace := map[string][]store.Span{}
+		for _, sp := range spans {
+			byTrace[sp.TraceID] = append(byTrace[sp.TraceID], sp)
+		}
+		for id, want := range byTrace {
+			got, err := s.GetTrace(ctx, id)
+			if err != nil || len(got) != len(want) {
+				t.Fatalf("%s: GetTrace(%s): %d spans, %v; want %d", when, id, len(got), err, len(want))
+			}
+			gotByID := map[string]store.Span{}
+			for _, sp := range got {
+				gotByID[sp.SpanID] = sp
+			}
+			for _, w := range want {
+				g := gotByID[w.SpanID]
+				wj, _ := w.Attributes.MarshalJSON()
+				gj, _ := g.Attributes.MarshalJSON()
+				if string(gj) != string(wj) || len(g.Events) != len(w.Events) || g.Name != w.Name {
+					t.Fatalf("%s: span %s reads back as %s (%d events), want %s (%d events)", when, w.SpanID, gj, len(g.Events), wj, len(w.Events))
+				}
+			}
+		}
+	}
+	check("old and new parts")
+	if err := execSQL(srv, "OPTIMIZE TABLE "+db+".spans FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	check("merged into one part")
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
@@ -103,9 +102,12 @@ type PreparedSpans struct {
 	ownSpans               []store.Span
 	docs                   []string
 	attrAt, resAt, scopeAt []jsonSpan
-	events, links          []string
-	resources, scopes      map[uintptr]jsonSpan
-	traces                 traceRows
+	eventAt, linkAt        []jsonSpan
+	// events and links are each span's events and links JSON: cut from
+	// arena by encode, from the spooled record by decodeSpooled.
+	events, links     []string
+	resources, scopes map[uintptr]jsonSpan
+	traces            traceRows
 	// digest identifies the batch by its spans (batchDigest); spooled
 	// with it, so an insert's deduplication token needs no decoding.
 	digest [32]byte
@@ -378,6 +380,25 @@ type insertItem struct {
 	digest [32]byte
 }
 
+// blockBytes is how much encoded span data (spooled records, or prepared
+// JSON) goes into one block of an insert.
+const blockBytes = 8 << 20
+
+// ClickHouse's defaults of min_insert_block_size_rows and _bytes, which
+// writeItems raises for inserts larger than that.
+const (
+	defaultMinInsertRows  = 1048449
+	defaultMinInsertBytes = 268402944
+)
+
+// size is the item's encoded size: its record, or its prepared JSON.
+func (it insertItem) size() int {
+	if it.p != nil {
+		return len(it.p.arena)
+	}
+	return len(it.rec)
+}
+
 // writeItems sends one INSERT of the n spans of items into spans, batch
 // by batch (the driver copies each batch's values into its own columns,
 // so the batch's memory is free again at once), then their trace_index
@@ -407,11 +428,24 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	// every value through an interface map, 8% of ingest CPU in the
 	// profile; 1.5-2 CPU-µs a span less end to end, ClickHouse's CPU
 	// unchanged (BenchmarkIngest -ingest.spool).
+	//
+	// The spans go in blocks of about blockBytes each (below), and the
+	// min_insert_block_size settings have the server squash them all into
+	// one block before it writes anything: the insert makes parts as large
+	// as one block of the whole insert did, stores nothing unless it
+	// completes (a record that fails to decode halfway aborts it), and
+	// its deduplication token names the same single block on a retry.
+	total := 0
+	for _, it := range items {
+		total += it.size()
+	}
 	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{
 		"insert_deduplicate":                     1,
 		"insert_deduplication_token":             insertToken(items),
 		"optimize_on_insert":                     0,
 		"low_cardinality_allow_in_native_format": 0,
+		"min_insert_block_size_rows":             max(n, defaultMinInsertRows),
+		"min_insert_block_size_bytes":            max(4*total, defaultMinInsertBytes),
 	}))
 	if b.sizer == nil {
 		b.sizer = newSizer()
@@ -439,8 +473,10 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 		}
 	}()
 	presized := false
+	block := 0 // bytes of the items in the block being built
 	for k, it := range items {
 		p := it.p
+		size := it.size()
 		if p == nil {
 			if scratch == nil {
 				scratch = s.preparedSpans()
@@ -461,14 +497,27 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 		}
 		cols := b.columns()
 		if !presized {
-			// Sized for the whole insert from its first batch.
-			presizeColumns(batch.Columns(), cols, n, b.sizer)
+			// Sized for the first block from its first batch; later
+			// blocks reuse the columns' memory.
+			rows := min(n, max(len(p.spans), int(int64(len(p.spans))*blockBytes/int64(max(size, 1)))))
+			presizeColumns(batch.Columns(), cols, rows, b.sizer)
 			presized = true
 		}
 		for i, col := range cols {
 			if err := batch.Column(i).Append(col); err != nil {
 				return fmt.Errorf("write spans: insert into %s: column %d: %w", s.spansTable, i, err)
 			}
+		}
+		// A block is sent once it holds blockBytes of batches; the server
+		// squashes the blocks of one INSERT into parts of
+		// min_insert_block_size_rows/bytes, so the insert still makes
+		// parts as large as before, while the driver holds one block's
+		// columns (and reuses their memory) instead of the whole insert's.
+		if block += size; block >= blockBytes && k < len(items)-1 {
+			if err := batch.Flush(); err != nil {
+				return fmt.Errorf("write spans: insert into %s: send a block: %w", s.spansTable, err)
+			}
+			block = 0
 		}
 	}
 	sent = true
@@ -546,6 +595,7 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	}
 	arena := p.buf[:0]
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, n), resize(p.resAt, n), resize(p.scopeAt, n)
+	p.eventAt, p.linkAt = resize(p.eventAt, n), resize(p.linkAt, n)
 	if p.resources == nil {
 		p.resources, p.scopes = map[uintptr]jsonSpan{}, map[uintptr]jsonSpan{}
 	}
@@ -597,20 +647,28 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 			}
 			p.scopeAt[i] = at
 		}
+		// Events and links go into the arena too; their strings are
+		// cut once it has stopped growing.
+		p.eventAt[i], p.linkAt[i] = jsonSpan{}, jsonSpan{}
 		if len(sp.Events) > 0 {
-			j, err := json.Marshal(sp.Events)
-			if err != nil {
+			from := len(arena)
+			if arena, err = store.AppendEventsJSON(arena, sp.Events); err != nil {
 				return fmt.Errorf("span %d (%s/%s): events: %w", i, sp.TraceID, sp.SpanID, err)
 			}
-			p.events[i] = string(j)
+			p.eventAt[i] = jsonSpan{from, len(arena)}
 		}
 		if len(sp.Links) > 0 {
-			j, err := json.Marshal(sp.Links)
-			if err != nil {
+			from := len(arena)
+			if arena, err = store.AppendLinksJSON(arena, sp.Links); err != nil {
 				return fmt.Errorf("span %d (%s/%s): links: %w", i, sp.TraceID, sp.SpanID, err)
 			}
-			p.links[i] = string(j)
+			p.linkAt[i] = jsonSpan{from, len(arena)}
 		}
+	}
+	all := unsafe.String(unsafe.SliceData(arena), len(arena))
+	for i := range spans {
+		p.events[i] = all[p.eventAt[i].from:p.eventAt[i].to]
+		p.links[i] = all[p.linkAt[i].from:p.linkAt[i].to]
 	}
 	p.traces.build(spans)
 	p.digest = batchDigest(spans)

@@ -164,3 +164,56 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 		t.Fatalf("after a failed insert: %d spans stored, want %d", got, want)
 	}
 }
+
+// An insert larger than one block goes to the server in several blocks
+// and is still one insert: one part (so no more merging than before), the
+// same records again are deduplicated whole, and a record that fails to
+// decode after a block was sent stores nothing of the insert.
+func TestWriteSpooledSendsALargeInsertInBlocksAsOneInsert(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
+	srv := chtest.Start(t)
+	s, db := openFresh(t, srv)
+	ctx := store.WithDefaultProject(context.Background())
+	var recs [][]byte
+	size, want := 0, 0
+	for seed := int64(0); size < 3*clickhouse.BlockBytes; seed++ {
+		spans := storetest.GenerateTraces(100, 10, 300+seed)
+		b, err := s.Prepare(spans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.AppendBatch(nil, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+		size += len(rec)
+		want += len(spans)
+	}
+	// First a bad record at the end: the blocks before it were sent.
+	bad := append([]byte(nil), recs[0]...)
+	bad = bad[:len(bad)-3]
+	if _, err := s.WriteSpooled(ctx, append(recs[1:len(recs):len(recs)], bad)); !errors.Is(err, store.ErrBadSpoolRecord) {
+		t.Fatalf("WriteSpooled ending in a truncated record: %v, want ErrBadSpoolRecord", err)
+	}
+	spans := func() uint64 { return srv.QueryUint(t, "SELECT count() FROM "+db+".spans") }
+	if got := spans(); got != 0 {
+		t.Fatalf("an insert that failed after %d MB of blocks stored %d spans, want none", size>>20, got)
+	}
+	if n, err := s.WriteSpooled(ctx, recs); err != nil || n != want {
+		t.Fatalf("WriteSpooled of %d records (%d MB): %d, %v; want %d spans", len(recs), size>>20, n, err, want)
+	}
+	if got := spans(); got != uint64(want) {
+		t.Fatalf("%d spans stored, want %d", got, want)
+	}
+	if parts := srv.QueryUint(t, "SELECT count() FROM system.parts WHERE database = '"+db+"' AND table = 'spans' AND active"); parts != 1 {
+		t.Errorf("the insert made %d parts of spans, want 1 (its blocks squashed into one)", parts)
+	}
+	if _, err := s.WriteSpooled(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	if got := spans(); got != uint64(want) {
+		t.Fatalf("after the same records again: %d spans stored, want %d (one insert, deduplicated whole)", got, want)
+	}
+}
