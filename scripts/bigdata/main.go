@@ -766,28 +766,40 @@ func printStore(w io.Writer, sr storeReport) {
 
 func writeMarkdown(w io.Writer, cfg config, rep report) {
 	fmt.Fprintf(w, "# Big data: lists at 100,000 traces with a million-span trace\n\n")
-	fmt.Fprintf(w, "Regenerate with `%s` (issue 36). It loads %d agent traces of 10 spans", strings.TrimSpace(rep.command), cfg.traces)
+	fmt.Fprintf(w, "Regenerate with `%s` (issue 36; `-reload` loads the stores again). It loads %d agent traces of 10 spans", rep.command, cfg.traces)
 	fmt.Fprintf(w, " (`storetest.GenerateTraces`; a fifth of them turns of %d-turn conversations, `GenerateConversation`)", convTurns)
-	fmt.Fprintf(w, " and one trace each of %s spans into each store, caches the loaded stores in `-dir`", joinInts(cfg.big))
+	fmt.Fprintf(w, " and one trace each of %s spans, the newest, into each store, caches the loaded stores in `-dir`", joinInts(cfg.big))
 	fmt.Fprintf(w, " (default `$LOOMWORK_CACHE/bigdata`), runs every query once to warm up and %d times timed, and reports the median (and the slowest run).\n\n", cfg.runs)
 	fmt.Fprintf(w, "Server time: SQLite runs in the benchmark's process, so its time is the store call's wall time and CPU the process's CPU over it;")
-	fmt.Fprintf(w, " for ClickHouse, the server's own duration and CPU (user + system) of the call's queries from `system.query_log`, with the client's wall time beside them.")
-	fmt.Fprintf(w, " Target (issue 36): at most 200 ms server time for each list query.\n\n")
+	fmt.Fprintf(w, " for ClickHouse, the server's elapsed time (the last progress packet of each of the call's queries, summed) and its CPU (user + system over all threads, from the profile events it sends), with the client's wall time beside them.")
+	fmt.Fprintf(w, " Target (issue 36): at most 200 ms server time for each list query. The machine is shared with other jobs:")
+	fmt.Fprintf(w, " wall and server times rise with their load, CPU times much less, so both are given (\"CPU ≤ 200\" is the target read as CPU).\n\n")
+	fmt.Fprintf(w, "What the stores read: SQLite walks the sort key's index (`traces_by_*`, project first) or drives from a selective filter's own index or set")
+	fmt.Fprintf(w, " (tags, `session_turns`, search blooms), never sorting more than 2,000 summaries (`store/sqlite/plan.go`); ClickHouse reads the `traces` summary table")
+	fmt.Fprintf(w, " kept at ingest (`ORDER BY (project, trace_id)`), and spans only for search clauses, through skip indexes and up to three time windows (docs/clickhouse.md).")
+	fmt.Fprintf(w, " A list row carries call groups, not calls, so a page with the million-span trace on it is as large as one without.\n\n")
 	fmt.Fprintf(w, "Machine:\n\n")
 	for _, m := range rep.machine {
 		fmt.Fprintf(w, "- %s\n", m)
 	}
+	yes := func(d time.Duration) string {
+		if d <= 200*time.Millisecond {
+			return "yes"
+		}
+		return "**no**"
+	}
 	for _, sr := range rep.stores {
 		fmt.Fprintf(w, "\n## %s\n\n%s.\n\n", sr.name, sr.load)
 		if sr.name == "ClickHouse" {
-			fmt.Fprintf(w, "| query | what | server ms (max) | server CPU ms | client wall ms | rows read | MiB read |\n|---|---|---:|---:|---:|---:|---:|\n")
+			fmt.Fprintf(w, "| query | what | server ms (max) | ≤ 200 | server CPU ms | CPU ≤ 200 | client wall ms | rows read | MiB read |\n|---|---|---:|---|---:|---|---:|---:|---:|\n")
 			for _, r := range append(slices.Clone(sr.results), sr.pages...) {
-				fmt.Fprintf(w, "| %s | %s | %s (%s) | %s | %s | %.0f | %.1f |\n", r.name, r.what, ms(median(r.server)), ms(maxOf(r.server)), ms(median(r.cpu)), ms(median(r.wall)), r.readRows, r.readMiB)
+				fmt.Fprintf(w, "| %s | %s | %s (%s) | %s | %s | %s | %s | %.0f | %.1f |\n", r.name, r.what, ms(median(r.server)), ms(maxOf(r.server)), yes(median(r.server)),
+					ms(median(r.cpu)), yes(median(r.cpu)), ms(median(r.wall)), r.readRows, r.readMiB)
 			}
 		} else {
-			fmt.Fprintf(w, "| query | what | wall ms (max) | CPU ms |\n|---|---|---:|---:|\n")
+			fmt.Fprintf(w, "| query | what | wall ms (max) | ≤ 200 | CPU ms |\n|---|---|---:|---|---:|\n")
 			for _, r := range append(slices.Clone(sr.results), sr.pages...) {
-				fmt.Fprintf(w, "| %s | %s | %s (%s) | %s |\n", r.name, r.what, ms(median(r.wall)), ms(maxOf(r.wall)), ms(median(r.cpu)))
+				fmt.Fprintf(w, "| %s | %s | %s (%s) | %s | %s |\n", r.name, r.what, ms(median(r.wall)), ms(maxOf(r.wall)), yes(median(r.wall)), ms(median(r.cpu)))
 			}
 		}
 		if len(sr.pages) > 0 {

@@ -286,15 +286,33 @@ func (s *Store) listWindowed(ctx context.Context, q *store.TraceQuery, pc string
 	if q.Start.After(floor) {
 		floor = q.Start
 	}
+	// The spans a window may read: those of the traces still running at
+	// its start. A window reading more than half of them (a long trace is
+	// among the newest) costs more than it can save: search at once.
+	froms := make([]time.Time, maxWindows-1)
+	sums := make([]string, len(froms))
+	args := make([]any, len(froms))
+	for k, size := 0, firstWindow; k < len(froms); k, size = k+1, size*windowGrowth {
+		froms[k] = anchor.Add(-size)
+		sums[k] = "toInt64(sumIf(span_count, end >= fromUnixTimestamp64Nano(?)))"
+		args[k] = froms[k].UnixNano()
+	}
+	reads := make([]int64, len(froms))
+	var all int64
+	dest := []any{&all}
+	for k := range reads {
+		dest = append(dest, &reads[k])
+	}
+	if err := s.queryRow(ctx, "SELECT toInt64(sum(span_count)), "+strings.Join(sums, ", ")+" FROM "+s.summaryTable+" FINAL WHERE "+pc, args...).Scan(dest...); err != nil {
+		return nil, err
+	}
 	var out []listRow
 	var w window
-	size := firstWindow
-	for k := 1; len(out) <= plan.Limit; k++ {
-		w.from = anchor.Add(-size)
-		size *= windowGrowth
-		last := !w.from.After(floor) || k == maxWindows
-		if last {
-			w.from = time.Time{}
+	for k := 0; len(out) <= plan.Limit; k++ {
+		last := k == len(froms) || !froms[k].After(floor) || reads[k]*2 > all
+		w.from = time.Time{}
+		if !last {
+			w.from = froms[k]
 		}
 		p, err := s.planList(q, pc, w)
 		if err != nil {
@@ -413,8 +431,12 @@ func (s *Store) planList(q *store.TraceQuery, pc string, w window) (listPlan, er
 		// A trace with more distinct names than a row lists is matched
 		// on its spans.
 		text := strings.ToLower(q.Text)
+		// (Only those traces' spans: when every trace lists all its
+		// names, the set is empty and the primary key skips every
+		// granule.)
 		cond("(arrayExists(n -> position(lowerUTF8(n), ?) > 0, names) OR (NOT names_complete AND trace_id IN (SELECT trace_id FROM "+
-			s.spansTable+" WHERE "+pc+" AND position(lowerUTF8(name), ?) > 0)))", text, text)
+			s.spansTable+" WHERE "+pc+" AND trace_id IN (SELECT trace_id FROM "+s.summaryTable+" WHERE "+pc+" AND NOT names_complete)"+
+			" AND position(lowerUTF8(name), ?) > 0)))", text, text)
 	}
 	if q.Session != "" {
 		cond("has(sessions, ?)", q.Session)

@@ -387,10 +387,10 @@ func (s *suite) testSearchAcrossDays(t *testing.T) {
 			spans[i].Events[e].Time = spans[i].Events[e].Time.Add(shift)
 		}
 	}
-	long := GenerateTraces(1, 300, 4343)
+	long := GenerateTraces(1, 60, 4343)
 	shift := spans[len(spans)-1].StartTime.Add(-90 * time.Minute).Sub(long[0].StartTime)
 	for i := range long {
-		at := shift + time.Duration(i)*10*time.Minute
+		at := shift + time.Duration(i)*50*time.Minute
 		long[i].StartTime, long[i].EndTime = long[i].StartTime.Add(at), long[i].EndTime.Add(at)
 		for e := range long[i].Events {
 			long[i].Events[e].Time = long[i].Events[e].Time.Add(at)
