@@ -41,7 +41,10 @@ const (
 	chunkMax     = 1024
 	chunkInitial = 64
 	// vacuumStep is how many pages one step of incremental vacuum frees.
-	vacuumStep = 2048
+	vacuumStep = 512
+	// blocksPerDelete is how many payload blocks one transaction frees
+	// (each ~10–30 KB of pages to the free list).
+	blocksPerDelete = 100
 	// fullVacuumMaxBytes: a file from before incremental auto-vacuum is
 	// converted with one full VACUUM only when it is at most this large
 	// (a VACUUM holds the write lock for its whole run, ~1 s at this
@@ -57,8 +60,11 @@ type DeleteResult struct {
 	PagesFreed   int64 // pages the vacuum returned to the file system
 	VacuumedFull bool  // the pass ran a full VACUUM (converting the file to incremental auto-vacuum)
 	Chunks       int64 // transactions that deleted traces
-	// LongestHold is the longest the pass held the write lock at once.
-	LongestHold time.Duration
+	// LongestHold is the longest the pass held the write lock at once,
+	// and LongestHoldStep the step that did ("chunk", "free blocks",
+	// "vacuum", "checkpoint").
+	LongestHold     time.Duration
+	LongestHoldStep string
 }
 
 // DeleteTracesBefore deletes every trace of project (store.Span.Project:
@@ -130,9 +136,10 @@ func (p *deletePass) loadTags(ctx context.Context) error {
 	return rows.Err()
 }
 
-// hold runs f under the write lock, measures how long it held it, and
-// then pauses half as long (ctx permitting) so that ingest gets its turn.
-func (p *deletePass) hold(ctx context.Context, f func() error) (time.Duration, error) {
+// hold runs f (step names it) under the write lock, measures how long it
+// held it, and then pauses half as long (ctx permitting) so that ingest
+// gets its turn.
+func (p *deletePass) hold(ctx context.Context, step string, f func() error) (time.Duration, error) {
 	p.s.writeMu.Lock()
 	began := time.Now()
 	err := p.s.usable()
@@ -141,7 +148,9 @@ func (p *deletePass) hold(ctx context.Context, f func() error) (time.Duration, e
 	}
 	took := time.Since(began)
 	p.s.writeMu.Unlock()
-	p.res.LongestHold = max(p.res.LongestHold, took)
+	if took > p.res.LongestHold {
+		p.res.LongestHold, p.res.LongestHoldStep = took, step
+	}
 	if err == nil {
 		t := time.NewTimer(took / 2)
 		select {
@@ -157,7 +166,7 @@ func (p *deletePass) hold(ctx context.Context, f func() error) (time.Duration, e
 // one transaction and returns how many it deleted (0: none left).
 func (p *deletePass) deleteChunk(ctx context.Context) (int, error) {
 	var n int
-	took, err := p.hold(ctx, func() error {
+	took, err := p.hold(ctx, "chunk", func() error {
 		var err error
 		n, err = p.deleteChunkLocked(ctx)
 		return err
@@ -331,11 +340,10 @@ func (p *deletePass) freeBlocks(ctx context.Context) error {
 	for b := range p.blocks {
 		unused = append(unused, b)
 	}
-	const per = 500
 	for len(unused) > 0 {
-		part := unused[:min(per, len(unused))]
+		part := unused[:min(blocksPerDelete, len(unused))]
 		unused = unused[len(part):]
-		_, err := p.hold(ctx, func() error {
+		_, err := p.hold(ctx, "free blocks", func() error {
 			r, err := p.s.writer.ExecContext(ctx, `DELETE FROM payload_blocks WHERE id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(part)), ",")+`)`, part...)
 			if err != nil {
 				return err
@@ -371,7 +379,7 @@ func (s *Store) reclaim(ctx context.Context, res *DeleteResult) error {
 	case mode == 2:
 		for {
 			var free int64
-			_, err := p.hold(ctx, func() error {
+			_, err := p.hold(ctx, "vacuum", func() error {
 				if err := s.writer.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil || free == 0 {
 					return err
 				}
@@ -386,7 +394,7 @@ func (s *Store) reclaim(ctx context.Context, res *DeleteResult) error {
 			}
 		}
 	case before*pageSize <= fullVacuumMaxBytes:
-		_, err := p.hold(ctx, func() error {
+		_, err := p.hold(ctx, "full vacuum", func() error {
 			if _, err := s.writer.ExecContext(ctx, `PRAGMA auto_vacuum = INCREMENTAL`); err != nil {
 				return fmt.Errorf("set auto_vacuum: %w", err)
 			}
@@ -405,7 +413,7 @@ func (s *Store) reclaim(ctx context.Context, res *DeleteResult) error {
 	}
 	// The WAL holds the moved pages until a checkpoint; truncate it so the
 	// space is really back. Its size is bounded by the steps above.
-	_, err := p.hold(ctx, func() error {
+	_, err := p.hold(ctx, "checkpoint", func() error {
 		_, err := s.writer.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err
 	})
@@ -480,7 +488,9 @@ func (j *RetentionJob) RunOnce(ctx context.Context) (DeleteResult, error) {
 		total.PagesFreed += r.PagesFreed
 		total.VacuumedFull = total.VacuumedFull || r.VacuumedFull
 		total.Chunks += r.Chunks
-		total.LongestHold = max(total.LongestHold, r.LongestHold)
+		if r.LongestHold > total.LongestHold {
+			total.LongestHold, total.LongestHoldStep = r.LongestHold, r.LongestHoldStep
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
