@@ -254,7 +254,7 @@ func TestPairedTableHasEveryRoundAndTheRatios(t *testing.T) {
 
 func TestSpliceDocReplacesOnlyBetweenTheMarkers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "doc.md")
-	orig := "# title\n\ntext before\n" + docBegin + "\nold table\n" + docEnd + "\ntext after\n"
+	orig := "# title\n\ntext naming `" + docBegin + "` and `" + docEnd + "`\n" + docBegin + "\nold table\n" + docEnd + "\ntext after\n"
 	if err := os.WriteFile(path, []byte(orig), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestSpliceDocReplacesOnlyBetweenTheMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
-	if want := "# title\n\ntext before\n" + docBegin + "\n\nnew table\n\n" + docEnd + "\ntext after\n"; string(b) != want {
+	if want := "# title\n\ntext naming `" + docBegin + "` and `" + docEnd + "`\n" + docBegin + "\n\nnew table\n\n" + docEnd + "\ntext after\n"; string(b) != want {
 		t.Fatalf("doc =\n%s\nwant\n%s", b, want)
 	}
 	if err := os.WriteFile(path, []byte("no markers"), 0o644); err != nil {
@@ -337,5 +337,27 @@ func TestSessionsArrangeChildren(t *testing.T) {
 		if got != want {
 			t.Errorf("-sessions %s: child's session %d, want %d", mode, got, want)
 		}
+	}
+}
+
+// The final command writes its tables into docs/throughput.md: the page
+// has the marker lines, and splicing changes nothing outside them.
+func TestThroughputDocTakesTheTables(t *testing.T) {
+	orig, err := os.ReadFile(filepath.Join("..", "..", "docs", "throughput.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "throughput.md")
+	if err := os.WriteFile(path, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := spliceDoc(path, "NEW TABLES\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	before, _, _ := strings.Cut(string(orig), "\n"+docBegin+"\n")
+	_, after, _ := strings.Cut(string(orig), "\n"+docEnd+"\n")
+	if want := before + "\n" + docBegin + "\n\nNEW TABLES\n\n" + docEnd + "\n" + after; string(got) != want {
+		t.Fatalf("splicing docs/throughput.md changed more than its generated block")
 	}
 }

@@ -165,18 +165,20 @@ const (
 	docEnd   = "<!-- throughput:end -->"
 )
 
-// spliceDoc replaces what lies between the markers in path with md.
+// spliceDoc replaces what lies between the marker lines in path with md
+// (a marker quoted inside a line of text is not one).
 func spliceDoc(path, md string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("-doc: %w", err)
 	}
-	s := string(b)
-	i, j := strings.Index(s, docBegin), strings.Index(s, docEnd)
+	s := "\n" + string(b)
+	i, j := strings.Index(s, "\n"+docBegin+"\n"), strings.Index(s, "\n"+docEnd+"\n")
 	if i < 0 || j < i {
 		return fmt.Errorf("-doc %s: want a line %q and, after it, a line %q", path, docBegin, docEnd)
 	}
-	out := s[:i+len(docBegin)] + "\n\n" + md + "\n" + s[j:]
+	i, j = i+1, j+1 // the markers, after the newline before them
+	out := s[1:i+len(docBegin)] + "\n\n" + md + "\n" + s[j:]
 	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
 		return errors.Join(fmt.Errorf("-doc: %w", err))
 	}
