@@ -61,6 +61,8 @@ type report struct {
 	Load      loadInfo  `json:"load"`
 	Options   options   `json:"options"`
 	Runs      []result  `json:"runs"`
+	// Retried lists runs that were run again because a process died.
+	Retried []string `json:"retried,omitempty"`
 }
 
 func (r report) write(dir string) error {
@@ -134,6 +136,9 @@ func (r report) markdown() string {
 			x.TargetCPUSeconds, x.CHCPUSeconds, x.ClientCPUSeconds, x.OtherCores,
 			float64(x.TargetPeakRSS)/1e6, float64(x.CHPeakRSS)/1e6,
 			float64(x.DiskBytes)/1e6, float64(x.DiskBytesOptimized)/1e6, x.LoadAvg)
+	}
+	for _, s := range r.Retried {
+		fmt.Fprintf(&b, "\nrun again: %s\n", s)
 	}
 	for _, x := range r.Runs {
 		if x.FirstError != "" {
