@@ -412,6 +412,12 @@ func oneRun(ctx context.Context, o options, n int, tname string, senders, round 
 		res.CHCPUPerM = res.CHCPUSeconds / m
 		res.ClientCPUPerM = res.ClientCPUSeconds / m
 	}
+	// Merge amplification, before OPTIMIZE adds its own: rows merged per
+	// row inserted (both tables of the run's database and the server's
+	// own system tables; the span table dominates).
+	if v, err := ch.queryInts(ctx, "SELECT sumIf(value, event = 'MergedRows'), sumIf(value, event = 'InsertedRows') FROM system.events"); err == nil && len(v) == 2 && v[1] > 0 {
+		res.MergedPerInserted = float64(v[0]) / float64(v[1])
+	}
 	if res.DiskBytes, err = ch.diskBytes(ctx, db); err != nil {
 		return res, err
 	}
