@@ -125,6 +125,7 @@ func (s *spooler) feed(ctx context.Context) {
 	// at most batchBytes plus one record.
 	buf := make([]byte, 0, s.batchBytes+s.batchBytes/4)
 	var ends []int // where each record ends in buf
+	commitFailing := false
 	for {
 		recs, err := s.wal.TryRead(s.batchBytes)
 		if err == nil && len(recs) == 0 {
@@ -179,8 +180,18 @@ func (s *spooler) feed(ctx context.Context) {
 		}
 		if err := s.wal.Commit(end); err != nil {
 			// The records are stored; committing later (or replaying them
-			// after a restart) is harmless.
+			// after a restart) is harmless. A full disk defers the
+			// checkpoint (spool.ErrCheckpointDeferred) but still frees
+			// what it can.
+			if !commitFailing {
+				s.log.Warn("spool feeder: commit the spool position failed; the records are stored, the spool retries at the next commit", zap.Error(err))
+			}
+			commitFailing = true
 			s.fail(err, "commit the spool position")
+		} else if commitFailing {
+			commitFailing = false
+			st := s.wal.Stats()
+			s.log.Info("spool feeder: the spool position is committed again", zap.Int64("bytes", st.Bytes), zap.Bool("disk_full", st.DiskFull))
 		}
 	}
 }
@@ -190,13 +201,16 @@ func (s *spooler) feed(ctx context.Context) {
 // first (the records stay in the spool).
 func (s *spooler) store(ctx context.Context, buf []byte, ends []int) bool {
 	backoff := 100 * time.Millisecond
-	for {
+	for attempt := 1; ; attempt++ {
 		err := s.storeOnce(ctx, buf, ends)
 		if err == nil {
 			s.mu.Lock()
 			s.lastOK = time.Now()
 			s.storedRecs += int64(len(ends))
 			s.mu.Unlock()
+			if attempt > 1 {
+				s.log.Info("spool feeder: stored again after failed attempts", zap.Int("attempts", attempt), zap.Int("records", len(ends)), zap.Int("bytes", len(buf)))
+			}
 			return true
 		}
 		if ctx.Err() != nil {

@@ -293,3 +293,26 @@ func TestConsumedSegmentIsFreedWhenTheDiskFills(t *testing.T) {
 		t.Fatalf("read %d of 40", len(got))
 	}
 }
+
+// TestFullDiskAfterARotationRecovers: the disk fills just as a segment is
+// sealed — the new segment is created (a page) but the record does not fit
+// in it — so the spool's whole content is in the sealed segment. Once that
+// is consumed and removed its space must come back. (The reliability
+// suite's disk-full row found it did not: the sealed segment's file stayed
+// open, unlinked, until a sync that no failing append ever started.)
+func TestFullDiskAfterARotationRecovers(t *testing.T) {
+	o := quietOptions(filepath.Join(tmpfs(t, 1<<20), "spool"))
+	o.SegmentBytes, o.MaxBytes = 1<<20-64<<10, 1<<30
+	w := mustOpen(t, o)
+	acked := fillSpool(t, w, 0, 300<<10)
+	if st := w.Stats(); st.Segments != 2 || len(acked) != 3 {
+		t.Fatalf("after filling: %d records in %d segments; want 3 records and a second, empty segment", len(acked), st.Segments)
+	}
+	got, ends := readAll(t, w, 16<<20)
+	consumed(t, acked, got)
+	t.Logf("commit of everything on the full disk: %v", w.Commit(ends[len(ends)-1]))
+	again := fillSpool(t, w, len(acked), 300<<10)
+	if len(again) < 2 {
+		t.Fatalf("after consuming the sealed segment only %d records fit again", len(again))
+	}
+}

@@ -296,12 +296,28 @@ func (w *WAL) Commit(p Position) error {
 	}
 	w.unconsumed = w.liveBytes() - p.Offset
 	recycled, rerr := w.recycleLocked()
+	var retired []*os.File
 	if len(gone) > 0 {
 		w.short = 0 // the spool freed space: Stats asks the disk again
+		// A removed segment's space comes back only once no descriptor
+		// holds it: the reader's, and the sealed segments the syncer
+		// would close at its next sync — which, on a full disk where
+		// every append fails, never comes.
+		if w.rfile != nil && w.rfileIdx < p.Segment {
+			w.rfile.Close()
+			w.rfile = nil
+		}
+		retired, w.retired = w.retired, nil
 	}
 	owed, ckpt := w.ckptOwed, w.ckpt
 	w.mu.Unlock()
 	w.readMu.Unlock()
+	if len(retired) > 0 {
+		// The syncer may be in an fdatasync of the active segment, never
+		// of a sealed one (those were synced when sealed): closing them
+		// here is safe.
+		closeAll(retired)
+	}
 	if rerr != nil {
 		errs = append(errs, rerr)
 	}
@@ -362,7 +378,16 @@ func (w *WAL) writeOwedCheckpoint(ckpt Position) error {
 func (w *WAL) recycleLocked() (bool, error) {
 	act := &w.segs[len(w.segs)-1]
 	end := Position{Segment: act.index, Offset: act.size}
-	if w.short == 0 || act.size <= headerLen || w.ckpt != end || w.writtenPos != end || w.syncedPos != end || w.err != nil {
+	// A position at the end of the sealed segment before the active one is
+	// the start of the active one (a rotation whose first write failed
+	// leaves the written position there).
+	at := func(p Position) Position {
+		if p.Segment < act.index {
+			return Position{Segment: act.index, Offset: headerLen}
+		}
+		return p
+	}
+	if w.short == 0 || act.size <= headerLen || len(w.segs) != 1 || at(w.ckpt) != end || at(w.writtenPos) != end || at(w.syncedPos) != end || w.err != nil {
 		return false, nil
 	}
 	next := act.index + 1

@@ -486,6 +486,11 @@ func diskFullRow(t *testing.T, bin string) {
 	r.check(t, full, "no sender was refused retryably while the spool's disk was full")
 	r.check(t, notReady, "/readyz while the spool's disk was full answered %d %s; want 503 saying the disk is full", code, body)
 	r.check(t, healed, "no export was acknowledged within 60 s of ClickHouse's return: the full spool did not heal")
+	if !healed || !notReady {
+		if b, err := os.ReadFile(s.logPath()); err == nil {
+			t.Logf("serve's log (last 8 KiB):\n%s", b[max(0, len(b)-8<<10):])
+		}
+	}
 	r.note("a full disk refuses (retryably); what the SDK gives up on within its 10 s timeout is lost at the sender: %s spans never stored", commas(r.C.NeverStored))
 }
 

@@ -61,6 +61,7 @@ type options struct {
 	Seed          uint64
 	Sessions      string
 	Doc           string
+	Retries       int
 }
 
 func main() {
@@ -76,7 +77,10 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage")
+var (
+	errUsage       = errors.New("usage")
+	errProcessDied = errors.New("a process of the run died")
+)
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -91,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.PoolSpans, "pool-spans", 250_000, "agent load: spans generated into the pool requests are composed from")
 	fs.Uint64Var(&o.Seed, "seed", 42, "seed of the load")
 	fs.StringVar(&o.Sessions, "sessions", "own", "process arrangement, the same for both targets: own = ClickHouse and the target each in a session of its own (setsid; under autogroup scheduling each gets its own CPU share, as separate services do); shared = both in the harness's session")
+	fs.IntVar(&o.Retries, "retries", 1, "run a run again this many times when its ClickHouse or target died during it (the report lists each)")
 	fs.StringVar(&o.Doc, "doc", "", "also write the results into this Markdown file between its <!-- throughput:begin --> and <!-- throughput:end --> lines (e.g. ../../docs/throughput.md)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 3*time.Minute, "after the senders stop, how long to wait for every acknowledged span to be stored")
 	fs.BoolVar(&o.Optimize, "optimize", true, "after measuring, OPTIMIZE TABLE … FINAL every table of the run's database and measure bytes on disk again")
@@ -212,6 +217,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				}
 				log.Info("run", "n", n, "target", t, "senders", s, "round", round, "duration", o.Duration)
 				r, err := oneRun(ctx, o, n, t, s, round, src, log)
+				for try := 1; err != nil && errors.Is(err, errProcessDied) && try <= o.Retries && ctx.Err() == nil; try++ {
+					// Rare, and void only this run: its ClickHouse or target
+					// died (the process's exit status is in err).
+					log.Warn("a process died; running again", "n", n, "target", t, "round", round, "error", err)
+					rep.Retried = append(rep.Retried, fmt.Sprintf("run %d (%s, round %d): %v", n, t, round, err))
+					r, err = oneRun(ctx, o, n, t, s, round, src, log)
+				}
 				if err != nil {
 					unlock()
 					return fmt.Errorf("run %d (%s, %d senders, round %d): %w", n, t, s, round, err)
@@ -357,11 +369,16 @@ func oneRun(ctx context.Context, o options, n int, tname string, senders, round 
 			q, pause = distinctQ, 500*time.Millisecond
 			continue
 		}
-		if storedAt.After(drainEnd) || ctx.Err() != nil {
+		if storedAt.After(drainEnd) || ctx.Err() != nil || ch.proc.died("") != nil || p.died("") != nil {
 			log.Warn("drain timed out", "acked", load.Acked, "stored", stored, "query_error", err)
 			break
 		}
 		time.Sleep(pause)
+	}
+	// A process that died during the run makes it void: say which, and
+	// how it ended.
+	if err := errors.Join(ch.proc.died("ClickHouse"), p.died(tname)); err != nil {
+		return res, fmt.Errorf("%w: %w", errProcessDied, err)
 	}
 	tcpu1, err1 := procCPU(p.PID)
 	ccpu1, err2 := procCPU(ch.PID)
@@ -394,6 +411,12 @@ func oneRun(ctx context.Context, o options, n int, tname string, senders, round 
 		res.TargetCPUPerM = res.TargetCPUSeconds / m
 		res.CHCPUPerM = res.CHCPUSeconds / m
 		res.ClientCPUPerM = res.ClientCPUSeconds / m
+	}
+	// Merge amplification, before OPTIMIZE adds its own: rows merged per
+	// row inserted (both tables of the run's database and the server's
+	// own system tables; the span table dominates).
+	if v, err := ch.queryInts(ctx, "SELECT sumIf(value, event = 'MergedRows'), sumIf(value, event = 'InsertedRows') FROM system.events"); err == nil && len(v) == 2 && v[1] > 0 {
+		res.MergedPerInserted = float64(v[0]) / float64(v[1])
 	}
 	if res.DiskBytes, err = ch.diskBytes(ctx, db); err != nil {
 		return res, err

@@ -361,3 +361,24 @@ func TestThroughputDocTakesTheTables(t *testing.T) {
 		t.Fatalf("splicing docs/throughput.md changed more than its generated block")
 	}
 }
+
+// A process that exits during a run is named with how it ended, so a
+// void run says why.
+func TestDiedNamesTheProcessAndItsExit(t *testing.T) {
+	p, err := startProcess("sh", []string{"-c", "exit 7"}, filepath.Join(t.TempDir(), "log"), "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	if err := p.died("ClickHouse"); err == nil || !strings.Contains(err.Error(), "ClickHouse") || !strings.Contains(err.Error(), "exit status 7") {
+		t.Fatalf("died = %v, want the name and the exit status", err)
+	}
+	q, err := startProcess("sleep", []string{"30"}, filepath.Join(t.TempDir(), "log"), "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.stop(5 * time.Second)
+	if err := q.died("peer"); err != nil {
+		t.Fatalf("a running process: %v", err)
+	}
+}

@@ -25,6 +25,7 @@ type target struct {
 // process is a started target.
 type process struct {
 	cmd      *exec.Cmd
+	logPath  string
 	PID      int
 	GRPCAddr string
 	exited   chan struct{}
@@ -62,13 +63,24 @@ func startProcess(bin string, args []string, logPath, sessions string) (*process
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	p := &process{cmd: cmd, PID: cmd.Process.Pid, exited: make(chan struct{})}
+	p := &process{cmd: cmd, logPath: logPath, PID: cmd.Process.Pid, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logf.Close()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// died says whether the process has exited, and how, as an error naming
+// it (what); nil while it runs.
+func (p *process) died(what string) error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s (pid %d) exited during the run: %v; see %s", what, p.PID, p.waitErr, p.logPath)
+	default:
+		return nil
+	}
 }
 
 // stop sends SIGTERM and waits up to grace, then SIGKILL.
