@@ -196,9 +196,18 @@ func (s *spooler) feed(ctx context.Context) {
 	}
 }
 
+// splitAfter is how many times the feeder offers a batch of several
+// records whole to a store that answers and refuses it, before it stores
+// the batch in halves.
+const splitAfter = 3
+
 // store writes the records buf holds (each ending at an offset in ends) in
 // one insert, retrying with backoff until it succeeds; false when ctx ended
-// first (the records stay in the spool).
+// first (the records stay in the spool). A batch the store refuses whole
+// while it is reachable (an error not wrapping store.ErrUnavailable; issue
+// 36 found one, a query over the server's size limit) is stored in halves
+// after splitAfter attempts, each half the same way: such an error never
+// wedges the spool, and an outage still ends in one large insert.
 func (s *spooler) store(ctx context.Context, buf []byte, ends []int) bool {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -217,6 +226,16 @@ func (s *spooler) store(ctx context.Context, buf []byte, ends []int) bool {
 			return false
 		}
 		s.fail(err, "store spooled spans")
+		if attempt >= splitAfter && len(ends) > 1 && !errors.Is(err, store.ErrUnavailable) {
+			mid := len(ends) / 2
+			cut := ends[mid-1]
+			rest := make([]int, len(ends)-mid)
+			for i, e := range ends[mid:] {
+				rest[i] = e - cut
+			}
+			s.log.Warn("spool feeder: the store refuses this batch whole; storing it in halves", zap.Int("records", len(ends)), zap.Int("attempts", attempt))
+			return s.store(ctx, buf[:cut], ends[:mid]) && s.store(ctx, buf[cut:], rest)
+		}
 		if !sleepCtx(ctx, backoff) {
 			return false
 		}

@@ -342,10 +342,21 @@ func finishClickHouse(t *testing.T, r *rowResult, s *serveProc, l *load, ch *chS
 	t.Helper()
 	l.stop()
 	if s.running() {
-		waitFor(t.Context(), 90*time.Second, func() bool {
-			h := s.health()
+		began := time.Now()
+		var h health
+		drained := waitFor(t.Context(), 90*time.Second, func() bool {
+			h = s.health()
 			return !h.OK || h.Spool == nil || h.Spool.Bytes == 0
 		})
+		if h.Spool != nil {
+			if drained {
+				r.note("the spool drained %s after the senders stopped", secs(time.Since(began).Round(time.Second)))
+			} else {
+				// What is left stays on disk for the next start; the row
+				// still counts it as not stored, and says why.
+				r.note("the spool still held %s bytes %s after the senders stopped; serve log: %s", commas(h.Spool.Bytes), secs(time.Since(began).Round(time.Second)), tailFile(s.logPath(), 10))
+			}
+		}
 		waitClickHouseSettled(t, ch, db, 3*time.Second, 90*time.Second)
 		s.term(60 * time.Second)
 	}

@@ -423,27 +423,20 @@ func (s *Store) loadStates(ctx context.Context, keys, reread []traceKey, lb *lig
 	}
 	for project, ids := range byProject {
 		pc := "project = " + quoteString(project)
-		rows, err := s.query(ctx, "SELECT DISTINCT trace_id FROM "+s.summaryTable+" WHERE "+pc+" AND trace_id IN (?)", ids)
-		if err != nil {
-			return nil, fmt.Errorf("look up traces: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("look up traces: %w", err)
+		for chunk := range slices.Chunk(ids, idsPerQuery) {
+			found, err := s.knownTraces(ctx, pc, chunk)
+			if err != nil {
+				return nil, fmt.Errorf("look up %d traces: %w", len(chunk), err)
 			}
-			known[project] = append(known[project], id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("look up traces: %w", err)
+			known[project] = append(known[project], found...)
 		}
 	}
 	out := map[traceKey]*traceState{}
 	for project, ids := range known {
-		if err := s.readStates(ctx, "project = "+quoteString(project), ids, func(t *traceState) { out[t.key] = t }); err != nil {
-			return nil, fmt.Errorf("read stored spans: %w", err)
+		for chunk := range slices.Chunk(ids, idsPerQuery) {
+			if err := s.readStates(ctx, "project = "+quoteString(project), chunk, func(t *traceState) { out[t.key] = t }); err != nil {
+				return nil, fmt.Errorf("read stored spans of %d traces: %w", len(chunk), err)
+			}
 		}
 		for _, id := range ids {
 			k := traceKey{project, id}
@@ -456,6 +449,31 @@ func (s *Store) loadStates(ctx context.Context, keys, reread []traceKey, lb *lig
 		}
 	}
 	return out, nil
+}
+
+// idsPerQuery bounds the trace ids one look-up names: the driver binds
+// them into the query's text, which ClickHouse caps at max_query_size
+// (256 KiB by default, ~7,000 quoted ids), and a spool batch after an
+// outage names far more.
+const idsPerQuery = 2000
+
+// knownTraces returns which of ids (of the project pc selects) have a
+// summary row.
+func (s *Store) knownTraces(ctx context.Context, pc string, ids []string) ([]string, error) {
+	rows, err := s.query(ctx, "SELECT DISTINCT trace_id FROM "+s.summaryTable+" WHERE "+pc+" AND trace_id IN (?)", ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var found []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		found = append(found, id)
+	}
+	return found, rows.Err()
 }
 
 // stateColumns are what a trace's state is rebuilt from, per span.

@@ -302,7 +302,7 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	if n == 0 {
 		return nil
 	}
-	return s.writeItems(ctx, items, n)
+	return s.unavailable(ctx, s.writeItems(ctx, items, n))
 }
 
 // WriteSpooled stores records AppendBatch encoded with one INSERT into
@@ -354,7 +354,9 @@ func (s *Store) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	return n, s.writeItems(ctx, items, n)
+	// A server that could not be reached wraps store.ErrUnavailable: the
+	// spool feeder tells an outage from a batch the server refuses.
+	return n, s.unavailable(ctx, s.writeItems(ctx, items, n))
 }
 
 // preparedSpans is a batch from the pool, whose memory an earlier batch
