@@ -264,12 +264,18 @@ func peakRSSMB() float64 {
 // embedded SQLite store; ClickHouse at LOOMWORK_CLICKHOUSE_DSN, skipped
 // without one) and measures the server time of what a user does with it:
 //
-//   - first_open: the first page ever (the rollup derived from the summary
-//     ingest kept and the tree analysed from the spans' bones, then kept by
-//     the store; run with -benchtime=1x, later ops forget what was kept
-//     but ClickHouse's kept head);
+//   - open_unkept: the first page of a trace nothing was kept for (the
+//     rollup derived from the summary ingest kept and the tree analysed
+//     from the spans' bones, then kept by the store; run with
+//     -benchtime=1x, later ops forget what was kept but ClickHouse's kept
+//     head): what a reader pays when it opens a huge trace before serve's
+//     keeper got to it;
+//   - keep: the same derivation done behind ingest by serve's keeper
+//     (Keeper.Pass once the trace is quiet), after forgetting what
+//     open_unkept kept: background work, no reader waits on it;
 //   - page: the page after a restart (the store opened again, a new web
-//     server: what the store kept only);
+//     server: what the store kept only), which is the first open of a
+//     huge trace the keeper has kept;
 //   - page_warm: the page again (web cache);
 //   - expand: one sub-agent's first page of children (/rows);
 //   - panel: one span's panel (/spans/{id}?fragment=1);
@@ -365,7 +371,8 @@ func benchBigTrace(b *testing.B, n int, open func() (store.Store, error)) {
 		restart    bool // a fresh server (empty web cache) per op
 	}
 	ops := []op{
-		{"first_open", page, true},
+		{"open_unkept", page, true},
+		{"keep", "", true},
 		{"page", page, true},
 		{"page_warm", page, false},
 		{"expand", page + "/rows?parent=" + sub, false},
@@ -374,6 +381,15 @@ func benchBigTrace(b *testing.B, n int, open func() (store.Store, error)) {
 		{"api_page", "/api/v1/traces/" + id + "?limit=1000", true},
 	}
 	warm := serve(st)
+	forget := func(b *testing.B) {
+		if w, ok := st.(store.WindowReader); ok {
+			for _, kind := range []string{rollup.AnalysisKind, warm.windowKind()} {
+				if err := w.SaveDerived(ctx, id, kind, -1, []byte("{}")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
 	for _, o := range ops {
 		b.Run(o.name, func(b *testing.B) {
 			if o.name == "page_warm" || o.name == "expand" || o.name == "panel" {
@@ -386,24 +402,37 @@ func benchBigTrace(b *testing.B, n int, open func() (store.Store, error)) {
 			var wall, cpu time.Duration
 			ops := 0
 			for b.Loop() {
-				if o.name == "first_open" && ops > 0 {
-					// Forget what the last op kept, so this one is a
-					// first open again (run with -benchtime=1x for the
-					// very first, which on ClickHouse also derives the
+				if (o.name == "open_unkept" && ops > 0) || o.name == "keep" {
+					// Forget what the last op kept, so this one derives
+					// again (run with -benchtime=1x for the very first
+					// open_unkept, which on ClickHouse also derives the
 					// trace's head).
 					b.StopTimer()
-					if w, ok := st.(store.WindowReader); ok {
-						for _, kind := range []string{rollup.AnalysisKind, warm.windowKind()} {
-							if err := w.SaveDerived(ctx, id, kind, -1, []byte("{}")); err != nil {
-								b.Fatal(err)
-							}
-						}
-					}
+					forget(b)
 					b.StartTimer()
 				}
 				srv, done := warm, func() {}
 				if o.restart {
 					srv, done = restarted(b)
+				}
+				if o.name == "keep" {
+					b.StopTimer()
+					k, err := srv.NewKeeper(KeeperConfig{Lookback: 100 * 365 * 24 * time.Hour})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := k.Pass(ctx); err != nil { // first sight
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					c0, t0 := cpuTime(), time.Now()
+					if n, err := k.Pass(ctx); err != nil || n != 1 {
+						b.Fatalf("keeper pass kept %d traces (%v), want 1", n, err)
+					}
+					wall, cpu = wall+time.Since(t0), cpu+cpuTime()-c0
+					done()
+					ops++
+					continue
 				}
 				c0, t0 := cpuTime(), time.Now()
 				get(b, srv, o.path)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -316,8 +315,22 @@ func (m *Main) serveConfig(f *serveFlags, log *slog.Logger) (*serveSetup, error)
 	return s, nil
 }
 
+// projectNames lists the projects serve stores traces for: the default
+// project, and each project of --keys.
+func (s *serveSetup) projectNames() []string {
+	names := []string{""}
+	if s.keys != nil {
+		for _, p := range s.keys.Projects() {
+			if p.Name != "" {
+				names = append(names, p.Name)
+			}
+		}
+	}
+	return names
+}
+
 // uiHandler is the web UI and JSON API over the store.
-func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.Store, prices *pricing.Table, approvals web.Approvals) (http.Handler, error) {
+func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.Store, prices *pricing.Table, approvals web.Approvals) (*web.Server, error) {
 	files := &web.FileSources{RunsDir: *f.runsDir, ReportsDir: *f.reportsDir, AblationsDir: *f.ablationsDir}
 	health := func(ctx context.Context) web.HealthReport {
 		h := srv.Health(ctx)
