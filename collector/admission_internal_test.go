@@ -79,10 +79,11 @@ func TestAdmissionLoneLargeRequest(t *testing.T) {
 }
 
 // The tap refuses, before the message is read, a request that the ones
-// already admitted would keep from finishing before its deadline (judged
-// from the drain rate measured while requests were being refused), and a
-// request of any deadline when the store path says it is behind.
-func TestAdmissionRefusesWhatCannotFinishBeforeItsDeadline(t *testing.T) {
+// already admitted would keep from finishing within the horizon every
+// protocol shares (half the exporters' 10 s timeout, judged from the drain
+// rate measured while requests were being refused), and a request of any
+// deadline when the store path says it is behind.
+func TestAdmissionRefusesWhatCannotFinishWithinTheHorizon(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	a := newAdmission(64<<20, time.Second)
 	a.now = func() time.Time { return now }
@@ -123,30 +124,32 @@ func TestAdmissionRefusesWhatCannotFinishBeforeItsDeadline(t *testing.T) {
 	if a.rate.Load() != before {
 		t.Errorf("the rate moved from %d to %d over an interval without refusals", before, a.rate.Load())
 	}
-	// 1 MiB admitted and a 1 MiB estimate: ~0.5 s to drain. With 10 s
-	// left it fits; with 0.6 s left (four fifths of it 0.48 s) it does
-	// not.
+	// 1 MiB admitted and a 1 MiB estimate: ~0.5 s to drain, within the
+	// horizon: admitted with 10 s left, and with 0.6 s left too, as an
+	// HTTP request (which cannot state a deadline) would be. Refusing
+	// gRPC alone for its own deadline put the refusals of a busy machine
+	// on gRPC (make test: 17% of gRPC senders' spans acknowledged, 37% of
+	// HTTP's).
 	a.avg.Store(1 << 20)
-	if tk, err := call(10 * time.Second); err != nil {
-		t.Fatalf("10 s left: %v", err)
-	} else {
-		tk.release()
-	}
-	if _, err := call(600 * time.Millisecond); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "would not finish in time") {
-		t.Fatalf("0.6 s left behind ~0.5 s of work: %v, want RESOURCE_EXHAUSTED naming the deadline", err)
+	for _, left := range []time.Duration{10 * time.Second, 600 * time.Millisecond} {
+		if tk, err := call(left); err != nil {
+			t.Fatalf("%s left behind ~0.5 s of work: %v", left, err)
+		} else {
+			tk.release()
+		}
 	}
 	// One horizon for every request: half the exporters' default timeout
 	// (5 s). Behind ~8 s of work, a gRPC request with a minute left and an
 	// HTTP request (which states no deadline) are both refused; behind
 	// ~0.5 s, an HTTP request is admitted.
 	a.avg.Store(32 << 20)
-	if _, err := call(time.Minute); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("a minute left behind ~8 s of work: %v, want RESOURCE_EXHAUSTED", err)
+	if _, err := call(time.Minute); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "would not finish within 5s") {
+		t.Fatalf("a minute left behind ~8 s of work: %v, want RESOURCE_EXHAUSTED naming the horizon", err)
 	}
-	if _, st := a.admit(32<<20, time.Time{}, false, protoHTTP, "test"); st == nil || st.Code() != codes.ResourceExhausted {
+	if _, st := a.admit(32<<20, protoHTTP, "test"); st == nil || st.Code() != codes.ResourceExhausted {
 		t.Fatalf("an HTTP request behind ~8 s of work: %v, want RESOURCE_EXHAUSTED", st)
 	}
-	if tk, st := a.admit(1<<20, time.Time{}, false, protoHTTP, "test"); st != nil {
+	if tk, st := a.admit(1<<20, protoHTTP, "test"); st != nil {
 		t.Fatalf("an HTTP request behind ~0.5 s of work: %v", st)
 	} else {
 		tk.release()
@@ -173,7 +176,7 @@ func TestAdmissionSharesTheBudgetBetweenProtocols(t *testing.T) {
 		}
 	}()
 	take := func(p protocol) bool {
-		tk, st := a.admit(1<<20, time.Time{}, false, p, "test")
+		tk, st := a.admit(1<<20, p, "test")
 		if st != nil {
 			return false
 		}

@@ -58,7 +58,7 @@ func (p *protoTally) otherf(format string, args ...any) {
 
 // reason counts a refusal by what the server said, in a few words.
 func (p *protoTally) reason(m string) {
-	for _, k := range []string{"store is behind", "deadline", "the request was not read", "-byte request", "memory", "spool", "backlog", "queue"} {
+	for _, k := range []string{"store is behind", "would not finish", "the request was not read", "-byte request", "memory", "spool", "backlog", "queue"} {
 		if strings.Contains(m, k) {
 			m = k
 			break

@@ -275,7 +275,7 @@ func (f *front) handleHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The rule gRPC's tap applies (admission.admit); OTLP/HTTP states no
 	// deadline, so the exporters' default timeout stands in for it.
-	t, refusal := f.admit.admit(est, time.Time{}, false, protoHTTP, "the request was not read")
+	t, refusal := f.admit.admit(est, protoHTTP, "the request was not read")
 	if refusal != nil {
 		writeHTTPStatus(w, mt, http.StatusTooManyRequests, refusal)
 		return

@@ -88,6 +88,10 @@ func listQueries(t *testing.T, mid time.Time, callID, doc, session string) map[s
 // or spans; the session list walks sessions_by_last. It fails when a
 // change loses an index.
 func TestListQueryPlansUseIndexes(t *testing.T) {
+	// Serial reads of a few thousand traces: the race detector slowed it
+	// to minutes (356 s, 173 s, 86 s) and finds nothing TestConformance
+	// does not.
+	testtier.NoRace(t, "TestConformance")
 	testtier.Slow(t)
 	t.Parallel() // a file of its own
 	ctx := store.WithDefaultProject(context.Background())
@@ -209,6 +213,10 @@ func explain(t *testing.T, db *sql.DB, q string, args ...any) []string {
 // written at version 8 reads. Version 8 only adds, so the older file is
 // made from a current one by removing what it added.
 func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
+	// Serial reads of a few thousand traces: the race detector slowed it
+	// to minutes (356 s, 173 s, 86 s) and finds nothing TestConformance
+	// does not.
+	testtier.NoRace(t, "TestConformance")
 	testtier.Slow(t)
 	t.Parallel() // a file of its own
 	ctx := store.WithDefaultProject(context.Background())
