@@ -56,7 +56,9 @@ func (s *Store) query(ctx context.Context, q string, args ...any) (driver.Rows, 
 		return r.rows, s.unavailable(ctx, r.err)
 	case <-ctx.Done():
 		go func() {
-			if r := <-done; r.rows != nil {
+			// A failed query's rows are a typed nil the driver cannot
+			// close (the keeper's test crashed serve's shutdown on it).
+			if r := <-done; r.err == nil && r.rows != nil {
 				r.rows.Close()
 			}
 		}()
