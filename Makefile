@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/loom-eval
 
-.PHONY: demo stop test check soak build install vet fmt-check templ-check fuzz bench throughput clickhouse-fetch cluster-test
+.PHONY: demo stop test check soak build install vet fmt-check templ-check fuzz bench bigdata throughput clickhouse-fetch cluster-test
 
 build:
 	$(GO) build -o $(BIN) ./cmd/loom-eval
@@ -48,9 +48,16 @@ bench:
 
 # Side by side: the OTel Collector + contrib clickhouseexporter (the peer)
 # against `loom-eval serve --store clickhouse://…`, fresh ClickHouse per run
-# (docs/throughput.md). E.g. THROUGHPUT_FLAGS="-duration 5s -senders 4 -rounds 1".
+# (docs/throughput.md). The final comparison, on an idle machine:
+#   make throughput THROUGHPUT_FLAGS="-lock /work/bench.lock -doc ../../docs/throughput.md"
+# A quick check: THROUGHPUT_FLAGS="-duration 10s -rounds 2".
 throughput:
 	cd scripts/throughput && $(GO) run . $(THROUGHPUT_FLAGS)
+
+# The big-data benchmark of issue 36 (docs/bench-bigdata.md), e.g.
+# BIGDATA_FLAGS="-stores sqlite -runs 3".
+bigdata:
+	scripts/bigdata.sh $(BIGDATA_FLAGS)
 
 clickhouse-fetch:
 	./scripts/clickhouse.sh fetch

@@ -28,14 +28,13 @@ func TestConfigValidateNamesEveryBadKey(t *testing.T) {
 	}
 }
 
-// The feeder's insert size follows the memory limit: a sixteenth, never
-// under 16 MiB nor over 128 (what one insert holds twice over, records
-// and the driver's columns).
+// The feeder's insert size follows the memory limit: a thirty-second,
+// never under 16 MiB nor over 64 (the feeder holds about three times it).
 func TestDefaultSpoolBatchFollowsTheMemoryLimit(t *testing.T) {
 	for _, c := range []struct {
 		limitMiB uint32
 		want     int
-	}{{0, 16}, {128, 16}, {512, 32}, {1024, 64}, {2048, 128}, {64 << 10, 128}} {
+	}{{0, 16}, {128, 16}, {512, 16}, {1024, 32}, {2048, 64}, {64 << 10, 64}} {
 		if got := DefaultSpoolBatchMiB(c.limitMiB); got != c.want {
 			t.Errorf("DefaultSpoolBatchMiB(%d) = %d, want %d", c.limitMiB, got, c.want)
 		}

@@ -21,8 +21,8 @@ import (
 
 // ingester is the write side every way into the store shares: it stamps
 // each span with its project, drops content the project does not capture
-// and redacts (projects.go), turns away what the store can never hold
-// (store.SpanChecker), and hands the rest to the committer — or to the
+// and redacts (projects.go), turns away what no store can hold
+// (store.CheckStorable), and hands the rest to the committer — or to the
 // spool — which acknowledges only once the store (or the fsynced spool)
 // has them.
 //
@@ -49,15 +49,20 @@ type ingester struct {
 	checker   store.SpanChecker // the store's, when it has spans it can never store
 }
 
-// unstorable moves the spans the store can never accept (store.SpanChecker)
-// from spans to rejected, so each is refused alone through partial_success
-// instead of failing its whole request with a status the sender retries
-// for ever.
+// unstorable moves the spans no store can hold (store.CheckStorable, the
+// one rule for every backend) or this store never accepts (c, its
+// store.SpanChecker when it has one) from spans to rejected, so each is
+// refused alone through partial_success instead of failing its whole
+// request with a status the sender retries for ever.
 func unstorable(c store.SpanChecker, spans []store.Span, rejected []genai.Rejection) ([]store.Span, []genai.Rejection) {
 	kept := spans[:0]
 	for i := range spans {
 		sp := &spans[i]
-		if err := c.CheckSpan(sp); err != nil {
+		err := store.CheckStorable(sp)
+		if err == nil && c != nil {
+			err = c.CheckSpan(sp)
+		}
+		if err != nil {
 			rejected = append(rejected, genai.Rejection{TraceID: sp.TraceID, SpanID: sp.SpanID, SpanName: sp.Name, Reason: err.Error()})
 			continue
 		}
@@ -185,9 +190,7 @@ func (e *ingester) consume(ctx context.Context, spans []store.Span, rejected []g
 	e.mu.Lock()
 	c, sp, checker := e.committer, e.spooler, e.checker
 	e.mu.Unlock()
-	if checker != nil {
-		spans, rejected = unstorable(checker, spans, rejected)
-	}
+	spans, rejected = unstorable(checker, spans, rejected)
 	if len(spans) == 0 {
 		return rejected, nil
 	}

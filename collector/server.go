@@ -66,20 +66,27 @@ func (s *Server) memoryLimitMiB() uint32 {
 }
 
 // DefaultSpoolBatchMiB is how much of the spool the feeder reads for one
-// insert under a memory limit of limitMiB: a sixteenth, between 16 and
-// 128 MiB (an insert holds the records and the driver's copy of their
-// columns, about twice as much). 128 MiB is ~180k agent spans.
+// insert under a memory limit of limitMiB: a thirty-second, between 16
+// and 64 MiB. The feeder holds about three times that (the spool's read
+// buffer, its own copy of the records, and the driver's block), so at
+// 128 MiB serve's peak RSS was 1.2 GB on the agent load of
+// docs/throughput.md; at 64 MiB (~25k agent spans, ~90k of issue 17's
+// templated ones) it is 0.75 GB, for 0–5 more ClickHouse CPU-s per million
+// spans (docs/bench-ingest.md).
 func DefaultSpoolBatchMiB(limitMiB uint32) int {
-	return int(min(max(limitMiB/16, 16), 128))
+	return int(min(max(limitMiB/32, 16), 64))
 }
 
 // DefaultGCPercent is the Go GC target (GOGC) `loom-eval serve` runs with
-// unless told otherwise. Ingest allocates for every span it decodes, maps
-// and encodes, and at the default of 100 the collector spent about a quarter
-// of its CPU on garbage collection; 400 cut its CPU per span by ~25% for a
-// larger heap (docs/bench-ingest.md). The memory limiter still bounds the
-// heap: serve also sets the runtime's soft memory limit below the limiter's.
-const DefaultGCPercent = 400
+// unless told otherwise: Go's own default. It was 400 while ingest
+// allocated pointer-rich pdata and a fresh buffer for every request (at
+// 100 a quarter of the collector's CPU went to garbage collection); now
+// requests are read into recycled buffers and decoded straight to spans,
+// and on the agent load 100 and 400 use the same CPU per span within the
+// machine's spread while 400 held the heap at the soft memory limit, 1.2
+// GB (docs/bench-ingest.md). The memory limiter still bounds the heap:
+// serve also sets the runtime's soft memory limit below the limiter's.
+const DefaultGCPercent = 100
 
 // Default listen addresses. Loopback by default: serve has no
 // authentication, so exposing it is an explicit choice.
@@ -569,7 +576,10 @@ type Health struct {
 	// shutdown began.
 	Status string `json:"status"`
 	// Ready says whether a load balancer should send data here now.
-	Ready     bool            `json:"ready"`
+	Ready bool `json:"ready"`
+	// Reason says, in words without secrets, why the server is not ok
+	// (what it waits for); empty when it is.
+	Reason    string          `json:"reason,omitempty"`
 	Store     StoreHealth     `json:"store"`
 	Spool     *SpoolHealth    `json:"spool,omitempty"`
 	Admission AdmissionHealth `json:"admission"`
@@ -650,15 +660,39 @@ func (s *Server) Health(ctx context.Context) Health {
 		rh := in.redactionHealth()
 		h.Redaction = &rh
 	}
+	h.Status, h.Ready, h.Reason = s.verdict(h)
+	return h
+}
+
+// verdict is a health report's status, readiness and reason.
+func (s *Server) verdict(h Health) (status string, ready bool, reason string) {
+	sp := h.Spool
 	switch {
 	case s.draining.Load() || !s.listening.Load():
-		h.Status, h.Ready = "draining", false
-	case h.Spool != nil && h.Spool.Fill >= spoolFullAt:
-		h.Status, h.Ready = "unavailable", false
-	case h.Spool != nil && (!h.Store.Reachable || h.Spool.LastError != ""):
-		h.Status = "degraded"
+		return "draining", false, "shutting down (or not started): send elsewhere"
+	case sp != nil && sp.Error != "":
+		return "unavailable", false, "the spool failed and refuses data until serve is restarted"
+	case sp != nil && sp.DiskFull:
+		return "unavailable", false, fmt.Sprintf("the spool's disk is full (%d bytes free): data is refused until the feeder has stored the spool's records in the store%s, or space is freed",
+			sp.DiskFreeBytes, storeWait(h.Store))
+	case sp != nil && sp.Fill >= spoolFullAt:
+		return "unavailable", false, fmt.Sprintf("the spool is %.0f%% full: data is refused from 100%% until the feeder has stored more of it%s",
+			100*sp.Fill, storeWait(h.Store))
+	case sp != nil && !h.Store.Reachable:
+		return "degraded", true, "the store is unreachable: data is acknowledged into the spool and stored once it answers"
+	case sp != nil && sp.LastError != "":
+		return "degraded", true, "the feeder's last store write failed; it is retrying, and data is acknowledged into the spool meanwhile"
 	case !h.Store.Reachable:
-		h.Status, h.Ready = "unavailable", false
+		return "unavailable", false, "the store is unreachable and there is no spool: data is refused until it answers"
 	}
-	return h
+	return "ok", true, ""
+}
+
+// storeWait says, after a spool's refusal, that the store is what it waits
+// for when the store is down.
+func storeWait(st StoreHealth) string {
+	if st.Reachable {
+		return ""
+	}
+	return " (waiting for the store, which does not answer)"
 }

@@ -107,7 +107,7 @@ func (s *spooler) write(ctx context.Context, spans []store.Span) error {
 		// spool may hold.
 		return &statusError{err: err, st: status.Newf(codes.InvalidArgument,
 			"spool %d spans: the request encodes to %d bytes, more than the spool holds (spool_max_mib); send smaller batches: %v", len(spans), len(rec), err)}
-	case errors.Is(err, spool.ErrFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, io.ErrShortWrite):
+	case errors.Is(err, spool.ErrFull), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, io.ErrShortWrite):
 		// A full disk shows as ENOSPC, or as a short write (the kernel
 		// writes what fits and reports the count): the same as a full spool.
 		st := s.wal.Stats()
@@ -125,6 +125,7 @@ func (s *spooler) feed(ctx context.Context) {
 	// at most batchBytes plus one record.
 	buf := make([]byte, 0, s.batchBytes+s.batchBytes/4)
 	var ends []int // where each record ends in buf
+	commitFailing := false
 	for {
 		recs, err := s.wal.TryRead(s.batchBytes)
 		if err == nil && len(recs) == 0 {
@@ -179,30 +180,62 @@ func (s *spooler) feed(ctx context.Context) {
 		}
 		if err := s.wal.Commit(end); err != nil {
 			// The records are stored; committing later (or replaying them
-			// after a restart) is harmless.
+			// after a restart) is harmless. A full disk defers the
+			// checkpoint (spool.ErrCheckpointDeferred) but still frees
+			// what it can.
+			if !commitFailing {
+				s.log.Warn("spool feeder: commit the spool position failed; the records are stored, the spool retries at the next commit", zap.Error(err))
+			}
+			commitFailing = true
 			s.fail(err, "commit the spool position")
+		} else if commitFailing {
+			commitFailing = false
+			st := s.wal.Stats()
+			s.log.Info("spool feeder: the spool position is committed again", zap.Int64("bytes", st.Bytes), zap.Bool("disk_full", st.DiskFull))
 		}
 	}
 }
 
+// splitAfter is how many times the feeder offers a batch of several
+// records whole to a store that answers and refuses it, before it stores
+// the batch in halves.
+const splitAfter = 3
+
 // store writes the records buf holds (each ending at an offset in ends) in
 // one insert, retrying with backoff until it succeeds; false when ctx ended
-// first (the records stay in the spool).
+// first (the records stay in the spool). A batch the store refuses whole
+// while it is reachable (an error not wrapping store.ErrUnavailable; issue
+// 36 found one, a query over the server's size limit) is stored in halves
+// after splitAfter attempts, each half the same way: such an error never
+// wedges the spool, and an outage still ends in one large insert.
 func (s *spooler) store(ctx context.Context, buf []byte, ends []int) bool {
 	backoff := 100 * time.Millisecond
-	for {
+	for attempt := 1; ; attempt++ {
 		err := s.storeOnce(ctx, buf, ends)
 		if err == nil {
 			s.mu.Lock()
 			s.lastOK = time.Now()
 			s.storedRecs += int64(len(ends))
 			s.mu.Unlock()
+			if attempt > 1 {
+				s.log.Info("spool feeder: stored again after failed attempts", zap.Int("attempts", attempt), zap.Int("records", len(ends)), zap.Int("bytes", len(buf)))
+			}
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
 		s.fail(err, "store spooled spans")
+		if attempt >= splitAfter && len(ends) > 1 && !errors.Is(err, store.ErrUnavailable) {
+			mid := len(ends) / 2
+			cut := ends[mid-1]
+			rest := make([]int, len(ends)-mid)
+			for i, e := range ends[mid:] {
+				rest[i] = e - cut
+			}
+			s.log.Warn("spool feeder: the store refuses this batch whole; storing it in halves", zap.Int("records", len(ends)), zap.Int("attempts", attempt))
+			return s.store(ctx, buf[:cut], ends[:mid]) && s.store(ctx, buf[cut:], rest)
+		}
 		if !sleepCtx(ctx, backoff) {
 			return false
 		}
@@ -283,11 +316,23 @@ type SpoolHealth struct {
 	Failures int64 `json:"failed_writes"`
 	// LastError is the feeder's last failure when no write succeeded since.
 	LastError string `json:"last_error,omitempty"`
+	// DiskFull: the spool's disk refused the last record for lack of
+	// space and still has too little (requests are refused until the
+	// feeder frees its segments or something else frees space);
+	// DiskFreeBytes is the room left there (-1: unknown).
+	DiskFull      bool  `json:"disk_full"`
+	DiskFreeBytes int64 `json:"disk_free_bytes"`
+	// Error is what stopped the spool for good (a failed fsync): only a
+	// restart clears it.
+	Error string `json:"error,omitempty"`
 }
 
 func (s *spooler) health(dir string) SpoolHealth {
 	st := s.wal.Stats()
-	h := SpoolHealth{Dir: dir, Bytes: st.Bytes, MaxBytes: st.MaxBytes, Pending: st.Pending}
+	h := SpoolHealth{Dir: dir, Bytes: st.Bytes, MaxBytes: st.MaxBytes, Pending: st.Pending, DiskFull: st.DiskFull, DiskFreeBytes: st.DiskFreeBytes}
+	if st.Err != nil {
+		h.Error = st.Err.Error()
+	}
 	if st.MaxBytes > 0 {
 		h.Fill = float64(st.Bytes) / float64(st.MaxBytes)
 	}

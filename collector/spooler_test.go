@@ -2,7 +2,6 @@ package collector_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -47,14 +46,17 @@ func openClickHouse(t *testing.T) (*clickhouse.Store, *chtest.Server, string) {
 // store's own (the spool capability included).
 type flaky struct {
 	*clickhouse.Store
-	down   atomic.Bool
-	writes atomic.Int64 // WriteBatches and WriteSpooled calls that reached the store
-	spans  atomic.Int64 // spans they carried
+	down atomic.Bool
+	// maxRecs > 0 fails every WriteSpooled of more records: a store
+	// error that depends on the batch, not on the store being down.
+	maxRecs atomic.Int64
+	writes  atomic.Int64 // WriteBatches and WriteSpooled calls that reached the store
+	spans   atomic.Int64 // spans they carried
 }
 
 func (f *flaky) WriteBatches(ctx context.Context, bs []store.PreparedBatch) error {
 	if f.down.Load() {
-		return errors.New("injected: store unreachable")
+		return fmt.Errorf("injected: %w", store.ErrUnavailable)
 	}
 	n := 0
 	for _, b := range bs {
@@ -70,7 +72,10 @@ func (f *flaky) WriteBatches(ctx context.Context, bs []store.PreparedBatch) erro
 
 func (f *flaky) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
 	if f.down.Load() {
-		return 0, errors.New("injected: store unreachable")
+		return 0, fmt.Errorf("injected: %w", store.ErrUnavailable)
+	}
+	if m := f.maxRecs.Load(); m > 0 && int64(len(recs)) > m {
+		return 0, fmt.Errorf("injected: %d records are more than this store takes at once (%d)", len(recs), m)
 	}
 	n, err := f.Store.WriteSpooled(ctx, recs)
 	if err == nil {
@@ -191,6 +196,35 @@ func TestSpoolRidesOutAStoreOutage(t *testing.T) {
 		t.Errorf("%d rows for 500 spans", rows)
 	}
 	waitFor(t, "health back to ok", 10*time.Second, func() bool { return srv.Health(context.Background()).Status == "ok" })
+}
+
+// A batch the store refuses every time as a whole (issue 36: spans of
+// more traces than one ClickHouse query could name) does not wedge the
+// spool: after a few failed attempts the feeder stores it in halves,
+// down to single records, and every acknowledged span is stored once.
+func TestSpoolSplitsABatchTheStoreRefusesWhole(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // its own store (database), server and directories
+	st, chs, db := openClickHouse(t)
+	w := &flaky{Store: st}
+	w.down.Store(true)
+	w.maxRecs.Store(3)
+	srv := startServer(t, w, func(c *collector.ServerConfig) { c.Exporter.SpoolDir = t.TempDir() })
+	for i := range 16 {
+		td, _ := uniqueBatch(uint64(300+i), 5)
+		if _, err := exportGRPC(t, srv, td); err != nil {
+			t.Fatalf("request %d during the outage: %v (the spool should take it)", i, err)
+		}
+	}
+	w.down.Store(false)
+	waitFor(t, "the spooled spans to be stored", time.Minute, func() bool {
+		_, u := countSpans(t, chs, db)
+		return u == 800
+	})
+	if rows, _ := countSpans(t, chs, db); rows != 800 {
+		t.Errorf("%d rows for 800 spans", rows)
+	}
+	waitFor(t, "the spool to be empty", 10*time.Second, func() bool { return srv.Health(context.Background()).Spool.Pending == 0 })
 }
 
 // A full spool refuses with the retryable statuses OTLP defines, and takes

@@ -141,13 +141,40 @@ var jsonPlain = func() (t [256]bool) {
 	return t
 }()
 
+// jsonPlainByte is jsonPlain as 0 or 1, to test eight bytes with one
+// branch.
+var jsonPlainByte = func() (t [256]byte) {
+	for b, plain := range jsonPlain {
+		if plain {
+			t[b] = 1
+		}
+	}
+	return t
+}()
+
 // AppendJSONString quotes s exactly as encoding/json does with HTML
 // escaping on (its default): control characters, '"', '\\', '<', '>', '&',
 // U+2028 and U+2029 escaped; invalid UTF-8 replaced by \ufffd.
 func AppendJSONString(dst []byte, s string) []byte {
+	// Room for s unescaped at once: text runs are appended in pieces,
+	// and growing by pieces copied the buffer several times.
+	dst = slices.Grow(dst, len(s)+2)
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes per test while they are plain: message text is
+		// most of what ingest quotes, and most of it needs no escape.
+		for i+8 <= len(s) {
+			w := s[i : i+8]
+			if jsonPlainByte[w[0]]&jsonPlainByte[w[1]]&jsonPlainByte[w[2]]&jsonPlainByte[w[3]]&
+				jsonPlainByte[w[4]]&jsonPlainByte[w[5]]&jsonPlainByte[w[6]]&jsonPlainByte[w[7]] == 0 {
+				break
+			}
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		b := s[i]
 		if jsonPlain[b] {
 			i++

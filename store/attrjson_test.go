@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -196,6 +197,31 @@ func BenchmarkAppendJSONString(b *testing.B) {
 		buf = buf[:0]
 		for _, s := range ss {
 			buf = AppendJSONString(buf, s)
+		}
+	}
+}
+
+// AppendJSONString tests eight bytes at a time while they are plain: every
+// byte value, at every position of strings around that width, is still
+// quoted as encoding/json quotes it.
+func TestAppendJSONStringQuotesEveryByteAtEveryPosition(t *testing.T) {
+	for n := 1; n <= 19; n++ {
+		for pos := range n {
+			for b := range 256 {
+				s := []byte(strings.Repeat("a", n))
+				s[pos] = byte(b)
+				want, _ := json.Marshal(string(s))
+				if got := AppendJSONString(nil, string(s)); string(got) != string(want) {
+					t.Fatalf("%q: got %s, want %s", s, got, want)
+				}
+			}
+		}
+	}
+	// A multi-byte rune and U+2028 across a word boundary.
+	for _, s := range []string{"aaaaaaa日本語aaaaaaaa", "aaaaaa\u2028aaaaaaaa", "aaaaaaa\xe6\x97aaaaaaa"} {
+		want, _ := json.Marshal(s)
+		if got := AppendJSONString(nil, s); string(got) != string(want) {
+			t.Fatalf("%q: got %s, want %s", s, got, want)
 		}
 	}
 }

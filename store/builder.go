@@ -31,6 +31,11 @@ type SummaryBuilder struct {
 
 	sums   TraceSummary // the billed calls' counts and tokens (countCall)
 	cyclic bool
+
+	// groups are the billed calls' CallGroups; a group in stale had a call
+	// removed whose prompt bounded its range, recomputed by Summary.
+	groups map[groupKey]*CallGroup
+	stale  map[groupKey]bool
 }
 
 // bnode is what the builder keeps of a span.
@@ -47,6 +52,7 @@ func NewSummaryBuilder() *SummaryBuilder {
 	return &SummaryBuilder{
 		idx: map[string]int32{}, waiting: map[string][]int32{}, first: -1, root: -1,
 		agents: map[string]struct{}{}, models: map[string]struct{}{}, labels: map[string]struct{}{},
+		groups: map[groupKey]*CallGroup{}, stale: map[groupKey]bool{},
 	}
 }
 
@@ -250,11 +256,57 @@ func (b *SummaryBuilder) callOf(n int32) Call { return callOf(&b.nodes[n].span) 
 func (b *SummaryBuilder) bill(n int32) Call   { return b.count(n, 1) }
 func (b *SummaryBuilder) unbill(n int32) Call { return b.count(n, -1) }
 
-// count adds (sign 1) or removes (-1) node n's call from the sums.
+// count adds (sign 1) or removes (-1) node n's call from the sums and its
+// group.
 func (b *SummaryBuilder) count(n int32, sign int64) Call {
 	c := b.callOf(n)
 	b.sums.countCall(c, sign)
+	k := c.groupKey()
+	g := b.groups[k]
+	if g == nil {
+		g = &CallGroup{RequestModel: k.req, ResponseModel: k.resp}
+		b.groups[k] = g
+	}
+	if g.add(&c, sign) {
+		b.stale[k] = true
+	}
+	if g.Calls == 0 {
+		delete(b.groups, k)
+		delete(b.stale, k)
+	}
 	return c
+}
+
+// callGroups returns the groups, sorted, first recomputing the prompt
+// range of the stale ones from the billed nodes.
+func (b *SummaryBuilder) callGroups() []CallGroup {
+	if len(b.groups) == 0 {
+		return nil
+	}
+	for k := range b.stale {
+		b.groups[k].setPromptRange(func(yield func(*Call) bool) {
+			for n := range b.nodes {
+				if b.nodes[n].role != RoleCall {
+					continue
+				}
+				sp := &b.nodes[n].span
+				if sp.RequestModel != k.req || sp.ResponseModel != k.resp {
+					continue
+				}
+				c := b.callOf(int32(n))
+				if !yield(&c) {
+					return
+				}
+			}
+		})
+		delete(b.stale, k)
+	}
+	out := make([]CallGroup, 0, len(b.groups))
+	for _, g := range b.groups {
+		out = append(out, *g)
+	}
+	sortGroups(out)
+	return out
 }
 
 // Summary returns the trace's summary, with its billed calls in canonical
@@ -262,7 +314,8 @@ func (b *SummaryBuilder) count(n int32, sign int64) Call {
 func (b *SummaryBuilder) Summary() TraceSummary { return b.summary(true) }
 
 // Figures is Summary without the list of calls (which a store that keeps
-// the calls apart, by Add's deltas, need not rebuild per batch).
+// the calls apart, by Add's deltas, need not rebuild per batch): what a
+// list row holds, the call groups included.
 func (b *SummaryBuilder) Figures() TraceSummary { return b.summary(false) }
 
 func (b *SummaryBuilder) summary(withCalls bool) TraceSummary {
@@ -285,6 +338,7 @@ func (b *SummaryBuilder) summary(withCalls bool) TraceSummary {
 		s.ModelCalls, s.FailedModelCalls = b.sums.ModelCalls, b.sums.FailedModelCalls
 		s.InputTokens, s.OutputTokens, s.ReasoningTokens = b.sums.InputTokens, b.sums.OutputTokens, b.sums.ReasoningTokens
 		s.CacheReadTokens, s.CacheCreationTokens = b.sums.CacheReadTokens, b.sums.CacheCreationTokens
+		s.Groups = b.callGroups()
 		if b.root >= 0 {
 			root := &b.nodes[b.root].span
 			s.RootName, s.ServiceName = root.Name, root.ServiceName

@@ -24,6 +24,13 @@ var ErrBadTraceID = errors.New("invalid trace id")
 // prefix and lists up to AmbiguousCandidates of the matching ids.
 var ErrAmbiguousTraceID = errors.New("ambiguous trace id prefix")
 
+// ErrUnavailable is wrapped by a store's errors when its server cannot be
+// reached or did not answer in time (refused, reset, a timeout, not
+// connected yet): an operational outage, which a later retry may get past
+// — an HTTP 503 with Retry-After, a retryable OTLP status — unlike a query
+// the server refused. The error names the server.
+var ErrUnavailable = errors.New("store unavailable")
+
 // Trace id lengths, in hex digits.
 const (
 	// TraceIDLen is the length of a full trace id (16 bytes).
@@ -176,8 +183,15 @@ type TraceSummary struct {
 	CacheCreationTokens int64 `json:"cache_creation_tokens"`
 	ReasoningTokens     int64 `json:"reasoning_tokens"`
 
-	// Calls are the billed calls, in canonical order (start, span id): what
-	// a price table prices to give the trace's cost.
+	// Groups are the billed calls summed per (request model, response
+	// model), sorted: what a price table prices to give the trace's cost
+	// (scorer/rollup.PriceGroups), and what a list row carries.
+	Groups []CallGroup `json:"call_groups,omitempty"`
+
+	// Calls are the billed calls, in canonical order (start, span id).
+	// Summarize sets them (the trace page lists every call); ListTraces
+	// leaves them nil, so a list row's size does not grow with its trace
+	// (a CallReader reads them for one trace).
 	Calls []Call `json:"calls,omitempty"`
 }
 

@@ -128,20 +128,32 @@ type Tree struct {
 
 // BuildTree builds the tree of spans (one trace).
 func BuildTree(spans []Span) *Tree {
-	t := &Tree{Children: make([][]int, len(spans)), Dup: make([]bool, len(spans))}
-	idx := make(map[string]int, len(spans))
-	for i := range spans {
-		if _, dup := idx[spans[i].SpanID]; dup {
+	return BuildTreeOf(len(spans), func(i int) (string, string, time.Time) {
+		return spans[i].SpanID, spans[i].ParentSpanID, spans[i].StartTime
+	})
+}
+
+// BuildTreeOf is BuildTree over n spans given by at: span i's id, parent
+// id and start time. It is the one tree rule for spans held whole and for
+// a trace's bones (Bone) alike.
+func BuildTreeOf(n int, at func(i int) (id, parent string, start time.Time)) *Tree {
+	t := &Tree{Children: make([][]int, n), Dup: make([]bool, n)}
+	idx := make(map[string]int, n)
+	ids := make([]string, n)
+	parents := make([]string, n)
+	for i := range n {
+		ids[i], parents[i], _ = at(i)
+		if _, dup := idx[ids[i]]; dup {
 			t.Dup[i] = true
 			continue
 		}
-		idx[spans[i].SpanID] = i
+		idx[ids[i]] = i
 	}
-	for i := range spans {
+	for i := range n {
 		if t.Dup[i] {
 			continue
 		}
-		p := spans[i].ParentSpanID
+		p := parents[i]
 		switch pi, ok := idx[p]; {
 		case p == "":
 			t.Tops = append(t.Tops, i)
@@ -156,8 +168,8 @@ func BuildTree(spans []Span) *Tree {
 			t.Children[pi] = append(t.Children[pi], i)
 		}
 	}
-	visited := make([]bool, len(spans))
-	t.Order = make([]int, 0, len(spans))
+	visited := make([]bool, n)
+	t.Order = make([]int, 0, n)
 	bfs := func(from int) {
 		q := len(t.Order)
 		visited[from] = true
@@ -178,19 +190,20 @@ func BuildTree(spans []Span) *Tree {
 	// its earliest-starting span so every span is still counted once.
 	for {
 		best := -1
-		for i := range spans {
+		var bestStart time.Time
+		for i := range n {
 			if t.Dup[i] || visited[i] {
 				continue
 			}
-			if best < 0 || spans[i].StartTime.Before(spans[best].StartTime) {
-				best = i
+			if _, _, st := at(i); best < 0 || st.Before(bestStart) {
+				best, bestStart = i, st
 			}
 		}
 		if best < 0 {
 			break
 		}
 		t.Cycles++
-		pi := idx[spans[best].ParentSpanID]
+		pi := idx[parents[best]]
 		t.Children[pi] = slices.DeleteFunc(t.Children[pi], func(c int) bool { return c == best })
 		t.Tops = append(t.Tops, best)
 		bfs(best)
@@ -234,25 +247,32 @@ const (
 // without usage whose descendant carries usage is RoleNone: the descendant
 // is the call.
 func Roles(spans []Span, t *Tree) []Role {
-	roles := make([]Role, len(spans))
-	below := make([]bool, len(spans))
+	return RolesOf(len(spans), t, func(i int) bool { return spans[i].CarriesUsage() },
+		func(i int) bool { return semconv.IsModelCallOperation(spans[i].Operation) })
+}
+
+// RolesOf is Roles over n spans of tree t given by carries (span i carries
+// usage or an explicit cost) and modelOp (its operation is a model call):
+// the one billing rule for spans held whole and for bones alike.
+func RolesOf(n int, t *Tree, carries, modelOp func(i int) bool) []Role {
+	roles := make([]Role, n)
+	below := make([]bool, n)
 	// Children before parents: reverse breadth-first order.
 	for k := len(t.Order) - 1; k >= 0; k-- {
 		i := t.Order[k]
 		for _, c := range t.Children[i] {
-			if below[c] || spans[c].CarriesUsage() {
+			if below[c] || carries(c) {
 				below[i] = true
 				break
 			}
 		}
 	}
 	for _, i := range t.Order {
-		s := &spans[i]
 		switch {
-		case below[i] && s.CarriesUsage():
+		case below[i] && carries(i):
 			roles[i] = RoleAggregate
 		case below[i]:
-		case s.CarriesUsage() || semconv.IsModelCallOperation(s.Operation):
+		case carries(i) || modelOp(i):
 			roles[i] = RoleCall
 		}
 	}
@@ -351,6 +371,7 @@ func summarizeTree(spans []Span) TraceSummary {
 	s.Start, s.End = s.Start.UTC(), s.End.UTC()
 	s.Duration = s.End.Sub(s.Start)
 	s.AgentNames, s.Models, s.ModelLabels = sortedSet(agents), sortedSet(models), sortedSet(labels)
+	s.Groups = GroupCalls(s.Calls)
 	return s
 }
 

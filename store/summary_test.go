@@ -126,6 +126,12 @@ func randomSummaryTrace(rng *rand.Rand, n int) []Span {
 		if rng.IntN(8) == 0 {
 			s.StatusCode = StatusError
 		}
+		// A few models, so the calls fall into several groups (and the
+		// groups lose calls when a descendant carrying usage arrives).
+		if s.Operation == semconv.OpChat {
+			s.RequestModel = []string{"m-a", "m-b", ""}[rng.IntN(3)]
+			s.ResponseModel = []string{"", "m-a-2025", "m-b-2025"}[rng.IntN(3)]
+		}
 		spans = append(spans, s)
 	}
 	return spans

@@ -17,8 +17,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	s.writeHealth(w, r, rep, rep.Healthy)
 }
 
-// readyz is what a load balancer polls: 503 while draining or when the
-// spool is nearly full, so it moves senders away before refusals begin.
+// readyz is what a load balancer polls: 503 while draining, when the
+// spool is nearly full or its disk is, or when the store is down without a
+// spool, so it moves senders away before refusals begin; the body's
+// reason says which.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if s.deps.Health == nil {
 		w.Write([]byte("ready\n"))
@@ -36,7 +38,8 @@ func (s *Server) writeHealth(w http.ResponseWriter, r *http.Request, rep HealthR
 		body = struct {
 			Status string `json:"status"`
 			Ready  bool   `json:"ready"`
-		}{rep.Status, rep.Ready}
+			Reason string `json:"reason,omitempty"`
+		}{rep.Status, rep.Ready, rep.Reason}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -54,11 +54,20 @@ type Config struct {
 	// trace then cost no store read, and a trace still receiving spans shows
 	// them within this delay.
 	CacheFresh time.Duration
+	// WindowSpans: a trace with more spans than this, on a store that
+	// offers store.WindowReader, is drawn by the window the user looks at
+	// (web/window.go) instead of read whole (default DefaultWindowSpans).
+	WindowSpans int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// SessionTTL is how long a browser sign-in (/login) lasts (default
 	// DefaultSessionTTL, 12 h).
 	SessionTTL time.Duration
+	// StoreTimeout bounds how long a request waits for the trace store
+	// (default DefaultStoreTimeout); past it, and while the store is
+	// unreachable (store.ErrUnavailable), the request answers 503 with
+	// Retry-After, naming the store.
+	StoreTimeout time.Duration
 }
 
 // KeyFunc authenticates a project API key secret: its project ("" is the
@@ -76,6 +85,12 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTTL < 0 {
 		return errors.New("session_ttl must not be negative")
+	}
+	if c.WindowSpans < 0 {
+		return errors.New("window_spans must not be negative")
+	}
+	if c.StoreTimeout < 0 {
+		return errors.New("store_timeout must not be negative")
 	}
 	return nil
 }
@@ -117,6 +132,9 @@ type Deps struct {
 	// Audit is the policy audit log /audit shows, with its chain checked;
 	// nil: the page says how to configure it.
 	Audit AuditSource
+	// StoreName names the trace store in errors (e.g. "clickhouse
+	// 127.0.0.1:9000/loomwork", without secrets); "" says "the trace store".
+	StoreName string
 }
 
 // HealthReport is what /healthz and /readyz answer.
@@ -127,6 +145,9 @@ type HealthReport struct {
 	Ready bool
 	// Status is one word ("ok", "degraded", "unavailable", "draining").
 	Status string
+	// Reason says why the status is not ok (what the server waits for),
+	// in words without secrets: every caller gets it.
+	Reason string
 	// Detail is the full report as JSON; shown only to authorized callers
 	// when a token is set (it names the store and its errors).
 	Detail any
@@ -150,6 +171,11 @@ type Server struct {
 	// per-project Servers.
 	sessions *sessions
 
+	// kind is the store's derived kind for a windowed trace's kept
+	// rollup under this server's prices (windowKind).
+	kindOnce sync.Once
+	kind     string
+
 	// Projects (Config.Keys): one Server per project a key has opened,
 	// each with its project's file directories, all on one trace cache.
 	projMu   sync.Mutex
@@ -163,6 +189,9 @@ type cachedTrace struct {
 	labels []string // model labels ("scripted") found on the spans
 	loaded time.Time
 	bytes  int64 // traceBytes(spans), what the cache accounts for it
+	// window is set, and spans and index nil, for a trace drawn by
+	// window (web/window.go).
+	window *windowTrace
 }
 
 // modelLabels lists the distinct loomwork.model.label values of a trace, so
@@ -205,6 +234,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
+	if cfg.WindowSpans == 0 {
+		cfg.WindowSpans = DefaultWindowSpans
+	}
+	if cfg.StoreTimeout == 0 {
+		cfg.StoreTimeout = DefaultStoreTimeout
+	}
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: newTraceCache(cfg.TraceCacheBytes),
 		csrf: newCSRFGuard(), sessions: newSessions(cfg.SessionTTL, cfg.Now)}
 	static, _ := fs.Sub(staticFS, "static")
@@ -244,7 +279,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A request without a project key reads the default project, and says
 	// so: a store that fails reads naming no project (ClickHouse) must see
 	// this choice, never infer it. A key's project replaces it below.
-	r = r.WithContext(store.WithDefaultProject(r.Context()))
+	ctx := store.WithDefaultProject(r.Context())
+	// Every read of the store has a deadline: a store that does not
+	// answer (a hung server) costs a user StoreTimeout, then a 503 that
+	// says so (fail), never a page that hangs. Health checks bound their
+	// own ping.
+	if !strings.HasPrefix(r.URL.Path, "/static/") && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.StoreTimeout)
+		defer cancel()
+	}
+	r = r.WithContext(ctx)
 	open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || r.URL.Path == "/login" || r.URL.Path == "/logout"
 	if open || (s.cfg.AuthToken == "" && s.cfg.Keys == nil) {
 		s.mux.ServeHTTP(w, r)
@@ -406,7 +451,7 @@ func (s *Server) loadTrace(ctx context.Context, id string) (cachedTrace, error) 
 	// the shared cache: a cached trace is never served across projects.
 	key := s.cacheScope + id
 	c, ok := s.cache.get(key)
-	if ok && now.Sub(c.loaded) < s.cfg.CacheFresh {
+	if ok && c.window == nil && now.Sub(c.loaded) < s.cfg.CacheFresh {
 		return c, nil
 	}
 	spans, err := s.deps.Traces.GetTrace(ctx, id)
@@ -446,6 +491,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
 	var br badRequest
 	switch {
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(r.Context().Err(), context.DeadlineExceeded):
+		s.unavailable(w, r, err)
+		return
 	case errors.Is(err, context.Canceled):
 		return
 	case errors.As(err, &br), errors.Is(err, store.ErrBadTraceID), errors.Is(err, store.ErrBadExperimentQuery), errors.Is(err, report.ErrBadInput):
@@ -467,6 +515,37 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.WriteHeader(status)
 	render(w, r, ErrorPage(status, err.Error()))
+}
+
+// DefaultStoreTimeout is how long a request waits for the trace store
+// unless Config.StoreTimeout says otherwise.
+const DefaultStoreTimeout = 30 * time.Second
+
+// storeRetryAfter is the Retry-After of a 503 for an unavailable store.
+const storeRetryAfter = "5"
+
+// unavailable answers a read the store could not serve in time, or at
+// all (store.ErrUnavailable): 503 with Retry-After, naming the store and
+// the wait, a JSON {"error": …} under /api/, the error page otherwise.
+// Logged at warn: an outage, not a bug.
+func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	name := s.deps.StoreName
+	if name == "" {
+		name = "the trace store"
+	}
+	msg := fmt.Sprintf("%s is unavailable; retry later: %v", name, err)
+	if !errors.Is(err, store.ErrUnavailable) {
+		msg = fmt.Sprintf("%s did not answer within %s; retry later: %v", name, s.cfg.StoreTimeout, err)
+	}
+	s.log.Warn("store unavailable", "path", r.URL.Path, "err", err)
+	w.Header().Set("Retry-After", storeRetryAfter)
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": msg})
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	// The request's deadline may be what passed: the page still renders.
+	render(w, r.WithContext(context.WithoutCancel(r.Context())), ErrorPage(http.StatusServiceUnavailable, msg))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

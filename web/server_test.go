@@ -291,7 +291,7 @@ func TestBigTraceOpensCollapsedPaginatedAndExpandsOneSubtree(t *testing.T) {
 		if err := st.WriteSpans(context.Background(), spans); err != nil {
 			t.Fatal(err)
 		}
-		ts = newServer(t, st, Config{})
+		ts = newServer(t, st, Config{WindowSpans: 100_000}) // the whole-read waterfall
 	} else {
 		ts, spans = sharedBigTraceServer(t)
 	}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -98,11 +99,14 @@ type SessionView struct {
 	KnownCostUSD float64
 }
 
-func (s *Server) sessionView(sess store.Session) SessionView {
+func (s *Server) sessionView(ctx context.Context, sess store.Session) (SessionView, error) {
 	v := SessionView{Session: sess}
 	known, all := 0.0, true
 	for _, t := range sess.Traces {
-		row := ListRowOf(t, s.deps.Prices)
+		row, err := ListRowOf(ctx, s.deps.Traces, t, s.deps.Prices)
+		if err != nil {
+			return SessionView{}, err
+		}
 		v.Rows = append(v.Rows, row)
 		if row.CostUSD != nil {
 			known += *row.CostUSD
@@ -115,7 +119,7 @@ func (s *Server) sessionView(sess store.Session) SessionView {
 	if all {
 		v.CostUSD = &known
 	}
-	return v
+	return v, nil
 }
 
 func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
@@ -124,7 +128,12 @@ func (s *Server) sessionPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	render(w, r, SessionPage(s.sessionView(sess)))
+	v, err := s.sessionView(r.Context(), sess)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	render(w, r, SessionPage(v))
 }
 
 func (s *Server) apiSession(w http.ResponseWriter, r *http.Request) {

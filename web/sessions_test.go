@@ -228,7 +228,10 @@ func TestBrowserSessionsListAndSessionPage(t *testing.T) {
 	// prices each (in turn order), and every turn shows its own.
 	cost := 0.0
 	for i, tr := range want.Traces {
-		row := ListRowOf(tr, srv.deps.Prices)
+		row, err := ListRowOf(context.Background(), srv.deps.Traces, tr, srv.deps.Prices)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if row.CostUSD == nil {
 			t.Fatalf("fixture problem: turn %d has no known cost", i+1)
 		}

@@ -146,7 +146,10 @@ func sharedBigTraceServer(t *testing.T) (*httptest.Server, []store.Span) {
 		if f.err = f.st.WriteSpans(context.Background(), f.spans); f.err != nil {
 			return
 		}
-		srv, err := New(Config{}, Deps{Traces: f.st})
+		// These tests check the whole-read waterfall (row pages, reveal,
+		// the browser's expansions) at 30,000 spans; the windowed one has
+		// its own (window_test.go).
+		srv, err := New(Config{WindowSpans: 100_000}, Deps{Traces: f.st})
 		if err != nil {
 			f.err = err
 			return

@@ -1,9 +1,12 @@
 package web
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -13,27 +16,59 @@ import (
 )
 
 // ListRow is one trace in the list: its store summary (store.Summarize's
-// figures, the ones every view shows) and the cost of its billed calls,
-// priced as the trace page prices them (rollup.Price).
+// figures, the ones every view shows, with its call groups and never its
+// calls) and the cost of its billed calls, priced from the groups
+// (rollup.PriceGroups) to the same figure the trace page shows.
 type ListRow struct {
 	store.TraceSummary
 	CostUSD *float64 `json:"cost_usd"`
 	// KnownCostUSD is the priced part when CostUSD is unknown (nil).
 	KnownCostUSD   float64  `json:"known_cost_usd"`
 	UnpricedModels []string `json:"unpriced_models,omitempty"`
-	// CostUnknown names the calls whose cost is unknown and why.
+	// CostUnknown says, per model, how many calls have an unknown cost
+	// and why (rollup.UnknownCallsText).
 	CostUnknown string `json:"cost_unknown,omitempty"`
 }
 
-// ListRowOf prices a summary's billed calls: the row the list page, the
-// JSON API and `loom-eval traces list` show.
-func ListRowOf(sum store.TraceSummary, prices *pricing.Table) ListRow {
-	p := rollup.Price(sum.Calls, prices)
-	row := ListRow{TraceSummary: sum, CostUSD: p.CostUSD, KnownCostUSD: p.KnownCostUSD, CostUnknown: rollup.UnknownCostText(p.Calls)}
+// ListRowOf prices a summary's call groups: the row the list page, the
+// JSON API and `loom-eval traces list` show. A group the groups alone
+// cannot price (its calls straddle a long-context threshold) is priced
+// from the trace's calls: sum.Calls when set (a summary of spans at hand),
+// else read from r when it is a store.CallReader. The row never carries
+// the calls.
+func ListRowOf(ctx context.Context, r TraceReader, sum store.TraceSummary, prices *pricing.Table) (ListRow, error) {
+	var calls func() ([]store.Call, error)
+	switch cr, ok := r.(store.CallReader); {
+	case sum.Calls != nil:
+		held := sum.Calls
+		calls = func() ([]store.Call, error) { return held, nil }
+	case ok:
+		calls = func() ([]store.Call, error) { return cr.TraceCalls(ctx, sum.TraceID) }
+	}
+	p, err := rollup.PriceGroups(sum.Groups, prices, calls)
+	if err != nil {
+		return ListRow{}, fmt.Errorf("price trace %s: %w", sum.TraceID, err)
+	}
+	sum.Calls = nil
+	row := ListRow{TraceSummary: sum, CostUSD: p.CostUSD, KnownCostUSD: p.KnownCostUSD, CostUnknown: rollup.UnknownCallsText(p.Unknown)}
 	if len(p.UnpricedModels) > 0 {
 		row.UnpricedModels = p.UnpricedModels
 	}
-	return row
+	return row, nil
+}
+
+// ListRows prices a page of summaries (ListRowOf each): the rows of
+// `loom-eval traces list` and its MCP tool.
+func ListRows(ctx context.Context, r TraceReader, sums []store.TraceSummary, prices *pricing.Table) ([]ListRow, error) {
+	rows := make([]ListRow, 0, len(sums))
+	for _, sum := range sums {
+		row, err := ListRowOf(ctx, r, sum, prices)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
 }
 
 // ListView is the trace list page.
@@ -82,7 +117,10 @@ func (s *Server) listTraces(r *http.Request) (ListView, error) {
 		}
 		for _, sum := range page.Traces {
 			view.Scanned++
-			row := ListRowOf(sum, s.deps.Prices)
+			row, err := ListRowOf(r.Context(), s.deps.Traces, sum, s.deps.Prices)
+			if err != nil {
+				return ListView{}, err
+			}
 			if minCost > 0 && (row.CostUSD == nil || *row.CostUSD < minCost) {
 				continue
 			}
@@ -139,6 +177,11 @@ type TraceView struct {
 	Services  []string // in order of first appearance; index i is colour svcClass(i)
 	Labels    []string // model labels on the spans, e.g. "scripted"
 	Axis      Axis
+	// Window: the trace is drawn by window (web/window.go): pages of
+	// tops, children a page at a time, search without ancestors.
+	Window bool
+	// SearchMore links to the next page of a windowed search's matches.
+	SearchMore string
 }
 
 // Evidence compares what the trace retrieved with what it cited.
@@ -230,9 +273,12 @@ func (s *Server) traceView(r *http.Request, id string) (TraceView, error) {
 	if err != nil {
 		return TraceView{}, err
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	c, err := s.openTrace(r.Context(), id)
 	if err != nil {
 		return TraceView{}, err
+	}
+	if c.window != nil {
+		return s.windowView(r, id, c, wq)
 	}
 	sel, selOK := c.index.byID[wq.Selected]
 	if !selOK {
@@ -295,9 +341,13 @@ func (s *Server) traceRows(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	c, err := s.openTrace(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if c.window != nil {
+		s.windowFragment(w, r, id, c, wq)
 		return
 	}
 	parent := r.URL.Query().Get("parent")
@@ -332,9 +382,13 @@ func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	c, err := s.openTrace(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if c.window != nil {
+		s.windowSpan(w, r, id, c)
 		return
 	}
 	i, ok := c.index.byID[r.PathValue("span")]
@@ -350,40 +404,119 @@ func (s *Server) spanPage(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, u, http.StatusFound)
 }
 
-// apiTrace serves GET /api/v1/traces/{id}. {id} may be a unique prefix
-// (see traceID): the trace is returned directly, no redirect, with its full
-// id in trace_id.
 // TraceResponse is the body of GET /api/v1/traces/{id} (and of `loom-eval
-// traces get --json`): the trace's full id, its rollup and every span.
+// traces get --json`): the trace's full id, one page of its spans in
+// canonical order (start, span id), the token of the next page ("" on the
+// last), and, on the first page only, the trace's rollup.
 type TraceResponse struct {
-	TraceID string        `json:"trace_id"`
-	Rollup  rollup.Rollup `json:"rollup"`
-	Spans   []store.Span  `json:"spans"`
+	TraceID       string         `json:"trace_id"`
+	Rollup        *rollup.Rollup `json:"rollup,omitempty"`
+	Spans         []store.Span   `json:"spans"`
+	NextPageToken string         `json:"next_page_token,omitempty"`
 }
 
+// APISpanPage is /api/v1/traces/{id}'s page size when the request names
+// none: a trace of up to this many spans comes whole in one answer.
+const APISpanPage = store.MaxSpanPage
+
+// apiTrace serves GET /api/v1/traces/{id}?limit=N&page_token=T: {id} may
+// be a unique prefix (see traceID; the full id is in trace_id, no
+// redirect). limit is 1 to store.MaxSpanPage spans (default APISpanPage);
+// page_token is the previous page's next_page_token.
 func (s *Server) apiTrace(w http.ResponseWriter, r *http.Request) {
 	id, err := s.traceID(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	limit := APISpanPage
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > store.MaxSpanPage {
+			s.fail(w, r, badRequest{"parameter limit: " + strconv.Quote(l) + " is not a page size (1 to " + strconv.Itoa(store.MaxSpanPage) + " spans)"})
+			return
+		}
+		limit = n
+	}
+	tok := r.URL.Query().Get("page_token")
+	if _, _, err := store.DecodeSpanToken(tok); err != nil {
+		s.fail(w, r, badRequest{"parameter page_token: " + err.Error()})
+		return
+	}
+	resp, err := s.apiTracePage(r.Context(), id, tok, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, TraceResponse{TraceID: id, Rollup: c.rollup, Spans: c.spans})
+	writeJSON(w, http.StatusOK, resp)
 }
 
+// apiTracePage is one page of the API's answer for trace id.
+func (s *Server) apiTracePage(ctx context.Context, id, tok string, limit int) (TraceResponse, error) {
+	resp := TraceResponse{TraceID: id}
+	c, err := s.openTrace(ctx, id)
+	if err != nil {
+		return resp, err
+	}
+	if tok == "" {
+		resp.Rollup = &c.rollup
+	}
+	if c.window != nil {
+		wr, _ := s.windowOf()
+		page, err := wr.SpanPage(ctx, id, tok, limit)
+		if err != nil {
+			return resp, err
+		}
+		resp.Spans, resp.NextPageToken = page.Spans, page.NextPageToken
+		return resp, nil
+	}
+	resp.Spans, resp.NextPageToken = pageSpans(c.spans, tok, limit)
+	return resp, nil
+}
+
+// pageSpans is the page of spans (in canonical order, as GetTrace returns
+// them) after the keyset token tok (checked by the caller).
+func pageSpans(spans []store.Span, tok string, limit int) ([]store.Span, string) {
+	afterNS, afterID, _ := store.DecodeSpanToken(tok)
+	lo := 0
+	if afterID != "" {
+		lo = sort.Search(len(spans), func(i int) bool {
+			ns := spans[i].StartTime.UnixNano()
+			return ns > afterNS || ns == afterNS && spans[i].SpanID > afterID
+		})
+	}
+	hi := min(lo+limit, len(spans))
+	next := ""
+	if hi < len(spans) {
+		last := &spans[hi-1]
+		next = store.EncodeSpanToken(last.StartTime.UnixNano(), last.SpanID)
+	}
+	return spans[lo:hi], next
+}
+
+// apiRollup serves GET /api/v1/traces/{id}/rollup: the trace's rollup,
+// bounded for a trace drawn by window (rollup.Bounded: every figure, the
+// lists cut, a note saying so) unless full=1 asks for the full one, which
+// for a huge trace is read and derived again (seconds, and hundreds of
+// megabytes of JSON for a million spans).
 func (s *Server) apiRollup(w http.ResponseWriter, r *http.Request) {
 	id, err := s.traceID(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := s.loadTrace(r.Context(), id)
+	c, err := s.openTrace(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	if wr, ok := s.windowOf(); ok && c.window != nil && r.URL.Query().Get("full") == "1" {
+		full, _, err := rollup.Window(r.Context(), wr, id, s.deps.Prices)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, full)
 		return
 	}
 	writeJSON(w, http.StatusOK, c.rollup)

@@ -116,6 +116,10 @@ type Row struct {
 	// its parent's, the rows that name their service.
 	ServiceIdx int
 	NewService bool
+	// More, on a windowed trace, makes the row a "more rows…" link that
+	// fetches the next children of span SpanID (this URL); the row shows
+	// no span.
+	More string
 }
 
 // waterfallQuery is the view state carried in the URL.

@@ -298,6 +298,19 @@ func unknownText(sender int, sh shape) string {
 	return ""
 }
 
+// listUnknownText is how a list view says why a cost is unknown: per model,
+// how many calls and why (rollup.UnknownCallsText: a list row carries call
+// groups, not calls, so it names no span).
+func listUnknownText(sh shape) string {
+	for _, sp := range sh.spans {
+		if sp.n == sh.want.unknown {
+			model, _ := sp.attrs["gen_ai.request.model"].(string)
+			return fmt.Sprintf("1 call of %q reported no token usage", model)
+		}
+	}
+	return ""
+}
+
 func spanIDsOf(sender int, key string, ns []int) []string {
 	var out []string
 	for _, n := range ns {

@@ -244,9 +244,9 @@ func (q storeQueries) List(ctx context.Context, filters map[string]string) (any,
 	if err != nil {
 		return nil, err
 	}
-	rows := make([]web.ListRow, 0, len(page.Traces))
-	for _, sum := range page.Traces {
-		rows = append(rows, web.ListRowOf(sum, prices))
+	rows, err := web.ListRows(ctx, q.st, page.Traces, prices)
+	if err != nil {
+		return nil, err
 	}
 	return map[string]any{"traces": rows, "next_page_token": page.NextPageToken}, nil
 }

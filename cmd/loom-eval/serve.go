@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,11 +141,11 @@ func writeReadyFile(path string, r ServeReady) error {
 type serveFlags struct {
 	storeURL, grpcAddr, httpAddr, uiAddr, readyFile, receiver, spoolDir, logLevel, authToken *string
 	runsDir, reportsDir, approvalsJournal, labelsFile, ablationsDir, pricesFile, keysFile    *string
-	datasetsDir, auditFile                                                                   *string
+	datasetsDir, auditFile, cpuProfile                                                       *string
 	redact                                                                                   *string
 	maxAttr, maxReqMiB, inFlightMiB, spoolMaxMiB, spoolBatchMiB, gcPercent, writers          *int
 	memMiB                                                                                   *uint
-	retentionEvery, storeWait                                                                *time.Duration
+	retentionEvery, storeWait, readTimeout                                                   *time.Duration
 	redactPatterns                                                                           stringList
 }
 
@@ -173,7 +173,7 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.inFlightMiB = fs.Int("max-in-flight-mib", 0, "request bytes admitted at once (read, decoded and handed on); more are refused retryably before being read; 0: a 128th of the memory limit")
 	f.spoolDir = fs.String("spool-dir", "", "durable spool for the ClickHouse store: acknowledge once fsynced here, feed ClickHouse in large inserts, ride out its outages; off: write directly; default "+defaultSpoolDir+" (the embedded store always writes directly)")
 	f.spoolMaxMiB = fs.Int("spool-max-mib", collector.DefaultSpoolMaxMiB, "bound on the spool's unconsumed data; a full spool refuses retryably (429 / RESOURCE_EXHAUSTED)")
-	f.spoolBatchMiB = fs.Int("spool-batch-mib", 0, "spooled data the feeder writes to ClickHouse in one insert; 0: a sixteenth of the memory limit, 16 to 128")
+	f.spoolBatchMiB = fs.Int("spool-batch-mib", 0, "spooled data the feeder writes to ClickHouse in one insert; 0: a thirty-second of the memory limit, 16 to 64")
 	f.gcPercent = fs.Int("gc-percent", 0, fmt.Sprintf("Go GC target percentage (GOGC); 0: $GOGC when set, else %d (trades heap for CPU; the memory limit still applies)", collector.DefaultGCPercent))
 	f.writers = fs.Int("writers", 1, "concurrent store writes; 1 coalesces the most requests per write, which ClickHouse needs most")
 	f.logLevel = fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -190,7 +190,9 @@ func (f *serveFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	f.redact = fs.String("redact", "", "redact before storing: comma-separated api_key, email, card, or all")
 	fs.Var(&f.redactPatterns, "redact-pattern", "redact matches of a custom RE2 pattern, NAME=REGEX (repeatable)")
 	f.retentionEvery = fs.Duration("retention-interval", time.Hour, "how often the embedded store deletes traces past their project's retention")
-	f.storeWait = fs.Duration("store-wait", 30*time.Second, "how long to keep trying a ClickHouse store that cannot be reached at start (it may still be starting); 0: one attempt")
+	f.readTimeout = fs.Duration("read-timeout", web.DefaultStoreTimeout, "how long a UI or API request waits for the trace store; past it (and while the store is unreachable) it answers 503 with Retry-After")
+	f.cpuProfile = fs.String("cpu-profile", "", "write a Go CPU profile of this run to this file when serve stops (go tool pprof reads it; scripts/throughput profiles with it)")
+	f.storeWait = fs.Duration("store-wait", 2*time.Second, "how long to wait for a ClickHouse store that cannot be reached at start before serving without it (it keeps connecting in the background; with a spool, data is acknowledged meanwhile)")
 }
 
 // listeners are the three listen addresses as configured.
@@ -313,20 +315,34 @@ func (m *Main) serveConfig(f *serveFlags, log *slog.Logger) (*serveSetup, error)
 	return s, nil
 }
 
+// projectNames lists the projects serve stores traces for: the default
+// project, and each project of --keys.
+func (s *serveSetup) projectNames() []string {
+	names := []string{""}
+	if s.keys != nil {
+		for _, p := range s.keys.Projects() {
+			if p.Name != "" {
+				names = append(names, p.Name)
+			}
+		}
+	}
+	return names
+}
+
 // uiHandler is the web UI and JSON API over the store.
-func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.Store, prices *pricing.Table, approvals web.Approvals) (http.Handler, error) {
+func (s *serveSetup) uiHandler(f *serveFlags, srv *collector.Server, st store.Store, prices *pricing.Table, approvals web.Approvals) (*web.Server, error) {
 	files := &web.FileSources{RunsDir: *f.runsDir, ReportsDir: *f.reportsDir, AblationsDir: *f.ablationsDir}
 	health := func(ctx context.Context) web.HealthReport {
 		h := srv.Health(ctx)
-		return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Detail: h}
+		return web.HealthReport{Healthy: h.Status == "ok" || h.Status == "degraded", Ready: h.Ready, Status: h.Status, Reason: h.Reason, Detail: h}
 	}
-	webCfg := web.Config{AuthToken: *f.authToken}
+	webCfg := web.Config{AuthToken: *f.authToken, StoreTimeout: *f.readTimeout}
 	if s.keys != nil {
 		webCfg.Keys = keyAuth(s.keys)
 	}
 	workflows, _ := approvals.(web.Workflows) // the approvals journal's workflow runs (/workflows)
 	return web.New(webCfg, web.Deps{Traces: st, Prices: prices, Logger: s.log, Files: files, Labels: *f.labelsFile, Health: health, Approvals: approvals,
-		Workflows: workflows, Experiments: newWebExperiments(st), Datasets: *f.datasetsDir, Audit: auditSource(*f.auditFile)})
+		Workflows: workflows, Experiments: newWebExperiments(st), Datasets: *f.datasetsDir, Audit: auditSource(*f.auditFile), StoreName: s.loc.String()})
 }
 
 // serveReady is what --ready-file says: the addresses in use.
@@ -396,6 +412,13 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *f.cpuProfile != "" {
+		stop, err := startCPUProfile(*f.cpuProfile)
+		if err != nil {
+			return usageError("serve: --cpu-profile: %v", err)
+		}
+		defer stop(log)
+	}
 	svc := newServeService(s, &f, prices)
 	if err := svc.Start(ctx); err != nil {
 		return err
@@ -409,6 +432,25 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: %w", err)}
 	}
 	return nil
+}
+
+// startCPUProfile profiles the process's CPU into path until the returned
+// function runs.
+func startCPUProfile(path string) (func(*slog.Logger), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func(log *slog.Logger) {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Warn("could not write the CPU profile", "path", path, "error", err)
+		}
+	}, nil
 }
 
 // removeReadyFile removes --ready-file on the way out.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/loomwork/loomwork/internal/service"
 	"net"
 	"net/http"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/loomwork/loomwork/agents/journal/journaldb"
 	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/collector/spool"
+	"github.com/loomwork/loomwork/internal/service"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/sqlite"
@@ -26,10 +26,11 @@ const serveShutdownTimeout = 30 * time.Second
 // serveService is `loom-eval serve` running. Start acquires, in order,
 // the UI's listener (first: it needs nothing else, so a taken port fails
 // before the store is opened), the store, the collector, the store's
-// retention job, the approvals journal, the UI server and the ready file,
+// retention job, the approvals journal, the UI server (with its keeper of
+// huge traces' rollups) and the ready file,
 // pushing each on its cleanup stack as it is acquired. Unwinding the
 // stack is the shutdown order: remove the ready file, stop accepting (the
-// UI server), close the approvals journal, stop the retention job, stop
+// UI server), stop the keeper, close the approvals journal, stop the retention job, stop
 // the collector (its listeners, then in-flight writes and the spool),
 // shut the store down.
 type serveService struct {
@@ -117,7 +118,10 @@ func (v *serveService) listenUI(context.Context) error {
 
 // openStore opens the trace store.
 func (v *serveService) openStore(ctx context.Context) error {
-	st, err := storeurl.OpenWithLogger(ctx, v.setup.url, false, v.setup.log, storeurl.WaitForServer(v.setup.storeWait))
+	// An unreachable ClickHouse does not stop serve: it waits up to
+	// --store-wait, then starts and keeps connecting (the spool takes
+	// data meanwhile; /readyz says what serve waits for).
+	st, err := storeurl.OpenWithLogger(ctx, v.setup.url, false, v.setup.log, storeurl.WaitForServer(v.setup.storeWait), storeurl.KeepConnecting())
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("serve: --store: %w", err)}
 	}
@@ -189,7 +193,7 @@ func (v *serveService) openApprovals(ctx context.Context) error {
 
 // serveUI serves the web UI and JSON API on the UI's listener in the
 // background (not with the UI off).
-func (v *serveService) serveUI(context.Context) error {
+func (v *serveService) serveUI(ctx context.Context) error {
 	if v.uiLn == nil {
 		return nil
 	}
@@ -197,6 +201,16 @@ func (v *serveService) serveUI(context.Context) error {
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
+	// Huge traces' rollups are derived behind ingest, so their first
+	// page reads one kept row (web.Keeper).
+	k, err := h.NewKeeper(web.KeeperConfig{Projects: v.setup.projectNames})
+	if err != nil {
+		return usageError("serve: %v", err)
+	}
+	if err := k.Start(ctx); err != nil {
+		return err
+	}
+	v.cleanup.Push("stop keeping huge traces", k.Shutdown)
 	ui := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	srv := service.ServeHTTP(ui, v.uiLn, func(err error) { v.setup.log.Error("UI server stopped", "error", err) })
 	v.cleanup.Push("stop UI server", srv.Shutdown)

@@ -5,10 +5,12 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"testing"
+
+	"github.com/loomwork/loomwork/collector"
 )
 
-// serve runs with a higher GC target than Go's default (the ingest
-// benchmark's CPU per span fell ~25%), but an operator's GOGC or
+// serve sets its GC target (collector.DefaultGCPercent) unless an
+// operator's GOGC or
 // --gc-percent wins, and --memory-limit-mib puts the runtime's soft limit
 // below the memory limiter's refusal point unless GOMEMLIMIT is set.
 func TestServeGCTargetPrefersFlagThenGOGCThenDefault(t *testing.T) {
@@ -33,7 +35,7 @@ func TestServeGCTargetPrefersFlagThenGOGCThenDefault(t *testing.T) {
 		want   int
 		before int
 	}{
-		{"default", nil, 0, 400, 100},
+		{"default", nil, 0, collector.DefaultGCPercent, collector.DefaultGCPercent / 2},
 		{"GOGC set: the runtime's value stays", map[string]string{"GOGC": "150"}, 0, 150, 150},
 		{"flag wins over GOGC", map[string]string{"GOGC": "150"}, 250, 250, 150},
 	} {

@@ -117,9 +117,9 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rows := make([]web.ListRow, 0, len(page.Traces))
-	for _, sum := range page.Traces {
-		rows = append(rows, web.ListRowOf(sum, prices))
+	rows, err := web.ListRows(ctx, st, page.Traces, prices)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces list: %w", err)}
 	}
 	if *asJSON {
 		return tracesWriteJSON(m.Stdout, map[string]any{"traces": rows, "next_page_token": page.NextPageToken})
@@ -177,10 +177,11 @@ func tracesPrintSummaries(w io.Writer, rows []web.ListRow, next string) {
 }
 
 func (m *Main) runTracesGet(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("traces get", "traces get TRACE_ID|PREFIX [--json] [--store URL]  (PREFIX: at least 8 hex digits one trace starts with)")
+	fs := m.newFlagSet("traces get", "traces get TRACE_ID|PREFIX [--json] [--limit N] [--page-token T] [--all] [--store URL]  (PREFIX: at least 8 hex digits one trace starts with)")
 	storeURL := m.tracesStoreFlag(fs)
 	asJSON := fs.Bool("json", false, "print the spans and the rollup as JSON")
 	pricesFile := fs.String("prices", "", "price table override (JSON), see docs/scoring.md")
+	pg := tracesPagingFlags(fs)
 	// Accept the id before or after the flags.
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -206,6 +207,9 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	if _, err := store.ParseTraceIDPrefix(id); err != nil {
 		return usageError("traces get: %w", err)
 	}
+	if err := pg.check(); err != nil {
+		return err
+	}
 	st, err := m.tracesOpenStore(ctx, *storeURL)
 	if err != nil {
 		return err
@@ -213,10 +217,17 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	defer st.Shutdown(context.WithoutCancel(ctx))
 	var spans []store.Span
 	id, err = store.TraceIDOf(ctx, st, id)
+	windowed := false
 	if err == nil {
+		windowed, err = m.tracesGetWindowed(ctx, st, id, *pg, *asJSON, *pricesFile)
+	}
+	if err == nil && !windowed {
 		spans, err = st.GetTrace(ctx, id)
 	}
+	var exit *ExitError
 	switch {
+	case errors.As(err, &exit):
+		return err
 	case errors.Is(err, store.ErrBadTraceID), errors.Is(err, store.ErrAmbiguousTraceID):
 		return usageError("traces get: %w", err)
 	case errors.Is(err, store.ErrNotFound):
@@ -224,13 +235,16 @@ func (m *Main) runTracesGet(ctx context.Context, args []string) error {
 	case err != nil:
 		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces get: %w", err)}
 	}
+	if windowed {
+		return nil
+	}
 	prices, err := scorerLoadPrices(*pricesFile)
 	if err != nil {
 		return err
 	}
 	ru := rollup.Compute(spans, prices)
 	if *asJSON {
-		return tracesWriteJSON(m.Stdout, web.TraceResponse{TraceID: id, Rollup: ru, Spans: spans})
+		return tracesWriteJSON(m.Stdout, web.TraceResponse{TraceID: id, Rollup: &ru, Spans: spans})
 	}
 	out := termSafe(m.Stdout)
 	tracesPrintTree(out, id, spans)

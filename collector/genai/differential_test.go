@@ -5,10 +5,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/loomwork/loomwork/store"
 )
 
 // The direct decoder must accept exactly what pdata accepts and map it to
@@ -21,6 +24,26 @@ func sameAsPdata(t *testing.T, b []byte, max int) {
 	t.Helper()
 	gotS, gotR, gotErr := DecodeProto(b, Options{MaxAttrBytes: max})
 	wantS, wantR, wantErr := refDecodeProto(b, refOptions{MaxAttrBytes: max})
+	if gotErr == nil && wantErr != nil && strings.Contains(wantErr.Error(), "recursion depth") {
+		// The one place the decoders part on purpose: pdata refuses a
+		// request holding a value nested past its recursion limit; the
+		// direct decoder rejects the spans it belongs to (issue 36) and
+		// maps the rest (TestDecodeProtoRejectsTooDeepSpansAlone holds
+		// those to pdata's mapping of the request without them).
+		deep := false
+		for _, r := range gotR {
+			deep = deep || strings.Contains(r.Reason, store.ErrTooDeep.Error())
+		}
+		if !deep {
+			t.Fatalf("pdata refused %x for its depth, the direct decoder rejected no span for it: %v", b, gotR)
+		}
+		for i := range gotS {
+			if err := store.CheckStorable(&gotS[i]); err != nil && strings.Contains(err.Error(), store.ErrTooDeep.Error()) {
+				t.Fatalf("span %d mapped with a value nested too deep: %v", i, err)
+			}
+		}
+		return
+	}
 	if (gotErr == nil) != (wantErr == nil) {
 		t.Fatalf("verdicts differ on %x:\ndirect: %v\npdata:  %v", b, gotErr, wantErr)
 	}

@@ -540,6 +540,15 @@ func documentIDs(v *val) []string {
 
 // jsonDocumentIDs reads a JSON array of ids or of objects with an "id".
 func jsonDocumentIDs(b []byte) []string {
+	if ids, ok := scanDocumentIDs(b); ok {
+		return ids
+	}
+	return decodeDocumentIDs(b)
+}
+
+// decodeDocumentIDs is jsonDocumentIDs through encoding/json, for any
+// shape.
+func decodeDocumentIDs(b []byte) []string {
 	var raw []json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil

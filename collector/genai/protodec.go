@@ -35,8 +35,12 @@ const (
 )
 
 // recursionLimit bounds the nesting of attribute values (KeyValue,
-// AnyValue, ArrayValue and KeyValueList each count one), as pdata does.
-const recursionLimit = 100
+// AnyValue, ArrayValue and KeyValueList each count one), as pdata does:
+// 100, which is store.MaxAttributeDepth levels of maps. A value nested
+// deeper is not a malformed request but a span no store can hold: the
+// decoder stops reading the value there and rejects the span alone
+// (deepAttr), where pdata refuses the whole request.
+const recursionLimit = 3*store.MaxAttributeDepth + 4
 
 var (
 	errIntOverflow    = errors.New("varint overflows 64 bits")
@@ -202,6 +206,26 @@ type decoder struct {
 	// usually arrive together.
 	lastTID    [16]byte
 	lastTIDHex string
+	// spanDeep is why the span being read cannot be stored: an attribute
+	// of it, its events or links nested too deep (store.TooDeep).
+	spanDeep error
+}
+
+// deepAttr is attribute() reading a value nested deeper than
+// recursionLimit: the request is well formed so far, but the span (or
+// resource, or scope) it belongs to cannot be stored.
+type deepAttr struct{ key string }
+
+func (e deepAttr) Error() string { return fmt.Sprintf("attribute %q: %v", e.key, store.ErrTooDeep) }
+
+// tooDeep turns a deepAttr from attribute() into the rejection reason of
+// store.CheckStorable's words (what: "attribute", "resource attribute", …),
+// or returns err as it is.
+func tooDeep(err error, what func() string) (deep, rest error) {
+	if da, ok := errors.AsType[deepAttr](err); ok {
+		return store.TooDeep(what(), da.key), nil
+	}
+	return nil, err
 }
 
 // maxInternedLen bounds the strings one request shares.
@@ -282,7 +306,10 @@ func (t *internTable) get(b []byte, boxed bool) (string, any) {
 // DecodeProto decodes one OTLP/protobuf ExportTraceServiceRequest (or
 // TracesData, which has the same shape) and maps every span. Spans with
 // invalid identifiers or a negative token count are returned as
-// rejections. A malformed message is an error naming where it went wrong
+// rejections, and so are spans with an attribute value (their own, their
+// events' or links', their scope's or resource's) nested deeper than
+// store.MaxAttributeDepth, with store.TooDeep's words — where pdata
+// refuses the whole request. A malformed message is an error naming where it went wrong
 // (e.g. "resource_spans[0]: scope_spans[1]: spans[3]: trace_id is 15
 // bytes, want 16"; a byte offset counts from the start of the innermost
 // message named), and then no span is returned.
@@ -421,6 +448,7 @@ type resource struct {
 	attrs   store.Attributes
 	dropped uint32
 	schema  string
+	deep    error // an attribute nested too deep: its spans are rejected
 }
 
 func (d *decoder) resourceSpans(b []byte) error {
@@ -431,12 +459,13 @@ func (d *decoder) resourceSpans(b []byte) error {
 		scopes     = d.scopeRanges[:0]
 		deprecated [][]byte
 		nres       int
+		deep       error
 	)
 	err := each(b, resourceSpansMsg, func(f field) error {
 		switch f.num {
 		case 1: // resource, merged when repeated
 			var err error
-			if resKVs, dropped, err = d.resourceMsg(f.bytes, resKVs, dropped); err != nil {
+			if resKVs, dropped, err = d.resourceMsg(f.bytes, resKVs, dropped, &deep); err != nil {
 				return fmt.Errorf("resource[%d]: %w", nres, err)
 			}
 			nres++
@@ -462,6 +491,7 @@ func (d *decoder) resourceSpans(b []byte) error {
 	})
 	res.dropped = dropped
 	res.schema = validUTF8(d.str(schema))
+	res.deep = deep
 
 	// pdata reads the deprecated field only when the current one is empty,
 	// but refuses the request when either is malformed.
@@ -487,22 +517,32 @@ func (d *decoder) resourceSpans(b []byte) error {
 	return nil
 }
 
-// attribute appends the KeyValue in b to kvs.
+// attribute appends the KeyValue in b to kvs. A value nested deeper than
+// recursionLimit is left out, with a deepAttr error naming its key.
 func (d *decoder) attribute(kvs []kv, b []byte) ([]kv, error) {
 	kvs = append(kvs, kv{})
 	if err := d.keyValue(b, &kvs[len(kvs)-1], 0); err != nil {
+		if errors.Is(err, errRecursionDepth) {
+			key := validUTF8(kvs[len(kvs)-1].k)
+			return kvs[:len(kvs)-1], deepAttr{key}
+		}
 		return kvs, fmt.Errorf("attributes[%d]: %w", len(kvs)-1, err)
 	}
 	return kvs, nil
 }
 
-// resourceMsg reads one Resource message, appending its attributes.
-func (d *decoder) resourceMsg(b []byte, kvs []kv, dropped uint32) ([]kv, uint32, error) {
+// resourceMsg reads one Resource message, appending its attributes; an
+// attribute nested too deep is left out and said in *deep.
+func (d *decoder) resourceMsg(b []byte, kvs []kv, dropped uint32, deep *error) ([]kv, uint32, error) {
 	err := each(b, resourceMsg, func(f field) error {
 		var err error
 		switch f.num {
 		case 1:
 			kvs, err = d.attribute(kvs, f.bytes)
+			var dp error
+			if dp, err = tooDeep(err, func() string { return "resource attribute" }); dp != nil && *deep == nil {
+				*deep = dp
+			}
 		case 2:
 			dropped = uint32(f.u)
 		case 3: // entity_refs: not kept, but validated
@@ -520,6 +560,7 @@ type scope struct {
 	name, version, schema string
 	attrs                 store.Attributes
 	dropped               uint32
+	deep                  error // an attribute nested too deep: its spans are rejected
 }
 
 func (d *decoder) scopeSpans(b []byte, res *resource) error {
@@ -528,6 +569,7 @@ func (d *decoder) scopeSpans(b []byte, res *resource) error {
 		name, version, schema []byte
 		dropped               uint32
 		spans                 [][]byte
+		deep                  error
 	)
 	err := each(b, scopeSpansMsg, func(f field) error {
 		switch f.num {
@@ -541,6 +583,10 @@ func (d *decoder) scopeSpans(b []byte, res *resource) error {
 					version = f.bytes
 				case 3:
 					kvs, err = d.attribute(kvs, f.bytes)
+					var dp error
+					if dp, err = tooDeep(err, func() string { return "scope attribute" }); dp != nil && deep == nil {
+						deep = dp
+					}
 				case 4:
 					dropped = uint32(f.u)
 				}
@@ -565,6 +611,7 @@ func (d *decoder) scopeSpans(b []byte, res *resource) error {
 		schema:  validUTF8(d.str(schema)),
 		attrs:   d.c.convertMap(kvs, nil), // shared by the scope's spans
 		dropped: dropped,
+		deep:    deep,
 	}
 	for i, sb := range spans {
 		if err := d.span(sb, res, &sc); err != nil {
@@ -603,6 +650,7 @@ type rawSpan struct {
 func (d *decoder) span(b []byte, res *resource, sc *scope) error {
 	var r rawSpan
 	d.kvs = d.kvs[:0] // the previous span's, converted already
+	d.spanDeep = nil
 	err := each(b, spanMsg, func(f field) error {
 		var err error
 		switch f.num {
@@ -624,6 +672,7 @@ func (d *decoder) span(b []byte, res *resource, sc *scope) error {
 			r.end = f.u
 		case 9:
 			d.kvs, err = d.attribute(d.kvs, f.bytes)
+			err = d.noteDeep(err, func() string { return "attribute" })
 		case 10:
 			r.dropped = uint32(f.u)
 		case 11:
@@ -661,7 +710,7 @@ func (d *decoder) span(b []byte, res *resource, sc *scope) error {
 	if len(r.events) > 0 {
 		events = make([]store.Event, len(r.events))
 		for i, eb := range r.events {
-			if err := d.event(eb, &events[i]); err != nil {
+			if err := d.event(eb, &events[i], i); err != nil {
 				return fmt.Errorf("events[%d]: %w", i, err)
 			}
 		}
@@ -670,7 +719,7 @@ func (d *decoder) span(b []byte, res *resource, sc *scope) error {
 	if len(r.links) > 0 {
 		links = make([]store.Link, len(r.links))
 		for i, lb := range r.links {
-			if err := d.link(lb, &links[i]); err != nil {
+			if err := d.link(lb, &links[i], i); err != nil {
 				return fmt.Errorf("links[%d]: %w", i, err)
 			}
 		}
@@ -685,6 +734,12 @@ func (d *decoder) span(b []byte, res *resource, sc *scope) error {
 		reason = ReasonEmptySpanID
 	case r.pid != zero8 && r.pid == r.sid:
 		reason = ReasonSelfParent
+	case res.deep != nil:
+		reason = res.deep.Error()
+	case sc.deep != nil:
+		reason = sc.deep.Error()
+	case d.spanDeep != nil:
+		reason = d.spanDeep.Error()
 	}
 	if reason != "" {
 		d.rejected = append(d.rejected, newRejection(r.tid, r.sid, string(r.name), reason))
@@ -746,7 +801,18 @@ func (d *decoder) traceID(tid [16]byte) string {
 	return d.lastTIDHex
 }
 
-func (d *decoder) event(b []byte, e *store.Event) error {
+// noteDeep keeps the first attribute of the span being read that is
+// nested too deep (what names where it is) and returns err's other
+// failures.
+func (d *decoder) noteDeep(err error, what func() string) error {
+	dp, err := tooDeep(err, what)
+	if dp != nil && d.spanDeep == nil {
+		d.spanDeep = dp
+	}
+	return err
+}
+
+func (d *decoder) event(b []byte, e *store.Event, i int) error {
 	var (
 		kvs  []kv
 		name []byte
@@ -761,6 +827,7 @@ func (d *decoder) event(b []byte, e *store.Event) error {
 			name = f.bytes
 		case 3:
 			kvs, err = d.attribute(kvs, f.bytes)
+			err = d.noteDeep(err, func() string { return fmt.Sprintf("event %d attribute", i) })
 		case 4:
 			e.DroppedAttributesCount = uint32(f.u)
 		}
@@ -774,7 +841,7 @@ func (d *decoder) event(b []byte, e *store.Event) error {
 	return nil
 }
 
-func (d *decoder) link(b []byte, l *store.Link) error {
+func (d *decoder) link(b []byte, l *store.Link, i int) error {
 	var (
 		kvs []kv
 		tid [16]byte
@@ -792,6 +859,7 @@ func (d *decoder) link(b []byte, l *store.Link) error {
 			ts = f.bytes
 		case 4:
 			kvs, err = d.attribute(kvs, f.bytes)
+			err = d.noteDeep(err, func() string { return fmt.Sprintf("link %d attribute", i) })
 		case 5:
 			l.DroppedAttributesCount = uint32(f.u)
 		case 6:

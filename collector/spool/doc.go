@@ -31,6 +31,21 @@
 // replaced atomically: written to checkpoint.tmp, fsynced, renamed, and the
 // directory fsynced (as Prometheus writes its checkpoints).
 //
+// # A full disk
+//
+// A full disk must never wedge the spool (issue 36: the feeder stored the
+// data but could not write its 28-byte checkpoint, so no segment was ever
+// freed, and a restart did not help). So: a Commit whose checkpoint cannot
+// be written still consumes — the segments before the position are
+// removed, and the checkpoint is written by a later Commit or by Close (a
+// restart before then replays from the previous checkpoint, which the
+// store absorbs); a wholly consumed active segment, after an append failed
+// for lack of space, is emptied by renaming it to the next index and
+// truncating it, which frees its blocks without needing any; an append
+// that fails for lack of space does that itself before it gives up; and
+// Open never needs new space for a spool that has a segment. Stats says
+// whether the disk is full (DiskFull, from statfs), so readiness can.
+//
 // # Torn writes and corruption
 //
 // Open scans every segment from the checkpoint on. In the last segment, a

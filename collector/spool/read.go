@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"slices"
+
+	"golang.org/x/sys/unix"
 )
 
 // Read returns the next durable records after the read cursor and moves
@@ -209,12 +212,22 @@ func (w *WAL) segmentFile(index uint64) (*os.File, error) {
 }
 
 // Commit records that every record up to p (a Record.End) is consumed. It
-// persists the checkpoint durably before returning (temporary file,
-// fsync, rename, directory fsync), then removes the segments wholly before
-// p and frees their bytes for Append. If p is ahead of the read cursor the
-// cursor moves to p. A p at or before the checkpoint is a no-op;
-// a p past the durable end of the log, or not in a live segment, is an
-// error.
+// persists the checkpoint durably (temporary file, fsync, rename,
+// directory fsync), then removes the segments wholly before p and frees
+// their bytes for Append. If p is ahead of the read cursor the cursor
+// moves to p. A p at or before the checkpoint is a no-op (it writes a
+// checkpoint still owed); a p past the durable end of the log, or not in a
+// live segment, is an error.
+//
+// A checkpoint that cannot be written (the disk is full) does not stop
+// the consumption: the segments wholly before p are removed all the same
+// — what they hold is stored, and a restart that finds its checkpoint's
+// segment gone starts at the first one left — and the checkpoint is
+// written by a later Commit or by Close. Commit then returns an error
+// wrapping ErrCheckpointDeferred. And when p is the end of everything
+// written after an append failed for lack of space, the active segment is
+// emptied (renamed to the next index and truncated), so a spool whose
+// segment filled its disk takes records again.
 func (w *WAL) Commit(p Position) error {
 	w.commitMu.Lock()
 	defer w.commitMu.Unlock()
@@ -226,7 +239,11 @@ func (w *WAL) Commit(p Position) error {
 	}
 	if !w.ckpt.less(p) {
 		// Already consumed (a feeder committing a position twice).
+		owed, ckpt := w.ckptOwed, w.ckpt
 		w.mu.Unlock()
+		if owed {
+			return w.writeOwedCheckpoint(ckpt)
+		}
 		return nil
 	}
 	if w.syncedPos.less(p) {
@@ -253,8 +270,10 @@ func (w *WAL) Commit(p Position) error {
 	}
 	w.mu.Unlock()
 
-	if err := writeCheckpoint(w.opts.Dir, p); err != nil {
-		return fmt.Errorf("spool commit: %w", err)
+	var errs []error
+	ckptErr := writeCheckpoint(w.opts.Dir, p)
+	if ckptErr != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrCheckpointDeferred, ckptErr))
 	}
 
 	w.readMu.Lock()
@@ -266,10 +285,9 @@ func (w *WAL) Commit(p Position) error {
 	if w.cursor.less(p) {
 		w.cursor = p
 	}
-	w.readMu.Unlock()
-
 	w.mu.Lock()
 	w.ckpt = p
+	w.ckptOwed = ckptErr != nil
 	w.committed += int64(n)
 	var gone []uint64
 	for len(w.segs) > 1 && w.segs[0].index < p.Segment {
@@ -277,9 +295,33 @@ func (w *WAL) Commit(p Position) error {
 		w.segs = w.segs[1:]
 	}
 	w.unconsumed = w.liveBytes() - p.Offset
+	recycled, rerr := w.recycleLocked()
+	var retired []*os.File
+	if len(gone) > 0 {
+		w.short = 0 // the spool freed space: Stats asks the disk again
+		// A removed segment's space comes back only once no descriptor
+		// holds it: the reader's, and the sealed segments the syncer
+		// would close at its next sync — which, on a full disk where
+		// every append fails, never comes.
+		if w.rfile != nil && w.rfileIdx < p.Segment {
+			w.rfile.Close()
+			w.rfile = nil
+		}
+		retired, w.retired = w.retired, nil
+	}
+	owed, ckpt := w.ckptOwed, w.ckpt
 	w.mu.Unlock()
+	w.readMu.Unlock()
+	if len(retired) > 0 {
+		// The syncer may be in an fdatasync of the active segment, never
+		// of a sealed one (those were synced when sealed): closing them
+		// here is safe.
+		closeAll(retired)
+	}
+	if rerr != nil {
+		errs = append(errs, rerr)
+	}
 
-	var errs []error
 	for _, g := range gone {
 		if err := os.Remove(segmentPath(w.opts.Dir, g)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove consumed segment: %w", err))
@@ -290,10 +332,119 @@ func (w *WAL) Commit(p Position) error {
 			errs = append(errs, err)
 		}
 	}
+	// Space was freed: a checkpoint owed can be written now.
+	if owed && (len(gone) > 0 || recycled) {
+		if err := w.writeOwedCheckpoint(ckpt); err == nil && ckptErr != nil {
+			errs = slices.DeleteFunc(errs, func(e error) bool { return errors.Is(e, ErrCheckpointDeferred) })
+		}
+	}
 	if len(errs) > 0 {
-		// The checkpoint is durable; a leftover segment is removed at
-		// the next Open.
+		// The position is consumed; a leftover segment is removed at the
+		// next Open.
 		return fmt.Errorf("spool commit: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// ErrCheckpointDeferred is wrapped by Commit when the position was
+// consumed but its checkpoint file could not be written (a full disk): a
+// later Commit, or Close, writes it.
+var ErrCheckpointDeferred = errors.New("checkpoint not written yet")
+
+// writeOwedCheckpoint writes the checkpoint of ckpt, which Commit could
+// not write earlier. Called with commitMu held.
+func (w *WAL) writeOwedCheckpoint(ckpt Position) error {
+	if err := writeCheckpoint(w.opts.Dir, ckpt); err != nil {
+		return fmt.Errorf("spool commit: %w: %w", ErrCheckpointDeferred, err)
+	}
+	w.mu.Lock()
+	if w.ckpt == ckpt {
+		w.ckptOwed = false
+	}
+	w.mu.Unlock()
+	return nil
+}
+
+// recycleLocked empties the active segment when an append failed for lack
+// of space and everything written is consumed: the segment's file is
+// renamed to the next index and truncated to its header, which frees its
+// blocks without needing any (creating a new segment needs a block, and a
+// full disk has none). Renaming first keeps positions unique: a
+// checkpoint written before names the old index, which is gone, so a
+// restart starts at the new segment's first record. A crash between the
+// rename and the truncation leaves the consumed records under the new
+// index, replayed once more (the store absorbs them). Called with readMu
+// and mu held; reports whether it recycled.
+func (w *WAL) recycleLocked() (bool, error) {
+	act := &w.segs[len(w.segs)-1]
+	end := Position{Segment: act.index, Offset: act.size}
+	// A position at the end of the sealed segment before the active one is
+	// the start of the active one (a rotation whose first write failed
+	// leaves the written position there).
+	at := func(p Position) Position {
+		if p.Segment < act.index {
+			return Position{Segment: act.index, Offset: headerLen}
+		}
+		return p
+	}
+	if w.short == 0 || act.size <= headerLen || len(w.segs) != 1 || at(w.ckpt) != end || at(w.writtenPos) != end || at(w.syncedPos) != end || w.err != nil {
+		return false, nil
+	}
+	next := act.index + 1
+	from, to := segmentPath(w.opts.Dir, act.index), segmentPath(w.opts.Dir, next)
+	if err := os.Rename(from, to); err != nil {
+		return false, fmt.Errorf("recycle the consumed segment: %w", err)
+	}
+	if err := w.active.Truncate(headerLen); err != nil {
+		// The records stay under the new name; they are consumed, so the
+		// log is still right, only not smaller.
+		w.renamedLocked(act, next)
+		return false, fmt.Errorf("recycle the consumed segment: truncate %s: %w", to, err)
+	}
+	if err := unix.Fdatasync(w.activeFD); err != nil {
+		w.err = fmt.Errorf("fdatasync %s: %w", to, err)
+		w.broadcastLocked()
+		return false, w.err
+	}
+	w.renamedLocked(act, next)
+	act.size = headerLen
+	end = Position{Segment: next, Offset: headerLen}
+	w.writtenPos, w.syncedPos, w.ckpt, w.cursor = end, end, end, end
+	w.readEnds = w.readEnds[:0]
+	w.unconsumed = 0
+	w.short = 0
+	w.ckptOwed = true // the checkpoint names the old index
+	if err := syncDir(w.opts.Dir); err != nil {
+		return true, err
+	}
+	w.log.Info("spool: emptied its consumed segment after the disk filled", "segment", segmentName(next))
+	return true, nil
+}
+
+// renamedLocked records that the active segment's file now has index next
+// (the open descriptors still refer to it).
+func (w *WAL) renamedLocked(act *segment, next uint64) {
+	old := act.index
+	act.index = next
+	if w.rfile != nil && w.rfileIdx == old {
+		w.rfileIdx = next
+	}
+	if w.cursor.Segment == old {
+		w.cursor.Segment = next
+	}
+	for i := range w.readEnds {
+		if w.readEnds[i].Segment == old {
+			w.readEnds[i].Segment = next
+		}
+	}
+	if w.ckpt.Segment == old {
+		w.ckpt.Segment = next
+		w.ckptOwed = true
+	}
+	if w.writtenPos.Segment == old {
+		w.writtenPos.Segment = next
+	}
+	if w.syncedPos.Segment == old {
+		w.syncedPos.Segment = next
+	}
 }

@@ -285,6 +285,9 @@ func writeCheckpoint(dir string, p Position) error {
 		err = syncDir(dir)
 	}
 	if err != nil {
+		// A full disk fails the write: leave no file behind holding the
+		// little room there is.
+		_ = os.Remove(tmp)
 		return fmt.Errorf("write checkpoint %s: %w", tmp, err)
 	}
 	return nil

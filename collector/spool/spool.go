@@ -119,6 +119,17 @@ type Stats struct {
 	Pending          int64 // records appended and not committed, counting those found at Open
 	SyncCount        int64 // fdatasync calls made for appends since Open
 	LastSyncDuration time.Duration
+	// DiskFull: the last append failed for lack of disk space, and the
+	// file system still has less room than that record needed (it is
+	// false again once the spool freed space by Commit, or anything else
+	// freed enough). Appends fail meanwhile.
+	DiskFull bool
+	// DiskFreeBytes is the room left on the spool's file system for an
+	// unprivileged writer (statfs), -1 when unknown.
+	DiskFreeBytes int64
+	// Err is the error that stopped the WAL for good (a failed fdatasync),
+	// nil while it takes records. Only a restart clears it.
+	Err error
 }
 
 type segment struct {
@@ -151,6 +162,16 @@ type WAL struct {
 	pending0   int64 // records found after the checkpoint at Open
 	syncCount  int64
 	lastSync   time.Duration
+	// ckptOwed: ckpt moved on but its checkpoint file could not be
+	// written (a full disk); the next Commit (or Close) writes it. Until
+	// then a restart replays from the checkpoint written last, which is
+	// safe: the store absorbs a record stored twice.
+	ckptOwed bool
+	// short is the frame length of the last record refused for lack of
+	// disk space (ENOSPC, EDQUOT, a short write), 0 once an append
+	// succeeded or the spool freed its own space since. Stats reports the
+	// disk full while the file system has less room than that.
+	short int64
 
 	kick chan struct{}
 	stop chan struct{}
@@ -291,11 +312,11 @@ func (w *WAL) load(ctx context.Context) error {
 			return err
 		}
 		ckpt.Offset = headerLen
-	} else if w.segs[len(w.segs)-1].size >= w.opts.SegmentBytes {
-		if err := w.createSegment(w.segs[len(w.segs)-1].index + 1); err != nil {
-			return err
-		}
 	}
+	// A last segment that reached its size stays active: the next Append
+	// starts a new one. Starting it here needed disk space, and on a full
+	// disk a restart could not open the spool at all.
+
 	w.ckpt = ckpt
 	w.cursor = ckpt
 	act := w.segs[len(w.segs)-1]
@@ -387,6 +408,44 @@ func (w *WAL) Append(ctx context.Context, rec []byte) error {
 	if int64(len(rec)) > maxRecordLen || headerLen+frameLen(len(rec)) > w.opts.MaxBytes {
 		return fmt.Errorf("spool append: %d bytes (max_bytes %d): %w", len(rec), w.opts.MaxBytes, ErrTooLarge)
 	}
+	err := w.appendOnce(ctx, rec)
+	if err != nil && isNoSpace(err) && w.recycle() {
+		// Everything written was consumed: the spool freed its own
+		// segment, so the record may fit now.
+		err = w.appendOnce(ctx, rec)
+	}
+	return err
+}
+
+// recycle empties the active segment if it is wholly consumed and an
+// append failed for lack of space (recycleLocked), and writes the
+// checkpoint that then names the new segment.
+func (w *WAL) recycle() bool {
+	w.commitMu.Lock()
+	defer w.commitMu.Unlock()
+	w.readMu.Lock()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		w.readMu.Unlock()
+		return false
+	}
+	ok, err := w.recycleLocked()
+	ckpt := w.ckpt
+	w.mu.Unlock()
+	w.readMu.Unlock()
+	if err != nil {
+		w.log.Warn("spool: could not empty the consumed segment of a full disk", "error", err)
+	}
+	if ok {
+		if err := w.writeOwedCheckpoint(ckpt); err != nil {
+			w.log.Warn("spool: checkpoint after emptying the consumed segment", "error", err)
+		}
+	}
+	return ok
+}
+
+func (w *WAL) appendOnce(ctx context.Context, rec []byte) error {
 	fl := frameLen(len(rec))
 
 	w.mu.Lock()
@@ -412,6 +471,9 @@ func (w *WAL) Append(ctx context.Context, rec []byte) error {
 	}
 	if rotate {
 		if err := w.rotateLocked(); err != nil {
+			if isNoSpace(err) {
+				w.short = need
+			}
 			w.mu.Unlock()
 			return fmt.Errorf("spool append: %w", err)
 		}
@@ -430,9 +492,13 @@ func (w *WAL) Append(ctx context.Context, rec []byte) error {
 			w.err = fmt.Errorf("write %s failed (%w) and could not be undone: %w", w.active.Name(), err, terr)
 			w.broadcastLocked()
 		}
+		if isNoSpace(err) {
+			w.short = fl
+		}
 		w.mu.Unlock()
 		return fmt.Errorf("spool append: write %s: %w", segmentName(act.index), err)
 	}
+	w.short = 0
 	act.size += fl
 	w.unconsumed += fl
 	w.appended++
@@ -563,7 +629,11 @@ func (w *WAL) Stats() Stats {
 	if pending < 0 {
 		pending = 0
 	}
+	free := diskFree(w.opts.Dir)
 	return Stats{
+		DiskFull:         w.short > 0 && (free < 0 || free < w.short+diskSlack),
+		DiskFreeBytes:    free,
+		Err:              w.err,
 		Bytes:            w.unconsumed,
 		DiskBytes:        w.liveBytes(),
 		MaxBytes:         w.opts.MaxBytes,
@@ -589,6 +659,17 @@ func (w *WAL) Close() error {
 	w.mu.Unlock()
 	close(w.stop)
 	<-w.done
+
+	w.commitMu.Lock()
+	w.mu.Lock()
+	owed, ckpt := w.ckptOwed, w.ckpt
+	w.mu.Unlock()
+	if owed {
+		if err := writeCheckpoint(w.opts.Dir, ckpt); err != nil {
+			w.log.Warn("spool: the checkpoint could not be written at close; the next start replays from the one before", "error", err)
+		}
+	}
+	w.commitMu.Unlock()
 
 	w.readMu.Lock()
 	if w.rfile != nil {
@@ -616,4 +697,26 @@ func (w *WAL) closeFiles() error {
 		return fmt.Errorf("close spool: %w", err)
 	}
 	return nil
+}
+
+// diskSlack is room, beyond the refused record, that the file system must
+// have before Stats stops calling the disk full: file systems allocate in
+// blocks and pages, and other writers share the disk.
+const diskSlack = 64 << 10
+
+// isNoSpace reports whether err says the disk (or the user's quota) is
+// full. A short write is the kernel writing what fits and reporting the
+// count.
+func isNoSpace(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) || errors.Is(err, io.ErrShortWrite)
+}
+
+// diskFree returns the bytes an unprivileged writer may still use on the
+// file system holding dir, or -1.
+func diskFree(dir string) int64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return -1
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
 }

@@ -342,10 +342,21 @@ func finishClickHouse(t *testing.T, r *rowResult, s *serveProc, l *load, ch *chS
 	t.Helper()
 	l.stop()
 	if s.running() {
-		waitFor(t.Context(), 90*time.Second, func() bool {
-			h := s.health()
+		began := time.Now()
+		var h health
+		drained := waitFor(t.Context(), 90*time.Second, func() bool {
+			h = s.health()
 			return !h.OK || h.Spool == nil || h.Spool.Bytes == 0
 		})
+		if h.Spool != nil {
+			if drained {
+				r.note("the spool drained %s after the senders stopped", secs(time.Since(began).Round(time.Second)))
+			} else {
+				// What is left stays on disk for the next start; the row
+				// still counts it as not stored, and says why.
+				r.note("the spool still held %s bytes %s after the senders stopped; serve log: %s", commas(h.Spool.Bytes), secs(time.Since(began).Round(time.Second)), tailFile(s.logPath(), 10))
+			}
+		}
 		waitClickHouseSettled(t, ch, db, 3*time.Second, 90*time.Second)
 		s.term(60 * time.Second)
 	}
@@ -465,11 +476,32 @@ func diskFullRow(t *testing.T, bin string) {
 	// the 10 s this waited before).
 	full := waitFor(t.Context(), 30*time.Second, func() bool { return refusals(&l.tries) > 0 })
 	time.Sleep(diskFullFor)
+	// /readyz says the disk is full (issue 36: it stayed 200).
+	var code int
+	var body string
+	notReady := waitFor(t.Context(), 10*time.Second, func() bool {
+		code, body = s.readyz()
+		return code == 503 && strings.Contains(body, "disk is full")
+	})
+	okBefore := l.tries.get("OK")
 	ch.restart()
+	// The spool heals once the store is back (issue 36: the feeder stored
+	// what the spool held but could not write its checkpoint, and 1 span
+	// was acknowledged in the 84 s after ClickHouse returned).
+	restarted := time.Now()
+	healed := waitFor(t.Context(), 60*time.Second, func() bool { return l.tries.get("OK") > okBefore })
+	r.note("acknowledged again %s after ClickHouse returned", secs(time.Since(restarted)))
 	time.Sleep(outageAfter)
 	finishClickHouse(t, r, s, l, ch, db)
 	r.spanTargets(t)
 	r.check(t, full, "no sender was refused retryably while the spool's disk was full")
+	r.check(t, notReady, "/readyz while the spool's disk was full answered %d %s; want 503 saying the disk is full", code, body)
+	r.check(t, healed, "no export was acknowledged within 60 s of ClickHouse's return: the full spool did not heal")
+	if !healed || !notReady {
+		if b, err := os.ReadFile(s.logPath()); err == nil {
+			t.Logf("serve's log (last 8 KiB):\n%s", b[max(0, len(b)-8<<10):])
+		}
+	}
 	r.note("a full disk refuses (retryably); what the SDK gives up on within its 10 s timeout is lost at the sender: %s spans never stored", commas(r.C.NeverStored))
 }
 

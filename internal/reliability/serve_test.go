@@ -248,6 +248,18 @@ type health struct {
 	} `json:"spool"`
 }
 
+// readyz answers GET /readyz: its status and body.
+func (s *serveProc) readyz() (int, string) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + s.UIAddr + "/readyz")
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(b)
+}
+
 func (s *serveProc) health() health {
 	var h health
 	// serve pings the store for up to 2 s inside /healthz.

@@ -13,7 +13,9 @@ package pricing
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -285,6 +287,28 @@ func (t *Table) Lookup(model string) (*Model, string, bool) {
 	return nil, "", false
 }
 
+// Fingerprint identifies the table's prices: equal tables give equal
+// fingerprints, and a change to any name or rate gives another (a view
+// keeping what it priced checks it before reusing it).
+func (t *Table) Fingerprint() string {
+	h := sha256.New()
+	if t != nil {
+		names := make([]string, 0, len(t.byName))
+		for n := range t.byName {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			b, _ := json.Marshal(t.byName[n])
+			h.Write([]byte(n))
+			h.Write([]byte{0})
+			h.Write(b)
+			h.Write([]byte{0})
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
 // Models lists the table's canonical model names, sorted.
 func (t *Table) Models() []string {
 	seen := map[*Model]bool{}
@@ -302,8 +326,22 @@ func (t *Table) Models() []string {
 // Cost prices one call. The long-context tier applies when the call's whole
 // prompt exceeds its threshold.
 func (m *Model) Cost(u Usage) float64 {
+	return m.CostAt(u, m.LongContextApplies(u.Input+u.CacheRead+u.CacheCreation))
+}
+
+// LongContextApplies reports whether a call whose prompt (uncached, cache
+// read and cache write tokens) is prompt tokens is billed at the
+// long-context tier.
+func (m *Model) LongContextApplies(prompt int64) bool {
+	return m.LongContext != nil && prompt > m.LongContext.ThresholdInputTokens
+}
+
+// CostAt prices usage at one tier: the long-context rates when long (and
+// the model has them), else the base rates. u may be the sum of several
+// calls billed at that tier: the price is linear in each token count.
+func (m *Model) CostAt(u Usage, long bool) float64 {
 	r := m.Rates
-	if lc := m.LongContext; lc != nil && u.Input+u.CacheRead+u.CacheCreation > lc.ThresholdInputTokens {
+	if lc := m.LongContext; lc != nil && long {
 		r = lc.Rates
 	}
 	read, write := r.Input, r.Input

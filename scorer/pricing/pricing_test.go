@@ -147,3 +147,30 @@ func TestSplitSubtractsCacheFromInputUnlessTheSenderUsedAnthropicsRawCounts(t *t
 		}
 	}
 }
+
+// A table's fingerprint is the same for the same prices and changes with
+// any rate: a view keeping what it priced (a huge trace's rollup) reuses
+// it only under the prices it was computed with.
+func TestFingerprintFollowsThePrices(t *testing.T) {
+	if Default().Fingerprint() != Default().Fingerprint() {
+		t.Fatal("two loads of the built-in table fingerprint differently")
+	}
+	one := `{"as_of":"2030-01-01","models":[{"model":"gpt-4o","input":1,"output":2}]}`
+	two := `{"as_of":"2030-01-01","models":[{"model":"gpt-4o","input":1,"output":3}]}`
+	a, err := ParseOverride(Default(), strings.NewReader(one), "a.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseOverride(Default(), strings.NewReader(two), "b.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, fa, fb := Default().Fingerprint(), a.Fingerprint(), b.Fingerprint()
+	if fd == fa || fa == fb || fd == fb {
+		t.Errorf("fingerprints %s (built-in), %s, %s (one output rate apart): want three", fd, fa, fb)
+	}
+	var none *Table
+	if none.Fingerprint() == fd {
+		t.Error("no table fingerprints as the built-in one")
+	}
+}

@@ -32,7 +32,7 @@ type Segment struct {
 // the critical path and the cost rollup.
 type tree struct {
 	st       *store.Tree
-	spans    []store.Span
+	spans    []store.Bone
 	children [][]int // by span index, in input order
 	tops     []int   // fragment roots: true roots, orphans, cycle breakers
 	roots    int     // how many tops have no parent id at all
@@ -42,9 +42,11 @@ type tree struct {
 	order    []int // breadth-first order from the tops (parents before children)
 }
 
-// buildTree takes the structure from store.BuildTree, the one tree rule.
-func buildTree(spans []store.Span) *tree {
-	st := store.BuildTree(spans)
+// buildTree takes the structure from store.BuildTreeOf, the one tree rule.
+func buildTree(spans []store.Bone) *tree {
+	st := store.BuildTreeOf(len(spans), func(i int) (string, string, time.Time) {
+		return spans[i].SpanID, spans[i].ParentSpanID, spans[i].StartTime
+	})
 	t := &tree{st: st, spans: spans, children: st.Children, tops: st.Tops, roots: st.Roots, cycles: st.Cycles, order: st.Order}
 	for _, i := range st.Orphans {
 		t.orphans = append(t.orphans, spans[i].SpanID)

@@ -11,7 +11,9 @@
 package rollup
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -68,6 +70,68 @@ type Rollup struct {
 	Orphans []string `json:"orphans,omitempty"` // spans whose parent is not in the trace
 	// Notes explains anything the rollup repaired or could not know.
 	Notes []string `json:"notes,omitempty"`
+
+	// On a rollup bounded for a huge trace (Bounded), how many entries
+	// the full critical path has, how many billed calls the trace has, and
+	// UnknownCostText of all of them; unset on a full rollup.
+	CriticalPathEntries int    `json:"critical_path_entries,omitempty"`
+	CallCount           int    `json:"call_count,omitempty"`
+	UnknownCost         string `json:"unknown_cost,omitempty"`
+}
+
+// Bounds of a bounded rollup (Bounded).
+const (
+	BoundedPath  = 2_000
+	BoundedCalls = 1_000
+)
+
+// Bounded returns r with its lists bounded, for a huge trace whose full
+// rollup runs to hundreds of megabytes: the critical path keeps its
+// maxPath entries with the most self time (in path order), calls,
+// aggregates and orphans their first maxCalls; every figure (times,
+// costs, counts, per-model usage) stays the full rollup's, and a note
+// says what was left out. A rollup within the bounds is returned as is.
+func (r Rollup) Bounded(maxPath, maxCalls int) Rollup {
+	if len(r.CriticalPath) > maxPath {
+		keep := make([]int, len(r.CriticalPath))
+		for i := range keep {
+			keep[i] = i
+		}
+		slices.SortStableFunc(keep, func(a, b int) int { return cmp.Compare(r.CriticalPath[b].SelfMS, r.CriticalPath[a].SelfMS) })
+		keep = keep[:maxPath]
+		slices.Sort(keep)
+		path := make([]PathEntry, 0, maxPath)
+		for _, i := range keep {
+			path = append(path, r.CriticalPath[i])
+		}
+		r.CriticalPathEntries = len(r.CriticalPath)
+		r.Notes = append(slices.Clip(r.Notes), fmt.Sprintf("critical_path lists the %d of its %d entries with the most self time", maxPath, len(r.CriticalPath)))
+		r.CriticalPath = path
+	}
+	if len(r.Calls) > maxCalls {
+		r.UnknownCost = UnknownCostText(r.Calls)
+		r.CallCount = len(r.Calls)
+		r.Notes = append(slices.Clip(r.Notes), fmt.Sprintf("calls lists the first %d of %d billed calls", maxCalls, len(r.Calls)))
+		r.Calls = r.Calls[:maxCalls:maxCalls]
+	}
+	if len(r.AggregateSpans) > maxCalls {
+		r.Notes = append(slices.Clip(r.Notes), fmt.Sprintf("aggregate_spans lists the first %d of %d", maxCalls, len(r.AggregateSpans)))
+		r.AggregateSpans = r.AggregateSpans[:maxCalls:maxCalls]
+	}
+	if len(r.Orphans) > maxCalls {
+		r.Notes = append(slices.Clip(r.Notes), fmt.Sprintf("orphans lists the first %d of %d", maxCalls, len(r.Orphans)))
+		r.Orphans = r.Orphans[:maxCalls:maxCalls]
+	}
+	return r
+}
+
+// CostUnknownText says why the rollup's cost is unknown: UnknownCostText
+// of its calls, or of all of them on a bounded rollup.
+func (r *Rollup) CostUnknownText() string {
+	if r.UnknownCost != "" {
+		return r.UnknownCost
+	}
+	return UnknownCostText(r.Calls)
 }
 
 // Top is a span without a parent in the trace.
@@ -143,86 +207,164 @@ func ComputeAll(spans []store.Span, prices *pricing.Table) []Rollup {
 
 // Compute rolls up the spans of one trace. prices may be nil, in which case
 // every call without an explicit cost is unpriced. spans is not modified.
+//
+// It is the one rule: Analyze over the spans' bones, then FromAnalysis with
+// store.Summarize's summary of the same spans. A store that keeps a huge
+// trace's summary and serves its bones gives the same rollup, field for
+// field, without the spans held whole (see Window).
 func Compute(spans []store.Span, prices *pricing.Table) Rollup {
-	r := Rollup{CriticalPath: []PathEntry{}, Tops: []Top{}, UnpricedModels: []string{}, Models: []ModelUsage{}, Calls: []Call{}}
 	if len(spans) == 0 {
-		r.Notes = append(r.Notes, "no spans")
-		return r
+		return FromAnalysis(Analysis{}, store.TraceSummary{}, prices)
 	}
 	// Everything below runs over the spans in canonical order (start, span
 	// id), so the result does not depend on the order they arrived in.
 	order := store.CanonicalOrder(spans)
 	sorted := make([]store.Span, len(spans))
+	bones := make([]store.Bone, len(spans))
 	for k, i := range order {
 		sorted[k] = spans[i]
+		bones[k] = store.BoneOf(&spans[i])
 	}
-	spans = sorted
-	r.TraceID = spans[0].TraceID
 	traceIDs := map[string]bool{}
-	for i := range spans {
-		traceIDs[spans[i].TraceID] = true
+	for i := range sorted {
+		traceIDs[sorted[i].TraceID] = true
 	}
+	r := FromAnalysis(analyzeSorted(bones), store.Summarize(sorted), prices)
+	r.TraceID = sorted[0].TraceID
 	if len(traceIDs) > 1 {
-		r.Notes = append(r.Notes, fmt.Sprintf("spans come from %d different trace ids; rolled up together", len(traceIDs)))
+		r.Notes = append([]string{fmt.Sprintf("spans come from %d different trace ids; rolled up together", len(traceIDs))}, r.Notes...)
 	}
+	return r
+}
 
-	t := buildTree(spans)
-	r.Roots = t.roots
-	remote := 0
+// Analysis is what a rollup reads of a trace's tree: its tops, orphans,
+// repairs, critical path and the spans whose usage repeats their
+// descendants'. Analyze computes it from the trace's bones alone (ids,
+// names, times, flags, whether a span carries usage), so a store can serve
+// it for a trace too big to read whole, and a view can keep it
+// (store.WindowReader.SaveDerived) while the trace's span count stays the
+// same.
+type Analysis struct {
+	// Spans is how many bones were analysed (a copy of a span id
+	// included).
+	Spans          int         `json:"spans"`
+	Roots          int         `json:"roots"`
+	Tops           []Top       `json:"tops"`
+	Orphans        []string    `json:"orphans,omitempty"`
+	DupIDs         int         `json:"dup_ids,omitempty"`
+	Cycles         int         `json:"cycles,omitempty"`
+	CriticalPathNS int64       `json:"critical_path_ns"`
+	CriticalPath   []PathEntry `json:"critical_path"`
+	// Clipped, Detached and Inverted count the spans the critical path
+	// clipped to their parent, left out as wholly outside it, and read as
+	// zero-length (see criticalPath).
+	Clipped  int `json:"clipped,omitempty"`
+	Detached int `json:"detached,omitempty"`
+	Inverted int `json:"inverted,omitempty"`
+	// AggregateSpans are the spans carrying usage below which a span
+	// carries usage too, parents before children (breadth first).
+	AggregateSpans []string `json:"aggregate_spans,omitempty"`
+}
+
+// Analyze analyses a trace's bones, given in any order.
+func Analyze(bones []store.Bone) Analysis {
+	sorted := append([]store.Bone(nil), bones...)
+	slices.SortStableFunc(sorted, func(a, b store.Bone) int {
+		if c := a.StartTime.Compare(b.StartTime); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.SpanID, b.SpanID)
+	})
+	return analyzeSorted(sorted)
+}
+
+// analyzeSorted is Analyze over bones in canonical order.
+func analyzeSorted(bones []store.Bone) Analysis {
+	a := Analysis{Spans: len(bones), Tops: []Top{}, CriticalPath: []PathEntry{}}
+	if len(bones) == 0 {
+		return a
+	}
+	t := buildTree(bones)
+	a.Roots, a.Cycles, a.DupIDs, a.Orphans = t.roots, t.cycles, t.dupIDs, t.orphans
 	for _, i := range t.tops {
-		top := Top{SpanID: spans[i].SpanID, Name: spans[i].Name, Orphan: spans[i].ParentSpanID != ""}
-		if rp, known := spans[i].RemoteParent(); top.Orphan && rp && known {
+		top := Top{SpanID: bones[i].SpanID, Name: bones[i].Name, Orphan: bones[i].ParentSpanID != ""}
+		if rp, known := bones[i].RemoteParent(); top.Orphan && rp && known {
 			top.RemoteParent = true
+		}
+		a.Tops = append(a.Tops, top)
+	}
+	cp := t.criticalPath()
+	for _, s := range cp.segments {
+		a.CriticalPathNS += int64(s.End - s.Start)
+	}
+	a.CriticalPath = append(a.CriticalPath, cp.entries...)
+	a.Clipped, a.Detached, a.Inverted = cp.clipped, cp.detached, cp.inverted
+	roles := store.RolesOf(len(bones), t.st, func(i int) bool { return bones[i].Carries }, func(int) bool { return false })
+	for _, i := range t.order {
+		if roles[i] == store.RoleAggregate {
+			a.AggregateSpans = append(a.AggregateSpans, bones[i].SpanID)
+		}
+	}
+	return a
+}
+
+// FromAnalysis is the rollup of a trace whose tree is a and whose summary
+// is sum (store.Summarize's, with its billed calls), priced with prices.
+func FromAnalysis(a Analysis, sum store.TraceSummary, prices *pricing.Table) Rollup {
+	r := Rollup{CriticalPath: []PathEntry{}, Tops: []Top{}, UnpricedModels: []string{}, Models: []ModelUsage{}, Calls: []Call{}}
+	if a.Spans == 0 {
+		r.Notes = append(r.Notes, "no spans")
+		return r
+	}
+	r.TraceID = sum.TraceID
+	r.Roots = a.Roots
+	remote := 0
+	for _, top := range a.Tops {
+		if top.RemoteParent {
 			remote++
 		}
-		r.Tops = append(r.Tops, top)
 	}
-	r.Orphans = t.orphans
-	if t.dupIDs > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d duplicate span ids ignored (kept the first copy)", t.dupIDs))
+	r.Tops = append(r.Tops, a.Tops...)
+	r.Orphans = a.Orphans
+	if a.DupIDs > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d duplicate span ids ignored (kept the first copy)", a.DupIDs))
 	}
 	// A span whose parent is in another process (OTLP's IS_REMOTE flag)
 	// continues a trace begun elsewhere: its parent is not expected here,
 	// and the trace is not incomplete for lacking it.
 	switch {
-	case t.roots == 0 && remote > 0 && remote == len(t.orphans):
+	case a.Roots == 0 && remote > 0 && remote == len(a.Orphans):
 		r.Notes = append(r.Notes, "no root span here: the trace continues a remote parent (another process's span, flagged remote by the sender)")
-	case t.roots == 0:
+	case a.Roots == 0:
 		r.Notes = append(r.Notes, "no root span (every span names a parent): the trace is incomplete")
-	case t.roots > 1:
-		r.Notes = append(r.Notes, fmt.Sprintf("%d root spans: critical path spans all fragments", t.roots))
+	case a.Roots > 1:
+		r.Notes = append(r.Notes, fmt.Sprintf("%d root spans: critical path spans all fragments", a.Roots))
 	}
-	if missing := len(t.orphans) - remote; missing > 0 {
+	if missing := len(a.Orphans) - remote; missing > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d spans whose parent is missing are treated as roots of separate fragments", missing))
 	}
-	if remote > 0 && (t.roots > 0 || remote < len(t.orphans)) {
+	if remote > 0 && (a.Roots > 0 || remote < len(a.Orphans)) {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d spans continue a remote parent (flagged remote by the sender): roots of separate fragments", remote))
 	}
-	if t.cycles > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d parent cycles broken", t.cycles))
+	if a.Cycles > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d parent cycles broken", a.Cycles))
 	}
 
 	// Wall time and critical path.
-	cp := t.criticalPath()
-	var pathNS time.Duration
-	for _, s := range cp.segments {
-		pathNS += s.End - s.Start
+	r.CriticalPathMS = ms(time.Duration(a.CriticalPathNS))
+	r.CriticalPath = append(r.CriticalPath, a.CriticalPath...)
+	if a.Clipped > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d spans extend outside their parent (async work or clock skew): clipped to the parent for the critical path", a.Clipped))
 	}
-	r.CriticalPathMS = ms(pathNS)
-	r.CriticalPath = append(r.CriticalPath, cp.entries...)
-	if cp.clipped > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d spans extend outside their parent (async work or clock skew): clipped to the parent for the critical path", cp.clipped))
+	if a.Detached > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d spans lie wholly outside their parent: not on the critical path", a.Detached))
 	}
-	if cp.detached > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d spans lie wholly outside their parent: not on the critical path", cp.detached))
-	}
-	if cp.inverted > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("%d spans end before they start: treated as zero-length", cp.inverted))
+	if a.Inverted > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d spans end before they start: treated as zero-length", a.Inverted))
 	}
 
 	// Counts, tokens and the billed calls come from store.Summarize, the
 	// rule every view of a trace shows; this adds their prices.
-	sum := store.Summarize(spans)
 	r.Start, r.RootName = sum.Start, sum.RootName
 	r.DurationMS, r.AfterRootMS = ms(sum.Duration), ms(sum.AfterRoot)
 	r.SpanCount = int(sum.SpanCount)
@@ -232,12 +374,7 @@ func Compute(spans []store.Span, prices *pricing.Table) Rollup {
 	r.FailedModelCalls = int(sum.FailedModelCalls)
 	r.TokensIn, r.TokensOut = sum.InputTokens, sum.OutputTokens
 	r.CacheReadTokens, r.CacheCreationTokens, r.ReasoningTokens = sum.CacheReadTokens, sum.CacheCreationTokens, sum.ReasoningTokens
-	roles := store.Roles(spans, t.st)
-	for _, i := range t.order {
-		if roles[i] == store.RoleAggregate {
-			r.AggregateSpans = append(r.AggregateSpans, spans[i].SpanID)
-		}
-	}
+	r.AggregateSpans = a.AggregateSpans
 	p := Price(sum.Calls, prices)
 	r.Calls, r.Models, r.UnpricedModels, r.KnownCostUSD, r.CostUSD = p.Calls, p.Models, p.UnpricedModels, p.KnownCostUSD, p.CostUSD
 	if n := countSource(r.Calls, SourceNoUsage); n > 0 {
@@ -268,15 +405,24 @@ type Priced struct {
 }
 
 // Price prices billed calls (store.TraceSummary.Calls) with prices (nil
-// prices nothing) and sums them in the order given, the canonical one, so
-// the same calls always give the same bytes: the trace page, the trace
-// list, `traces get` and `rollup FILE` all price through here.
+// prices nothing): each call, for the list of calls and the per-model
+// figures (summed in the order given, the canonical one), and the trace's
+// total by PriceGroups over their groups (store.GroupCalls), so the trace
+// page, `traces get` and `rollup FILE` show the total the trace list
+// computes from the groups a store keeps, to the last bit.
 func Price(calls []store.Call, prices *pricing.Table) Priced {
 	p := Priced{Calls: []Call{}, UnpricedModels: []string{}, Models: []ModelUsage{}}
 	unpriced := map[string]bool{}
 	models := map[string]*ModelUsage{}
+	// One lookup per distinct (response, request) model pair: a huge
+	// trace's calls name a handful of models.
+	type found struct {
+		m    *pricing.Model
+		name string
+		ok   bool
+	}
+	looked := map[[2]string]found{}
 	var modelOrder []string
-	known, costKnown := 0.0, true
 	for k := range calls {
 		sc := &calls[k]
 		model := sc.Model()
@@ -301,7 +447,13 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 			c.Source = SourceNoUsage
 			c.Why = "reported no token usage"
 		default:
-			m, name, ok := lookup(prices, sc)
+			k := [2]string{sc.ResponseModel, sc.RequestModel}
+			f, seen := looked[k]
+			if !seen {
+				f.m, f.name, f.ok = lookup(prices, sc)
+				looked[k] = f
+			}
+			m, name, ok := f.m, f.name, f.ok
 			if !ok {
 				c.Source = SourceUnpriced
 				label := model
@@ -317,11 +469,6 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 			c.Source = SourcePriced
 			c.PricedAs = name
 			c.CostUSD = ptr(m.Cost(pricing.Usage{Input: u.Uncached, CacheRead: u.CacheRead, CacheCreation: u.CacheCreation, Output: u.Output}))
-		}
-		if c.CostUSD != nil {
-			known += *c.CostUSD
-		} else {
-			costKnown = false
 		}
 		p.Calls = append(p.Calls, c)
 
@@ -350,10 +497,10 @@ func Price(calls []store.Call, prices *pricing.Table) Priced {
 			}
 		}
 	}
-	p.KnownCostUSD = known
-	if costKnown {
-		p.CostUSD = ptr(known)
-	}
+	// The total, by groups (the per-call and per-model costs above differ
+	// from it at most in rounding).
+	gp := priceGroups(store.GroupCalls(calls), prices, calls)
+	p.KnownCostUSD, p.CostUSD = gp.KnownCostUSD, gp.CostUSD
 	for m := range unpriced {
 		p.UnpricedModels = append(p.UnpricedModels, m)
 	}
@@ -397,7 +544,13 @@ func UnknownCostText(calls []Call) string {
 }
 
 func lookup(prices *pricing.Table, s *store.Call) (*pricing.Model, string, bool) {
-	for _, name := range []string{s.ResponseModel, s.RequestModel} {
+	return lookupModels(prices, s.ResponseModel, s.RequestModel)
+}
+
+// lookupModels finds the price entry of the first of names the table
+// knows: a call's response model, then its request model.
+func lookupModels(prices *pricing.Table, names ...string) (*pricing.Model, string, bool) {
+	for _, name := range names {
 		if name == "" {
 			continue
 		}

@@ -12,7 +12,6 @@ import (
 // on a parent cycle becomes a top of its own, and a span id repeated (a
 // retried export) is kept once, its first copy.
 type Tree struct {
-	t        *tree
 	sorted   [][]int
 	tops     []int
 	orphaned []bool
@@ -20,8 +19,8 @@ type Tree struct {
 
 // NewTree builds the tree of spans (one trace). Indexes are into spans.
 func NewTree(spans []store.Span) *Tree {
-	t := buildTree(spans)
-	tr := &Tree{t: t, sorted: make([][]int, len(spans)), orphaned: make([]bool, len(spans))}
+	t := store.BuildTree(spans)
+	tr := &Tree{sorted: make([][]int, len(spans)), orphaned: make([]bool, len(spans))}
 	byStart := func(list []int) []int {
 		out := append([]int(nil), list...)
 		sort.SliceStable(out, func(a, b int) bool {
@@ -33,17 +32,17 @@ func NewTree(spans []store.Span) *Tree {
 		})
 		return out
 	}
-	for i, cs := range t.children {
+	for i, cs := range t.Children {
 		if len(cs) > 0 {
 			tr.sorted[i] = byStart(cs)
 		}
 	}
-	tr.tops = byStart(t.tops)
+	tr.tops = byStart(t.Tops)
 	ids := make(map[string]bool, len(spans))
 	for i := range spans {
 		ids[spans[i].SpanID] = true
 	}
-	for _, i := range t.tops {
+	for _, i := range t.Tops {
 		if p := spans[i].ParentSpanID; p != "" && !ids[p] {
 			tr.orphaned[i] = true
 		}

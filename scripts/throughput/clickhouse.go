@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,59 +14,57 @@ import (
 	"time"
 )
 
-// clickhouse is one fresh ClickHouse 26.7 started by scripts/clickhouse.sh
-// on a data directory of its own.
+// clickhouse is one fresh ClickHouse 26.7 (libchdb, started as `loom-eval
+// clickhouse-local`, as scripts/clickhouse.sh does) on a data directory of
+// its own.
 type clickhouse struct {
-	repo, dir string
-	TCPAddr   string // 127.0.0.1:PORT (native protocol)
-	HTTP      string // http://127.0.0.1:PORT
-	PID       int
+	proc    *process
+	TCPAddr string // 127.0.0.1:PORT (native protocol)
+	HTTP    string // http://127.0.0.1:PORT
+	PID     int
 }
 
-// startClickHouse runs `scripts/clickhouse.sh start DIR` with LOOM_EVAL
-// set to the binary built for this run, so the script builds nothing.
-func startClickHouse(ctx context.Context, repo, loomEval, dir string, logw io.Writer) (*clickhouse, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(repo, "scripts", "clickhouse.sh"), "start", dir)
-	cmd.Env = append(os.Environ(), "LOOM_EVAL="+loomEval)
-	cmd.Stderr = logw
-	out, err := cmd.Output()
+// startClickHouse starts ClickHouse on dir/data with the same process
+// arrangement as the target (startProcess), which is why the harness
+// starts it itself rather than through scripts/clickhouse.sh (whose
+// server is always in a session of its own). The library is the one
+// `scripts/clickhouse.sh fetch` cached.
+func startClickHouse(ctx context.Context, repo, loomEval, dir, sessions string) (*clickhouse, error) {
+	lib, err := exec.CommandContext(ctx, filepath.Join(repo, "scripts", "clickhouse.sh"), "lib").Output()
 	if err != nil {
-		return nil, fmt.Errorf("scripts/clickhouse.sh start %s: %w", dir, err)
+		return nil, fmt.Errorf("scripts/clickhouse.sh lib: %w (run scripts/clickhouse.sh fetch once)", err)
 	}
-	ch := &clickhouse{repo: repo, dir: dir}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), "=")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("clickhouse directory: %w", err)
+	}
+	ports := filepath.Join(dir, "clickhouse.ports")
+	logPath := filepath.Join(dir, "clickhouse.log")
+	p, err := startProcess(loomEval, []string{"clickhouse-local", "--lib", strings.TrimSpace(string(lib)),
+		"--path", filepath.Join(dir, "data"), "--ports-file", ports, "--parent-pid", strconv.Itoa(os.Getpid())}, logPath, sessions)
+	if err != nil {
+		return nil, err
+	}
+	ch := &clickhouse{proc: p, PID: p.PID}
+	err = p.waitReady(ctx, 2*time.Minute, logPath, func() bool {
+		b, err := os.ReadFile(ports)
+		if err != nil {
+			return false
+		}
+		tcp, http, ok := strings.Cut(strings.TrimSpace(string(b)), "\t")
 		if !ok {
-			continue
+			return false
 		}
-		switch k {
-		case "LOOMWORK_CLICKHOUSE_DSN":
-			u, err := url.Parse(v)
-			if err != nil {
-				return nil, fmt.Errorf("clickhouse.sh printed DSN %q: %w", v, err)
-			}
-			ch.TCPAddr = u.Host
-		case "LOOMWORK_CLICKHOUSE_HTTP":
-			ch.HTTP = v
-		case "LOOMWORK_CLICKHOUSE_PID":
-			ch.PID, _ = strconv.Atoi(v)
-		}
-	}
-	if ch.TCPAddr == "" || ch.HTTP == "" || ch.PID == 0 {
-		return nil, fmt.Errorf("scripts/clickhouse.sh start %s printed %q: want DSN, HTTP and PID", dir, out)
+		ch.TCPAddr, ch.HTTP = "127.0.0.1:"+tcp, "http://127.0.0.1:"+http
+		v, err := ch.queryInts(ctx, "SELECT 1")
+		return err == nil && len(v) == 1 && v[0] == 1
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("clickhouse: %w", err), p.stop(20*time.Second))
 	}
 	return ch, nil
 }
 
-func (c *clickhouse) stop(logw io.Writer) error {
-	cmd := exec.Command(filepath.Join(c.repo, "scripts", "clickhouse.sh"), "stop", c.dir)
-	cmd.Stdout, cmd.Stderr = logw, logw
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("scripts/clickhouse.sh stop %s: %w", c.dir, err)
-	}
-	return nil
-}
+func (c *clickhouse) stop() error { return c.proc.stop(30 * time.Second) }
 
 // query runs q on the HTTP interface and returns the body trimmed
 // (TabSeparated unless q says otherwise).

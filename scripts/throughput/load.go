@@ -99,6 +99,33 @@ func (t template) fill(buf []byte, k uint64) []byte {
 	return buf
 }
 
+// loadSource makes the requests the senders send.
+type loadSource interface {
+	// sender returns one sender's request maker: request k written into
+	// buf (reused by that sender) and its span count.
+	sender() func(buf []byte, k uint64) ([]byte, int)
+}
+
+// templatedLoad is the load of issue 17: 16 templates of agenttrace
+// spans, request k template k mod 16 with fresh trace ids.
+type templatedLoad []template
+
+func (ts templatedLoad) sender() func([]byte, uint64) ([]byte, int) {
+	return func(buf []byte, k uint64) ([]byte, int) {
+		t := ts[k%uint64(len(ts))]
+		return t.fill(buf, k), t.spans
+	}
+}
+
+func (l *agentLoad) sender() func([]byte, uint64) ([]byte, int) {
+	var scratch []placement
+	return func(buf []byte, k uint64) ([]byte, int) {
+		var n int
+		buf, n, scratch = l.request(buf, k, time.Now(), scratch)
+		return buf, n
+	}
+}
+
 // rawCodec sends pre-marshaled bytes as the gRPC message.
 type rawCodec struct{}
 
@@ -130,7 +157,7 @@ type loadResult struct {
 // the deadline; a request in flight at the deadline is waited for. A
 // failed request is counted and not retried (the next one carries new
 // spans); the sender pauses 50 ms so a refusing server is not spun on.
-func drive(ctx context.Context, addr string, templates []template, senders int, d time.Duration) (loadResult, error) {
+func drive(ctx context.Context, addr string, src loadSource, senders int, d time.Duration) (loadResult, error) {
 	conns := make([]*grpc.ClientConn, senders)
 	for i := range conns {
 		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -150,12 +177,13 @@ func drive(ctx context.Context, addr string, templates []template, senders int, 
 	began := time.Now()
 	deadline := began.Add(d)
 	for _, conn := range conns {
+		nextRequest := src.sender()
 		wg.Go(func() {
 			var buf, out []byte
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				k := next.Add(1) - 1
-				t := templates[k%int64(len(templates))]
-				buf = t.fill(buf, uint64(k))
+				var n int
+				buf, n = nextRequest(buf, uint64(k))
 				rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 				err := conn.Invoke(rctx, exportMethod, &buf, &out, grpc.ForceCodecV2(rawCodec{}))
 				cancel()
@@ -166,7 +194,7 @@ func drive(ctx context.Context, addr string, templates []template, senders int, 
 					} else {
 						reqs.Add(1)
 						rejected.Add(rej)
-						acked.Add(int64(t.spans) - rej)
+						acked.Add(int64(n) - rej)
 						continue
 					}
 				}

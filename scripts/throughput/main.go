@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,6 +56,12 @@ type options struct {
 	Peer          string
 	Keep          bool
 	Lock          string
+	Load          string
+	PoolSpans     int
+	Seed          uint64
+	Sessions      string
+	Doc           string
+	Retries       int
 }
 
 func main() {
@@ -70,17 +77,26 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage")
+var (
+	errUsage       = errors.New("usage")
+	errProcessDied = errors.New("a process of the run died")
+)
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("throughput", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.DurationVar(&o.Duration, "duration", 40*time.Second, "how long the senders send in each run (issue 17: 40s; e.g. 5s for a quick check)")
-	senders := fs.String("senders", "4,16", "comma-separated sender counts; each sender is one gRPC connection with one request in flight")
-	fs.IntVar(&o.Rounds, "rounds", 2, "runs per (target, senders), interleaved across targets")
-	targets := fs.String("targets", "peer,serve", "comma-separated targets in run order: peer, serve")
-	fs.IntVar(&o.RequestSpans, "request-spans", 1000, "spans per OTLP request (a multiple of 10: whole traces)")
+	fs.DurationVar(&o.Duration, "duration", 40*time.Second, "how long the senders send in each run (e.g. 10s for a quick check)")
+	senders := fs.String("senders", "4", "comma-separated sender counts; each sender is one gRPC connection with one request in flight")
+	fs.IntVar(&o.Rounds, "rounds", 10, "paired rounds per sender count: each round runs every target once, the order alternating from round to round")
+	targets := fs.String("targets", "peer,serve", "comma-separated targets in the order of odd rounds (even rounds reverse it): peer, serve")
+	fs.IntVar(&o.RequestSpans, "request-spans", 1000, "spans per OTLP request: whole traces, so agent requests carry this many or a trace more (templated: a multiple of 10)")
+	fs.StringVar(&o.Load, "load", "agent", "agent: varied agent traffic from a generated pool (docs/throughput.md); templated: issue 17's 16 agenttrace templates")
+	fs.IntVar(&o.PoolSpans, "pool-spans", 250_000, "agent load: spans generated into the pool requests are composed from")
+	fs.Uint64Var(&o.Seed, "seed", 42, "seed of the load")
+	fs.StringVar(&o.Sessions, "sessions", "own", "process arrangement, the same for both targets: own = ClickHouse and the target each in a session of its own (setsid; under autogroup scheduling each gets its own CPU share, as separate services do); shared = both in the harness's session")
+	fs.IntVar(&o.Retries, "retries", 1, "run a run again this many times when its ClickHouse or target died during it (the report lists each)")
+	fs.StringVar(&o.Doc, "doc", "", "also write the results into this Markdown file between its <!-- throughput:begin --> and <!-- throughput:end --> lines (e.g. ../../docs/throughput.md)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 3*time.Minute, "after the senders stop, how long to wait for every acknowledged span to be stored")
 	fs.BoolVar(&o.Optimize, "optimize", true, "after measuring, OPTIMIZE TABLE … FINAL every table of the run's database and measure bytes on disk again")
 	fs.StringVar(&o.ServeArgs, "serve-args", "", "extra arguments for loom-eval serve, split on spaces; {dir} is the run's directory (e.g. \"--spool-dir {dir}/spool\")")
@@ -119,8 +135,16 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: -duration %s: want > 0", errUsage, o.Duration)
 	case o.Rounds < 1:
 		return o, fmt.Errorf("%w: -rounds %d: want ≥ 1", errUsage, o.Rounds)
-	case o.RequestSpans < spansPerTrace || o.RequestSpans%spansPerTrace != 0:
-		return o, fmt.Errorf("%w: -request-spans %d: want a positive multiple of %d", errUsage, o.RequestSpans, spansPerTrace)
+	case o.Load != "agent" && o.Load != "templated":
+		return o, fmt.Errorf("%w: -load %q: want agent or templated", errUsage, o.Load)
+	case o.Sessions != "own" && o.Sessions != "shared":
+		return o, fmt.Errorf("%w: -sessions %q: want own or shared", errUsage, o.Sessions)
+	case o.Load == "templated" && (o.RequestSpans < spansPerTrace || o.RequestSpans%spansPerTrace != 0):
+		return o, fmt.Errorf("%w: -request-spans %d: the templated load wants a positive multiple of %d", errUsage, o.RequestSpans, spansPerTrace)
+	case o.RequestSpans < 1:
+		return o, fmt.Errorf("%w: -request-spans %d: want ≥ 1", errUsage, o.RequestSpans)
+	case o.Load == "agent" && o.PoolSpans < 10*o.RequestSpans:
+		return o, fmt.Errorf("%w: -pool-spans %d: want at least ten requests' worth (%d)", errUsage, o.PoolSpans, 10*o.RequestSpans)
 	}
 	return o, nil
 }
@@ -161,13 +185,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	templates, err := makeTemplates(16, o.RequestSpans, 42, time.Now().Add(-time.Hour))
+	src, desc, err := makeLoad(o, log)
 	if err != nil {
 		return err
 	}
 	rep := report{
 		Started: time.Now().UTC(), Options: o, Cores: runtime.NumCPU(),
-		RequestBytes: len(templates[0].body), GoVersion: runtime.Version(),
+		Load: desc, GoVersion: runtime.Version(),
 	}
 	if b, err := exec.CommandContext(ctx, "git", "-C", o.Repo, "rev-parse", "--short", "HEAD").Output(); err == nil {
 		rep.Commit = strings.TrimSpace(string(b))
@@ -185,14 +209,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		for round := 1; round <= o.Rounds; round++ {
-			for _, t := range o.Targets {
+			for _, t := range roundOrder(o.Targets, round) {
 				n++
 				if err := ctx.Err(); err != nil {
 					unlock()
 					return fmt.Errorf("stopped before run %d: %w", n, err)
 				}
 				log.Info("run", "n", n, "target", t, "senders", s, "round", round, "duration", o.Duration)
-				r, err := oneRun(ctx, o, n, t, s, round, templates, log)
+				r, err := oneRun(ctx, o, n, t, s, round, src, log)
+				for try := 1; err != nil && errors.Is(err, errProcessDied) && try <= o.Retries && ctx.Err() == nil; try++ {
+					// Rare, and void only this run: its ClickHouse or target
+					// died (the process's exit status is in err).
+					log.Warn("a process died; running again", "n", n, "target", t, "round", round, "error", err)
+					rep.Retried = append(rep.Retried, fmt.Sprintf("run %d (%s, round %d): %v", n, t, round, err))
+					r, err = oneRun(ctx, o, n, t, s, round, src, log)
+				}
 				if err != nil {
 					unlock()
 					return fmt.Errorf("run %d (%s, %d senders, round %d): %w", n, t, s, round, err)
@@ -215,26 +246,58 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stdout, rep.markdown())
 	fmt.Fprintf(stdout, "\nresults: %s, %s\n", filepath.Join(o.Out, "results.json"), filepath.Join(o.Out, "results.md"))
+	if o.Doc != "" {
+		if err := spliceDoc(o.Doc, rep.markdown()); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote the tables into %s\n", o.Doc)
+	}
 	return nil
 }
 
-func oneRun(ctx context.Context, o options, n int, tname string, senders, round int, templates []template, log *slog.Logger) (res result, err error) {
+// roundOrder is the targets' order in a round: as given in odd rounds,
+// reversed in even ones, so neither target always runs first (after a
+// fresh start of everything, or right after the other's heavy merges).
+func roundOrder(targets []string, round int) []string {
+	if round%2 == 1 {
+		return targets
+	}
+	out := slices.Clone(targets)
+	slices.Reverse(out)
+	return out
+}
+
+// makeLoad builds the load the options ask for and describes it.
+func makeLoad(o options, log *slog.Logger) (loadSource, loadInfo, error) {
+	if o.Load == "templated" {
+		templates, err := makeTemplates(16, o.RequestSpans, o.Seed, time.Now().Add(-time.Hour))
+		if err != nil {
+			return nil, loadInfo{}, err
+		}
+		return templatedLoad(templates), loadInfo{Name: "templated", Requests: 16, RequestBytes: len(templates[0].body), RequestSpans: o.RequestSpans}, nil
+	}
+	began := time.Now()
+	l, err := makeAgentLoad(o.Seed, o.PoolSpans, o.RequestSpans)
+	if err != nil {
+		return nil, loadInfo{}, err
+	}
+	info := l.info()
+	log.Info("agent load pool generated", "traces", info.PoolTraces, "spans", info.PoolSpans, "bytes", info.PoolBytes, "took", time.Since(began).Round(time.Millisecond))
+	return l, info, nil
+}
+
+func oneRun(ctx context.Context, o options, n int, tname string, senders, round int, src loadSource, log *slog.Logger) (res result, err error) {
 	dir := filepath.Join(o.Out, fmt.Sprintf("run%02d-%s-s%d-r%d", n, tname, senders, round))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, fmt.Errorf("run directory: %w", err)
 	}
-	chLog, err := os.Create(filepath.Join(dir, "clickhouse-sh.log"))
-	if err != nil {
-		return res, fmt.Errorf("run directory: %w", err)
-	}
-	defer chLog.Close()
 	chDir := filepath.Join(dir, "clickhouse")
-	ch, err := startClickHouse(ctx, o.Repo, o.LoomEval, chDir, chLog)
+	ch, err := startClickHouse(ctx, o.Repo, o.LoomEval, chDir, o.Sessions)
 	if err != nil {
 		return res, err
 	}
 	defer func() {
-		err = errors.Join(err, ch.stop(chLog))
+		err = errors.Join(err, ch.stop())
 		if !o.Keep {
 			err = errors.Join(err, os.RemoveAll(filepath.Join(chDir, "data")))
 		}
@@ -247,10 +310,10 @@ func oneRun(ctx context.Context, o options, n int, tname string, senders, round 
 	switch tname {
 	case "peer":
 		tg = target{Name: "peer", Table: "otel_traces", TraceCol: "TraceId", SpanCol: "SpanId"}
-		p, err = startPeer(ctx, o.Peer, dir, ch.TCPAddr, db, o.PeerAsync)
+		p, err = startPeer(ctx, o.Peer, dir, ch.TCPAddr, db, o.PeerAsync, o.Sessions)
 	case "serve":
 		tg = target{Name: "serve", Table: o.ServeTable, TraceCol: o.ServeTraceCol, SpanCol: o.ServeSpanCol}
-		p, err = startServe(ctx, o.LoomEval, dir, ch.TCPAddr, db, o.ServeArgs)
+		p, err = startServe(ctx, o.LoomEval, dir, ch.TCPAddr, db, o.ServeArgs, o.Sessions)
 	}
 	if err != nil {
 		return res, err
@@ -269,7 +332,7 @@ func oneRun(ctx context.Context, o options, n int, tname string, senders, round 
 		return res, err
 	}
 	self0 := selfCPU()
-	load, err := drive(ctx, p.GRPCAddr, templates, senders, o.Duration)
+	load, err := drive(ctx, p.GRPCAddr, src, senders, o.Duration)
 	if err != nil {
 		return res, err
 	}
@@ -306,11 +369,16 @@ func oneRun(ctx context.Context, o options, n int, tname string, senders, round 
 			q, pause = distinctQ, 500*time.Millisecond
 			continue
 		}
-		if storedAt.After(drainEnd) || ctx.Err() != nil {
+		if storedAt.After(drainEnd) || ctx.Err() != nil || ch.proc.died("") != nil || p.died("") != nil {
 			log.Warn("drain timed out", "acked", load.Acked, "stored", stored, "query_error", err)
 			break
 		}
 		time.Sleep(pause)
+	}
+	// A process that died during the run makes it void: say which, and
+	// how it ended.
+	if err := errors.Join(ch.proc.died("ClickHouse"), p.died(tname)); err != nil {
+		return res, fmt.Errorf("%w: %w", errProcessDied, err)
 	}
 	tcpu1, err1 := procCPU(p.PID)
 	ccpu1, err2 := procCPU(ch.PID)
@@ -343,6 +411,12 @@ func oneRun(ctx context.Context, o options, n int, tname string, senders, round 
 		res.TargetCPUPerM = res.TargetCPUSeconds / m
 		res.CHCPUPerM = res.CHCPUSeconds / m
 		res.ClientCPUPerM = res.ClientCPUSeconds / m
+	}
+	// Merge amplification, before OPTIMIZE adds its own: rows merged per
+	// row inserted (both tables of the run's database and the server's
+	// own system tables; the span table dominates).
+	if v, err := ch.queryInts(ctx, "SELECT sumIf(value, event = 'MergedRows'), sumIf(value, event = 'InsertedRows') FROM system.events"); err == nil && len(v) == 2 && v[1] > 0 {
+		res.MergedPerInserted = float64(v[0]) / float64(v[1])
 	}
 	if res.DiskBytes, err = ch.diskBytes(ctx, db); err != nil {
 		return res, err

@@ -46,6 +46,10 @@ type result struct {
 	TargetPeakRSS    int64   `json:"target_peak_rss_bytes"`
 	CHPeakRSS        int64   `json:"clickhouse_peak_rss_bytes"`
 
+	// MergedPerInserted is ClickHouse's MergedRows ÷ InsertedRows at the
+	// end of the drain.
+	MergedPerInserted float64 `json:"merged_rows_per_inserted_row"`
+
 	DiskBytes             int64   `json:"disk_bytes"`
 	BytesPerSpan          float64 `json:"bytes_per_span"`
 	DiskBytesOptimized    int64   `json:"disk_bytes_optimized,omitempty"`
@@ -53,14 +57,16 @@ type result struct {
 }
 
 type report struct {
-	Started      time.Time `json:"started"`
-	Finished     time.Time `json:"finished,omitzero"`
-	Commit       string    `json:"commit"`
-	GoVersion    string    `json:"go_version"`
-	Cores        int       `json:"cores"`
-	RequestBytes int       `json:"request_bytes"` // marshaled size of one request
-	Options      options   `json:"options"`
-	Runs         []result  `json:"runs"`
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished,omitzero"`
+	Commit    string    `json:"commit"`
+	GoVersion string    `json:"go_version"`
+	Cores     int       `json:"cores"`
+	Load      loadInfo  `json:"load"`
+	Options   options   `json:"options"`
+	Runs      []result  `json:"runs"`
+	// Retried lists runs that were run again because a process died.
+	Retried []string `json:"retried,omitempty"`
 }
 
 func (r report) write(dir string) error {
@@ -81,8 +87,12 @@ func (r report) write(dir string) error {
 // runs joined with " · " in run order) and the per-run table.
 func (r report) markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d runs, %s of sending each, %d spans per request (%d bytes), commit %s, %d cores, %s\n\n",
-		len(r.Runs), r.Options.Duration, r.Options.RequestSpans, r.RequestBytes, r.Commit, r.Cores, r.Started.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "%d runs, %s of sending each, commit %s, %d cores, processes in %s sessions, %s\n\n",
+		len(r.Runs), r.Options.Duration, r.Commit, r.Cores, r.Options.Sessions, r.Started.Format("2006-01-02 15:04 MST"))
+	b.WriteString(r.Load.describe())
+	b.WriteString("\n\n")
+	b.WriteString(r.paired())
+	b.WriteString("\nBy target:\n\n")
 	b.WriteString("| target | senders | stored spans/s | collector CPU-s/M | ClickHouse CPU-s/M | client CPU-s/M | collector peak RSS | B/span on disk | B/span after OPTIMIZE FINAL | lost · duplicated |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	type key struct {
@@ -117,19 +127,22 @@ func (r report) markdown() string {
 			lost, dup)
 	}
 	b.WriteString("\nPer run, in the order run:\n\n")
-	b.WriteString("| # | target | senders | acked | stored (distinct) | dup | failed req | send s | drain s | acked/s | stored/s | collector CPU-s | ClickHouse CPU-s | client CPU-s | other cores | peak RSS collector / ClickHouse | disk MB (after OPTIMIZE) | load before |\n")
-	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	b.WriteString("| # | target | senders | acked | stored (distinct) | dup | failed req | send s | drain s | acked/s | stored/s | collector CPU-s | ClickHouse CPU-s | client CPU-s | other cores | peak RSS collector / ClickHouse | disk MB (after OPTIMIZE) | rows merged per row | load before |\n")
+	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	for _, x := range r.Runs {
 		done := ""
 		if !x.Complete {
 			done = " (drain timed out)"
 		}
-		fmt.Fprintf(&b, "| %d | %s | %d | %d | %d%s | %d | %d | %.1f | %.2f | %s | %s | %.1f | %.1f | %.1f | %.2f | %.0f / %.0f MB | %.1f (%.1f) | %s |\n",
+		fmt.Fprintf(&b, "| %d | %s | %d | %d | %d%s | %d | %d | %.1f | %.2f | %s | %s | %.1f | %.1f | %.1f | %.2f | %.0f / %.0f MB | %.1f (%.1f) | %.1f | %s |\n",
 			x.Order, x.Target, x.Senders, x.Acked, x.Distinct, done, x.Duplicates, x.Failed,
 			x.SendSeconds, x.DrainSeconds, thousands(x.AckedPerSec), thousands(x.StoredPerSec),
 			x.TargetCPUSeconds, x.CHCPUSeconds, x.ClientCPUSeconds, x.OtherCores,
 			float64(x.TargetPeakRSS)/1e6, float64(x.CHPeakRSS)/1e6,
-			float64(x.DiskBytes)/1e6, float64(x.DiskBytesOptimized)/1e6, x.LoadAvg)
+			float64(x.DiskBytes)/1e6, float64(x.DiskBytesOptimized)/1e6, x.MergedPerInserted, x.LoadAvg)
+	}
+	for _, s := range r.Retried {
+		fmt.Fprintf(&b, "\nrun again: %s\n", s)
 	}
 	for _, x := range r.Runs {
 		if x.FirstError != "" {

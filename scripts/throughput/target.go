@@ -25,33 +25,62 @@ type target struct {
 // process is a started target.
 type process struct {
 	cmd      *exec.Cmd
+	logPath  string
 	PID      int
 	GRPCAddr string
 	exited   chan struct{}
 	waitErr  error
 }
 
-func startProcess(bin string, args []string, logPath string) (*process, error) {
+// startProcess starts bin with its output in logPath. sessions is the
+// process arrangement (-sessions), the same for every process the harness
+// starts: "own" puts it in a new session (setsid), "shared" in a process
+// group of its own within the harness's session. Either way a Ctrl-C to
+// the harness is the harness's to handle (it stops its children by pid).
+//
+// The difference matters on Linux with autogroup scheduling
+// (/proc/sys/kernel/sched_autogroup_enabled): the scheduler shares the
+// CPU fairly between sessions first, then between the threads of a
+// session. In sessions of their own, ClickHouse and the target each get
+// half the machine when both want more, as two services would; in one
+// session, they compete thread against thread.
+func startProcess(bin string, args []string, logPath, sessions string) (*process, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	cmd := exec.Command(bin, args...)
+	// The run's directory: what a target writes relative to its working
+	// directory (serve's default spool, .loomwork/spool) is the run's own.
+	cmd.Dir = filepath.Dir(logPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group: a Ctrl-C to the harness is the harness's to
-	// handle (it stops the target by pid).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if sessions == "own" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	p := &process{cmd: cmd, PID: cmd.Process.Pid, exited: make(chan struct{})}
+	p := &process{cmd: cmd, logPath: logPath, PID: cmd.Process.Pid, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		logf.Close()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// died says whether the process has exited, and how, as an error naming
+// it (what); nil while it runs.
+func (p *process) died(what string) error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s (pid %d) exited during the run: %v; see %s", what, p.PID, p.waitErr, p.logPath)
+	default:
+		return nil
+	}
 }
 
 // stop sends SIGTERM and waits up to grace, then SIGKILL.
@@ -104,7 +133,10 @@ func freePort() (string, error) {
 // gRPC receiver, the batch processor at send_batch_size 5000 (issue 17's
 // setting; timeout stays at its 200 ms default) and the contrib ClickHouse
 // exporter with its defaults (sending queue: 1,000 requests, 10 consumers,
-// not blocking; retry on; async_insert as set), writing into db. Logs at
+// not blocking; retry on; async_insert as set), writing into db. The
+// receiver takes requests up to 64 MiB, as serve does by default
+// (--max-request-mib): gRPC's own 4 MiB limit would refuse the agent
+// load's largest requests at the peer alone. Logs at
 // info, so the exporter's retries ("Exporting failed. Will retry …") are in
 // the run's peer.log.
 func peerConfig(grpcAddr, chAddr, db string, asyncInsert bool) string {
@@ -113,6 +145,7 @@ func peerConfig(grpcAddr, chAddr, db string, asyncInsert bool) string {
     protocols:
       grpc:
         endpoint: %s
+        max_recv_msg_size_mib: 64
 processors:
   batch:
     send_batch_size: 5000
@@ -136,7 +169,7 @@ service:
 `, grpcAddr, chAddr, db, asyncInsert)
 }
 
-func startPeer(ctx context.Context, bin, dir, chAddr, db string, asyncInsert bool) (*process, error) {
+func startPeer(ctx context.Context, bin, dir, chAddr, db string, asyncInsert bool, sessions string) (*process, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -146,7 +179,7 @@ func startPeer(ctx context.Context, bin, dir, chAddr, db string, asyncInsert boo
 		return nil, fmt.Errorf("peer config: %w", err)
 	}
 	logPath := filepath.Join(dir, "peer.log")
-	p, err := startProcess(bin, []string{"--config", cfg}, logPath)
+	p, err := startProcess(bin, []string{"--config", cfg}, logPath, sessions)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +200,7 @@ func startPeer(ctx context.Context, bin, dir, chAddr, db string, asyncInsert boo
 	return p, nil
 }
 
-func startServe(ctx context.Context, bin, dir, chAddr, db, extra string) (*process, error) {
+func startServe(ctx context.Context, bin, dir, chAddr, db, extra, sessions string) (*process, error) {
 	ready := filepath.Join(dir, "serve.ready.json")
 	args := []string{"serve",
 		"--store", "clickhouse://" + chAddr + "/" + db,
@@ -175,7 +208,7 @@ func startServe(ctx context.Context, bin, dir, chAddr, db, extra string) (*proce
 		"--ready-file", ready}
 	args = append(args, strings.Fields(strings.ReplaceAll(extra, "{dir}", dir))...)
 	logPath := filepath.Join(dir, "serve.log")
-	p, err := startProcess(bin, args, logPath)
+	p, err := startProcess(bin, args, logPath, sessions)
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ func TestOpenCreatesTheDatabaseAndAppliesEachMigrationOnce(t *testing.T) {
 		s.Shutdown(store.WithDefaultProject(context.Background()))
 	}
 	got := queryStrings(t, srv, "SELECT concat(toString(version), ' ', file) FROM "+db+".schema_migrations ORDER BY version")
-	want := []string{"1 0001_spans.sql", "2 0002_trace_summaries.sql", "3 0003_trace_index.sql", "4 0004_otlp_envelope.sql", "5 0005_compact_attributes.sql", "6 0006_projects.sql", "7 0007_experiments.sql"}
+	want := []string{"1 0001_spans.sql", "2 0002_trace_summaries.sql", "3 0003_trace_index.sql", "4 0004_otlp_envelope.sql", "5 0005_compact_attributes.sql", "6 0006_projects.sql", "7 0007_experiments.sql", "8 0008_trace_derived.sql", "9 0009_traces.sql", "11 0011_span_text_codecs.sql"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("schema_migrations = %q, want %q (each applied once)", got, want)
 	}
@@ -355,5 +355,88 @@ func TestStartWaitsForAServerThatHangsUpUntilItAnswersOrTheContextEnds(t *testin
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Start took %s after its context's 2 s deadline", d)
+	}
+}
+
+// TestConnectInBackgroundStartsDuringAnOutageAndConnectsWhenItEnds: with
+// ConnectInBackground, Start returns while the server cannot be reached
+// (down, then hung); reads, writes and Ping fail with store.ErrUnavailable
+// naming the server, Prepare works (a spool can take data), and once the
+// server answers the store connects, migrates and works. Shutdown while it
+// is still connecting returns at once.
+func TestConnectInBackgroundStartsDuringAnOutageAndConnectsWhenItEnds(t *testing.T) {
+	testtier.Slow(t) // a real ClickHouse
+	srv := chtest.Start(t)
+	db := srv.NewDatabase(t)
+	ctx := store.WithDefaultProject(context.Background())
+	for _, mode := range []string{"down", "hung"} {
+		t.Run(mode, func(t *testing.T) {
+			outage := srv.NewOutage(t)
+			if mode == "down" {
+				outage.Down()
+			} else {
+				outage.Hang()
+			}
+			s, err := clickhouse.New(clickhouse.Config{DSN: outage.DSN(srv, db), ConnectInBackground: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			began := time.Now()
+			if err := s.Start(ctx); err != nil {
+				t.Fatalf("Start during the outage: %v; want it to start and keep connecting", err)
+			}
+			if d := time.Since(began); d > 5*time.Second {
+				t.Errorf("Start took %s during the outage", d)
+			}
+			t.Cleanup(func() { s.Shutdown(context.Background()) })
+			for what, err := range map[string]error{
+				"Ping":       s.Ping(ctx),
+				"WriteSpans": s.WriteSpans(ctx, storetest.GenerateTraces(1, 2, 1)),
+				"ListTraces": func() error { _, err := s.ListTraces(ctx, store.TraceQuery{}); return err }(),
+			} {
+				if !errors.Is(err, store.ErrUnavailable) || !strings.Contains(err.Error(), outage.Addr()) {
+					t.Errorf("%s during the outage: %v; want store.ErrUnavailable naming %s", what, err, outage.Addr())
+				}
+			}
+			if _, err := s.Prepare(storetest.GenerateTraces(1, 2, 1)); err != nil {
+				t.Errorf("Prepare during the outage: %v; it needs no server", err)
+			}
+			outage.Up()
+			deadline := time.Now().Add(30 * time.Second)
+			for s.Ping(ctx) != nil {
+				if time.Now().After(deadline) {
+					t.Fatalf("not connected 30 s after the server came back: %v", s.Ping(ctx))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			spans := storetest.GenerateTraces(2, 3, 1)
+			if err := s.WriteSpans(ctx, spans); err != nil {
+				t.Fatalf("WriteSpans once connected: %v", err)
+			}
+			if got, err := s.GetTrace(ctx, spans[0].TraceID); err != nil || len(got) != 3 {
+				t.Errorf("GetTrace once connected: %d spans, %v", len(got), err)
+			}
+		})
+	}
+
+	// Shutdown of a store still connecting ends the connecting.
+	outage := srv.NewOutage(t)
+	outage.Down()
+	s, err := clickhouse.New(clickhouse.Config{DSN: outage.DSN(srv, db), ConnectInBackground: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown while connecting: %v", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("Shutdown while connecting took %s", d)
+	}
+	if err := s.Ping(ctx); err == nil || errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Ping after Shutdown: %v; want the store's closed error", err)
 	}
 }

@@ -15,8 +15,9 @@ import (
 // Config configures the ClickHouse trace store.
 type Config struct {
 	// DSN addresses the server, e.g. clickhouse://127.0.0.1:9000/loomwork
-	// (native protocol; LZ4 compression unless the DSN's compress parameter
-	// says otherwise). Its database is where the tables go unless Database
+	// (native protocol; unless the DSN's compress parameter says otherwise,
+	// LZ4 compression to a server across a network and none to one on a
+	// loopback address). Its database is where the tables go unless Database
 	// is set.
 	DSN string
 	// Database overrides the DSN's database. It is created if missing.
@@ -54,6 +55,16 @@ type Config struct {
 	// commands a user waits on; `loom-eval serve` waits, since it is often
 	// started beside its ClickHouse.
 	ConnectWait time.Duration
+	// ConnectInBackground: when the server still cannot be reached after
+	// ConnectWait (a failure below the protocol), Start returns nil anyway
+	// and keeps connecting — and migrating — in the background until it
+	// succeeds or Shutdown. Meanwhile reads, writes and Ping fail with an
+	// error wrapping store.ErrUnavailable that names the server and the
+	// last failure, while Prepare and AppendBatch (which need no server)
+	// work, so a spool can take data. An answer from the server (an
+	// exception) still fails Start. `loom-eval serve` sets it: an outage
+	// at start is then just an outage.
+	ConnectInBackground bool
 	// Logger receives migration progress (default: discard).
 	Logger *slog.Logger
 

@@ -107,18 +107,22 @@ func TestSingleServerDDLHasNoClusterClauses(t *testing.T) {
 	files := renderAll(t, newDDL("loomwork", "", 0))
 	checkGolden(t, "ddl_single", files)
 	for name, sql := range files {
-		// No configured TTL: the only TTL is the per-project expiry (0006).
+		// No configured TTL: the only TTL is the per-project expiry (0006,
+		// and the traces table's own in 0009).
 		for _, bad := range []string{"ON CLUSTER", "Replicated", "Distributed", "_local", "INTERVAL"} {
 			if strings.Contains(sql, bad) {
 				t.Errorf("%s: single-server DDL contains %q", name, bad)
 			}
 		}
-		if strings.Contains(sql, "TTL") && name != "0006_projects.sql" {
+		if strings.Contains(sql, "TTL") && name != "0006_projects.sql" && name != "0009_traces.sql" {
 			t.Errorf("%s: single-server DDL without a TTL configured contains TTL", name)
 		}
 	}
 	if n := strings.Count(files["0006_projects.sql"], "MODIFY TTL expire_at"); n != 2 {
 		t.Errorf("0006: %d MODIFY TTL expire_at, want 2 (spans, trace_index):\n%s", n, files["0006_projects.sql"])
+	}
+	if n := strings.Count(files["0009_traces.sql"], "\nTTL expire_at\n"); n != 1 {
+		t.Errorf("0009: %d TTL expire_at, want 1 (traces):\n%s", n, files["0009_traces.sql"])
 	}
 }
 

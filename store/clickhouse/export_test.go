@@ -77,3 +77,7 @@ func (s *Store) DecodeBatch(src []byte) (store.PreparedBatch, error) {
 	}
 	return p, nil
 }
+
+// BlockBytes is how much encoded span data goes into one block of an
+// insert.
+const BlockBytes = blockBytes

@@ -313,6 +313,14 @@ func (s *Store) migrate(ctx context.Context, upTo int) ([]int, error) {
 		if err := runSteps(ctx, s.conn, nodes, m.steps); err != nil {
 			return done, fmt.Errorf("migration %s: %w", m.file, err)
 		}
+		// Steps SQL cannot do, before the version is recorded: a Start
+		// that fails here runs the migration (its DDL is idempotent)
+		// and the step again.
+		if m.version == versionSummaries {
+			if _, err := s.backfillSummaries(ctx, time.Time{}); err != nil {
+				return done, fmt.Errorf("migration %s: %w", m.file, err)
+			}
+		}
 		// Without a coordinator each node has its own schema_migrations.
 		record := []execer{s.conn}
 		if s.ddl.eachNode {

@@ -3,6 +3,8 @@ package clickhouse_test
 import (
 	"context"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,4 +263,173 @@ func TestMigrationToTypedAttributesKeepsEverySpanReadable(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestMigrationToTraceSummariesListsWhatAFreshStoreLists writes the same
+// spans (a long trace in batches, children before parents, conversations,
+// some spans sent twice) into a database at schema version 7, which then
+// migrates to the latest version (summarising every stored trace), and
+// into a fresh database. Every list query, the session list and each
+// trace's calls must read the same from both.
+func TestMigrationToTraceSummariesListsWhatAFreshStoreLists(t *testing.T) {
+	// Serial writes and reads (40, 22, 21 and 41 s under -race in make
+	// test): the race detector finds nothing here TestConformance does not.
+	testtier.NoRace(t, "TestConformance")
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
+	srv := chtestStart(t)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 3*time.Minute)
+	defer cancel()
+	spans := storetest.GenerateTraces(300, 8, 21)
+	conv := storetest.GenerateConversation("conv-upgrade", 5, 6, 22, spans[0].StartTime.Add(time.Minute), 20*time.Second)
+	long := storetest.GenerateTraces(1, 5000, 23)
+	slices.Reverse(long)
+	batches := [][]store.Span{spans[:900], spans[900:], conv, long[:2500], long[2500:], spans[880:920]}
+
+	oldDB := srv.NewDatabase(t)
+	old, err := clickhouse.OpenAtVersion(ctx, clickhouse.Config{DSN: srv.DSN(oldDB)}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := open(t, srv.DSN(srv.NewDatabase(t)))
+	defer fresh.Shutdown(store.WithDefaultProject(context.Background()))
+	for i, b := range batches {
+		if err := old.WriteSpans(ctx, b); err != nil {
+			t.Fatalf("version 7 write %d: %v", i, err)
+		}
+		if err := fresh.WriteSpans(ctx, b); err != nil {
+			t.Fatalf("fresh write %d: %v", i, err)
+		}
+	}
+	old.Shutdown(store.WithDefaultProject(context.Background()))
+	migrated := open(t, srv.DSN(oldDB)) // applies version 9: summarises the stored traces
+	defer migrated.Shutdown(store.WithDefaultProject(context.Background()))
+
+	search := func(expr string) []store.SearchClause {
+		c, err := store.ParseSearch(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	queries := []store.TraceQuery{
+		{Limit: 1000},
+		{Limit: 1000, SortBy: store.SortTokens},
+		{Limit: 1000, SortBy: store.SortSpans, Ascending: true},
+		{Limit: 1000, Status: store.StatusError, SortBy: store.SortErrors},
+		{Limit: 1000, Model: spans[1].RequestModel, Text: "chat"},
+		{Limit: 1000, MinDuration: 10 * time.Second, Service: spans[0].ServiceName},
+		{Limit: 1000, Search: search(semconv.AttrUsageInputTokens + ">3000")},
+		{Limit: 1000, Session: "conv-upgrade"},
+	}
+	for _, q := range queries {
+		want, err := fresh.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatalf("fresh ListTraces(%+v): %v", q, err)
+		}
+		got, err := migrated.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatalf("migrated ListTraces(%+v): %v", q, err)
+		}
+		if len(want.Traces) == 0 {
+			t.Errorf("ListTraces(%+v) is empty; the query proves nothing", q)
+		}
+		if !reflect.DeepEqual(want.Traces, got.Traces) {
+			t.Errorf("ListTraces(%+v): migrated store differs from a fresh one\nfresh:    %d traces\nmigrated: %d traces", q, len(want.Traces), len(got.Traces))
+		}
+	}
+	ws, err := fresh.ListSessions(ctx, store.SessionQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := migrated.ListSessions(ctx, store.SessionQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws.Sessions) < 100 || !reflect.DeepEqual(ws, gs) {
+		t.Errorf("sessions: migrated %d, fresh %d (or they differ)", len(gs.Sessions), len(ws.Sessions))
+	}
+	for _, id := range []string{long[0].TraceID, spans[0].TraceID} {
+		wc, err := fresh.TraceCalls(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gc, err := migrated.TraceCalls(ctx, id)
+		if err != nil || !reflect.DeepEqual(wc, gc) || len(wc) == 0 {
+			t.Errorf("TraceCalls(%s): migrated %d calls (%v), fresh %d", id, len(gc), err, len(wc))
+		}
+	}
+}
+
+// Version 11 changes the codecs of the span text columns and the part
+// format in place: spans written before it and after it read back alike,
+// also once merged into one part, and the table says what it now uses.
+func TestMigrationToSpanTextCodecsKeepsEverySpanReadable(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
+	srv := chtestStart(t)
+	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
+	defer cancel()
+	spans := storetest.GenerateTraces(30, 6, 17)
+	before, after := spans[:90], spans[90:]
+
+	db := srv.NewDatabase(t)
+	old, err := clickhouse.OpenAtVersion(ctx, clickhouse.Config{DSN: srv.DSN(db)}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.WriteSpans(ctx, before); err != nil {
+		t.Fatalf("version 7 write: %v", err)
+	}
+	old.Shutdown(store.WithDefaultProject(context.Background()))
+	codec := func() string {
+		return strings.Join(queryStrings(t, srv, "SELECT concat(name, ' ', compression_codec) FROM system.columns WHERE database = '"+db+
+			"' AND table = 'spans' AND name IN ('attributes', 'events') ORDER BY name"), ", ")
+	}
+	if got := codec(); got != "attributes CODEC(ZSTD(1)), events CODEC(ZSTD(1))" {
+		t.Fatalf("before the migration: %s", got)
+	}
+	s := open(t, srv.DSN(db)) // applies version 11
+	if err := s.WriteSpans(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	if got := codec(); got != "attributes CODEC(ZSTD(2)), events CODEC(ZSTD(2))" {
+		t.Errorf("after the migration: %s", got)
+	}
+	ddl := strings.Join(queryStrings(t, srv, "SELECT create_table_query FROM system.tables WHERE database = '"+db+"' AND name = 'spans'"), "")
+	for _, want := range []string{"max_compress_block_size = 4194304", "min_bytes_for_wide_part = 268435456"} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("spans lacks %s:\n%s", want, ddl)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		byTrace := map[string][]store.Span{}
+		for _, sp := range spans {
+			byTrace[sp.TraceID] = append(byTrace[sp.TraceID], sp)
+		}
+		for id, want := range byTrace {
+			got, err := s.GetTrace(ctx, id)
+			if err != nil || len(got) != len(want) {
+				t.Fatalf("%s: GetTrace(%s): %d spans, %v; want %d", when, id, len(got), err, len(want))
+			}
+			gotByID := map[string]store.Span{}
+			for _, sp := range got {
+				gotByID[sp.SpanID] = sp
+			}
+			for _, w := range want {
+				g := gotByID[w.SpanID]
+				wj, _ := w.Attributes.MarshalJSON()
+				gj, _ := g.Attributes.MarshalJSON()
+				if string(gj) != string(wj) || len(g.Events) != len(w.Events) || g.Name != w.Name {
+					t.Fatalf("%s: span %s reads back as %s (%d events), want %s (%d events)", when, w.SpanID, gj, len(g.Events), wj, len(w.Events))
+				}
+			}
+		}
+	}
+	check("old and new parts")
+	if err := execSQL(srv, "OPTIMIZE TABLE "+db+".spans FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	check("merged into one part")
 }

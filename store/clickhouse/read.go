@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -44,36 +46,10 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	defer rows.Close()
 	var spans []store.Span
 	for rows.Next() {
-		sp := store.Span{TraceID: traceID, Project: store.ProjectOf(ctx)}
-		var attrs, resource, events, links, scopeAttrs string
-		var inColumns uint32
-		if err := rows.Scan(&sp.SpanID, &sp.ParentSpanID, &sp.TraceState, &sp.Name, &sp.Kind, &sp.StartTime, &sp.EndTime,
-			&sp.StatusCode, &sp.StatusMessage, &sp.ServiceName, &sp.ScopeName, &sp.ScopeVersion,
-			&sp.Operation, &sp.Provider, &sp.RequestModel, &sp.ResponseModel, &sp.AgentName, &sp.ConversationID,
-			&sp.ToolName, &sp.ToolCallID, &sp.HasUsage, &sp.InputTokens, &sp.OutputTokens,
-			&sp.CacheReadTokens, &sp.CacheCreationTokens, &sp.ReasoningTokens, &sp.CostUSD,
-			&sp.RetrievedDocs, &sp.CitedDocs, &attrs, &resource, &events, &links,
-			&sp.Flags, &sp.DroppedAttributesCount, &sp.DroppedEventsCount, &sp.DroppedLinksCount,
-			&scopeAttrs, &sp.ScopeDroppedAttributesCount, &sp.ScopeSchemaURL,
-			&sp.ResourceSchemaURL, &sp.ResourceDroppedAttributesCount, &inColumns); err != nil {
+		sp, err := scanSpan(rows, traceID, store.ProjectOf(ctx))
+		if err != nil {
 			return nil, fmt.Errorf("get trace %s: %w", traceID, err)
 		}
-		sp.StartTime, sp.EndTime = sp.StartTime.UTC(), sp.EndTime.UTC()
-		if len(sp.RetrievedDocs) == 0 {
-			sp.RetrievedDocs = nil
-		}
-		if len(sp.CitedDocs) == 0 {
-			sp.CitedDocs = nil
-		}
-		if scopeAttrs != "" {
-			if err := json.Unmarshal([]byte(scopeAttrs), &sp.ScopeAttributes); err != nil {
-				return nil, fmt.Errorf("get trace %s: span %s: scope attributes: %w", traceID, sp.SpanID, err)
-			}
-		}
-		if err := decodeJSONColumns(&sp, attrs, resource, events, links); err != nil {
-			return nil, fmt.Errorf("get trace %s: span %s: %w", traceID, sp.SpanID, err)
-		}
-		restoreTypedAttrs(&sp, inColumns)
 		spans = append(spans, sp)
 	}
 	if err := rows.Err(); err != nil {
@@ -83,6 +59,41 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 		return nil, fmt.Errorf("get trace %s: %w", traceID, store.ErrNotFound)
 	}
 	return spans, nil
+}
+
+// scanSpan reads one row of selectSpanColumns.
+func scanSpan(rows driver.Rows, traceID, project string) (store.Span, error) {
+	sp := store.Span{TraceID: traceID, Project: project}
+	var attrs, resource, events, links, scopeAttrs string
+	var inColumns uint32
+	if err := rows.Scan(&sp.SpanID, &sp.ParentSpanID, &sp.TraceState, &sp.Name, &sp.Kind, &sp.StartTime, &sp.EndTime,
+		&sp.StatusCode, &sp.StatusMessage, &sp.ServiceName, &sp.ScopeName, &sp.ScopeVersion,
+		&sp.Operation, &sp.Provider, &sp.RequestModel, &sp.ResponseModel, &sp.AgentName, &sp.ConversationID,
+		&sp.ToolName, &sp.ToolCallID, &sp.HasUsage, &sp.InputTokens, &sp.OutputTokens,
+		&sp.CacheReadTokens, &sp.CacheCreationTokens, &sp.ReasoningTokens, &sp.CostUSD,
+		&sp.RetrievedDocs, &sp.CitedDocs, &attrs, &resource, &events, &links,
+		&sp.Flags, &sp.DroppedAttributesCount, &sp.DroppedEventsCount, &sp.DroppedLinksCount,
+		&scopeAttrs, &sp.ScopeDroppedAttributesCount, &sp.ScopeSchemaURL,
+		&sp.ResourceSchemaURL, &sp.ResourceDroppedAttributesCount, &inColumns); err != nil {
+		return sp, err
+	}
+	sp.StartTime, sp.EndTime = sp.StartTime.UTC(), sp.EndTime.UTC()
+	if len(sp.RetrievedDocs) == 0 {
+		sp.RetrievedDocs = nil
+	}
+	if len(sp.CitedDocs) == 0 {
+		sp.CitedDocs = nil
+	}
+	if scopeAttrs != "" {
+		if err := json.Unmarshal([]byte(scopeAttrs), &sp.ScopeAttributes); err != nil {
+			return sp, fmt.Errorf("span %s: scope attributes: %w", sp.SpanID, err)
+		}
+	}
+	if err := decodeJSONColumns(&sp, attrs, resource, events, links); err != nil {
+		return sp, fmt.Errorf("span %s: %w", sp.SpanID, err)
+	}
+	restoreTypedAttrs(&sp, inColumns)
+	return sp, nil
 }
 
 // ResolveTraceID returns the full id of the one trace whose id is or starts
@@ -145,62 +156,29 @@ func decodeJSONColumns(sp *store.Span, attrs, resource, events, links string) er
 	return nil
 }
 
-// sortExprs maps store.Sort* names to the expression ordering by them in
-// spanSummarySQL's output.
+// sortExprs maps store.Sort* names to the traces expression
+// ordering by them.
 var sortExprs = map[string]string{
-	store.SortStart:    "start_ns",
+	store.SortStart:    "toUnixTimestamp64Nano(start)",
 	store.SortDuration: "duration_ns",
 	store.SortSpans:    "span_count",
 	store.SortErrors:   "error_count",
+	store.SortTokens:   "tokens_total",
 }
 
-// indexSortExprs are the sort keys the trace index alone can order by.
-var indexSortExprs = map[string]string{
-	store.SortStart:    "toUnixTimestamp64Nano(c_start)",
-	store.SortDuration: "toUnixTimestamp64Nano(c_end) - toUnixTimestamp64Nano(c_start)",
-}
+// summaryListColumns are what a list row reads of traces, in
+// scanSummary's order (the sort value follows).
+const summaryListColumns = `trace_id, root_name, toString(service_name), agents, models, labels, start, end,
+	duration_ns, after_root_ns, fragments, span_count, error_count, model_calls, failed_model_calls, tool_calls,
+	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, call_groups`
 
-// spanSummarySQL aggregates spans into one summary per trace. FINAL reads
-// each (trace_id, span_id) once however many copies are stored, so counts
-// and sums never count a span twice. The minimum of the root key is the
-// earliest root span (flag 0), else the earliest span. %[1]s is the spans
-// table, %[2]s the WHERE clause on spans, %[3]s the sort expression.
-const spanSummarySQL = `SELECT
-    trace_id,
-    if(tupleElement(root, 1) = 0, tupleElement(root, 4), '') AS root_name,
-    tupleElement(root, 5) AS service_name,
-    arraySort(agent_set) AS agent_names,
-    arraySort(model_set) AS model_names,
-    t_start,
-    t_end,
-    toUnixTimestamp64Nano(t_start) AS start_ns,
-    toUnixTimestamp64Nano(t_end) - toUnixTimestamp64Nano(t_start) AS duration_ns,
-    s_spans AS span_count,
-    s_errors AS error_count,
-    s_tool_calls AS tool_calls,
-    name_set,
-    toInt64(%[3]s) AS sort_value
-FROM
-(
-    SELECT
-        trace_id,
-        min(start) AS t_start,
-        max(end) AS t_end,
-        min((toUInt8(parent_span_id != ''), start, span_id, toString(name), toString(service_name))) AS root,
-        groupUniqArrayIf(toString(agent_name), agent_name != '') AS agent_set,
-        groupUniqArrayArray(arrayFilter(m -> m != '', [toString(request_model), toString(response_model)])) AS model_set,
-        groupUniqArray(toString(name)) AS name_set,
-        toInt64(count()) AS s_spans,
-        toInt64(countIf(status_code = 'error')) AS s_errors,
-        toInt64(countIf(operation = 'execute_tool')) AS s_tool_calls
-    FROM %[1]s FINAL
-    WHERE %[2]s
-    GROUP BY trace_id
-)`
-
-// ListTraces returns one page of trace summaries matching q. Pagination is
-// keyset-based on (sort value, trace id), so pages never overlap or skip a
-// trace whose sort value did not change between the calls.
+// ListTraces returns one page of trace summaries matching q, from
+// traces alone (kept at ingest, one row per trace): every filter
+// and sort key is a column of it, so a page costs a read of the project's
+// summary rows, never of a trace's spans (search clauses other than the
+// session select trace ids from spans first). Pagination is keyset-based
+// on (sort value, trace id), so pages never overlap or skip a trace whose
+// sort value did not change between the calls.
 func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
 	if err := s.usable(); err != nil {
 		return store.TracePage{}, err
@@ -209,276 +187,292 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	plan, err := s.planList(&q, pc)
+	plan, err := s.planList(&q, pc, window{})
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	if plan.SortBy == store.SortTokens {
-		page, err := s.listByTokens(ctx, plan)
-		if err != nil {
-			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
-		}
-		return page, nil
+	var rows []listRow
+	if plan.windowed() {
+		rows, err = s.listWindowed(ctx, &q, pc, plan)
+	} else {
+		rows, err = s.runList(ctx, plan, plan.Limit+1)
 	}
-	// Two round trips: the page's ids, then their summaries. (A CTE
-	// referenced twice is evaluated twice; the page query is the costly
-	// part.)
-	ids, first, last, err := s.pageIDs(ctx, plan)
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	page := store.TracePage{Traces: []store.TraceSummary{}}
-	if len(ids) == 0 {
-		return page, nil
-	}
-	sums, err := s.summarize(ctx, "trace_id IN (?) AND start >= fromUnixTimestamp64Nano(?) AND start <= fromUnixTimestamp64Nano(?)",
-		ids, first.UnixNano(), last.UnixNano())
-	if err != nil {
-		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
-	}
-	for _, id := range ids {
-		if len(page.Traces) == plan.Limit {
-			last := page.Traces[len(page.Traces)-1]
-			pos := store.PagePosition{SortValue: sortValue(&last, plan.SortBy)}
-			if err := decodeTraceID(last.TraceID, &pos.TraceID); err != nil {
+	page := store.TracePage{Traces: make([]store.TraceSummary, 0, min(len(rows), plan.Limit))}
+	for i, r := range rows {
+		if i == plan.Limit {
+			last := rows[i-1]
+			pos := store.PagePosition{SortValue: last.sortValue}
+			if err := decodeTraceID(last.sum.TraceID, &pos.TraceID); err != nil {
 				return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 			}
 			page.NextPageToken = plan.NextPageToken(pos)
 			break
 		}
-		sum, ok := sums[id]
-		if !ok {
-			// The trace index lists a trace whose spans are not
-			// readable yet (another writer's insert in flight).
-			continue
-		}
-		page.Traces = append(page.Traces, *sum)
+		page.Traces = append(page.Traces, r.sum)
 	}
 	return page, nil
 }
 
-type listPlan struct {
-	store.PlannedQuery
-	// sql selects the page's (trace_id, start, end) in order, at most
-	// Limit+1 rows; args are its parameters.
-	sql  string
-	args []any
-	// sortExpr and order are the sort expression over spanSummarySQL's
-	// output and the ORDER BY clause.
-	sortExpr, order string
+// listRow is a row of a page query: a summary and its sort value.
+type listRow struct {
+	sum       store.TraceSummary
+	sortValue int64
 }
 
-// pageIDs runs the page query: the page's trace ids in order and the time
-// range their spans lie in.
-func (s *Store) pageIDs(ctx context.Context, plan listPlan) (ids []string, first, last time.Time, err error) {
+// runList runs a page query and returns its rows, at most limit.
+func (s *Store) runList(ctx context.Context, plan listPlan, limit int) ([]listRow, error) {
 	rows, err := s.query(ctx, plan.sql, plan.args...)
 	if err != nil {
-		return nil, first, last, err
+		return nil, err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var start, end time.Time
-		if err := rows.Scan(&id, &start, &end); err != nil {
-			return nil, first, last, err
+	var out []listRow
+	for rows.Next() && len(out) < limit {
+		sum, sortValue, err := scanSummary(rows)
+		if err != nil {
+			return nil, err
 		}
-		if len(ids) == 0 || start.Before(first) {
-			first = start
-		}
-		if len(ids) == 0 || end.After(last) {
-			last = end
-		}
-		ids = append(ids, id)
+		out = append(out, listRow{sum, sortValue})
 	}
-	return ids, first, last, rows.Err()
+	return out, rows.Err()
 }
 
-// planList validates q and builds the query for one page, in up to three
-// steps (CTEs):
-//
-//   - cand: with a start bound, the traces that start inside it, from the
-//     trace index (the minimum of a trace's rows' starts is the trace's
-//     start; partitions by day prune the search for candidates).
-//   - page: the page's trace ids, in order. Sorting by start or duration
-//     with no other filter needs the index alone; anything else aggregates
-//     the spans of the candidates (with cheap necessary pre-filters on
-//     spans for service, agent and model).
-//
-// ListTraces then reads full summaries of the page's traces from their
-// spans, within the page's time range (the primary key starts with the
-// hour) and by trace id.
-//
-// pc (projectCond) is added to every read of spans and trace_index.
-func (s *Store) planList(q *store.TraceQuery, pc string) (listPlan, error) {
+// window bounds a page query to the traces starting in [from, to) (a zero
+// bound is none), and the spans its search clauses read to those starting
+// at or after from.
+type window struct{ from, to time.Time }
+
+// firstWindow is the first time window listWindowed searches,
+// windowGrowth how much wider each next one is, and maxWindows how many
+// it searches before the rest of the traces at once: a span whose trace
+// started in an earlier window (a long trace still running) is read by
+// every window after it, so more windows would read more than one pass.
+const (
+	firstWindow  = 15 * time.Minute
+	windowGrowth = 16
+	maxWindows   = 3
+)
+
+// listWindowed serves a search sorted newest first (the list's default)
+// window by window: the traces starting in the last firstWindow before
+// the newest (or before the page token's position), then those in the
+// windowGrowth times wider window before it, and so on, each window's
+// matches sorting after the previous one's, until the page is full or the
+// windows cover every trace. A window's search clauses read only the spans
+// from its start on (the first key of the spans table is the hour), so a
+// search whose matches are common reads the spans of the newest traces
+// only; one whose matches are rare reads what the skip indexes do not
+// prune, the newest spans up to maxWindows times.
+func (s *Store) listWindowed(ctx context.Context, q *store.TraceQuery, pc string, plan listPlan) ([]listRow, error) {
+	var oldest, newest time.Time
+	var n uint64
+	if err := s.queryRow(ctx, "SELECT min(start), max(start), count() FROM "+s.summaryTable+" WHERE "+pc).Scan(&oldest, &newest, &n); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	anchor := newest
+	if plan.After != nil {
+		anchor = time.Unix(0, plan.After.SortValue)
+	}
+	if !q.End.IsZero() && q.End.Before(anchor) {
+		anchor = q.End
+	}
+	floor := oldest
+	if q.Start.After(floor) {
+		floor = q.Start
+	}
+	// The spans a window may read: those of the traces still running at
+	// its start. A window reading more than half of them (a long trace is
+	// among the newest) costs more than it can save: search at once.
+	froms := make([]time.Time, maxWindows-1)
+	sums := make([]string, len(froms))
+	args := make([]any, len(froms))
+	for k, size := 0, firstWindow; k < len(froms); k, size = k+1, size*windowGrowth {
+		froms[k] = anchor.Add(-size)
+		sums[k] = "toInt64(sumIf(span_count, end >= fromUnixTimestamp64Nano(?)))"
+		args[k] = froms[k].UnixNano()
+	}
+	reads := make([]int64, len(froms))
+	var all int64
+	dest := []any{&all}
+	for k := range reads {
+		dest = append(dest, &reads[k])
+	}
+	if err := s.queryRow(ctx, "SELECT toInt64(sum(span_count)), "+strings.Join(sums, ", ")+" FROM "+s.summaryTable+" FINAL WHERE "+pc, args...).Scan(dest...); err != nil {
+		return nil, err
+	}
+	var out []listRow
+	var w window
+	for k := 0; len(out) <= plan.Limit; k++ {
+		last := k == len(froms) || !froms[k].After(floor) || reads[k]*2 > all
+		w.from = time.Time{}
+		if !last {
+			w.from = froms[k]
+		}
+		p, err := s.planList(q, pc, w)
+		if err != nil {
+			return nil, err
+		}
+		rows, err := s.runList(ctx, p, plan.Limit+1-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+		if last {
+			break
+		}
+		w.to = w.from
+	}
+	return out, nil
+}
+
+// scanSummary reads a row of summaryListColumns and the sort value.
+func scanSummary(rows interface{ Scan(...any) error }) (store.TraceSummary, int64, error) {
+	var ts store.TraceSummary
+	var durNS, afterNS, sortValue int64
+	var groups string
+	if err := rows.Scan(&ts.TraceID, &ts.RootName, &ts.ServiceName, &ts.AgentNames, &ts.Models, &ts.ModelLabels, &ts.Start, &ts.End,
+		&durNS, &afterNS, &ts.Fragments, &ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.FailedModelCalls, &ts.ToolCalls,
+		&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens, &groups, &sortValue); err != nil {
+		return ts, 0, err
+	}
+	ts.Start, ts.End = ts.Start.UTC(), ts.End.UTC()
+	ts.Duration, ts.AfterRoot = time.Duration(durNS), time.Duration(afterNS)
+	for _, l := range []*[]string{&ts.AgentNames, &ts.Models, &ts.ModelLabels} {
+		if len(*l) == 0 {
+			*l = nil
+		}
+	}
+	if err := json.Unmarshal([]byte(groups), &ts.Groups); err != nil {
+		return ts, 0, fmt.Errorf("trace %s: call groups: %w", ts.TraceID, err)
+	}
+	if len(ts.Groups) == 0 {
+		ts.Groups = nil
+	}
+	return ts, sortValue, nil
+}
+
+type listPlan struct {
+	store.PlannedQuery
+	// sql selects the page's summaries in order, at most Limit+1 rows;
+	// args are its parameters.
+	sql  string
+	args []any
+	// spanSearch: the query has search clauses that read spans.
+	spanSearch bool
+}
+
+// windowed reports whether the page is found window by window
+// (listWindowed): a search of spans, newest first.
+func (p listPlan) windowed() bool {
+	return p.spanSearch && p.SortBy == store.SortStart && !p.Ascending
+}
+
+// planList validates q and builds the query for one page: the traces
+// table FINAL (a trace's latest summary) of the project pc selects, each
+// filter a condition on its columns, ordered by the sort key's column and
+// the trace id. Search clauses other than the session become "trace_id IN
+// (spans matching it)", bounded below by q.Start (no span of a trace
+// starting at or after it is earlier). A window w (listWindowed) bounds
+// the traces further, and the spans the clauses read to its traces'.
+func (s *Store) planList(q *store.TraceQuery, pc string, w window) (listPlan, error) {
 	var p listPlan
 	var err error
 	if p.PlannedQuery, err = q.Plan(checkTime); err != nil {
 		return p, err
 	}
-	// SortTokens is ordered in Go (listByTokens): the query then selects
-	// every candidate, with no order, keyset or limit.
-	byTokens := p.SortBy == store.SortTokens
 	sortExpr, ok := sortExprs[p.SortBy]
-	if byTokens {
-		sortExpr, ok = "0", true
-	}
 	if !ok {
 		return p, fmt.Errorf("sort_by %q is not supported by the ClickHouse store", p.SortBy)
 	}
+	where := []string{pc}
+	var args []any
+	cond := func(c string, a ...any) {
+		where = append(where, c)
+		args = append(args, a...)
+	}
+	lo, hi := q.Start, q.End
+	if w.from.After(lo) {
+		lo = w.from
+	}
+	if !w.to.IsZero() && (hi.IsZero() || w.to.Before(hi)) {
+		hi = w.to
+	}
+	if !lo.IsZero() {
+		cond("start >= fromUnixTimestamp64Nano(?)", lo.UnixNano())
+	}
+	if !hi.IsZero() {
+		cond("start < fromUnixTimestamp64Nano(?)", hi.UnixNano())
+	}
+	if q.Service != "" {
+		cond("has(services, ?)", q.Service)
+	}
+	if q.Agent != "" {
+		cond("has(agents, ?)", q.Agent)
+	}
+	if q.Model != "" {
+		cond("has(models, ?)", q.Model)
+	}
+	switch q.Status {
+	case store.StatusOK:
+		cond("error_count = 0")
+	case store.StatusError:
+		cond("error_count > 0")
+	}
+	if q.MinDuration > 0 {
+		cond("duration_ns >= ?", int64(q.MinDuration))
+	}
+	if q.Text != "" {
+		// A trace with more distinct names than a row lists is matched
+		// on its spans.
+		text := strings.ToLower(q.Text)
+		// (Only those traces' spans: when every trace lists all its
+		// names, the set is empty and the primary key skips every
+		// granule.)
+		cond("(arrayExists(n -> position(lowerUTF8(n), ?) > 0, names) OR (NOT names_complete AND trace_id IN (SELECT trace_id FROM "+
+			s.spansTable+" WHERE "+pc+" AND trace_id IN (SELECT trace_id FROM "+s.summaryTable+" WHERE "+pc+" AND NOT names_complete)"+
+			" AND position(lowerUTF8(name), ?) > 0)))", text, text)
+	}
+	if q.Session != "" {
+		cond("has(sessions, ?)", q.Session)
+	}
+	search := p.TraceQuery
+	search.Session = ""
+	var sc []string
+	var sa []any
+	spanFrom, spanArgs := pc, []any(nil)
+	if !lo.IsZero() {
+		spanFrom, spanArgs = "start >= fromUnixTimestamp64Nano(?) AND "+pc, []any{lo.UnixNano()}
+	}
+	sc, sa = s.searchConds(&search, spanFrom, spanArgs)
+	p.spanSearch = len(sc) > 0
+	where = append(where, sc...)
+	args = append(args, sa...)
 	dir, cmp := "DESC", "<"
 	if q.Ascending {
 		dir, cmp = "ASC", ">"
 	}
-	order := "sort_value " + dir + ", trace_id " + dir
-	var args []any
-	var ctes []string
-
-	bounded := !q.Start.IsZero() || !q.End.IsZero()
-	// No span of a trace starting at or after Start is earlier, so every
-	// scan of spans may start there.
-	const fromStart = "start >= fromUnixTimestamp64Nano(?)"
-
-	// The filters that only ask whether a trace has a span of some kind
-	// (service, agent, model, search clauses, session) are conditions
-	// "trace_id IN (spans …)". Without a filter or sort that needs the
-	// per-trace aggregate (status, text, spans, errors), they are applied to
-	// the trace index, and the page is ordered from it: the spans of the
-	// matching traces are never aggregated to choose the page.
-	var member []string
-	var memberArgs []any
-	for _, f := range []struct{ cond, val string }{
-		{"service_name = ?", q.Service},
-		{"agent_name = ?", q.Agent},
-		{"(request_model = ? OR response_model = ?)", q.Model},
-	} {
-		if f.val == "" {
-			continue
-		}
-		cond := f.cond
-		for range strings.Count(f.cond, "?") {
-			memberArgs = append(memberArgs, f.val)
-		}
-		if !q.Start.IsZero() {
-			cond += " AND " + fromStart
-			memberArgs = append(memberArgs, q.Start.UnixNano())
-		}
-		member = append(member, "trace_id IN (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+" AND "+pc+")")
+	if p.After != nil {
+		cond("("+sortExpr+", trace_id) "+cmp+" (?, ?)", p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
 	}
-	var sc []string
-	var sa []any
-	if q.Start.IsZero() {
-		sc, sa = s.searchConds(&p.TraceQuery, pc, nil)
-	} else {
-		sc, sa = s.searchConds(&p.TraceQuery, fromStart+" AND "+pc, []any{q.Start.UnixNano()})
-	}
-	member = append(member, sc...)
-	memberArgs = append(memberArgs, sa...)
-
-	indexSort, indexOnly := indexSortExprs[p.SortBy]
-	if byTokens {
-		indexSort, indexOnly = "0", true
-	}
-	if q.Status != "" || q.Text != "" {
-		indexOnly = false
-	}
-
-	if bounded || indexOnly {
-		where, having := []string{pc}, []string(nil)
-		if !q.Start.IsZero() {
-			// A trace starting at or after Start has every index row on
-			// or after Start, in partitions from Start's day on; its start
-			// is the minimum over all its rows, earlier days included.
-			where = append(where, "trace_id IN (SELECT trace_id FROM "+s.traceIndexTable+
-				" WHERE day >= toDate(fromUnixTimestamp64Nano(?), 'UTC') AND start >= fromUnixTimestamp64Nano(?) AND "+pc+")")
-			args = append(args, q.Start.UnixNano(), q.Start.UnixNano())
-		}
-		if indexOnly {
-			where = append(where, member...)
-			args = append(args, memberArgs...)
-		}
-		if !q.Start.IsZero() {
-			having = append(having, "c_start >= fromUnixTimestamp64Nano(?)")
-			args = append(args, q.Start.UnixNano())
-		}
-		if !q.End.IsZero() {
-			having = append(having, "c_start < fromUnixTimestamp64Nano(?)")
-			args = append(args, q.End.UnixNano())
-		}
-		whereSQL, havingSQL := "", ""
-		if len(where) > 0 {
-			whereSQL = "WHERE " + strings.Join(where, " AND ")
-		}
-		if len(having) > 0 {
-			havingSQL = "HAVING " + strings.Join(having, " AND ")
-		}
-		ctes = append(ctes, fmt.Sprintf("cand AS (SELECT trace_id, min(start) AS c_start, max(end) AS c_end FROM %s %s GROUP BY trace_id %s)",
-			s.traceIndexTable, whereSQL, havingSQL))
-	}
-	var pageSQL string
-	if indexOnly {
-		var where []string
-		if q.MinDuration > 0 {
-			where = append(where, "toUnixTimestamp64Nano(c_end) - toUnixTimestamp64Nano(c_start) >= ?")
-			args = append(args, int64(q.MinDuration))
-		}
-		if p.After != nil && !byTokens {
-			where = append(where, "(sort_value, trace_id) "+cmp+" (?, ?)")
-			args = append(args, p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
-		}
-		whereSQL := ""
-		if len(where) > 0 {
-			whereSQL = "WHERE " + strings.Join(where, " AND ")
-		}
-		pageSQL = fmt.Sprintf("SELECT trace_id, c_start, c_end FROM (SELECT trace_id, c_start, c_end, toInt64(%s) AS sort_value FROM cand) %s",
-			indexSort, whereSQL)
-		if !byTokens {
-			pageSQL += fmt.Sprintf(" ORDER BY %s LIMIT %d", order, p.Limit+1)
-		}
-	} else {
-		spanWhere := []string{pc}
-		if bounded {
-			spanWhere = append(spanWhere, "trace_id IN (SELECT trace_id FROM cand)")
-		}
-		if !q.Start.IsZero() {
-			spanWhere = append(spanWhere, fromStart)
-			args = append(args, q.Start.UnixNano())
-		}
-		spanWhere = append(spanWhere, member...)
-		args = append(args, memberArgs...)
-		var where []string
-		switch q.Status {
-		case store.StatusOK:
-			where = append(where, "error_count = 0")
-		case store.StatusError:
-			where = append(where, "error_count > 0")
-		}
-		if q.MinDuration > 0 {
-			where = append(where, "duration_ns >= ?")
-			args = append(args, int64(q.MinDuration))
-		}
-		if q.Text != "" {
-			where = append(where, "arrayExists(n -> position(lowerUTF8(n), ?) > 0, name_set)")
-			args = append(args, strings.ToLower(q.Text))
-		}
-		if p.After != nil && !byTokens {
-			where = append(where, "(sort_value, trace_id) "+cmp+" (?, ?)")
-			args = append(args, p.After.SortValue, hex.EncodeToString(p.After.TraceID[:]))
-		}
-		whereSQL := ""
-		if len(where) > 0 {
-			whereSQL = "WHERE " + strings.Join(where, " AND ")
-		}
-		pageSQL = fmt.Sprintf("SELECT trace_id, t_start AS c_start, t_end AS c_end FROM (%s) %s",
-			fmt.Sprintf(spanSummarySQL, s.spansTable, strings.Join(spanWhere, " AND "), sortExpr), whereSQL)
-		if !byTokens {
-			pageSQL += fmt.Sprintf(" ORDER BY %s LIMIT %d", order, p.Limit+1)
-		}
-	}
-	p.sql = pageSQL
-	if len(ctes) > 0 {
-		p.sql = "WITH " + strings.Join(ctes, ", ") + " " + pageSQL
-	}
+	p.sql = fmt.Sprintf("SELECT %s, toInt64(%s) AS sort_value FROM %s FINAL WHERE %s ORDER BY sort_value %s, trace_id %s LIMIT %d",
+		summaryListColumns, sortExpr, s.summaryTable, strings.Join(where, " AND "), dir, dir, p.Limit+1)
 	p.args = args
-	p.sortExpr, p.order = sortExpr, order
 	return p, nil
+}
+
+// decodeTraceID parses a stored trace id (checked on write, so this fails
+// only for a table written by something else).
+func decodeTraceID(id string, into *[16]byte) error {
+	b, err := hex.DecodeString(id)
+	if err != nil || len(b) != len(into) {
+		return fmt.Errorf("stored trace id %q is not 32 hex digits", id)
+	}
+	copy(into[:], b)
+	return nil
 }

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/loomwork/loomwork/store"
@@ -14,6 +15,47 @@ import (
 // key's raw JSON value once per span (after a cheap substring test for the
 // key as it is spelled in that JSON) and compares it by JSON type, which
 // keeps the int/double/bool/string distinction the contract needs.
+
+// searchTokens returns up to three of the longest tokens of s as
+// ClickHouse's hasToken and the tokenbf_v1 index split a string (runs of
+// ASCII letters and digits and of non-ASCII bytes, between any other ASCII
+// byte), longest first: what a span's attribute JSON must hold to hold s.
+func searchTokens(s string) []string {
+	var toks []string
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		tok := i < len(s) && (s[i] >= 0x80 || 'a' <= s[i] && s[i] <= 'z' || 'A' <= s[i] && s[i] <= 'Z' || '0' <= s[i] && s[i] <= '9')
+		switch {
+		case tok && start < 0:
+			start = i
+		case !tok && start >= 0:
+			toks = append(toks, s[start:i])
+			start = -1
+		}
+	}
+	slices.SortFunc(toks, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	toks = slices.Compact(toks)
+	if len(toks) > 3 {
+		toks = toks[:3]
+	}
+	return toks
+}
+
+// intTest is clause c's test of an integer column (OpEq, or an order
+// comparison): the numbers compared as doubles, as the JSON test compares
+// them; a value that is no number equals no integer.
+func intTest(column string, c store.SearchClause) (string, []any) {
+	if !c.IsNum {
+		return "0", nil
+	}
+	op := map[store.SearchOp]string{store.OpEq: "=", store.OpNe: "=", store.OpGt: ">", store.OpGe: ">=", store.OpLt: "<", store.OpLe: "<="}[c.Op]
+	return "toFloat64(" + column + ") " + op + " ?", []any{c.Num}
+}
 
 // numTypes are the JSON types of numbers as JSONType names them.
 const numTypes = "('Int64', 'UInt64', 'Double')"
@@ -68,25 +110,58 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 		conds = append(conds, op+" (SELECT trace_id FROM "+s.spansTable+" WHERE "+cond+")")
 		args = append(args, a...)
 	}
-	// attr selects spans with the key whose raw value satisfies test.
+	// attr selects spans with the key whose raw value satisfies test, in
+	// two subqueries, each of which a skip index can prune: the spans
+	// whose attribute JSON holds the key (idx_attr_tokens: the tokens of
+	// the value or else of the key, then a substring test, before any
+	// JSON is parsed), and, for a key a typed column holds (its bit set in
+	// attributes_in_columns, typedattrs.go: the attribute is then not in
+	// the JSON), the spans whose column holds the value. One subquery
+	// reading both would read the attribute JSON of every span.
 	attr := func(not bool, c store.SearchClause, test string, testArgs []any) {
 		jsonKey := string(store.AppendJSONString(nil, c.Key)) + ":"
-		// A substring test before parsing any JSON: the key as the stored
-		// JSON spells it and, for a value that can only equal a string,
-		// the key followed by that string's JSON (or by an array).
-		pre := "position(attributes, ?) > 0"
-		preArgs := []any{jsonKey}
+		// A value that can only equal a string: the key followed by
+		// that string's JSON (or by an array) is in the JSON.
 		stringOnly := test != "" && c.Op != store.OpGt && c.Op != store.OpGe && c.Op != store.OpLt && c.Op != store.OpLe &&
 			!c.IsNum && c.Value != "true" && c.Value != "false"
+		var toks []string
+		pre := "position(attributes, ?) > 0"
+		preArgs := []any{jsonKey}
 		if stringOnly {
+			valueJSON := string(store.AppendJSONString(nil, c.Value))
 			pre = "(position(attributes, ?) > 0 OR position(attributes, ?) > 0)"
-			preArgs = []any{jsonKey + string(store.AppendJSONString(nil, c.Value)), jsonKey + "["}
+			preArgs = []any{jsonKey + valueJSON, jsonKey + "["}
+			toks = searchTokens(valueJSON)
 		}
-		// An attribute a typed column holds (bit set in
-		// attributes_in_columns, typedattrs.go) is not in the JSON: its
-		// raw value is the column's value as JSON. When only a string can
-		// match, a string column is compared directly.
-		rawExpr := "JSONExtractRaw(attributes, ?)"
+		if len(toks) == 0 {
+			toks = searchTokens(jsonKey)
+		}
+		for i := range toks {
+			pre = "hasToken(attributes, ?) AND " + pre
+			preArgs = append([]any{toks[len(toks)-1-i]}, preArgs...)
+		}
+		// The key, from attr_keys (migration 9), before the JSON is read;
+		// whether it is set, from attr_keys alone.
+		var jsonSub string
+		var a []any
+		if test == "" {
+			jsonSub, a = "SELECT trace_id FROM "+s.spansTable+" WHERE has(attr_keys, ?)", []any{c.Key}
+			if from != "" {
+				jsonSub += " AND " + from
+				a = append(a, fromArgs...)
+			}
+		} else {
+			pre = "has(attr_keys, ?) AND " + pre
+			a = append([]any{c.Key, c.Key}, preArgs...)
+			jsonSub = "SELECT trace_id FROM (SELECT trace_id, JSONExtractRaw(attributes, ?) AS raw FROM " + s.spansTable + " WHERE " + pre
+			if from != "" {
+				jsonSub += " AND " + from
+				a = append(a, fromArgs...)
+			}
+			jsonSub += ") WHERE raw != '' AND " + test
+			a = append(a, testArgs...)
+		}
+		cond := "trace_id IN (" + jsonSub + ")"
 		if bit, ok := typedAttrKey(c.Key); ok {
 			ta := &typedAttrs[bit]
 			colJSON := "toJSONString(toString(" + ta.column + "))"
@@ -96,32 +171,42 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 			case attrStrings:
 				colJSON = "toJSONString(" + ta.column + ")"
 			}
-			in := fmt.Sprintf("bitTest(attributes_in_columns, %d)", bit)
-			rawExpr = "if(" + in + ", " + colJSON + ", " + rawExpr + ")"
+			where := fmt.Sprintf("bitTest(attributes_in_columns, %d)", bit)
+			var wa []any
 			if stringOnly && ta.kind == attrString {
-				pre = "((" + in + " AND " + ta.column + " = ?) OR " + pre + ")"
-				preArgs = append([]any{c.Value}, preArgs...)
-			} else {
-				pre = "(" + in + " OR " + pre + ")"
+				where += " AND " + ta.column + " = ?"
+				wa = append(wa, c.Value)
 			}
+			colTest, colArgs := test, testArgs
+			switch {
+			case ta.kind == attrInt && test != "":
+				// An integer column's value is a JSON number: the test
+				// is a comparison of numbers (none equals a string or
+				// a boolean).
+				colTest, colArgs = intTest(ta.column, c)
+			case stringOnly && ta.kind == attrString:
+				// The column equals the string: nothing left to test.
+				colTest, colArgs = "", nil
+			}
+			if from != "" {
+				where += " AND " + from
+				wa = append(wa, fromArgs...)
+			}
+			colSub := "SELECT trace_id FROM (SELECT trace_id, " + colJSON + " AS raw FROM " + s.spansTable + " WHERE " + where + ")"
+			if ta.kind == attrInt && colTest != "" {
+				colSub = "SELECT trace_id FROM " + s.spansTable + " WHERE " + where + " AND " + colTest
+				wa = append(wa, colArgs...)
+			} else if colTest != "" {
+				colSub += " WHERE " + colTest
+				wa = append(wa, colArgs...)
+			}
+			cond = "(" + cond + " OR trace_id IN (" + colSub + "))"
+			a = append(a, wa...)
 		}
-		a := append([]any{c.Key}, preArgs...)
-		inner := "trace_id IN (SELECT trace_id FROM (SELECT trace_id, " + rawExpr + " AS raw FROM " + s.spansTable +
-			" WHERE " + pre
-		if from != "" {
-			inner += " AND " + from
-			a = append(a, fromArgs...)
-		}
-		inner += ") WHERE raw != ''"
-		if test != "" {
-			inner += " AND " + test
-			a = append(a, testArgs...)
-		}
-		inner += ")"
 		if not {
-			inner = "NOT " + inner
+			cond = "NOT " + cond
 		}
-		conds = append(conds, inner)
+		conds = append(conds, cond)
 		args = append(args, a...)
 	}
 	if q.Session != "" {
@@ -157,12 +242,11 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 	return conds, args
 }
 
-// ListSessions returns one page of sessions (see store.SessionLister). The
-// page is chosen in SQL: the distinct (conversation id, trace) pairs of the
-// spans, each trace's start from the trace index, grouped per session and
-// ordered by its latest start. Its figures are store.SumTurns over the
-// turns' summaries as ListTraces computes them (summarize), so a session
-// and its traces never disagree.
+// ListSessions returns one page of sessions (see store.SessionLister),
+// from the summaries kept at ingest: each trace's row lists its sessions
+// (conversation ids), so a session's figures are store.SumTurns over its
+// turns' rows, the ones ListTraces returns, grouped in SQL and ordered by
+// the latest turn's start.
 func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.SessionPage, error) {
 	if err := s.usable(); err != nil {
 		return store.SessionPage{}, err
@@ -171,17 +255,16 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 	if err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
-	var b strings.Builder
-	b.WriteString(`SELECT session, groupArray(m.trace_id) AS ids, max(toUnixTimestamp64Nano(t.t_start)) AS last_ns
-	FROM (SELECT DISTINCT conversation_id AS session, trace_id FROM `)
-	b.WriteString(s.spansTable)
 	pc, err := projectCond(ctx)
 	if err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
-	b.WriteString(" WHERE conversation_id != '' AND " + pc + ") AS m INNER JOIN (SELECT trace_id, min(start) AS t_start FROM ")
-	b.WriteString(s.traceIndexTable)
-	b.WriteString(" WHERE " + pc + " GROUP BY trace_id) AS t ON t.trace_id = m.trace_id GROUP BY session")
+	var b strings.Builder
+	b.WriteString(`SELECT session, toInt64(count()), min(start), max(start), toInt64(max(toUnixTimestamp64Nano(start))) AS last_ns,
+	sum(span_count), sum(error_count), sum(model_calls), sum(tool_calls), sum(input_tokens), sum(output_tokens)
+	FROM (SELECT sessions, start, span_count, error_count, model_calls, tool_calls, input_tokens, output_tokens FROM `)
+	b.WriteString(s.summaryTable)
+	b.WriteString(" FINAL WHERE " + pc + " AND notEmpty(sessions)) ARRAY JOIN sessions AS session GROUP BY session")
 	var args []any
 	if p.After != nil {
 		b.WriteString(" HAVING (last_ns, session) < (?, ?)")
@@ -192,48 +275,23 @@ func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.S
 	if err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
-	type pageSession struct {
-		id  string
-		ids []string
-	}
-	var sessions []pageSession
-	var all []string
+	defer rows.Close()
+	page := store.SessionPage{Sessions: []store.SessionSummary{}}
 	for rows.Next() {
-		var ps pageSession
+		var ss store.SessionSummary
 		var last int64
-		if err := rows.Scan(&ps.id, &ps.ids, &last); err != nil {
-			rows.Close()
+		if err := rows.Scan(&ss.SessionID, &ss.Turns, &ss.FirstStart, &ss.LastStart, &last, &ss.SpanCount, &ss.ErrorCount,
+			&ss.ModelCalls, &ss.ToolCalls, &ss.InputTokens, &ss.OutputTokens); err != nil {
 			return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 		}
-		sessions = append(sessions, ps)
-		all = append(all, ps.ids...)
+		ss.FirstStart, ss.LastStart = ss.FirstStart.UTC(), ss.LastStart.UTC()
+		page.Sessions = append(page.Sessions, ss)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
 	}
-	more := len(sessions) > p.Limit
-	if more {
-		sessions = sessions[:p.Limit]
-	}
-	page := store.SessionPage{Sessions: []store.SessionSummary{}}
-	if len(sessions) == 0 {
-		return page, nil
-	}
-	sums, err := s.summarize(ctx, "trace_id IN (?)", all)
-	if err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	for _, ps := range sessions {
-		turns := make([]store.TraceSummary, 0, len(ps.ids))
-		for _, id := range ps.ids {
-			if sum, ok := sums[id]; ok {
-				turns = append(turns, *sum)
-			}
-		}
-		page.Sessions = append(page.Sessions, store.SumTurns(ps.id, turns))
-	}
-	if more {
+	if len(page.Sessions) > p.Limit {
+		page.Sessions = page.Sessions[:p.Limit]
 		last := page.Sessions[len(page.Sessions)-1]
 		page.NextPageToken = p.NextPageToken(store.SessionPosition{LastStartNS: last.LastStart.UnixNano(), SessionID: last.SessionID})
 	}

@@ -10,16 +10,7 @@ import (
 	"github.com/loomwork/loomwork/store"
 )
 
-var (
-	_ store.SpoolingWriter = (*Store)(nil)
-	_ store.SpanChecker    = (*Store)(nil)
-)
-
-// CheckSpan reports why ClickHouse can never store sp (an id that is not
-// hex, a time outside DateTime64(9)'s range), or nil.
-func (s *Store) CheckSpan(sp *store.Span) error {
-	return validateSpan(sp)
-}
+var _ store.SpoolingWriter = (*Store)(nil)
 
 // spoolMagic starts every spooled batch: the format and its version. A
 // change to the encoding takes a new version; the decoder reads this one,

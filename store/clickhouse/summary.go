@@ -1,23 +1,18 @@
 package clickhouse
 
 import (
-	"cmp"
 	"context"
-	"encoding/hex"
 	"fmt"
-	"slices"
 
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
-// Trace summaries are store.Summarize's, computed here from the typed
-// columns of a trace's spans: the billing rule needs the span tree (a span
-// whose descendants report usage is an aggregate), which an aggregate over
-// rows cannot see. The structure-free figures (start, end, span and error
-// counts, names) are also aggregated in SQL, where filters and the other
-// sort keys need them, and the two agree by construction: both read each
-// (trace_id, span_id) once (FINAL) and use the same definitions.
+// A trace's summary computed from the typed columns of its spans, for what
+// reads one trace whole (TraceCalls): the billing rule needs the span tree
+// (a span whose descendants report usage is an aggregate), which an
+// aggregate over rows cannot see. Lists read the summaries kept at ingest
+// (summaries.go) instead.
 
 // lightColumns are what Summarize reads of a span, plus its model label
 // (the one attribute a summary lists), in scanLight's order.
@@ -75,88 +70,25 @@ func (s *Store) summarize(ctx context.Context, where string, args ...any) (map[s
 	return out, nil
 }
 
-// sortValue is a summary's value for a sort key, as the page query orders
-// by it.
-func sortValue(sum *store.TraceSummary, key string) int64 {
-	switch key {
-	case store.SortDuration:
-		return int64(sum.Duration)
-	case store.SortSpans:
-		return sum.SpanCount
-	case store.SortErrors:
-		return sum.ErrorCount
-	case store.SortTokens:
-		return sum.InputTokens + sum.OutputTokens
-	default:
-		return sum.Start.UnixNano()
+// TraceCalls returns the billed calls of traceID in canonical order (see
+// store.CallReader), from its spans' typed columns: a list reads them only
+// for a trace whose call groups cannot be priced alone.
+func (s *Store) TraceCalls(ctx context.Context, traceID string) ([]store.Call, error) {
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
-}
-
-// listByTokens serves SortTokens: the token sums follow the billing rule,
-// so every candidate trace (plan.sql selects them, filters applied) is
-// summarised here and ordered in Go. It reads the light columns of every
-// matching span; a time bound keeps that small (docs/benchmarks.md).
-func (s *Store) listByTokens(ctx context.Context, plan listPlan) (store.TracePage, error) {
-	where := "trace_id IN (SELECT trace_id FROM (" + plan.sql + "))"
-	args := plan.args
-	if !plan.Start.IsZero() {
-		where += " AND start >= fromUnixTimestamp64Nano(?)"
-		args = append(args[:len(args):len(args)], plan.Start.UnixNano())
+	if err := checkID(traceID, 16); err != nil {
+		return nil, fmt.Errorf("trace calls: %w: %w", store.ErrBadTraceID, err)
 	}
-	sums, err := s.summarize(ctx, where, args...)
+	sums, err := s.summarize(ctx, "trace_id = ?", traceID)
 	if err != nil {
-		return store.TracePage{}, err
+		return nil, fmt.Errorf("trace calls of %s: %w", traceID, err)
 	}
-	list := make([]*store.TraceSummary, 0, len(sums))
-	for _, sum := range sums {
-		list = append(list, sum)
+	sum, ok := sums[traceID]
+	if !ok {
+		return nil, fmt.Errorf("trace calls of %s: %w", traceID, store.ErrNotFound)
 	}
-	dir := -1
-	if plan.Ascending {
-		dir = 1
-	}
-	slices.SortFunc(list, func(a, b *store.TraceSummary) int {
-		if c := cmp.Compare(sortValue(a, store.SortTokens), sortValue(b, store.SortTokens)); c != 0 {
-			return dir * c
-		}
-		return dir * cmp.Compare(a.TraceID, b.TraceID)
-	})
-	if plan.After != nil {
-		after := hex.EncodeToString(plan.After.TraceID[:])
-		at, _ := slices.BinarySearchFunc(list, struct{}{}, func(a *store.TraceSummary, _ struct{}) int {
-			if c := cmp.Compare(sortValue(a, store.SortTokens), plan.After.SortValue); c != 0 {
-				return dir * c
-			}
-			return dir * cmp.Compare(a.TraceID, after)
-		})
-		for at < len(list) && sortValue(list[at], store.SortTokens) == plan.After.SortValue && list[at].TraceID == after {
-			at++
-		}
-		list = list[at:]
-	}
-	page := store.TracePage{Traces: []store.TraceSummary{}}
-	for _, sum := range list {
-		if len(page.Traces) == plan.Limit {
-			last := page.Traces[len(page.Traces)-1]
-			pos := store.PagePosition{SortValue: sortValue(&last, store.SortTokens)}
-			if err := decodeTraceID(last.TraceID, &pos.TraceID); err != nil {
-				return store.TracePage{}, err
-			}
-			page.NextPageToken = plan.NextPageToken(pos)
-			break
-		}
-		page.Traces = append(page.Traces, *sum)
-	}
-	return page, nil
+	return sum.Calls, nil
 }
 
-// decodeTraceID parses a stored trace id (checked on write, so this fails
-// only for a table written by something else).
-func decodeTraceID(id string, into *[16]byte) error {
-	b, err := hex.DecodeString(id)
-	if err != nil || len(b) != len(into) {
-		return fmt.Errorf("stored trace id %q is not 32 hex digits", id)
-	}
-	copy(into[:], b)
-	return nil
-}
+var _ store.CallReader = (*Store)(nil)

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
@@ -103,9 +102,12 @@ type PreparedSpans struct {
 	ownSpans               []store.Span
 	docs                   []string
 	attrAt, resAt, scopeAt []jsonSpan
-	events, links          []string
-	resources, scopes      map[uintptr]jsonSpan
-	traces                 traceRows
+	eventAt, linkAt        []jsonSpan
+	// events and links are each span's events and links JSON: cut from
+	// arena by encode, from the spooled record by decodeSpooled.
+	events, links     []string
+	resources, scopes map[uintptr]jsonSpan
+	traces            traceRows
 	// digest identifies the batch by its spans (batchDigest); spooled
 	// with it, so an insert's deduplication token needs no decoding.
 	digest [32]byte
@@ -263,7 +265,7 @@ func (s *Store) WriteSpans(ctx context.Context, spans []store.Span) error {
 // incoming request) while another insert is in flight. It fails, naming
 // the span, for the spans WriteSpans would reject.
 func (s *Store) PrepareSpans(spans []store.Span) (*PreparedSpans, error) {
-	if err := s.usable(); err != nil {
+	if err := s.preparable(); err != nil {
 		return nil, err
 	}
 	p := s.preparedSpans()
@@ -300,7 +302,7 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	if n == 0 {
 		return nil
 	}
-	return s.writeItems(ctx, items, n)
+	return s.unavailable(ctx, s.writeItems(ctx, items, n))
 }
 
 // WriteSpooled stores records AppendBatch encoded with one INSERT into
@@ -352,7 +354,9 @@ func (s *Store) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	return n, s.writeItems(ctx, items, n)
+	// A server that could not be reached wraps store.ErrUnavailable: the
+	// spool feeder tells an outage from a batch the server refuses.
+	return n, s.unavailable(ctx, s.writeItems(ctx, items, n))
 }
 
 // preparedSpans is a batch from the pool, whose memory an earlier batch
@@ -378,6 +382,25 @@ type insertItem struct {
 	digest [32]byte
 }
 
+// blockBytes is how much encoded span data (spooled records, or prepared
+// JSON) goes into one block of an insert.
+const blockBytes = 8 << 20
+
+// ClickHouse's defaults of min_insert_block_size_rows and _bytes, which
+// writeItems raises for inserts larger than that.
+const (
+	defaultMinInsertRows  = 1048449
+	defaultMinInsertBytes = 268402944
+)
+
+// size is the item's encoded size: its record, or its prepared JSON.
+func (it insertItem) size() int {
+	if it.p != nil {
+		return len(it.p.arena)
+	}
+	return len(it.rec)
+}
+
 // writeItems sends one INSERT of the n spans of items into spans, batch
 // by batch (the driver copies each batch's values into its own columns,
 // so the batch's memory is free again at once), then their trace_index
@@ -386,6 +409,8 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	if err := s.flushPendingIndex(ctx); err != nil {
 		return fmt.Errorf("write spans: %w", err)
 	}
+	readCtx := ctx
+	var light lightBatch
 	b, _ := s.batches.Get().(*spanBatch)
 	if b == nil {
 		b = new(spanBatch)
@@ -405,11 +430,24 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	// every value through an interface map, 8% of ingest CPU in the
 	// profile; 1.5-2 CPU-µs a span less end to end, ClickHouse's CPU
 	// unchanged (BenchmarkIngest -ingest.spool).
+	//
+	// The spans go in blocks of about blockBytes each (below), and the
+	// min_insert_block_size settings have the server squash them all into
+	// one block before it writes anything: the insert makes parts as large
+	// as one block of the whole insert did, stores nothing unless it
+	// completes (a record that fails to decode halfway aborts it), and
+	// its deduplication token names the same single block on a retry.
+	total := 0
+	for _, it := range items {
+		total += it.size()
+	}
 	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{
 		"insert_deduplicate":                     1,
 		"insert_deduplication_token":             insertToken(items),
 		"optimize_on_insert":                     0,
 		"low_cardinality_allow_in_native_format": 0,
+		"min_insert_block_size_rows":             max(n, defaultMinInsertRows),
+		"min_insert_block_size_bytes":            max(4*total, defaultMinInsertBytes),
 	}))
 	if b.sizer == nil {
 		b.sizer = newSizer()
@@ -437,8 +475,10 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 		}
 	}()
 	presized := false
+	block := 0 // bytes of the items in the block being built
 	for k, it := range items {
 		p := it.p
+		size := it.size()
 		if p == nil {
 			if scratch == nil {
 				scratch = s.preparedSpans()
@@ -452,10 +492,17 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 			continue
 		}
 		b.fill(p)
+		if s.summariesOn() {
+			s.summaries.mu.Lock()
+			light.collect(&s.summaries, p)
+			s.summaries.mu.Unlock()
+		}
 		cols := b.columns()
 		if !presized {
-			// Sized for the whole insert from its first batch.
-			presizeColumns(batch.Columns(), cols, n, b.sizer)
+			// Sized for the first block from its first batch; later
+			// blocks reuse the columns' memory.
+			rows := min(n, max(len(p.spans), int(int64(len(p.spans))*blockBytes/int64(max(size, 1)))))
+			presizeColumns(batch.Columns(), cols, rows, b.sizer)
 			presized = true
 		}
 		for i, col := range cols {
@@ -463,10 +510,30 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 				return fmt.Errorf("write spans: insert into %s: column %d: %w", s.spansTable, i, err)
 			}
 		}
+		// A block is sent once it holds blockBytes of batches; the server
+		// squashes the blocks of one INSERT into parts of
+		// min_insert_block_size_rows/bytes, so the insert still makes
+		// parts as large as before, while the driver holds one block's
+		// columns (and reuses their memory) instead of the whole insert's.
+		if block += size; block >= blockBytes && k < len(items)-1 {
+			if err := batch.Flush(); err != nil {
+				return fmt.Errorf("write spans: insert into %s: send a block: %w", s.spansTable, err)
+			}
+			block = 0
+		}
 	}
 	sent = true
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("write spans: insert %d rows into %s: %w", n, s.spansTable, err)
+	}
+	// The summaries first: the lists read them alone. Whatever fails
+	// after the spans is held and written before the next write, in case
+	// this write is never retried.
+	if s.summariesOn() {
+		if err := s.writeSummaries(readCtx, &light); err != nil {
+			s.pending.hold(&b.traces)
+			return fmt.Errorf("write spans: %w", err)
+		}
 	}
 	if err := s.insert(ctx, s.traceIndexTable, traceIndexColumns, b.traces.columns(), len(b.traces.traceID)); err != nil {
 		s.pending.hold(&b.traces) // written before the next write, if this one is never retried
@@ -530,6 +597,7 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	}
 	arena := p.buf[:0]
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, n), resize(p.resAt, n), resize(p.scopeAt, n)
+	p.eventAt, p.linkAt = resize(p.eventAt, n), resize(p.linkAt, n)
 	if p.resources == nil {
 		p.resources, p.scopes = map[uintptr]jsonSpan{}, map[uintptr]jsonSpan{}
 	}
@@ -581,20 +649,28 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 			}
 			p.scopeAt[i] = at
 		}
+		// Events and links go into the arena too; their strings are
+		// cut once it has stopped growing.
+		p.eventAt[i], p.linkAt[i] = jsonSpan{}, jsonSpan{}
 		if len(sp.Events) > 0 {
-			j, err := json.Marshal(sp.Events)
-			if err != nil {
+			from := len(arena)
+			if arena, err = store.AppendEventsJSON(arena, sp.Events); err != nil {
 				return fmt.Errorf("span %d (%s/%s): events: %w", i, sp.TraceID, sp.SpanID, err)
 			}
-			p.events[i] = string(j)
+			p.eventAt[i] = jsonSpan{from, len(arena)}
 		}
 		if len(sp.Links) > 0 {
-			j, err := json.Marshal(sp.Links)
-			if err != nil {
+			from := len(arena)
+			if arena, err = store.AppendLinksJSON(arena, sp.Links); err != nil {
 				return fmt.Errorf("span %d (%s/%s): links: %w", i, sp.TraceID, sp.SpanID, err)
 			}
-			p.links[i] = string(j)
+			p.linkAt[i] = jsonSpan{from, len(arena)}
 		}
+	}
+	all := unsafe.String(unsafe.SliceData(arena), len(arena))
+	for i := range spans {
+		p.events[i] = all[p.eventAt[i].from:p.eventAt[i].to]
+		p.links[i] = all[p.linkAt[i].from:p.linkAt[i].to]
 	}
 	p.traces.build(spans)
 	p.digest = batchDigest(spans)
@@ -741,24 +817,7 @@ func nonNil(s []string) []string {
 }
 
 func validateSpan(sp *store.Span) error {
-	if err := checkID(sp.TraceID, 16); err != nil {
-		return fmt.Errorf("trace_id: %w", err)
-	}
-	if err := checkID(sp.SpanID, 8); err != nil {
-		return fmt.Errorf("span_id: %w", err)
-	}
-	if sp.ParentSpanID != "" {
-		if err := checkID(sp.ParentSpanID, 8); err != nil {
-			return fmt.Errorf("parent_span_id: %w", err)
-		}
-	}
-	if err := checkTime(sp.StartTime); err != nil {
-		return fmt.Errorf("start_time: %w", err)
-	}
-	if err := checkTime(sp.EndTime); err != nil {
-		return fmt.Errorf("end_time: %w", err)
-	}
-	return nil
+	return store.CheckStorable(sp) // the one rule for every store
 }
 
 // notHex[c] is 1 unless c is a lower-case hex digit.

@@ -3,11 +3,13 @@ package clickhouse_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/loomwork/loomwork/internal/chlocal/chtest"
 	"github.com/loomwork/loomwork/internal/testtier"
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/clickhouse"
 	"github.com/loomwork/loomwork/store/storetest"
@@ -27,6 +29,15 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	record := func(seed int64) ([]byte, []store.Span) {
 		t.Helper()
 		spans := storetest.GenerateTraces(30, 10, seed)
+		if seed == 101 {
+			// A model label, which a spooled record carries only in its
+			// attribute JSON: the summaries list it all the same.
+			for i := range spans {
+				if spans[i].RequestModel != "" && i%3 == 0 {
+					spans[i].Attributes[semconv.AttrModelLabel] = "scripted"
+				}
+			}
+		}
 		if seed == 102 {
 			// Spooled by version 2: no digest, the attribute JSON whole.
 			rec, err := clickhouse.SpoolRecordV2(spans)
@@ -77,6 +88,27 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	}
 	if len(page.Traces) != want/10 {
 		t.Fatalf("ListTraces lists %d traces, want %d", len(page.Traces), want/10)
+	}
+	// The summaries kept at ingest are Summarize's, from either format.
+	labelled := 0
+	for _, tr := range page.Traces {
+		var ss []store.Span
+		for _, sp := range all {
+			if sp.TraceID == tr.TraceID {
+				ss = append(ss, sp)
+			}
+		}
+		w := store.Summarize(ss)
+		w.Calls = nil
+		if !reflect.DeepEqual(tr, w) {
+			t.Fatalf("trace %s listed as\n%+v\nwant\n%+v", tr.TraceID, tr, w)
+		}
+		if len(tr.ModelLabels) > 0 {
+			labelled++
+		}
+	}
+	if labelled == 0 {
+		t.Fatal("no listed trace has a model label: the test proves nothing")
 	}
 
 	// Every span reads back as written, from either format (the typed
@@ -130,5 +162,61 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	}
 	if got := spans(); got != uint64(want) {
 		t.Fatalf("after a failed insert: %d spans stored, want %d", got, want)
+	}
+}
+
+// An insert larger than one block goes to the server in several blocks
+// and is still one insert: one part (so no more merging than before), the
+// same records again are deduplicated whole, and a record that fails to
+// decode after a block was sent stores nothing of the insert.
+func TestWriteSpooledSendsALargeInsertInBlocksAsOneInsert(t *testing.T) {
+	// Serial writes and reads (40, 22, 21 and 41 s under -race in make
+	// test): the race detector finds nothing here TestConformance does not.
+	testtier.NoRace(t, "TestConformance")
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
+	srv := chtest.Start(t)
+	s, db := openFresh(t, srv)
+	ctx := store.WithDefaultProject(context.Background())
+	var recs [][]byte
+	size, want := 0, 0
+	for seed := int64(0); size < 3*clickhouse.BlockBytes; seed++ {
+		spans := storetest.GenerateTraces(100, 10, 300+seed)
+		b, err := s.Prepare(spans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.AppendBatch(nil, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+		size += len(rec)
+		want += len(spans)
+	}
+	// First a bad record at the end: the blocks before it were sent.
+	bad := append([]byte(nil), recs[0]...)
+	bad = bad[:len(bad)-3]
+	if _, err := s.WriteSpooled(ctx, append(recs[1:len(recs):len(recs)], bad)); !errors.Is(err, store.ErrBadSpoolRecord) {
+		t.Fatalf("WriteSpooled ending in a truncated record: %v, want ErrBadSpoolRecord", err)
+	}
+	spans := func() uint64 { return srv.QueryUint(t, "SELECT count() FROM "+db+".spans") }
+	if got := spans(); got != 0 {
+		t.Fatalf("an insert that failed after %d MB of blocks stored %d spans, want none", size>>20, got)
+	}
+	if n, err := s.WriteSpooled(ctx, recs); err != nil || n != want {
+		t.Fatalf("WriteSpooled of %d records (%d MB): %d, %v; want %d spans", len(recs), size>>20, n, err, want)
+	}
+	if got := spans(); got != uint64(want) {
+		t.Fatalf("%d spans stored, want %d", got, want)
+	}
+	if parts := srv.QueryUint(t, "SELECT count() FROM system.parts WHERE database = '"+db+"' AND table = 'spans' AND active"); parts != 1 {
+		t.Errorf("the insert made %d parts of spans, want 1 (its blocks squashed into one)", parts)
+	}
+	if _, err := s.WriteSpooled(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	if got := spans(); got != uint64(want) {
+		t.Fatalf("after the same records again: %d spans stored, want %d (one insert, deduplicated whole)", got, want)
 	}
 }

@@ -25,14 +25,16 @@ import (
 // start_ns made SQLite copy every row, all 33 columns, through its sorter
 // before returning the first one, where sorting row numbers in Go costs a
 // few milliseconds.
-const selectSpansSQL = `SELECT
-	s.span_id, s.parent_span_id, s.trace_state, s.name, s.kind, s.start_ns, s.end_ns,
+const selectSpansSQL = `SELECT ` + spanColumns + `
+	FROM spans s WHERE s.rowid IN (SELECT rowid FROM spans WHERE trace_seq = ?)`
+
+// spanColumns are the columns scanSpanRows reads, of spans aliased s.
+const spanColumns = `s.span_id, s.parent_span_id, s.trace_state, s.name, s.kind, s.start_ns, s.end_ns,
 	s.status_code, s.status_message, s.service_name, s.scope_name, s.scope_version,
 	s.operation, s.provider, s.request_model, s.response_model, s.agent_name, s.conversation_id,
 	s.tool_name, s.tool_call_id, s.has_usage, s.input_tokens, s.output_tokens,
 	s.cache_read_tokens, s.cache_creation_tokens, s.reasoning_tokens, s.cost_usd,
-	s.resource_id, s.payload_block, s.payload_off, s.payload_len, s.scope_id
-	FROM spans s WHERE s.rowid IN (SELECT rowid FROM spans WHERE trace_seq = ?)`
+	s.resource_id, s.payload_block, s.payload_off, s.payload_len, s.scope_id`
 
 // blocksPerQuery bounds the ids in one payload_blocks IN (...) query.
 const blocksPerQuery = 256
@@ -176,6 +178,12 @@ func readSpanRows(ctx context.Context, tx *sql.Tx, seq int64, traceID string, co
 	if err != nil {
 		return nil, nil, err
 	}
+	return scanSpanRows(rows, traceID, count)
+}
+
+// scanSpanRows scans rows of spanColumns (selectSpansSQL's list) and
+// closes them; count sizes the result.
+func scanSpanRows(rows *sql.Rows, traceID string, count int64) ([]store.Span, []readRow, error) {
 	defer rows.Close()
 	hint := int(min(max(count, 0), 1<<20))
 	spans := make([]store.Span, 0, hint)
@@ -534,14 +542,16 @@ func cloneValue(v any) any {
 }
 
 // ListTraces returns one page of trace summaries matching q. It reads only
-// the per-trace summary table; pagination is keyset-based on (sort key,
-// trace id), so pages never overlap or skip a trace whose sort value does not
-// change between the calls.
+// the per-trace summary table, each row with its call groups (never its
+// calls), by the index of its sort key or of a selective filter
+// (planList); pagination is
+// keyset-based on (sort key, trace id), so pages never overlap or skip a
+// trace whose sort value does not change between the calls.
 func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.TracePage, error) {
 	if err := s.usable(); err != nil {
 		return store.TracePage{}, err
 	}
-	plan, err := planQuery(&q, store.ProjectOf(ctx))
+	plan, err := s.planList(ctx, &q, store.ProjectOf(ctx))
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
@@ -554,7 +564,6 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	}
 	defer rows.Close()
 	page := store.TracePage{Traces: []store.TraceSummary{}}
-	var seqs []int64
 	var last store.PagePosition
 	more := false
 	for rows.Next() {
@@ -564,12 +573,12 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 		}
 		var ts store.TraceSummary
 		var id []byte
-		var agents, models, labels string
-		var seq, startNS, endNS, durNS, afterNS, sortValue int64
-		if err := rows.Scan(&seq, &id, &ts.RootName, &ts.ServiceName, &agents, &models,
+		var agents, models, labels, groups string
+		var startNS, endNS, durNS, afterNS, sortValue int64
+		if err := rows.Scan(&id, &ts.RootName, &ts.ServiceName, &agents, &models,
 			&startNS, &endNS, &durNS, &ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.ToolCalls,
 			&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens,
-			&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels,
+			&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels, &groups,
 			&sortValue); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 		}
@@ -590,62 +599,20 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 		if ts.Models, err = decodeList(models); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s models: %w", ts.TraceID, err)
 		}
+		if ts.Groups, err = decodeGroups(groups); err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: trace %s call groups: %w", ts.TraceID, err)
+		}
 		page.Traces = append(page.Traces, ts)
-		seqs = append(seqs, seq)
 		last.SortValue = sortValue
 		copy(last.TraceID[:], id)
 	}
 	if err := rows.Err(); err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
-	rows.Close()
-	if err := s.readCalls(ctx, page.Traces, seqs); err != nil {
-		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
-	}
 	if more {
 		page.NextPageToken = plan.NextPageToken(last)
 	}
 	return page, nil
-}
-
-// readCalls sets the billed calls of the listed traces (seqs[i] is
-// traces[i]'s), in canonical order.
-func (s *Store) readCalls(ctx context.Context, traces []store.TraceSummary, seqs []int64) error {
-	if len(seqs) == 0 {
-		return nil
-	}
-	at := make(map[int64]int, len(seqs))
-	args := make([]any, len(seqs))
-	for i, seq := range seqs {
-		at[seq] = i
-		args[i] = seq
-	}
-	q := `SELECT ` + callCols + ` FROM trace_calls WHERE trace_seq IN (?` + strings.Repeat(",?", len(seqs)-1) + `) ORDER BY trace_seq, start_ns, span_id`
-	rows, err := s.reader.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq, startNS int64
-		var id []byte
-		var flags int
-		var cost sql.NullFloat64
-		var c store.Call
-		if err := rows.Scan(&seq, &startNS, &id, &c.Name, &c.RequestModel, &c.ResponseModel, &flags,
-			&c.InputTokens, &c.OutputTokens, &c.CacheReadTokens, &c.CacheCreationTokens, &c.ReasoningTokens, &cost); err != nil {
-			return err
-		}
-		c.SpanID, c.Start = hex.EncodeToString(id), time.Unix(0, startNS).UTC()
-		c.Failed, c.HasUsage = flags&callFailed != 0, flags&callHasUsage != 0
-		if cost.Valid {
-			v := cost.Float64
-			c.CostUSD = &v
-		}
-		i := at[seq]
-		traces[i].Calls = append(traces[i].Calls, c)
-	}
-	return rows.Err()
 }
 
 func decodeList(s string) ([]string, error) {
@@ -657,94 +624,4 @@ func decodeList(s string) ([]string, error) {
 		return nil, nil
 	}
 	return l, nil
-}
-
-type queryPlan struct {
-	store.PlannedQuery
-	sql  string
-	args []any
-}
-
-// sortColumns maps store.Sort* names to the traces column ordering by them.
-var sortColumns = map[string]string{
-	store.SortStart:    "start_ns",
-	store.SortDuration: "duration_ns",
-	store.SortSpans:    "span_count",
-	store.SortErrors:   "error_count",
-	store.SortTokens:   "tokens_total",
-}
-
-// planQuery validates q and builds the SQL for one page.
-// Only traces of project are listed.
-func planQuery(q *store.TraceQuery, project string) (queryPlan, error) {
-	var p queryPlan
-	var err error
-	if p.PlannedQuery, err = q.Plan(func(t time.Time) error {
-		_, err := unixNanos(t)
-		return err
-	}); err != nil {
-		return p, err
-	}
-	col, ok := sortColumns[p.SortBy]
-	if !ok {
-		return p, fmt.Errorf("sort_by %q is not supported by the embedded store", p.SortBy)
-	}
-	where := []string{"project = ?"}
-	p.args = append(p.args, project)
-	if !q.Start.IsZero() {
-		where = append(where, "start_ns >= ?")
-		p.args = append(p.args, q.Start.UnixNano())
-	}
-	if !q.End.IsZero() {
-		where = append(where, "start_ns < ?")
-		p.args = append(p.args, q.End.UnixNano())
-	}
-	for _, f := range []struct {
-		kind int
-		val  string
-	}{{tagService, q.Service}, {tagAgent, q.Agent}, {tagModel, q.Model}} {
-		if f.val != "" {
-			where = append(where, "seq IN (SELECT seq FROM trace_tags WHERE kind = ? AND value = ?)")
-			p.args = append(p.args, f.kind, f.val)
-		}
-	}
-	switch q.Status {
-	case store.StatusOK:
-		where = append(where, "error_count = 0")
-	case store.StatusError:
-		where = append(where, "error_count > 0")
-	}
-	if q.MinDuration > 0 {
-		where = append(where, "duration_ns >= ?")
-		p.args = append(p.args, int64(q.MinDuration))
-	}
-	if q.Text != "" {
-		where = append(where, "instr(names_lower, ?) > 0")
-		p.args = append(p.args, normName(q.Text))
-	}
-	sw, sargs := searchWhere(&p.TraceQuery)
-	where = append(where, sw...)
-	p.args = append(p.args, sargs...)
-	dir, cmp := "DESC", "<"
-	if q.Ascending {
-		dir, cmp = "ASC", ">"
-	}
-	if p.After != nil {
-		where = append(where, fmt.Sprintf("(%s, trace_id) %s (?, ?)", col, cmp))
-		p.args = append(p.args, p.After.SortValue, p.After.TraceID[:])
-	}
-	var b strings.Builder
-	b.WriteString(`SELECT seq, trace_id, root_name, service_name, agent_names, models,
-	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
-	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens,
-	after_root_ns, fragments, failed_model_calls, model_labels, `)
-	b.WriteString(col)
-	b.WriteString(" FROM traces")
-	if len(where) > 0 {
-		b.WriteString(" WHERE ")
-		b.WriteString(strings.Join(where, " AND "))
-	}
-	fmt.Fprintf(&b, " ORDER BY %s %s, trace_id %s LIMIT %d", col, dir, dir, p.Limit+1)
-	p.sql = b.String()
-	return p, nil
 }

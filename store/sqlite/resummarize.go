@@ -12,8 +12,14 @@ import (
 // afterMigration runs the migration steps SQL cannot do, in the
 // migration's transaction.
 func (s *Store) afterMigration(ctx context.Context, tx *sql.Tx, version int) error {
-	if version == 2 {
+	switch version {
+	case 2:
 		return s.resummarize(ctx, tx)
+	case versionCallGroups:
+		if err := fillCallGroups(ctx, tx); err != nil {
+			return err
+		}
+		return fillBlooms(ctx, tx)
 	}
 	return nil
 }
@@ -45,7 +51,7 @@ func (s *Store) resummarize(ctx context.Context, tx *sql.Tx) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("resummarize: %w", err)
 	}
-	upd, err := tx.PrepareContext(ctx, updateSummarySQL)
+	upd, err := tx.PrepareContext(ctx, updateSummaryV2SQL)
 	if err != nil {
 		return fmt.Errorf("resummarize: %w", err)
 	}
@@ -69,8 +75,8 @@ func (s *Store) resummarize(ctx context.Context, tx *sql.Tx) error {
 		if err != nil {
 			return fmt.Errorf("resummarize trace %s: services: %w", id, err)
 		}
-		vals := summaryValues(&sum, services, nil)
-		vals[5] = t.names // names_lower is kept as it was
+		vals := summaryValues(&sum, services, nil)[:23] // the version 2 columns
+		vals[5] = t.names                               // names_lower is kept as it was
 		if _, err := upd.ExecContext(ctx, append(vals, t.seq)...); err != nil {
 			return fmt.Errorf("resummarize trace %s: %w", id, err)
 		}

@@ -97,11 +97,13 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 		key int64
 		val any
 	}
+	blooms := bloomAdds{}
 	for _, g := range groups {
 		if len(g.inserted) == 0 {
 			continue
 		}
 		seen := map[term]struct{}{}
+		keys := map[int64]struct{}{}
 		var keyErr error
 		add := func(k searchKey, v any) {
 			if keyErr != nil {
@@ -121,6 +123,13 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 				return
 			}
 			seen[mk] = struct{}{}
+			if _, ok := keys[id]; !ok {
+				keys[id] = struct{}{}
+				blooms.add(g.sm.seq, keySetHash(id))
+			}
+			if h, ok := valueHash(id, v); ok {
+				blooms.add(g.sm.seq, h)
+			}
 			ins.args = append(ins.args, id, g.sm.seq, v)
 			keyErr = ins.rowAdded(ctx)
 		}
@@ -148,6 +157,9 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 	if err := ins.flush(ctx); err != nil {
 		return fmt.Errorf("index spans for search: %w", err)
 	}
+	if err := blooms.write(ctx, tx); err != nil {
+		return fmt.Errorf("index spans for search: blooms: %w", err)
+	}
 	return nil
 }
 
@@ -170,63 +182,6 @@ func (s *Store) searchKeyID(ctx context.Context, tx *sql.Tx, k searchKey) (int64
 	}
 	s.searchKeys[k] = id
 	return id, nil
-}
-
-// keyIDSQL is a scalar subquery for a search key's id (NULL when no span
-// ever had it, which then matches nothing).
-const keyIDSQL = `(SELECT id FROM search_keys WHERE kind = ? AND key = ?)`
-
-// searchWhere returns the WHERE conditions (on traces) and their arguments
-// for q's search clauses and session.
-func searchWhere(q *store.TraceQuery) ([]string, []any) {
-	var where []string
-	var args []any
-	in := func(not bool, cond string, a ...any) {
-		op := "seq IN"
-		if not {
-			op = "seq NOT IN"
-		}
-		where = append(where, op+" (SELECT seq FROM search_terms WHERE "+cond+")")
-		args = append(args, a...)
-	}
-	if q.Session != "" {
-		in(false, "key_id = "+keyIDSQL+" AND value = ?", searchConversation, "", q.Session)
-	}
-	for _, c := range q.Search {
-		switch c.Field {
-		case store.FieldName:
-			in(false, "key_id = "+keyIDSQL+" AND value = ?", searchName, "", c.Value)
-		case store.FieldRetrieved:
-			in(false, "key_id = "+keyIDSQL+" AND value = ?", searchRetrieved, "", c.Value)
-		case store.FieldCited:
-			in(false, "key_id = "+keyIDSQL+" AND value = ?", searchCited, "", c.Value)
-		case store.FieldEvidence:
-			in(false, "key_id IN ("+keyIDSQL+", "+keyIDSQL+") AND value = ?", searchRetrieved, "", searchCited, "", c.Value)
-		case store.FieldAttr:
-			key := "key_id = " + keyIDSQL
-			// The value is text, or a number when it reads as one (a
-			// string attribute "42" and a number 42 both equal "42").
-			eq := "value = ?"
-			eqArgs := []any{c.Value}
-			if c.IsNum {
-				eq = "(value = ? OR value = ?)"
-				eqArgs = append(eqArgs, c.Num)
-			}
-			switch c.Op {
-			case store.OpExists:
-				in(false, key, searchAttr, c.Key)
-			case store.OpEq:
-				in(false, key+" AND "+eq, append([]any{searchAttr, c.Key}, eqArgs...)...)
-			case store.OpNe:
-				in(false, key, searchAttr, c.Key)
-				in(true, key+" AND "+eq, append([]any{searchAttr, c.Key}, eqArgs...)...)
-			default:
-				op := map[store.SearchOp]string{store.OpGt: ">", store.OpGe: ">=", store.OpLt: "<", store.OpLe: "<="}[c.Op]
-				in(false, key+" AND typeof(value) IN ('integer', 'real') AND value "+op+" ?", searchAttr, c.Key, c.Num)
-			}
-		}
-	}
-	return where, args
 }
 
 // errSearchBackfill is returned for a search while traces stored before
@@ -294,18 +249,19 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 		return 0, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT seq, trace_id, span_count FROM traces WHERE seq < ? ORDER BY seq DESC LIMIT ?`, below, backfillChunk)
+	rows, err := tx.QueryContext(ctx, `SELECT seq, trace_id, span_count, project FROM traces WHERE seq < ? ORDER BY seq DESC LIMIT ?`, below, backfillChunk)
 	if err != nil {
 		return 0, err
 	}
 	type tr struct {
 		seq, count int64
 		id         []byte
+		project    string
 	}
 	var trs []tr
 	for rows.Next() {
 		var t tr
-		if err := rows.Scan(&t.seq, &t.id, &t.count); err != nil {
+		if err := rows.Scan(&t.seq, &t.id, &t.count, &t.project); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -326,7 +282,7 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 		if err := s.readPayloads(ctx, tx, spans, meta); err != nil {
 			return 0, fmt.Errorf("trace %s: %w", id, err)
 		}
-		g := &traceGroup{traceID: t.id, sm: &summary{seq: t.seq}}
+		g := &traceGroup{traceID: t.id, project: t.project, sm: &summary{seq: t.seq}}
 		for i := range spans {
 			g.inserted = append(g.inserted, &spanRow{span: &spans[i]})
 		}
@@ -334,6 +290,9 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 		next = t.seq
 	}
 	if err := s.indexSearch(ctx, tx, groups); err != nil {
+		return 0, err
+	}
+	if err := s.updateSessions(ctx, tx, groups); err != nil {
 		return 0, err
 	}
 	if next <= 1 {
@@ -349,64 +308,3 @@ func (s *Store) backfillChunk(ctx context.Context, below int64) (int64, error) {
 	}
 	return next, nil
 }
-
-// sessionsSQL lists sessions with the sums of their traces' summaries
-// (the traces table ListTraces reads), most recently active first. %s is
-// the keyset condition on the groups.
-const sessionsSQL = `SELECT st.value, count(*), min(t.start_ns), max(t.start_ns),
-	sum(t.span_count), sum(t.error_count), sum(t.model_calls), sum(t.tool_calls), sum(t.input_tokens), sum(t.output_tokens)
-	FROM search_terms st JOIN traces t ON t.seq = st.seq
-	WHERE st.key_id = ` + keyIDSQL + ` AND t.project = ?
-	GROUP BY st.value %s
-	ORDER BY max(t.start_ns) DESC, st.value DESC LIMIT ?`
-
-// ListSessions returns one page of sessions (see store.SessionLister).
-func (s *Store) ListSessions(ctx context.Context, q store.SessionQuery) (store.SessionPage, error) {
-	if err := s.usable(); err != nil {
-		return store.SessionPage{}, err
-	}
-	p, err := q.Plan()
-	if err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	if err := s.searchComplete(ctx); err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	having := ""
-	args := []any{searchConversation, "", store.ProjectOf(ctx)}
-	if p.After != nil {
-		having = "HAVING (max(t.start_ns), st.value) < (?, ?)"
-		args = append(args, p.After.LastStartNS, p.After.SessionID)
-	}
-	args = append(args, p.Limit+1)
-	rows, err := s.reader.QueryContext(ctx, fmt.Sprintf(sessionsSQL, having), args...)
-	if err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	defer rows.Close()
-	page := store.SessionPage{Sessions: []store.SessionSummary{}}
-	more := false
-	for rows.Next() {
-		if len(page.Sessions) == p.Limit {
-			more = true
-			break
-		}
-		var ss store.SessionSummary
-		var first, last int64
-		if err := rows.Scan(&ss.SessionID, &ss.Turns, &first, &last, &ss.SpanCount, &ss.ErrorCount, &ss.ModelCalls, &ss.ToolCalls, &ss.InputTokens, &ss.OutputTokens); err != nil {
-			return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-		}
-		ss.FirstStart, ss.LastStart = time.Unix(0, first).UTC(), time.Unix(0, last).UTC()
-		page.Sessions = append(page.Sessions, ss)
-	}
-	if err := rows.Err(); err != nil {
-		return store.SessionPage{}, fmt.Errorf("list sessions: %w", err)
-	}
-	if more {
-		last := page.Sessions[len(page.Sessions)-1]
-		page.NextPageToken = p.NextPageToken(store.SessionPosition{LastStartNS: last.LastStart.UnixNano(), SessionID: last.SessionID})
-	}
-	return page, nil
-}
-
-var _ store.SessionLister = (*Store)(nil)

@@ -61,6 +61,10 @@ type Store struct {
 	bulkStmts map[bulkKey]*sql.Stmt
 	// searchKeys caches search key → search_keys.id (see searchKeyID).
 	searchKeys map[searchKey]int64
+	// big keeps the child counts of huge traces' big parents, by trace
+	// seq (window.go, bigParents).
+	bigMu sync.Mutex
+	big   map[int64]bigParentSet
 
 	// life serialises Start and Shutdown (a channel so a Shutdown waiting
 	// for a Start honours its context); state is read by every method.

@@ -168,6 +168,11 @@ func (s *Store) prepareRows(spans []store.Span) ([]spanRow, [][]byte, error) {
 		sp := &spans[i]
 		r := &rows[i]
 		r.span = sp
+		// The one rule every store keeps (store.CheckStorable): what it
+		// refuses, no store holds.
+		if err := store.CheckStorable(sp); err != nil {
+			return nil, nil, fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+		}
 		var err error
 		if r.traceID, err = decodeID(sp.TraceID, 16); err != nil {
 			return nil, nil, fmt.Errorf("span %d (span_id %q): trace_id: %w", i, sp.SpanID, err)
@@ -438,6 +443,9 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 		return err
 	}
 	if err := s.indexSearch(sctx, tx, order); err != nil {
+		return err
+	}
+	if err := s.updateSessions(sctx, tx, order); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -820,17 +828,24 @@ func (s *Store) updateCalls(ctx context.Context, tx *sql.Tx, seq int64, added, r
 const selectSummariesSQL = `SELECT trace_id, project, seq, span_count, model_labels, services, names_lower, agent_names, models
 	FROM traces WHERE trace_id IN `
 
-// summaryCols are written by both the insert and the update of a summary,
-// after seq and trace_id.
-const summaryCols = `service_name, root_name, agent_names, models, services, names_lower,
+// summaryColsV2 are the summary columns of schema versions 2 to 7 (what
+// resummarize, the version 2 migration, writes); summaryCols, written by
+// both the insert and the update of a summary after seq and trace_id, adds
+// the call groups (version 8).
+const (
+	summaryColsV2 = `service_name, root_name, agent_names, models, services, names_lower,
 	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens, tokens_total,
 	after_root_ns, fragments, failed_model_calls, model_labels`
+	summaryCols = summaryColsV2 + `, call_groups`
+)
 
 var (
 	insertSummaryHead = `INSERT INTO traces (seq, trace_id, project, ` + summaryCols + `) VALUES `
-	summaryColCount   = 26
+	summaryColCount   = 27
 	updateSummarySQL  = `UPDATE traces SET (` + summaryCols + `) =
+	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
+	updateSummaryV2SQL = `UPDATE traces SET (` + summaryColsV2 + `) =
 	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
 )
 
@@ -845,7 +860,7 @@ func summaryValues(sum *store.TraceSummary, services, names []string) []any {
 		sum.ServiceName, sum.RootName, jsonStrings(sum.AgentNames), jsonStrings(sum.Models), jsonStrings(services), nb.String(),
 		sum.Start.UnixNano(), sum.End.UnixNano(), int64(sum.Duration), sum.SpanCount, sum.ErrorCount, sum.ModelCalls, sum.ToolCalls,
 		sum.InputTokens, sum.OutputTokens, sum.CacheReadTokens, sum.CacheCreationTokens, sum.ReasoningTokens, sum.InputTokens + sum.OutputTokens,
-		int64(sum.AfterRoot), sum.Fragments, sum.FailedModelCalls, jsonStrings(sum.ModelLabels),
+		int64(sum.AfterRoot), sum.Fragments, sum.FailedModelCalls, jsonStrings(sum.ModelLabels), jsonGroups(sum.Groups),
 	}
 }
 

@@ -103,7 +103,7 @@ func TestSummaryStaysRightWithTwoWritersOnOneFile(t *testing.T) {
 			}
 			got := page.Traces[0]
 			if got.ModelCalls != want.ModelCalls || got.InputTokens != want.InputTokens || got.SpanCount != want.SpanCount ||
-				got.Fragments != want.Fragments || len(got.Calls) != len(want.Calls) || got.RootName != want.RootName {
+				got.Fragments != want.Fragments || !reflect.DeepEqual(got.Groups, want.Groups) || got.RootName != want.RootName {
 				t.Fatalf("after %d spans: summary %+v, want %+v", at, got, want)
 			}
 		}

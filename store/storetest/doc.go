@@ -19,7 +19,7 @@
 //     RootName is the name of the earliest-starting span without a parent.
 //   - AgentNames and Models are sorted and distinct (Models holds request and
 //     response models of every span).
-//   - ModelCalls, FailedModelCalls, the token sums and Calls follow the
+//   - ModelCalls, FailedModelCalls, the token sums and Groups follow the
 //     billing rule (store.Roles): a span reporting usage, or making a model
 //     call, is billed unless a descendant reports usage; the model applies
 //     it independently (an ancestor walk). ToolCalls counts spans whose

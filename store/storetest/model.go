@@ -20,6 +20,7 @@ type refTrace struct {
 	models   map[string]bool
 	names    []string
 	spans    []store.Span // for the search and session filters (search.go)
+	calls    []store.Call // the billed calls, in canonical order (store.CallReader)
 }
 
 // refModel holds every span the suite has written, deduplicated on
@@ -133,7 +134,8 @@ func summarize(traceID string, spans []store.Span) refTrace {
 	s.Duration = s.End.Sub(s.Start)
 	s.AgentNames = sortedSet(rt.agents)
 	s.Models = sortedSet(rt.models)
-	refBilling(spans, s)
+	rt.calls = refBilling(spans, s)
+	s.Groups = refGroups(rt.calls)
 	if s.Fragments == 1 && root != nil && s.End.After(root.EndTime) {
 		s.AfterRoot = s.End.Sub(root.EndTime)
 	}
@@ -152,8 +154,9 @@ func summarize(traceID string, spans []store.Span) refTrace {
 // explicit cost) and mark its ancestors; a span carrying usage or making a
 // model call is billed unless marked. It also counts the fragments: spans
 // with no parent in the trace, plus one per parent cycle. spans are
-// distinct and in GetTrace order.
-func refBilling(spans []store.Span, s *store.TraceSummary) {
+// distinct and in GetTrace order. It returns the billed calls, in that
+// order.
+func refBilling(spans []store.Span, s *store.TraceSummary) []store.Call {
 	byID := map[string]int{}
 	for i := range spans {
 		byID[spans[i].SpanID] = i
@@ -165,6 +168,7 @@ func refBilling(spans []store.Span, s *store.TraceSummary) {
 		return sp.CostUSD
 	}
 	carries := func(sp *store.Span) bool { return sp.HasUsage || cost(sp) != nil }
+	var calls []store.Call
 	marked := make([]bool, len(spans))
 	for i := range spans {
 		if !carries(&spans[i]) {
@@ -200,7 +204,7 @@ func refBilling(spans []store.Span, s *store.TraceSummary) {
 			s.CacheCreationTokens += cc
 			s.ReasoningTokens += max(sp.ReasoningTokens, 0)
 		}
-		s.Calls = append(s.Calls, c)
+		calls = append(calls, c)
 	}
 	// Fragments: tops, then one per cycle left unreached.
 	children := map[int][]int{}
@@ -234,6 +238,81 @@ func refBilling(spans []store.Span, s *store.TraceSummary) {
 			reach(i)
 		}
 	}
+	return calls
+}
+
+// refGroups sums calls per (request model, response model) the naive way,
+// independently of store.GroupCalls, as store.CallGroup documents it.
+func refGroups(calls []store.Call) []store.CallGroup {
+	byKey := map[[2]string]*store.CallGroup{}
+	for _, c := range calls {
+		k := [2]string{c.RequestModel, c.ResponseModel}
+		g := byKey[k]
+		if g == nil {
+			g = &store.CallGroup{RequestModel: k[0], ResponseModel: k[1]}
+			byKey[k] = g
+		}
+		g.Calls++
+		if c.Failed {
+			g.Failed++
+		}
+		cr, cc, out := max(c.CacheReadTokens, 0), max(c.CacheCreationTokens, 0), max(c.OutputTokens, 0)
+		in, raw := max(c.InputTokens, 0), false
+		if in < cr+cc { // Anthropic's raw convention: input excludes the cache
+			in, raw = in+cr+cc, true
+		}
+		if c.HasUsage {
+			g.InputTokens += in
+			g.OutputTokens += out
+			g.CacheReadTokens += cr
+			g.CacheCreationTokens += cc
+			g.ReasoningTokens += max(c.ReasoningTokens, 0)
+		}
+		switch {
+		case c.CostUSD != nil:
+			g.ExplicitCalls++
+			if math.Abs(*c.CostUSD) > 1e6 {
+				g.ExplicitOutOfRange++
+				break
+			}
+			pico := int64(math.Round(*c.CostUSD * 1e12))
+			g.ExplicitPicoUSD += pico
+			g.ExplicitMagnitude += max(pico, -pico) >> 20
+		case !c.HasUsage && c.Failed:
+			g.FailedNoUsage++
+		case !c.HasUsage:
+			g.NoUsage++
+		default:
+			if g.Priced == 0 || in < g.MinPrompt {
+				g.MinPrompt = in
+			}
+			if g.Priced == 0 || in > g.MaxPrompt {
+				g.MaxPrompt = in
+			}
+			g.Priced++
+			g.PricedUncached += in - cr - cc
+			g.PricedCacheRead += cr
+			g.PricedCacheCreation += cc
+			g.PricedOutput += out
+			if raw {
+				g.Raw++
+			}
+		}
+	}
+	if len(byKey) == 0 {
+		return nil
+	}
+	out := make([]store.CallGroup, 0, len(byKey))
+	for _, g := range byKey {
+		out = append(out, *g)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].RequestModel != out[j].RequestModel {
+			return out[i].RequestModel < out[j].RequestModel
+		}
+		return out[i].ResponseModel < out[j].ResponseModel
+	})
+	return out
 }
 
 func sortedSet(m map[string]bool) []string {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
@@ -363,4 +364,65 @@ func (s *suite) testSessions(t *testing.T) {
 			t.Error("ListSessions(limit=-1): nil error")
 		}
 	})
+}
+
+// testSearchAcrossDays pages through searches, newest first, over traces
+// spread across days, with one long trace whose spans start over two days
+// after it (a backend may look for a page's matches in time windows, and
+// such a trace's spans lie in every window): every page, common and rare
+// matches, order comparisons, negations and evidence.
+func (s *suite) testSearchAcrossDays(t *testing.T) {
+	st := s.open(t)
+	m := newRefModel()
+	spans := GenerateTraces(40, 6, 4242)
+	trace, last := -1, ""
+	for i := range spans {
+		if spans[i].TraceID != last {
+			trace++
+			last = spans[i].TraceID
+		}
+		shift := time.Duration(trace) * 71 * time.Minute
+		spans[i].StartTime, spans[i].EndTime = spans[i].StartTime.Add(shift), spans[i].EndTime.Add(shift)
+		for e := range spans[i].Events {
+			spans[i].Events[e].Time = spans[i].Events[e].Time.Add(shift)
+		}
+	}
+	long := GenerateTraces(1, 60, 4343)
+	shift := spans[len(spans)-1].StartTime.Add(-90 * time.Minute).Sub(long[0].StartTime)
+	for i := range long {
+		at := shift + time.Duration(i)*50*time.Minute
+		long[i].StartTime, long[i].EndTime = long[i].StartTime.Add(at), long[i].EndTime.Add(at)
+		for e := range long[i].Events {
+			long[i].Events[e].Time = long[i].Events[e].Time.Add(at)
+		}
+	}
+	write(t, st, m, append(spans, long...), 97)
+	var callID, doc string
+	for _, sp := range spans[len(spans)/3:] {
+		if id, ok := sp.Attributes.String(semconv.AttrToolCallID); ok && callID == "" {
+			callID = id
+		}
+		if len(sp.RetrievedDocs) > 0 && doc == "" {
+			doc = sp.RetrievedDocs[0]
+		}
+	}
+	for _, expr := range []string{
+		semconv.AttrOperationName + "=chat",
+		semconv.AttrRequestModel + "=gpt-4o",
+		semconv.AttrToolCallID + "=" + callID,
+		semconv.AttrUsageInputTokens + ">5000",
+		semconv.AttrUsageInputTokens + "=" + fmt.Sprint(spans[1].InputTokens),
+		"error.type",
+		semconv.AttrRequestModel + "!=gpt-4o",
+		`name:"execute_tool web_search"`,
+		"evidence:" + doc,
+	} {
+		q := store.TraceQuery{Search: mustSearch(t, expr), Limit: 4}
+		if n := len(m.expect(q)); n == 0 {
+			t.Fatalf("fixture problem: %s matches no trace", expr)
+		} else if n < 4 {
+			q.Limit = 1 // a page per match
+		}
+		s.checkList(t, st, m, q)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,7 +96,7 @@ func (s *suite) tests() []testCase {
 		{name: "GetTraceUnknownIsErrNotFound", run: s.testGetTraceUnknown},
 		{name: "GetTraceInvalidIDIsErrBadTraceID", run: s.testGetTraceInvalidID},
 		{name: "ResolveTraceIDFindsFullIDsAndUniquePrefixes", run: s.testResolveTraceID},
-		{name: "WriteRejectsInvalidIDsAndStoresNothing", run: s.testWriteInvalidIDs},
+		{name: "WriteRejectsUnstorableSpansAndStoresNothing", run: s.testWriteInvalidIDs},
 		{name: "WriteEmptyBatchIsNoop", run: s.testWriteEmpty},
 		{name: "RewriteSameBatchKeepsOneCopy", run: s.testRewrite},
 		{name: "OverlappingBatchesKeepOneCopy", run: s.testOverlapping},
@@ -107,6 +109,7 @@ func (s *suite) tests() []testCase {
 		{name: "ListTracesMalformedPageTokenIsError", run: s.testBadPageToken},
 		{name: "ListTracesInvalidQueryIsError", run: s.testInvalidQuery},
 		{name: "ListTracesSearch", run: s.testSearch},
+		{name: "ListTracesSearchAcrossDays", run: s.testSearchAcrossDays},
 		{name: "ListSessions", run: s.testSessions},
 		{name: "Experiments", run: s.testExperiments},
 		{name: "ConcurrentWritersEachSpanOnce", skip: s.h.Skip.ConcurrentWriters, run: s.testConcurrentWriters},
@@ -114,6 +117,7 @@ func (s *suite) tests() []testCase {
 		{name: "CanceledContextIsError", skip: s.h.Skip.ContextCancellation, run: s.testCanceled},
 		{name: "PreparedBatchesWrittenTogetherKeepOneCopy", run: s.testPreparedBatches},
 		{name: "LifecycleStartShutdown", skip: s.h.New == nil, run: s.testLifecycle},
+		{name: "WindowReadsAgreeWithGetTrace", run: s.testWindow},
 	}
 }
 
@@ -185,6 +189,36 @@ func (s *suite) checkTraces(t *testing.T, st store.Store, m *refModel) {
 			return diffSpans(want, got)
 		})
 	}
+	// A list row carries call groups; the calls themselves are read
+	// through store.CallReader (both backends have it), and are exactly
+	// the billed calls the groups sum.
+	cr, ok := st.(store.CallReader)
+	if !ok {
+		t.Errorf("%T does not implement store.CallReader", st)
+		return
+	}
+	for _, rt := range m.summaries() {
+		s.eventually(t, "TraceCalls("+rt.sum.TraceID+") differs from the billed calls", func() string {
+			got, err := cr.TraceCalls(store.WithDefaultProject(context.Background()), rt.sum.TraceID)
+			if err != nil {
+				return fmt.Sprintf("TraceCalls: %v", err)
+			}
+			if len(got) != len(rt.calls) {
+				return fmt.Sprintf("got %d calls, want %d", len(got), len(rt.calls))
+			}
+			var b strings.Builder
+			for i := range got {
+				diffValue(&b, fmt.Sprintf("call[%d]", i), reflect.ValueOf(rt.calls[i]), reflect.ValueOf(normCall(got[i])))
+			}
+			return b.String()
+		})
+	}
+}
+
+// normCall is c with its start in UTC.
+func normCall(c store.Call) store.Call {
+	c.Start = normTime(c.Start)
+	return c
 }
 
 // listAll walks every page of q. It reports duplicates across pages, pages
@@ -545,6 +579,16 @@ func (s *suite) testWriteInvalidIDs(t *testing.T) {
 		{"ZeroSpanID", func(sp *store.Span) { sp.SpanID = strings.Repeat("0", 16) }},
 		{"LongSpanID", func(sp *store.Span) { sp.SpanID += "00" }},
 		{"BadParentSpanID", func(sp *store.Span) { sp.ParentSpanID = "not-hex-parent!!" }},
+		// store.CheckStorable's other refusals: every store keeps the one
+		// rule (issue 36: SQLite stored a start of 2^64−1 ns).
+		{"StartAtMaxInt64", func(sp *store.Span) { sp.StartTime = time.Unix(0, math.MaxInt64).UTC() }},
+		{"EndBefore1900", func(sp *store.Span) { sp.EndTime = time.Date(1899, 12, 31, 0, 0, 0, 0, time.UTC) }},
+		{"AttributeTooDeep", func(sp *store.Span) {
+			sp.Attributes = store.Attributes{"deep": nestedValue(store.MaxAttributeDepth + 1)}
+		}},
+		{"EventAttributeTooDeep", func(sp *store.Span) {
+			sp.Events = []store.Event{{Name: "e", Time: sp.StartTime, Attributes: store.Attributes{"deep": nestedValue(40)}}}
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -552,11 +596,37 @@ func (s *suite) testWriteInvalidIDs(t *testing.T) {
 			bad := batch[len(batch)-1]
 			c.edit(&bad)
 			batch[len(batch)-1] = bad
+			if store.CheckStorable(&bad) == nil {
+				t.Fatalf("store.CheckStorable accepts the span (%s) this case expects every store to refuse", c.name)
+			}
 			if err := st.WriteSpans(store.WithDefaultProject(context.Background()), batch); err == nil {
-				t.Fatalf("WriteSpans with an invalid id (%s): nil error", c.name)
+				t.Fatalf("WriteSpans with an unstorable span (%s): nil error", c.name)
 			}
 		})
 	}
+	// The deepest value the rule allows is stored and read back whole.
+	t.Run("AttributeAtMaxDepthRoundTrips", func(t *testing.T) {
+		st := s.open(t)
+		ctx := store.WithDefaultProject(context.Background())
+		spans := GenerateTraces(1, 1, 36)
+		spans[0].Attributes = store.Attributes{"deep": nestedValue(store.MaxAttributeDepth)}
+		if err := store.CheckStorable(&spans[0]); err != nil {
+			t.Fatalf("CheckStorable at MaxAttributeDepth: %v", err)
+		}
+		if err := st.WriteSpans(ctx, spans); err != nil {
+			t.Fatalf("WriteSpans at MaxAttributeDepth: %v", err)
+		}
+		if s.h.Eventually > 0 {
+			time.Sleep(s.h.Eventually)
+		}
+		got, err := st.GetTrace(ctx, spans[0].TraceID)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("GetTrace: %d spans, %v", len(got), err)
+		}
+		if d := diffSpans(spans, got); d != "" {
+			t.Errorf("the span with a value %d maps deep reads back otherwise:\n%s", store.MaxAttributeDepth, d)
+		}
+	})
 	// The valid spans of the rejected batches must not have been stored
 	// either: the caller was told the batch failed.
 	if s.h.Eventually > 0 {
@@ -565,6 +635,15 @@ func (s *suite) testWriteInvalidIDs(t *testing.T) {
 	if _, err := st.GetTrace(store.WithDefaultProject(context.Background()), fxCoding); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after only rejected batches, GetTrace(%s): got %v, want ErrNotFound", fxCoding, err)
 	}
+}
+
+// nestedValue is maps nested depth deep around a string.
+func nestedValue(depth int) any {
+	var v any = "leaf"
+	for range depth {
+		v = map[string]any{"k": v}
+	}
+	return v
 }
 
 func (s *suite) testWriteEmpty(t *testing.T) {

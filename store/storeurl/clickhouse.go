@@ -19,6 +19,7 @@ func openClickHouse(ctx context.Context, loc Location, log *slog.Logger, o optio
 	}
 	cfg.Logger = log
 	cfg.ConnectWait = o.connectWait
+	cfg.ConnectInBackground = o.background
 	st, err := clickhouse.Open(ctx, cfg)
 	if err != nil {
 		return nil, err

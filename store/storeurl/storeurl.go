@@ -92,12 +92,23 @@ func Open(ctx context.Context, raw string, readOnly bool) (store.Store, error) {
 // Option adjusts how OpenWithLogger opens a store.
 type Option func(*options)
 
-type options struct{ connectWait time.Duration }
+type options struct {
+	connectWait time.Duration
+	background  bool
+}
 
 // WaitForServer makes the open of a server backend (ClickHouse) keep
 // trying for up to d while the server cannot be reached — it may still be
 // starting. The embedded store ignores it.
 func WaitForServer(d time.Duration) Option { return func(o *options) { o.connectWait = d } }
+
+// KeepConnecting makes the open of a server backend (ClickHouse) succeed
+// while the server cannot be reached (after WaitForServer's wait): the
+// store keeps connecting in the background, its reads and writes failing
+// with store.ErrUnavailable until it has (clickhouse.Config
+// .ConnectInBackground). For `loom-eval serve`, whose spool takes data
+// meanwhile. The embedded store ignores it.
+func KeepConnecting() Option { return func(o *options) { o.background = true } }
 
 // OpenWithLogger is Open with a logger for the backend's operational
 // messages (nil: the backend's default).

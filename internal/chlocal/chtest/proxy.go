@@ -23,6 +23,9 @@ type gentleProxy struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	target string // guarded by mu; "" until the node has started
+	// hold, when set and target is "", takes new connections instead of
+	// closing them (Outage.Hang).
+	hold   func(net.Conn)
 	conns  map[net.Conn]struct{}
 	closed bool
 }
@@ -76,11 +79,33 @@ func (p *gentleProxy) setTarget(addr string) {
 	p.mu.Unlock()
 }
 
-func (p *gentleProxy) forward(c net.Conn) {
-	defer c.Close()
+// setHold sets (or, with nil, clears) what takes new connections while
+// there is no target.
+func (p *gentleProxy) setHold(h func(net.Conn)) {
 	p.mu.Lock()
-	target := p.target
+	p.hold = h
 	p.mu.Unlock()
+}
+
+// cut ends the connections in flight (gently towards the node: each
+// forward drains it before closing).
+func (p *gentleProxy) cut() {
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+}
+
+func (p *gentleProxy) forward(c net.Conn) {
+	p.mu.Lock()
+	target, hold := p.target, p.hold
+	p.mu.Unlock()
+	if target == "" && hold != nil {
+		hold(c) // accepted, never answered
+		return
+	}
+	defer c.Close()
 	if target == "" {
 		return // the node has not started yet
 	}

@@ -1,0 +1,185 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// Keeper derives the kept window (the bounded rollup, keptWindow) of each
+// huge trace behind ingest, so the first person to open a million-span
+// trace reads one small row instead of waiting for its million spans'
+// bones to be analysed (issue 36: 10.9 s on SQLite, 39–55 s on ClickHouse).
+//
+// It polls rather than hooking the collector: any number of collectors,
+// and any process, may write the store. Each pass lists, per project, the
+// largest traces that started within Lookback (the stores keep span counts
+// at ingest and sort by them on an index); a trace over Config.WindowSpans
+// whose span count has not moved since the previous pass is quiet, and is
+// derived once for that count. A trace still growing is left until it
+// stops, so the keeper never analyses a trace twice for one burst.
+type Keeper struct {
+	cfg KeeperConfig
+	srv *Server
+
+	// counts: each listed huge trace's span count at the previous pass;
+	// kept: the count it was derived for.
+	counts map[keeperKey]int64
+	kept   map[keeperKey]int64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+type keeperKey struct{ project, traceID string }
+
+// KeeperConfig configures a Keeper.
+type KeeperConfig struct {
+	// Interval between passes (default 5 s): a huge trace is derived one
+	// to two intervals after its last span arrived.
+	Interval time.Duration
+	// Lookback bounds which traces a pass lists, by start time (default
+	// 24 h).
+	Lookback time.Duration
+	// PerPass is how many of the largest traces a pass looks at per
+	// project (default 20, at most store.MaxPageSize).
+	PerPass int
+	// Projects lists the projects to keep (nil: the default project
+	// only). It is called at every pass, so a project added later is kept
+	// too.
+	Projects func() []string
+}
+
+// Validate reports the first bad field.
+func (c KeeperConfig) Validate() error {
+	switch {
+	case c.Interval < 0:
+		return errors.New("keeper interval must not be negative")
+	case c.Lookback < 0:
+		return errors.New("keeper lookback must not be negative")
+	case c.PerPass < 0 || c.PerPass > store.MaxPageSize:
+		return fmt.Errorf("keeper per_pass %d is not from 0 to %d", c.PerPass, store.MaxPageSize)
+	}
+	return nil
+}
+
+// NewKeeper returns a Keeper for s's store and prices; it does no I/O
+// until Start (or Pass).
+func (s *Server) NewKeeper(cfg KeeperConfig) (*Keeper, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.Lookback == 0 {
+		cfg.Lookback = 24 * time.Hour
+	}
+	if cfg.PerPass == 0 {
+		cfg.PerPass = 20
+	}
+	if cfg.Projects == nil {
+		cfg.Projects = func() []string { return []string{""} }
+	}
+	return &Keeper{cfg: cfg, srv: s, counts: map[keeperKey]int64{}, kept: map[keeperKey]int64{}}, nil
+}
+
+// Start runs a pass every Interval until Shutdown. A store without the
+// window capability has nothing to keep: Start then does nothing.
+func (k *Keeper) Start(ctx context.Context) error {
+	if _, ok := k.srv.windowOf(); !ok {
+		return nil
+	}
+	ctx, k.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	k.done = make(chan struct{})
+	go func() {
+		defer close(k.done)
+		t := time.NewTicker(k.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := k.Pass(ctx); err != nil && ctx.Err() == nil {
+				k.srv.log.Warn("keep huge traces' rollups: pass failed; the next pass retries", "err", err)
+			}
+		}
+	}()
+	return nil
+}
+
+// Shutdown stops the passes, waiting for one in flight until ctx ends.
+func (k *Keeper) Shutdown(ctx context.Context) error {
+	if k.cancel == nil {
+		return nil
+	}
+	k.once.Do(k.cancel)
+	select {
+	case <-k.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("keeper shutdown: %w", ctx.Err())
+	}
+}
+
+// Pass looks at each project's largest recent traces once and derives the
+// quiet ones not yet kept for their span count; it returns how many it
+// derived. Passes must not overlap (Start runs them one at a time).
+func (k *Keeper) Pass(ctx context.Context) (int, error) {
+	w, ok := k.srv.windowOf()
+	if !ok {
+		return 0, nil
+	}
+	derived := 0
+	listed := map[keeperKey]bool{}
+	var errs []error
+	for _, project := range k.cfg.Projects() {
+		pctx := store.WithProject(ctx, project)
+		page, err := k.srv.deps.Traces.ListTraces(pctx, store.TraceQuery{
+			Start: k.srv.cfg.Now().Add(-k.cfg.Lookback), SortBy: store.SortSpans, Limit: k.cfg.PerPass})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("project %q: list the largest traces: %w", project, err))
+			continue
+		}
+		for _, t := range page.Traces {
+			if t.SpanCount <= int64(k.srv.cfg.WindowSpans) {
+				break // sorted by span count, largest first
+			}
+			key := keeperKey{project, t.TraceID}
+			listed[key] = true
+			before, seen := k.counts[key]
+			k.counts[key] = t.SpanCount
+			if !seen || before != t.SpanCount || k.kept[key] == t.SpanCount {
+				continue // new or still growing: wait for a quiet pass
+			}
+			kw, err := k.srv.keptWindow(pctx, w, t.TraceID, t.SpanCount)
+			if err != nil {
+				if ctx.Err() != nil {
+					return derived, ctx.Err()
+				}
+				errs = append(errs, fmt.Errorf("project %q: trace %s: %w", project, t.TraceID, err))
+				continue
+			}
+			if kw.SpanCount == t.SpanCount {
+				k.kept[key] = t.SpanCount
+				derived++
+			}
+		}
+	}
+	// Forget traces that left the lists, so the maps stay the size of
+	// one pass's lists.
+	for key := range k.counts {
+		if !listed[key] {
+			delete(k.counts, key)
+			delete(k.kept, key)
+		}
+	}
+	return derived, errors.Join(errs...)
+}
