@@ -130,8 +130,10 @@ func (k *Keeper) Shutdown(ctx context.Context) error {
 }
 
 // Pass looks at each project's largest recent traces once and derives the
-// quiet ones not yet kept for their span count; it returns how many it
-// derived. Passes must not overlap (Start runs them one at a time).
+// quiet ones not yet kept for their span count; it returns how many quiet
+// traces it made sure are kept (derived now, or found kept by a reader who
+// opened one first). Passes must not overlap (Start runs them one at a
+// time).
 func (k *Keeper) Pass(ctx context.Context) (int, error) {
 	w, ok := k.srv.windowOf()
 	if !ok {
