@@ -111,6 +111,19 @@ func countSpans(t *testing.T, srv *chtest.Server, db string) (rows, unique uint6
 	return srv.QueryUint(t, "SELECT count() FROM "+db+".spans"), srv.QueryUint(t, "SELECT uniqExact(trace_id, span_id) FROM "+db+".spans")
 }
 
+// waitStoredOnce waits up to a minute for n distinct spans in the store,
+// then checks they are n rows: each stored once.
+func waitStoredOnce(t *testing.T, chs *chtest.Server, db string, n uint64) {
+	t.Helper()
+	waitFor(t, "the spooled spans to be stored", time.Minute, func() bool {
+		_, u := countSpans(t, chs, db)
+		return u == n
+	})
+	if rows, _ := countSpans(t, chs, db); rows != n {
+		t.Errorf("%d rows for %d spans", rows, n)
+	}
+}
+
 func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -188,13 +201,7 @@ func TestSpoolRidesOutAStoreOutage(t *testing.T) {
 		t.Fatalf("%d rows stored while the store was down", rows)
 	}
 	w.down.Store(false)
-	waitFor(t, "the spooled spans to be stored", time.Minute, func() bool {
-		_, u := countSpans(t, chs, db)
-		return u == 500
-	})
-	if rows, _ := countSpans(t, chs, db); rows != 500 {
-		t.Errorf("%d rows for 500 spans", rows)
-	}
+	waitStoredOnce(t, chs, db, 500)
 	waitFor(t, "health back to ok", 10*time.Second, func() bool { return srv.Health(context.Background()).Status == "ok" })
 }
 
@@ -217,13 +224,7 @@ func TestSpoolSplitsABatchTheStoreRefusesWhole(t *testing.T) {
 		}
 	}
 	w.down.Store(false)
-	waitFor(t, "the spooled spans to be stored", time.Minute, func() bool {
-		_, u := countSpans(t, chs, db)
-		return u == 800
-	})
-	if rows, _ := countSpans(t, chs, db); rows != 800 {
-		t.Errorf("%d rows for 800 spans", rows)
-	}
+	waitStoredOnce(t, chs, db, 800)
 	waitFor(t, "the spool to be empty", 10*time.Second, func() bool { return srv.Health(context.Background()).Spool.Pending == 0 })
 }
 
