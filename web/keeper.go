@@ -101,14 +101,24 @@ func (k *Keeper) Start(ctx context.Context) error {
 		defer close(k.done)
 		t := time.NewTicker(k.cfg.Interval)
 		defer t.Stop()
+		failing := false
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			if _, err := k.Pass(ctx); err != nil && ctx.Err() == nil {
-				k.srv.log.Warn("keep huge traces' rollups: pass failed; the next pass retries", "err", err)
+			// Once per failing stretch at warn (a store outage fails every
+			// pass), then at debug.
+			switch _, err := k.Pass(ctx); {
+			case err == nil:
+				failing = false
+			case ctx.Err() != nil:
+			case !failing:
+				failing = true
+				k.srv.log.Warn("keep huge traces' rollups: pass failed; the next passes retry", "err", err)
+			default:
+				k.srv.log.Debug("keep huge traces' rollups: pass failed again", "err", err)
 			}
 		}
 	}()
