@@ -27,12 +27,12 @@ const serveShutdownTimeout = 30 * time.Second
 // the UI's listener (first: it needs nothing else, so a taken port fails
 // before the store is opened), the store, the collector, the store's
 // retention job, the approvals journal, the UI server (with its keeper of
-// huge traces' rollups) and the ready file,
-// pushing each on its cleanup stack as it is acquired. Unwinding the
-// stack is the shutdown order: remove the ready file, stop accepting (the
-// UI server), stop the keeper, close the approvals journal, stop the retention job, stop
-// the collector (its listeners, then in-flight writes and the spool),
-// shut the store down.
+// huge traces' rollups) and the ready file, pushing each on its cleanup
+// stack as it is acquired. Unwinding the stack is the shutdown order:
+// remove the ready file, stop accepting (the UI server), stop the keeper,
+// close the approvals journal, stop the retention job, stop the collector
+// (its listeners, then in-flight writes and the spool), shut the store
+// down.
 type serveService struct {
 	setup  *serveSetup
 	flags  *serveFlags
