@@ -2,12 +2,8 @@ package collector_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,23 +15,6 @@ import (
 	"github.com/loomwork/loomwork/store"
 )
 
-// mountTmpfs mounts a tmpfs of size bytes for the test (a real disk that
-// fills up); it needs root, and is skipped without it except under CI.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		msg := fmt.Sprintf("mount a %d-byte tmpfs (needs root): %v: %s", size, err, out)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
 // TestFullSpoolDiskHealsOnceTheStoreReturns is issue 36's first fault on
 // a real full file system: the spool's disk (a 4 MiB tmpfs, far below
 // --spool-max-mib) fills while ClickHouse is down, and requests are
@@ -46,7 +25,7 @@ func mountTmpfs(t *testing.T, size int) string {
 // is stored exactly once.
 func TestFullSpoolDiskHealsOnceTheStoreReturns(t *testing.T) {
 	testtier.Slow(t)
-	disk := mountTmpfs(t, 4<<20)
+	disk := testtier.Tmpfs(t, 4<<20)
 	st, chs, db := openClickHouse(t)
 	w := &flaky{Store: st}
 	w.down.Store(true)

@@ -3,37 +3,14 @@ package spool
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
-)
 
-// tmpfs mounts a tmpfs of size bytes on a fresh directory for the test: a
-// real file system that fills up (ENOSPC), as the spool's disk does in
-// production. Mounting needs root; without it the test is skipped, except
-// under CI, where it fails (as the reliability suite's disk-full row).
-func tmpfs(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d,mode=0700", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		msg := fmt.Sprintf("mount a %d-byte tmpfs (needs root): %v: %s", size, err, out)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
+	"github.com/loomwork/loomwork/internal/testtier"
+)
 
 // noSpace reports whether err is what a full disk makes Append return.
 func noSpace(err error) bool {
@@ -111,7 +88,7 @@ func consumed(t *testing.T, acked [][]byte, got ...[][]byte) {
 // checkpoint the active segment was never freed, so every later append
 // failed for ever, across restarts.
 func TestFullDiskRecoversOnceConsumed(t *testing.T) {
-	o := quietOptions(filepath.Join(tmpfs(t, 1<<20), "spool"))
+	o := quietOptions(filepath.Join(testtier.Tmpfs(t, 1<<20), "spool"))
 	o.SegmentBytes, o.MaxBytes = 64<<20, 1<<30
 	w, err := Open(context.Background(), o)
 	if err != nil {
@@ -163,7 +140,7 @@ func TestFullDiskRecoversOnceConsumed(t *testing.T) {
 // TestFullDiskOfSegmentsRecovers: the same with many small segments, the
 // disk filling as a new segment is created or written.
 func TestFullDiskOfSegmentsRecovers(t *testing.T) {
-	o := quietOptions(filepath.Join(tmpfs(t, 1<<20), "spool"))
+	o := quietOptions(filepath.Join(testtier.Tmpfs(t, 1<<20), "spool"))
 	o.SegmentBytes, o.MaxBytes = 64<<10, 1<<30
 	w := mustOpen(t, o)
 	acked := fillSpool(t, w, 0, 3000)
@@ -182,7 +159,7 @@ func TestFullDiskOfSegmentsRecovers(t *testing.T) {
 // Nothing acknowledged is lost, and once the other file is gone the spool
 // takes records again and its checkpoint is written.
 func TestDiskFilledByAnotherFileRecoversWhenSpaceReturns(t *testing.T) {
-	disk := tmpfs(t, 1<<20)
+	disk := testtier.Tmpfs(t, 1<<20)
 	o := quietOptions(filepath.Join(disk, "spool"))
 	o.SegmentBytes, o.MaxBytes = 64<<20, 1<<30
 	w, err := Open(context.Background(), o)
@@ -241,7 +218,7 @@ func TestDiskFilledByAnotherFileRecoversWhenSpaceReturns(t *testing.T) {
 // reopened on a full disk. Open used to start a new segment at once, and
 // failed with ENOSPC: a restart could not even start.
 func TestOpenOnAFullDisk(t *testing.T) {
-	disk := tmpfs(t, 1<<20)
+	disk := testtier.Tmpfs(t, 1<<20)
 	o := quietOptions(filepath.Join(disk, "spool"))
 	o.SegmentBytes = 16 << 10
 	w := mustOpen(t, o)
@@ -269,7 +246,7 @@ func TestOpenOnAFullDisk(t *testing.T) {
 // left to commit, so the next append itself frees the consumed segment
 // and goes through.
 func TestConsumedSegmentIsFreedWhenTheDiskFills(t *testing.T) {
-	disk := tmpfs(t, 1<<20)
+	disk := testtier.Tmpfs(t, 1<<20)
 	o := quietOptions(filepath.Join(disk, "spool"))
 	o.SegmentBytes, o.MaxBytes = 64<<20, 1<<30
 	w := mustOpen(t, o)
@@ -301,7 +278,7 @@ func TestConsumedSegmentIsFreedWhenTheDiskFills(t *testing.T) {
 // suite's disk-full row found it did not: the sealed segment's file stayed
 // open, unlinked, until a sync that no failing append ever started.)
 func TestFullDiskAfterARotationRecovers(t *testing.T) {
-	o := quietOptions(filepath.Join(tmpfs(t, 1<<20), "spool"))
+	o := quietOptions(filepath.Join(testtier.Tmpfs(t, 1<<20), "spool"))
 	o.SegmentBytes, o.MaxBytes = 1<<20-64<<10, 1<<30
 	w := mustOpen(t, o)
 	acked := fillSpool(t, w, 0, 300<<10)

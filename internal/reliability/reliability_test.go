@@ -4,11 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -452,18 +450,7 @@ func diskFullRow(t *testing.T, bin string) {
 		r.check(t, false, "serve has no --spool-dir: there is no spool to fill")
 		return
 	}
-	dir := filepath.Join(t.TempDir(), "spool")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", dir).CombinedOutput(); err != nil {
-		msg := fmt.Sprintf("mount a 64 MiB tmpfs for the spool (needs root): %v: %s", err, out)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := testtier.Tmpfs(t, 64<<20)
 	ch := startClickHouse(t, bin)
 	const db = "rel"
 	s := startServe(t, bin, "--store", ch.DSN(db), "--spool-dir", dir, "--spool-max-mib", "1024")
