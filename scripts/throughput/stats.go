@@ -1,12 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/loomwork/loomwork/internal/docblock"
 )
 
 // The comparison of the two targets: rounds are paired (each round runs
@@ -166,21 +167,20 @@ const (
 )
 
 // spliceDoc replaces what lies between the marker lines in path with md
-// (a marker quoted inside a line of text is not one).
+// (docblock.Replace, the markers anchored to whole lines: a marker quoted
+// inside a line of text is not one).
 func spliceDoc(path, md string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("-doc: %w", err)
 	}
-	s := "\n" + string(b)
-	i, j := strings.Index(s, "\n"+docBegin+"\n"), strings.Index(s, "\n"+docEnd+"\n")
-	if i < 0 || j < i {
-		return fmt.Errorf("-doc %s: want a line %q and, after it, a line %q", path, docBegin, docEnd)
+	// A newline in front, so a marker on the first line is a line too.
+	out, err := docblock.Replace(append([]byte("\n"), b...), "\n"+docBegin+"\n", "\n"+docEnd+"\n", []byte("\n"+md))
+	if err != nil {
+		return fmt.Errorf("-doc %s: %w", path, err)
 	}
-	i, j = i+1, j+1 // the markers, after the newline before them
-	out := s[1:i+len(docBegin)] + "\n\n" + md + "\n" + s[j:]
-	if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-		return errors.Join(fmt.Errorf("-doc: %w", err))
+	if err := os.WriteFile(path, out[1:], 0o644); err != nil {
+		return fmt.Errorf("-doc: %w", err)
 	}
 	return nil
 }
