@@ -6,10 +6,10 @@ package datasettest
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // ShippedDir returns the absolute path of datasets/mkdocs-material in this
@@ -17,11 +17,7 @@ import (
 // set ships with the repository.
 func ShippedDir(t testing.TB) string {
 	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("datasettest: cannot locate the source file")
-	}
-	dir := filepath.Join(filepath.Dir(file), "..", datasets.ShippedName)
+	dir := filepath.Join(testtier.ModuleRoot(t), "datasets", datasets.ShippedName)
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		t.Fatal(err)

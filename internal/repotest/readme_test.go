@@ -233,7 +233,7 @@ TRACE_ID=""
 	cmd.Env = append(os.Environ(),
 		"GOBIN="+bin,
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"GOFLAGS=-buildvcs=false",
+		"GOFLAGS="+tourGoflags(),
 		"LOOMWORK_GRPC_ADDR="+grpcAddr,
 		"LOOMWORK_HTTP_ADDR="+httpAddr,
 		"LOOMWORK_UI_ADDR="+ui,
@@ -244,4 +244,15 @@ TRACE_ID=""
 	if err != nil || !strings.Contains(string(out), "README-TOUR-OK") {
 		t.Fatalf("the README's tour failed (%v); the script is %s", err, script)
 	}
+}
+
+// tourGoflags is the GOFLAGS the tour's commands run with: the suite's own
+// (scripts/test.sh sets -trimpath, so the tour's `make install` in its copy
+// of the tree links from Go's build cache), or -buildvcs=false alone — the
+// copy is not a git checkout.
+func tourGoflags() string {
+	if f := os.Getenv("GOFLAGS"); strings.Contains(f, "-buildvcs=false") {
+		return f
+	}
+	return strings.TrimSpace(os.Getenv("GOFLAGS") + " -buildvcs=false")
 }

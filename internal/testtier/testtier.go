@@ -71,3 +71,8 @@ func NoRace(t testing.TB, coveredBy string) {
 		t.Fatal("marked testtier.NoRace but run under -race by make test's split: scripts/racesplit did not find the mark (it must be a statement of the test function itself)")
 	}
 }
+
+// Race reports whether this test binary was built with -race: a test may
+// size its data down under the detector (five- to ten-fold slower), never
+// its assertions.
+func Race() bool { return raceDetector }

@@ -23,7 +23,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +33,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/loomwork/loomwork/internal/chlocal"
+	"github.com/loomwork/loomwork/internal/testtier"
 )
 
 // EnvDSN names the environment variable holding the DSN of a running
@@ -205,8 +205,14 @@ func launcherCommand() ([]string, error) {
 		}
 		// One binary per source tree: worktrees of different branches
 		// share the cache, and one's launcher may lack the other's flags.
-		_, self, _, _ := runtime.Caller(0)
-		sum := sha256.Sum256([]byte(filepath.Dir(self)))
+		// The tree's root, not this file's path: the suite builds with
+		// -trimpath, under which a source path names no folder.
+		root, err := testtier.FindModuleRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		sum := sha256.Sum256([]byte(root))
 		final := filepath.Join(dir, "chlocal-launcher-"+hex.EncodeToString(sum[:6]))
 		tmp := final + "." + strconv.Itoa(os.Getpid())
 		cmd := exec.Command("go", "build", "-o", tmp, "github.com/loomwork/loomwork/internal/chlocal/launcher")
