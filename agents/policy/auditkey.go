@@ -94,18 +94,29 @@ func createAuditKey(path string) (*AuditKey, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit key %s: %w", path, err)
 	}
-	// O_EXCL: two processes creating the key at once must not end with two
-	// keys; the loser reads the winner's.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return LoadAuditKey(path)
-	}
+	// The key is written whole to a temporary file, then linked into place:
+	// link(2) fails when the name exists, so two processes creating the key
+	// at once end with one key (the loser reads the winner's), and the key
+	// file is never seen empty or half-written — as it was when the winner
+	// created it with O_EXCL and wrote it after, and the loser, or a crash
+	// in between, read 0 bytes.
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".audit.key-*")
 	if err != nil {
 		return nil, fmt.Errorf("audit key %s: %w", path, err)
 	}
-	_, werr := f.WriteString(hex.EncodeToString(secret) + "\n")
-	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.WriteString(hex.EncodeToString(secret) + "\n")
+	if err := errors.Join(werr, tmp.Chmod(0o600), tmp.Sync(), tmp.Close()); err != nil {
 		return nil, fmt.Errorf("audit key %s: %w", path, err)
+	}
+	if err := os.Link(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+		return LoadAuditKey(path)
+	} else if err != nil {
+		return nil, fmt.Errorf("audit key %s: %w", path, err)
+	}
+	if dir, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = dir.Sync() // the new name survives a crash; best effort
+		dir.Close()
 	}
 	return NewAuditKey(secret)
 }

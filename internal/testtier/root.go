@@ -13,8 +13,8 @@ import (
 const modulePath = "github.com/loomwork/loomwork"
 
 // ModuleRoot returns the repository's root: the nearest folder above the
-// test's working directory (its package's folder) whose go.mod declares
-// this module. It fails the test when there is none.
+// working directory the test binary started in (its package's folder)
+// whose go.mod declares this module. It fails the test when there is none.
 //
 // It reads the working directory, never the source file's path from
 // runtime.Caller: the suite builds with -trimpath (scripts/test.sh), so
@@ -30,9 +30,15 @@ func ModuleRoot(tb testing.TB) string {
 	return root
 }
 
+// startRoot and startErr are FindModuleRoot's answer, from the working
+// directory the test binary started in (its package's folder): found at
+// package initialisation, before any test changes directory.
+var startRoot, startErr = moduleRootAbove(os.Getwd())
+
 // FindModuleRoot is ModuleRoot for code that has no testing.TB.
-func FindModuleRoot() (string, error) {
-	dir, err := os.Getwd()
+func FindModuleRoot() (string, error) { return startRoot, startErr }
+
+func moduleRootAbove(dir string, err error) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("testtier: working directory: %w", err)
 	}
