@@ -297,13 +297,28 @@ loop:
 		// and a kill there lands before anything is journaled and only
 		// costs another load; a warm worker's kill lands in a trial's
 		// steps, whose reclaim resumes from the journal.
-		warm := submitters(rerr.String())
-		keys = slices.DeleteFunc(keys, func(p int) bool { return killed[p] || !warm[pids[p]] })
-		if len(keys) == 0 {
-			continue
+		// The external worker is paused the first time it holds a grant,
+		// warm or not (the pause tests its lease, not a resume): left to
+		// the random pick, a loaded run once killed 29 times and never
+		// drew it.
+		victim, owner := 0, ""
+		if stopped == "" {
+			for _, p := range keys {
+				if strings.HasPrefix(pids[p], "ext-") && !killed[p] {
+					victim, owner = p, pids[p]
+					break
+				}
+			}
 		}
-		victim := keys[rng.IntN(len(keys))]
-		owner := pids[victim]
+		if victim == 0 {
+			warm := submitters(rerr.String())
+			keys = slices.DeleteFunc(keys, func(p int) bool { return killed[p] || !warm[pids[p]] })
+			if len(keys) == 0 {
+				continue
+			}
+			victim = keys[rng.IntN(len(keys))]
+			owner = pids[victim]
+		}
 		if stopped == "" && strings.HasPrefix(owner, "ext-") {
 			// Pause the external worker past its lease, then wake it: its
 			// trial is reclaimed meanwhile, and what it sends on waking
