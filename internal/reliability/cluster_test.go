@@ -64,7 +64,13 @@ func TestClusterIngest(t *testing.T) {
 	fig := clusterFigures{Nodes: len(c.Nodes)}
 
 	// Phase 1: throughput. Back-to-back exporters on both serves.
-	cfg := loadConfig{Senders: 4, SpansPerExport: 512, Exporter: exporterPatient}
+	// The short run (make test) sends from half the exporters: the same
+	// checks, with a core left for the suite's other packages.
+	senders := 4
+	if short {
+		senders = 2
+	}
+	cfg := loadConfig{Senders: senders, SpansPerExport: 512, Exporter: exporterPatient}
 	var loads []*load
 	startLoads := func(cfg loadConfig) {
 		for _, s := range serves {
@@ -103,7 +109,7 @@ func TestClusterIngest(t *testing.T) {
 	// down takes no writes until it is back.
 	stored := loads
 	loads = nil
-	startLoads(loadConfig{Senders: 4, SpansPerExport: 256, Interval: 100 * time.Millisecond, Exporter: exporterPatient})
+	startLoads(loadConfig{Senders: senders, SpansPerExport: 256, Interval: 100 * time.Millisecond, Exporter: exporterPatient})
 	time.Sleep(phase(4 * time.Second))
 	const victim = 1 // shard 1, replica 2
 	if err := c.Kill(victim); err != nil {
