@@ -72,8 +72,11 @@ type Store struct {
 	// builders that keep it (summaries.go); schema the version the
 	// store was migrated to (math.MaxInt: the latest).
 	summaryTable string
-	summaries    summaryCache
-	schema       int
+	// attrsTable is the quoted trace_attrs table (migration 12): per
+	// trace, what its spans' attributes hold, for search (search.go).
+	attrsTable string
+	summaries  summaryCache
+	schema     int
 	// The background connection (Config.ConnectInBackground): stopBG
 	// ends it, bgDone is closed when it has, and connErr is its last
 	// failure (reads and writes name it meanwhile).
@@ -163,6 +166,7 @@ func New(cfg Config) (*Store, error) {
 		spansTable:      d.DB + ".spans",
 		traceIndexTable: d.DB + ".trace_index",
 		summaryTable:    d.DB + ".traces",
+		attrsTable:      d.DB + ".trace_attrs",
 	}, nil
 }
 

@@ -108,18 +108,21 @@ func TestSingleServerDDLHasNoClusterClauses(t *testing.T) {
 	checkGolden(t, "ddl_single", files)
 	for name, sql := range files {
 		// No configured TTL: the only TTL is the per-project expiry (0006,
-		// and the traces table's own in 0009).
+		// and the traces and trace_attrs tables' own in 0009 and 0012).
 		for _, bad := range []string{"ON CLUSTER", "Replicated", "Distributed", "_local", "INTERVAL"} {
 			if strings.Contains(sql, bad) {
 				t.Errorf("%s: single-server DDL contains %q", name, bad)
 			}
 		}
-		if strings.Contains(sql, "TTL") && name != "0006_projects.sql" && name != "0009_traces.sql" {
+		if strings.Contains(sql, "TTL") && name != "0006_projects.sql" && name != "0009_traces.sql" && name != "0012_trace_attrs.sql" {
 			t.Errorf("%s: single-server DDL without a TTL configured contains TTL", name)
 		}
 	}
 	if n := strings.Count(files["0006_projects.sql"], "MODIFY TTL expire_at"); n != 2 {
 		t.Errorf("0006: %d MODIFY TTL expire_at, want 2 (spans, trace_index):\n%s", n, files["0006_projects.sql"])
+	}
+	if n := strings.Count(files["0012_trace_attrs.sql"], "\nTTL expire_at\n"); n != 1 {
+		t.Errorf("0012: %d TTL expire_at, want 1 (trace_attrs):\n%s", n, files["0012_trace_attrs.sql"])
 	}
 	if n := strings.Count(files["0009_traces.sql"], "\nTTL expire_at\n"); n != 1 {
 		t.Errorf("0009: %d TTL expire_at, want 1 (traces):\n%s", n, files["0009_traces.sql"])
@@ -178,13 +181,13 @@ func TestClusterWithoutCoordinatorRunsDDLOnEachNode(t *testing.T) {
 		}
 		if !st.eachNode {
 			once++
-			if !strings.HasPrefix(st.sql, "INSERT INTO `loomwork`.trace_index") {
+			if !strings.HasPrefix(st.sql, "INSERT INTO `loomwork`.trace_index") && !strings.HasPrefix(st.sql, "INSERT INTO `loomwork`.trace_attrs") {
 				t.Errorf("step %q runs once, on one node: %s", st.name, st.sql)
 			}
 		}
 	}
-	if distributed < 2 || once != 1 {
-		t.Errorf("%d Distributed tables (want spans and trace_index at least), %d steps run once (want the backfill only)", distributed, once)
+	if distributed < 2 || once != 2 {
+		t.Errorf("%d Distributed tables (want spans and trace_index at least), %d steps run once (want the two backfills only: trace_index, trace_attrs)", distributed, once)
 	}
 	if !strings.Contains(boot[1].sql, "ENGINE = MergeTree") {
 		t.Errorf("schema_migrations without a coordinator is not a plain MergeTree:\n%s", boot[1].sql)

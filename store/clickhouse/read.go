@@ -449,7 +449,7 @@ func (s *Store) planList(q *store.TraceQuery, pc string, w window) (listPlan, er
 	if !lo.IsZero() {
 		spanFrom, spanArgs = "start >= fromUnixTimestamp64Nano(?) AND "+pc, []any{lo.UnixNano()}
 	}
-	sc, sa = s.searchConds(&search, spanFrom, spanArgs)
+	sc, sa = s.searchConds(&search, spanFrom, spanArgs, pc)
 	p.spanSearch = len(sc) > 0
 	where = append(where, sc...)
 	args = append(args, sa...)

@@ -9,12 +9,16 @@ import (
 	"github.com/loomwork/loomwork/store"
 )
 
-// Search (store.TraceQuery.Search and Session) is answered from the spans
-// table itself: each clause becomes "trace_id IN (spans satisfying it)".
-// Attributes are the stored store.Attributes JSON, so a clause extracts the
-// key's raw JSON value once per span (after a cheap substring test for the
-// key as it is spelled in that JSON) and compares it by JSON type, which
-// keeps the int/double/bool/string distinction the contract needs.
+// Search (store.TraceQuery.Search and Session) becomes conditions on the
+// trace's id. What trace_attrs (migration 12) answers exactly — a key is
+// set, a low-cardinality typed string attribute equals a string, a typed
+// integer attribute is above or below a number — is read from its one
+// row per trace and insert, not from every span (attrsCond). Everything
+// else is "trace_id IN (spans satisfying it)": attributes are the stored
+// store.Attributes JSON, so a clause extracts the key's raw JSON value
+// once per span (after a cheap substring test for the key as it is
+// spelled in that JSON) and compares it by JSON type, which keeps the
+// int/double/bool/string distinction the contract needs.
 
 // searchTokens returns up to three of the longest tokens of s as
 // ClickHouse's hasToken and the tokenbf_v1 index split a string (runs of
@@ -90,12 +94,64 @@ func valueMatch(c store.SearchClause, eq bool) (string, []any) {
 	return fmt.Sprintf("(%s OR (JSONType(raw) = 'Array' AND arrayExists(e -> %s, JSONExtractArrayRaw(raw))))", a, b), append(aArgs, bArgs...)
 }
 
+// versionTraceAttrs is the schema version that added trace_attrs: a
+// store opened at an older one (a migration test) searches the spans.
+const versionTraceAttrs = 12
+
+// attrsOn reports whether the schema has the trace_attrs table.
+func (s *Store) attrsOn() bool { return s.schema >= versionTraceAttrs }
+
+// attrsValueColumns are the typed string attributes trace_attrs lists as
+// "key=value" (key_values): low-cardinality ones. Tool call ids and
+// conversation ids, one or a few per span, are searched on the spans
+// through their own indexes.
+var attrsValueColumns = map[string]bool{
+	"operation": true, "provider": true, "request_model": true, "response_model": true, "agent_name": true, "tool_name": true,
+}
+
+// attrsIntColumns are the typed integer attributes whose least and
+// greatest values trace_attrs keeps (<column>_min, <column>_max).
+var attrsIntColumns = map[string]bool{
+	"input_tokens": true, "output_tokens": true, "cache_read_tokens": true, "cache_creation_tokens": true, "reasoning_tokens": true,
+}
+
+// attrsCond is a condition on trace_attrs answering "some span of the
+// trace satisfies c" for the clauses its rows answer exactly: a key is set
+// (keys); a low-cardinality typed string attribute equals a string
+// (key_values); a typed integer attribute is above or below a number
+// (the greatest or least value of the spans that carry it). ok is false
+// for every other clause. Each is true of a trace exactly when it is
+// true of one of its rows (unions, least, greatest), so unmerged rows
+// answer as merged ones would.
+func attrsCond(c store.SearchClause, ta *typedAttr, exists, stringOnly bool) (string, []any, bool) {
+	switch {
+	case exists:
+		return "has(keys, ?)", []any{c.Key}, true
+	case ta == nil:
+		return "", nil, false
+	case ta.kind == attrString && stringOnly && attrsValueColumns[ta.column]:
+		return "has(key_values, ?)", []any{c.Key + "=" + c.Value}, true
+	case ta.kind == attrInt && c.IsNum && attrsIntColumns[ta.column]:
+		switch c.Op {
+		case store.OpGt:
+			return "toFloat64(" + ta.column + "_max) > ?", []any{c.Num}, true
+		case store.OpGe:
+			return "toFloat64(" + ta.column + "_max) >= ?", []any{c.Num}, true
+		case store.OpLt:
+			return "toFloat64(" + ta.column + "_min) < ?", []any{c.Num}, true
+		case store.OpLe:
+			return "toFloat64(" + ta.column + "_min) <= ?", []any{c.Num}, true
+		}
+	}
+	return "", nil, false
+}
+
 // searchConds returns conditions on spans (each "trace_id IN (...)" or
 // NOT IN) for q's search clauses and session, with their arguments. from
 // is a condition on spans every subquery adds (with fromArgs): the
 // project's (projectCond), and maybe a time bound no span of a matching
-// trace is outside of.
-func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([]string, []any) {
+// trace is outside of; pc is the project's alone, for trace_attrs.
+func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any, pc string) ([]string, []any) {
 	var conds []string
 	var args []any
 	sub := func(not bool, cond string, a ...any) {
@@ -162,8 +218,31 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any) ([
 			a = append(a, testArgs...)
 		}
 		cond := "trace_id IN (" + jsonSub + ")"
+		var ta *typedAttr
 		if bit, ok := typedAttrKey(c.Key); ok {
-			ta := &typedAttrs[bit]
+			ta = &typedAttrs[bit]
+		}
+		// What trace_attrs answers, it answers alone (a key is set) or in
+		// place of the typed column's spans (an ordered comparison of an
+		// integer, a model's name); the spans whose JSON holds the key are
+		// still read for a value, through the key's skip index.
+		if ac, acArgs, ok := attrsCond(c, ta, test == "", stringOnly); ok && s.attrsOn() {
+			sub := "trace_id IN (SELECT trace_id FROM " + s.attrsTable + " WHERE " + pc + " AND " + ac + ")"
+			if test == "" {
+				cond, a = sub, acArgs
+			} else {
+				cond = "(" + cond + " OR " + sub + ")"
+				a = append(a, acArgs...)
+			}
+			if not {
+				cond = "NOT " + cond
+			}
+			conds = append(conds, cond)
+			args = append(args, a...)
+			return
+		}
+		if ta != nil {
+			bit, _ := typedAttrKey(c.Key)
 			colJSON := "toJSONString(toString(" + ta.column + "))"
 			switch ta.kind {
 			case attrInt:

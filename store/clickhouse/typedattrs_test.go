@@ -2,8 +2,11 @@ package clickhouse
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/loomwork/loomwork/semconv"
@@ -292,5 +295,41 @@ func BenchmarkTypedAttrKey(b *testing.B) {
 	}
 	if found != rounds*len(typedAttrs) {
 		b.Fatalf("found %d typed keys in %d rounds, want %d a round", found, rounds, len(typedAttrs))
+	}
+}
+
+// TestTraceAttrsListTheTypedAttributes: migration 12's view names the
+// typed attributes by their bits in attributes_in_columns; it must name
+// them in typedAttrs' order, and fold in every column search.go asks
+// trace_attrs about (attrsValueColumns, attrsIntColumns).
+func TestTraceAttrsListTheTypedAttributes(t *testing.T) {
+	b, err := migrationFiles.ReadFile("migrations/0012_trace_attrs.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql := string(b)
+	var keys []string
+	for _, a := range typedAttrs {
+		keys = append(keys, "'"+a.key+"'")
+	}
+	list := "[\n        " + strings.Join(keys, ",\n        ") + "], range(" + strconv.Itoa(len(typedAttrs)) + ")"
+	if n := strings.Count(sql, list); n != 2 {
+		t.Errorf("the view and the backfill list the typed keys in typedAttrs' order %d times, want 2 (the view, the backfill); want:\n%s", n, list)
+	}
+	for bit, a := range typedAttrs {
+		switch {
+		case attrsValueColumns[a.column]:
+			want := fmt.Sprintf("if(bitTest(attributes_in_columns, %d), concat('%s=', toString(%s)), '')", bit, a.key, a.column)
+			if strings.Count(sql, want) != 2 || a.kind != attrString {
+				t.Errorf("%s: want %s twice, of a string column", a.key, want)
+			}
+		case attrsIntColumns[a.column]:
+			for _, f := range []string{"max", "min"} {
+				want := fmt.Sprintf("%sIfOrNull(%s, bitTest(attributes_in_columns, %d)) AS %s_%s", f, a.column, bit, a.column, f)
+				if strings.Count(sql, want) != 2 || a.kind != attrInt {
+					t.Errorf("%s: want %s twice, of an integer column", a.key, want)
+				}
+			}
+		}
 	}
 }

@@ -54,7 +54,34 @@ func (s *suite) searchData(t *testing.T, st store.Store) *refModel {
 	}
 	write(t, st, m, extra, 0)
 	write(t, st, m, sessionTraces(), 5)
+	write(t, st, m, splitTrace(), 2)
 	return m
+}
+
+// splitTrace is one trace written two spans at a time, whose second
+// batch alone holds a key ("test.second_batch") and a usage key with a
+// value that is no integer (gen_ai.usage.input_tokens = 9000000.5, on a span
+// that reports no usage): what a store keeping per-trace facts at ingest
+// must fold in from a later batch, and keep apart from the integer column
+// the key usually fills.
+func splitTrace() []store.Span {
+	spans := GenerateTraces(1, 4, 78)
+	for i := range spans {
+		attrs := store.Attributes{}
+		for k, v := range spans[i].Attributes {
+			attrs[k] = v
+		}
+		spans[i].Attributes = attrs
+	}
+	last := &spans[len(spans)-1]
+	last.Attributes["test.second_batch"] = "y"
+	for i := len(spans) - 1; i >= 2; i-- {
+		if !spans[i].HasUsage {
+			spans[i].Attributes[semconv.AttrUsageInputTokens] = 9_000_000.5
+			break
+		}
+	}
+	return spans
 }
 
 // sessionTraces are three conversations of several turns each (traces
@@ -110,6 +137,10 @@ func (s *suite) testSearch(t *testing.T) {
 		{name: "ArrayElementEq", expr: semconv.AttrResponseFinishReasons + "=tool_calls"},
 		{name: "ArrayElementNe", expr: semconv.AttrResponseFinishReasons + "!=stop"},
 		{name: "IntGt", expr: semconv.AttrUsageInputTokens + ">5000"},
+		{name: "UsageKeyAsDoubleInALaterBatch", expr: semconv.AttrUsageInputTokens + ">9000000.25"},
+		{name: "UsageKeyAboveNegative", expr: semconv.AttrUsageInputTokens + ">-1"},
+		{name: "UsageKeyBelow", expr: semconv.AttrUsageInputTokens + "<=400"},
+		{name: "ExistsInALaterBatch", expr: "test.second_batch"},
 		{name: "IntLeBoundary", expr: "int<=42"},
 		{name: "IntLtBoundaryExcludes", expr: "int<42", none: true},
 		{name: "IntEqAsDouble", expr: "int=42.0"},
