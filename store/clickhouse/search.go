@@ -115,32 +115,38 @@ var attrsIntColumns = map[string]bool{
 	"input_tokens": true, "output_tokens": true, "cache_read_tokens": true, "cache_creation_tokens": true, "reasoning_tokens": true,
 }
 
-// attrsCond is a condition on trace_attrs answering "some span of the
-// trace satisfies c" for the clauses its rows answer exactly: a key is set
-// (keys); a low-cardinality typed string attribute equals a string
-// (key_values); a typed integer attribute is above or below a number
-// (the greatest or least value of the spans that carry it). ok is false
-// for every other clause. Each is true of a trace exactly when it is
-// true of one of its rows (unions, least, greatest), so unmerged rows
-// answer as merged ones would.
-func attrsCond(c store.SearchClause, ta *typedAttr, exists, stringOnly bool) (string, []any, bool) {
+// attrsCond is a subquery on trace_attrs (its rows' trace ids) answering
+// "some span of the trace satisfies c" for the clauses its rows answer
+// exactly: a key is set (keys); a low-cardinality typed string attribute
+// equals a string (key_values); a typed integer attribute is above or
+// below a number (the greatest or least value of the spans that carry
+// it). ok is false for every other clause. Each is true of a trace exactly
+// when it is true of one of its rows (a trace has a row per insert that
+// held its spans), so the rows are never merged.
+func (s *Store) attrsCond(pc string, c store.SearchClause, ta *typedAttr, exists, stringOnly bool) (string, []any, bool) {
+	set := func(strs, v string) (string, []any, bool) {
+		return "SELECT trace_id FROM " + s.attrsTable + " WHERE " + pc + " AND has(" + strs + ", ?)", []any{v}, true
+	}
+	cmp := func(column, op string) (string, []any, bool) {
+		return "SELECT trace_id FROM " + s.attrsTable + " WHERE " + pc + " AND toFloat64(" + column + ") " + op + " ?", []any{c.Num}, true
+	}
 	switch {
 	case exists:
-		return "has(keys, ?)", []any{c.Key}, true
+		return set("keys", c.Key)
 	case ta == nil:
 		return "", nil, false
 	case ta.kind == attrString && stringOnly && attrsValueColumns[ta.column]:
-		return "has(key_values, ?)", []any{c.Key + "=" + c.Value}, true
+		return set("key_values", c.Key+"="+c.Value)
 	case ta.kind == attrInt && c.IsNum && attrsIntColumns[ta.column]:
 		switch c.Op {
 		case store.OpGt:
-			return "toFloat64(" + ta.column + "_max) > ?", []any{c.Num}, true
+			return cmp(ta.column+"_max", ">")
 		case store.OpGe:
-			return "toFloat64(" + ta.column + "_max) >= ?", []any{c.Num}, true
+			return cmp(ta.column+"_max", ">=")
 		case store.OpLt:
-			return "toFloat64(" + ta.column + "_min) < ?", []any{c.Num}, true
+			return cmp(ta.column+"_min", "<")
 		case store.OpLe:
-			return "toFloat64(" + ta.column + "_min) <= ?", []any{c.Num}, true
+			return cmp(ta.column+"_min", "<=")
 		}
 	}
 	return "", nil, false
@@ -226,8 +232,8 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any, pc
 		// place of the typed column's spans (an ordered comparison of an
 		// integer, a model's name); the spans whose JSON holds the key are
 		// still read for a value, through the key's skip index.
-		if ac, acArgs, ok := attrsCond(c, ta, test == "", stringOnly); ok && s.attrsOn() {
-			sub := "trace_id IN (SELECT trace_id FROM " + s.attrsTable + " WHERE " + pc + " AND " + ac + ")"
+		if ac, acArgs, ok := s.attrsCond(pc, c, ta, test == "", stringOnly); ok && s.attrsOn() {
+			sub := "trace_id IN (" + ac + ")"
 			if test == "" {
 				cond, a = sub, acArgs
 			} else {

@@ -3,22 +3,22 @@ CREATE TABLE IF NOT EXISTS `loomwork`.trace_attrs_local ON CLUSTER 'loomwork_clu
 (
     project     LowCardinality(String),
     trace_id    String CODEC(ZSTD(1)),
-    start       SimpleAggregateFunction(min, DateTime64(9)) CODEC(Delta, ZSTD(1)),
-    expire_at   SimpleAggregateFunction(max, DateTime) CODEC(Delta, ZSTD(1)),
-    keys        SimpleAggregateFunction(groupUniqArrayArray, Array(String)) CODEC(ZSTD(1)),
-    key_values     SimpleAggregateFunction(groupUniqArrayArray, Array(String)) CODEC(ZSTD(1)),
-    input_tokens_max SimpleAggregateFunction(max, Nullable(Int64)),
-    input_tokens_min SimpleAggregateFunction(min, Nullable(Int64)),
-    output_tokens_max SimpleAggregateFunction(max, Nullable(Int64)),
-    output_tokens_min SimpleAggregateFunction(min, Nullable(Int64)),
-    cache_read_tokens_max SimpleAggregateFunction(max, Nullable(Int64)),
-    cache_read_tokens_min SimpleAggregateFunction(min, Nullable(Int64)),
-    cache_creation_tokens_max SimpleAggregateFunction(max, Nullable(Int64)),
-    cache_creation_tokens_min SimpleAggregateFunction(min, Nullable(Int64)),
-    reasoning_tokens_max SimpleAggregateFunction(max, Nullable(Int64)),
-    reasoning_tokens_min SimpleAggregateFunction(min, Nullable(Int64))
+    start       DateTime64(9) CODEC(Delta, ZSTD(1)),
+    expire_at   DateTime CODEC(Delta, ZSTD(1)),
+    keys        Array(LowCardinality(String)) CODEC(ZSTD(1)),
+    key_values  Array(LowCardinality(String)) CODEC(ZSTD(1)),
+    input_tokens_max             Nullable(Int64),
+    input_tokens_min             Nullable(Int64),
+    output_tokens_max            Nullable(Int64),
+    output_tokens_min            Nullable(Int64),
+    cache_read_tokens_max        Nullable(Int64),
+    cache_read_tokens_min        Nullable(Int64),
+    cache_creation_tokens_max    Nullable(Int64),
+    cache_creation_tokens_min    Nullable(Int64),
+    reasoning_tokens_max         Nullable(Int64),
+    reasoning_tokens_min         Nullable(Int64)
 )
-ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/trace_attrs_local', '{replica}')
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/trace_attrs_local', '{replica}')
 ORDER BY (project, trace_id)
 TTL least(toDateTime(toDate(start) + INTERVAL 30 DAY, 'UTC'), expire_at)
 SETTINGS index_granularity = 8192;
