@@ -84,7 +84,8 @@ func openFresh(t testing.TB, srv *chtest.Server) (*clickhouse.Store, string) {
 
 func TestOpenCreatesTheDatabaseAndAppliesEachMigrationOnce(t *testing.T) {
 	testtier.Slow(t)
-	t.Parallel() // a database of its own on the shared server
+	testtier.NoRace(t, "TestConformance") // single-goroutine: migrations and writes in sequence
+	t.Parallel()                          // a database of its own on the shared server
 	srv := chtest.Start(t)
 	base := srv.NewDatabase(t)
 	// A database that does not exist yet: Open creates it.

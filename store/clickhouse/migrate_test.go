@@ -23,7 +23,8 @@ import (
 // table must be gone.
 func TestMigrationToTraceIndexListsWhatAFreshStoreLists(t *testing.T) {
 	testtier.Slow(t)
-	t.Parallel() // a database of its own on the shared server
+	testtier.NoRace(t, "TestConformance") // single-goroutine: migrations and writes in sequence
+	t.Parallel()                          // a database of its own on the shared server
 	srv := chtestStart(t)
 	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
@@ -150,7 +151,8 @@ func TestMigrationToOTLPEnvelopeKeepsOldSpansAndStoresNewFields(t *testing.T) {
 // the new spans alike.
 func TestMigrationToTypedAttributesKeepsEverySpanReadable(t *testing.T) {
 	testtier.Slow(t)
-	t.Parallel() // a database of its own on the shared server
+	testtier.NoRace(t, "TestConformance") // single-goroutine: migrations and writes in sequence
+	t.Parallel()                          // a database of its own on the shared server
 	srv := chtestStart(t)
 	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()
@@ -366,7 +368,8 @@ func TestMigrationToTraceSummariesListsWhatAFreshStoreLists(t *testing.T) {
 // also once merged into one part, and the table says what it now uses.
 func TestMigrationToSpanTextCodecsKeepsEverySpanReadable(t *testing.T) {
 	testtier.Slow(t)
-	t.Parallel() // a database of its own on the shared server
+	testtier.NoRace(t, "TestConformance") // single-goroutine: migrations and writes in sequence
+	t.Parallel()                          // a database of its own on the shared server
 	srv := chtestStart(t)
 	ctx, cancel := context.WithTimeout(store.WithDefaultProject(context.Background()), 2*time.Minute)
 	defer cancel()

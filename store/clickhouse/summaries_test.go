@@ -20,7 +20,8 @@ import (
 // and the spool never drained).
 func TestSummariesOfOneWriteOfManyTraces(t *testing.T) {
 	testtier.Slow(t)
-	t.Parallel() // a database of its own on the shared server
+	testtier.NoRace(t, "TestFourConcurrentWritersStoreEverySpanOnce") // single-goroutine: one large write, then one per trace from a cold cache
+	t.Parallel()                                                      // a database of its own on the shared server
 	srv := chtest.Start(t)
 	db := srv.NewDatabase(t)
 	ctx := store.WithDefaultProject(context.Background())

@@ -398,7 +398,8 @@ func TestPageTokenOfAnotherQueryIsError(t *testing.T) {
 
 func TestLimitAboveMaxIsClamped(t *testing.T) {
 	testtier.Slow(t)
-	t.Parallel() // a file of its own
+	testtier.NoRace(t, "TestConformance") // single-goroutine: writes, then one list
+	t.Parallel()                          // a file of its own
 	s, _ := openTemp(t)
 	ctx := context.Background()
 	if err := s.WriteSpans(ctx, storetest.GenerateTraces(store.MaxPageSize+5, 1, 1)); err != nil {

@@ -117,7 +117,8 @@ func TestSummaryStaysRightWithTwoWritersOnOneFile(t *testing.T) {
 // refer to none, and every span reads back its own scope data.
 func TestScopeDataIsStoredOncePerDistinctScope(t *testing.T) {
 	testtier.Slow(t)
-	t.Parallel() // a file of its own
+	testtier.NoRace(t, "TestConformance") // single-goroutine: writes, then counts rows
+	t.Parallel()                          // a file of its own
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "traces.db")
 	s, err := Open(ctx, Config{Path: path})
