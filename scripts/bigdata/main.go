@@ -177,6 +177,8 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.webBench {
 		rep.webBench = webBench()
 		fmt.Println(rep.webBench)
+	} else {
+		rep.webBench = "not run here (-web-bench=false): go test ./web -run '^$' -bench BenchmarkBigTrace -benchtime 1x measures it; docs/bench-bigdata-trace.md has its last figures"
 	}
 	rep.machine = append(rep.machine, "load average after: "+loadavg())
 	if cfg.out == "" {
@@ -776,7 +778,7 @@ func writeMarkdown(w io.Writer, cfg config, rep report) {
 	fmt.Fprintf(w, " wall and server times rise with their load, CPU times much less, so both are given (\"CPU ≤ 200\" is the target read as CPU).\n\n")
 	fmt.Fprintf(w, "What the stores read: SQLite walks the sort key's index (`traces_by_*`, project first) or drives from a selective filter's own index or set")
 	fmt.Fprintf(w, " (tags, `session_turns`, search blooms), never sorting more than 2,000 summaries (`store/sqlite/plan.go`); ClickHouse reads the `traces` summary table")
-	fmt.Fprintf(w, " kept at ingest (`ORDER BY (project, trace_id)`), and spans only for search clauses, through skip indexes and up to three time windows (docs/clickhouse.md).")
+	fmt.Fprintf(w, " kept at ingest (`ORDER BY (project, trace_id)`); for a search, `trace_attrs` (a row per trace and insert: its spans' attribute keys, low-cardinality typed values, least and greatest typed integers) and spans only for the rest, through skip indexes and up to three time windows (docs/clickhouse.md).")
 	fmt.Fprintf(w, " A list row carries call groups, not calls, so a page with the million-span trace on it is as large as one without.\n\n")
 	fmt.Fprintf(w, "Machine:\n\n")
 	for _, m := range rep.machine {
