@@ -13,6 +13,11 @@
 // A short length is the same scenario with fewer repetitions, never a
 // different or weaker assertion: what the suite checks, the long tier
 // checks more often.
+//
+// It also owns what any test needs to know of the suite's environment:
+// whether the binary runs under -race (Race, NoRace), the repository's
+// root under the suite's -trimpath builds (ModuleRoot), a tmpfs of a given
+// size (Tmpfs).
 package testtier
 
 import (

@@ -240,14 +240,7 @@ func (s *Store) searchConds(q *store.TraceQuery, from string, fromArgs []any, pc
 				cond = "(" + cond + " OR " + sub + ")"
 				a = append(a, acArgs...)
 			}
-			if not {
-				cond = "NOT " + cond
-			}
-			conds = append(conds, cond)
-			args = append(args, a...)
-			return
-		}
-		if ta != nil {
+		} else if ta != nil {
 			bit, _ := typedAttrKey(c.Key)
 			colJSON := "toJSONString(toString(" + ta.column + "))"
 			switch ta.kind {
