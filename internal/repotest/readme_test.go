@@ -248,8 +248,8 @@ TRACE_ID=""
 
 // tourGoflags is the GOFLAGS the tour's commands run with: the suite's own
 // (scripts/test.sh sets -trimpath, so the tour's `make install` in its copy
-// of the tree links from Go's build cache), or -buildvcs=false alone — the
-// copy is not a git checkout.
+// of the tree links from Go's build cache), with -buildvcs=false added when
+// missing — the copy is not a git checkout.
 func tourGoflags() string {
 	if f := os.Getenv("GOFLAGS"); strings.Contains(f, "-buildvcs=false") {
 		return f
