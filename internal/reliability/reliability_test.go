@@ -325,9 +325,8 @@ func timestampRow(t *testing.T, bin string) {
 }
 
 // outageSenders is the outage rows' sender count: the long tier offers
-// the 20k spans/s, the suite half of it — still more than the
-// spool's first segment per second, and the checks are the same, while the
-// suite's other packages keep a core.
+// the 20k spans/s, the suite half of it, with the same checks, so
+// that the suite's other packages keep a core.
 var outageSenders = testtier.Pick(4, 8)
 
 // outageExporters names the outage rows' load in their labels.
