@@ -270,6 +270,10 @@ func peakRSSMB() float64 {
 //     -benchtime=1x, later ops forget what was kept but ClickHouse's kept
 //     head): what a reader pays when it opens a huge trace before serve's
 //     keeper got to it;
+//   - open_asked: the same first open with serve's keeper running: the
+//     request hands the analysis to the keeper and answers within
+//     Config.AnalysisWait (1 s) — the trace, or "being analysed" with a
+//     refresh for a trace whose analysis takes longer;
 //   - keep: the same derivation done behind ingest by serve's keeper
 //     (Keeper.Pass once the trace is quiet), after forgetting what
 //     open_unkept kept: background work, no reader waits on it;
@@ -372,6 +376,7 @@ func benchBigTrace(b *testing.B, n int, open func() (store.Store, error)) {
 	}
 	ops := []op{
 		{"open_unkept", page, true},
+		{"open_asked", page, true},
 		{"keep", "", true},
 		{"page", page, true},
 		{"page_warm", page, false},
@@ -402,7 +407,7 @@ func benchBigTrace(b *testing.B, n int, open func() (store.Store, error)) {
 			var wall, cpu time.Duration
 			ops := 0
 			for b.Loop() {
-				if (o.name == "open_unkept" && ops > 0) || o.name == "keep" {
+				if (o.name == "open_unkept" && ops > 0) || o.name == "open_asked" || o.name == "keep" {
 					// Forget what the last op kept, so this one derives
 					// again (run with -benchtime=1x for the very first
 					// open_unkept, which on ClickHouse also derives the
@@ -414,6 +419,32 @@ func benchBigTrace(b *testing.B, n int, open func() (store.Store, error)) {
 				srv, done := warm, func() {}
 				if o.restart {
 					srv, done = restarted(b)
+				}
+				if o.name == "open_asked" {
+					// serve's case: a keeper runs, the request hands the
+					// analysis to it and answers within AnalysisWait.
+					b.StopTimer()
+					k, err := srv.NewKeeper(KeeperConfig{Interval: time.Hour})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := k.Start(ctx); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					c0, t0 := cpuTime(), time.Now()
+					get(b, srv, o.path)
+					wall, cpu = wall+time.Since(t0), cpu+cpuTime()-c0
+					b.StopTimer()
+					sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+					if err := k.Shutdown(sctx); err != nil {
+						b.Fatal(err)
+					}
+					cancel()
+					b.StartTimer()
+					done()
+					ops++
+					continue
 				}
 				if o.name == "keep" {
 					b.StopTimer()

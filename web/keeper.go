@@ -22,6 +22,11 @@ import (
 // whose span count has not moved since the previous pass is quiet, and is
 // derived once for that count. A trace still growing is left until it
 // stops, so the keeper never analyses a trace twice for one burst.
+//
+// A reader who opens a huge trace before it is kept asks the running
+// Keeper for it (web/analysis.go): asked traces are derived first, at
+// once, by the same goroutine as the passes, so analyses never run side
+// by side.
 type Keeper struct {
 	cfg KeeperConfig
 	srv *Server
@@ -31,10 +36,35 @@ type Keeper struct {
 	counts map[keeperKey]int64
 	kept   map[keeperKey]int64
 
+	// asks are the traces readers are waiting for, in order; asked finds
+	// one by key (a second reader joins the first's ask). wake tells the
+	// loop there is one.
+	askMu sync.Mutex
+	asks  []*ask
+	asked map[keeperKey]*ask
+	wake  chan struct{}
+	// stopped: the loop has ended; asks are refused.
+	stopped bool
+
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
 }
+
+// ask is one trace readers are waiting for: done is closed once kw (or
+// err) is set.
+type ask struct {
+	key   keeperKey
+	spans int64
+	since time.Time
+	done  chan struct{}
+	kw    keptWindow
+	err   error
+}
+
+// maxAsks bounds the traces waiting for analysis; a reader past it is
+// told the trace is being analysed and asks again on its next refresh.
+const maxAsks = 64
 
 type keeperKey struct{ project, traceID string }
 
@@ -86,19 +116,23 @@ func (s *Server) NewKeeper(cfg KeeperConfig) (*Keeper, error) {
 	if cfg.Projects == nil {
 		cfg.Projects = func() []string { return []string{""} }
 	}
-	return &Keeper{cfg: cfg, srv: s, counts: map[keeperKey]int64{}, kept: map[keeperKey]int64{}}, nil
+	return &Keeper{cfg: cfg, srv: s, counts: map[keeperKey]int64{}, kept: map[keeperKey]int64{},
+		asked: map[keeperKey]*ask{}, wake: make(chan struct{}, 1)}, nil
 }
 
-// Start runs a pass every Interval until Shutdown. A store without the
-// window capability has nothing to keep: Start then does nothing.
+// Start runs a pass every Interval until Shutdown, and derives the traces
+// readers ask for as they ask. A store without the window capability has
+// nothing to keep: Start then does nothing.
 func (k *Keeper) Start(ctx context.Context) error {
 	if _, ok := k.srv.windowOf(); !ok {
 		return nil
 	}
 	ctx, k.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	k.done = make(chan struct{})
+	k.srv.analysis.set(k)
 	go func() {
 		defer close(k.done)
+		defer k.refuseAsks()
 		t := time.NewTicker(k.cfg.Interval)
 		defer t.Stop()
 		failing := false
@@ -106,8 +140,12 @@ func (k *Keeper) Start(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
+			case <-k.wake:
+				k.answerAsks(ctx)
+				continue
 			case <-t.C:
 			}
+			k.answerAsks(ctx)
 			// Once per failing stretch at warn (a store outage fails every
 			// pass), then at debug.
 			switch _, err := k.Pass(ctx); {
@@ -130,6 +168,7 @@ func (k *Keeper) Shutdown(ctx context.Context) error {
 	if k.cancel == nil {
 		return nil
 	}
+	k.srv.analysis.clear(k)
 	k.once.Do(k.cancel)
 	select {
 	case <-k.done:
@@ -194,4 +233,77 @@ func (k *Keeper) Pass(ctx context.Context) (int, error) {
 		}
 	}
 	return derived, errors.Join(errs...)
+}
+
+// request asks the running keeper for trace id of project, with spans
+// spans, and returns the ask to wait on: a new one, or the one already
+// waiting for the trace. It returns nil when too many traces wait or the
+// keeper has stopped.
+func (k *Keeper) request(project, id string, spans int64) *ask {
+	key := keeperKey{project, id}
+	k.askMu.Lock()
+	defer k.askMu.Unlock()
+	if a, ok := k.asked[key]; ok {
+		return a
+	}
+	if k.stopped || len(k.asks) >= maxAsks {
+		return nil
+	}
+	a := &ask{key: key, spans: spans, since: k.srv.cfg.Now(), done: make(chan struct{})}
+	k.asks = append(k.asks, a)
+	k.asked[key] = a
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+	return a
+}
+
+// answerAsks derives every asked trace, oldest ask first, including those
+// asked meanwhile.
+func (k *Keeper) answerAsks(ctx context.Context) {
+	w, _ := k.srv.windowOf()
+	for ctx.Err() == nil {
+		k.askMu.Lock()
+		if len(k.asks) == 0 {
+			k.askMu.Unlock()
+			return
+		}
+		a := k.asks[0]
+		k.asks = k.asks[1:]
+		k.askMu.Unlock()
+
+		a.kw, a.err = k.srv.keptWindow(store.WithProject(ctx, a.key.project), w, a.key.traceID, a.spans)
+		switch {
+		case ctx.Err() != nil:
+			a.err = stoppedError(a.key.traceID)
+		case a.err == nil && a.kw.SpanCount == a.spans:
+			k.kept[a.key] = a.spans
+		case a.err != nil:
+			k.srv.log.Warn("analyse a huge trace a reader opened", "trace", a.key.traceID, "err", a.err)
+		}
+		k.askMu.Lock()
+		delete(k.asked, a.key)
+		k.askMu.Unlock()
+		close(a.done)
+	}
+}
+
+// refuseAsks ends the asks still waiting when the keeper stops.
+func (k *Keeper) refuseAsks() {
+	k.askMu.Lock()
+	defer k.askMu.Unlock()
+	k.stopped = true
+	for _, a := range k.asks {
+		a.err = stoppedError(a.key.traceID)
+		delete(k.asked, a.key)
+		close(a.done)
+	}
+	k.asks = nil
+}
+
+// stoppedError is a waiting reader's answer when the keeper stops (the
+// server is shutting down): unavailable, so the reader is told to retry.
+func stoppedError(traceID string) error {
+	return fmt.Errorf("trace %s: its analysis stopped, the server is shutting down: %w", traceID, store.ErrUnavailable)
 }

@@ -68,6 +68,13 @@ type Config struct {
 	// unreachable (store.ErrUnavailable), the request answers 503 with
 	// Retry-After, naming the store.
 	StoreTimeout time.Duration
+	// AnalysisWait is how long the first open of a huge trace nothing has
+	// analysed yet waits for the analysis (its tree and critical path,
+	// web/analysis.go) before answering "being analysed" instead (default
+	// DefaultAnalysisWait). It applies while a Keeper runs: the Keeper
+	// does the analysis, once, whatever the requests do; without one a
+	// request analyses the trace itself, within StoreTimeout.
+	AnalysisWait time.Duration
 }
 
 // KeyFunc authenticates a project API key secret: its project ("" is the
@@ -91,6 +98,9 @@ func (c Config) Validate() error {
 	}
 	if c.StoreTimeout < 0 {
 		return errors.New("store_timeout must not be negative")
+	}
+	if c.AnalysisWait < 0 {
+		return errors.New("analysis_wait must not be negative")
 	}
 	return nil
 }
@@ -176,6 +186,10 @@ type Server struct {
 	kindOnce sync.Once
 	kind     string
 
+	// analysis hands a huge trace's first open to the running Keeper;
+	// shared with the per-project Servers.
+	analysis *analysisHub
+
 	// Projects (Config.Keys): one Server per project a key has opened,
 	// each with its project's file directories, all on one trace cache.
 	projMu   sync.Mutex
@@ -240,8 +254,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.StoreTimeout == 0 {
 		cfg.StoreTimeout = DefaultStoreTimeout
 	}
+	if cfg.AnalysisWait == 0 {
+		cfg.AnalysisWait = DefaultAnalysisWait
+	}
 	s := &Server{cfg: cfg, deps: deps, mux: http.NewServeMux(), log: deps.Logger, cache: newTraceCache(cfg.TraceCacheBytes),
-		csrf: newCSRFGuard(), sessions: newSessions(cfg.SessionTTL, cfg.Now)}
+		csrf: newCSRFGuard(), sessions: newSessions(cfg.SessionTTL, cfg.Now), analysis: &analysisHub{}}
 	static, _ := fs.Sub(staticFS, "static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", noListing(http.FileServerFS(static))))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -351,7 +368,7 @@ func (s *Server) projectServer(project string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("project server: %w", err)
 	}
-	ps.sessions = s.sessions
+	ps.sessions, ps.analysis = s.sessions, s.analysis
 	ps.cache, ps.cacheScope = s.cache, project+"\x00"
 	if s.projects == nil {
 		s.projects = map[string]*Server{}
@@ -490,7 +507,11 @@ func (e badRequest) Error() string { return e.msg }
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
 	var br badRequest
+	var an *analysing
 	switch {
+	case errors.As(err, &an):
+		s.analysingAnswer(w, r, an)
+		return
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(r.Context().Err(), context.DeadlineExceeded):
 		s.unavailable(w, r, err)
 		return

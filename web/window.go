@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -87,7 +88,7 @@ func (s *Server) openTrace(ctx context.Context, id string) (cachedTrace, error) 
 		s.cache.put(key, c)
 		return c, nil
 	}
-	kw, err := s.keptWindow(ctx, w, id, n)
+	kw, current, err := s.windowFor(ctx, w, id, n)
 	if err != nil {
 		return cachedTrace{}, err
 	}
@@ -96,22 +97,88 @@ func (s *Server) openTrace(ctx context.Context, id string) (cachedTrace, error) 
 		wt.critSelf[e.SpanID] += e.SelfMS
 	}
 	c := cachedTrace{rollup: kw.Rollup, window: wt, labels: kw.Labels, loaded: now, bytes: rollupBytes(&kw.Rollup)}
-	s.cache.put(key, c)
+	if current {
+		// An older analysis served meanwhile is not cached: the next
+		// request looks for the new one.
+		s.cache.put(key, c)
+	}
 	return c, nil
 }
 
-// keptWindow returns the trace's keptWindow for n spans: the store's
-// copy, else derived (rollup.Window, then bounded) and kept.
-func (s *Server) keptWindow(ctx context.Context, w store.WindowReader, id string, n int64) (keptWindow, error) {
-	kind := s.windowKind()
-	if data, kept, ok, err := w.LoadDerived(ctx, id, kind); err != nil {
-		return keptWindow{}, err
-	} else if ok && kept == n {
-		var kw keptWindow
-		if err := json.Unmarshal(data, &kw); err == nil && kw.SpanCount == n {
-			return kw, nil
+// windowFor returns the trace's keptWindow for n spans and whether it is
+// current (derived for n spans, or for what the trace holds now). While a
+// Keeper runs, an analysis not kept yet is asked of it (web/analysis.go)
+// and waited for AnalysisWait; past the wait, the trace's older kept
+// analysis is served with a note saying so, else the error is *analysing.
+// Without a Keeper the request derives it.
+func (s *Server) windowFor(ctx context.Context, w store.WindowReader, id string, n int64) (keptWindow, bool, error) {
+	old, ok, err := s.loadKept(ctx, w, id)
+	if err != nil {
+		return keptWindow{}, false, err
+	}
+	if ok && old.SpanCount == n {
+		return old, true, nil
+	}
+	k := s.analysis.keeper()
+	if k == nil {
+		kw, err := s.deriveWindow(ctx, w, id, n)
+		return kw, err == nil, err
+	}
+	a := k.request(store.ProjectOf(ctx), id, n)
+	if a != nil {
+		t := time.NewTimer(s.cfg.AnalysisWait)
+		defer t.Stop()
+		select {
+		case <-a.done:
+			return a.kw, a.err == nil, a.err
+		case <-ctx.Done():
+			return keptWindow{}, false, ctx.Err()
+		case <-t.C:
 		}
 	}
+	since := s.cfg.Now()
+	if a != nil {
+		since = a.since
+	}
+	if !ok {
+		return keptWindow{}, false, &analysing{traceID: id, spans: n, since: since, now: s.cfg.Now()}
+	}
+	old.Rollup.Notes = append(slices.Clone(old.Rollup.Notes), fmt.Sprintf(
+		"this analysis is of the trace's first %s spans; it now has %s, whose analysis is under way: reload in a few seconds",
+		fmtInt(old.SpanCount), fmtInt(n)))
+	return old, false, nil
+}
+
+// loadKept returns the keptWindow the store keeps for the trace, of
+// whatever span count; ok is false when none is kept (or it is
+// unreadable: written by another version).
+func (s *Server) loadKept(ctx context.Context, w store.WindowReader, id string) (keptWindow, bool, error) {
+	data, kept, ok, err := w.LoadDerived(ctx, id, s.windowKind())
+	if err != nil || !ok {
+		return keptWindow{}, false, err
+	}
+	var kw keptWindow
+	if err := json.Unmarshal(data, &kw); err != nil || kw.SpanCount != kept {
+		return keptWindow{}, false, nil
+	}
+	return kw, true, nil
+}
+
+// keptWindow returns the trace's keptWindow for n spans: the store's
+// copy, else derived (deriveWindow).
+func (s *Server) keptWindow(ctx context.Context, w store.WindowReader, id string, n int64) (keptWindow, error) {
+	if kw, ok, err := s.loadKept(ctx, w, id); err != nil {
+		return keptWindow{}, err
+	} else if ok && kw.SpanCount == n {
+		return kw, nil
+	}
+	return s.deriveWindow(ctx, w, id, n)
+}
+
+// deriveWindow derives the trace's keptWindow (rollup.Window, then
+// bounded) and keeps it when its reads saw n spans.
+func (s *Server) deriveWindow(ctx context.Context, w store.WindowReader, id string, n int64) (keptWindow, error) {
+	kind := s.windowKind()
 	// The summary (its billed calls) and the tree's analysis (the spans'
 	// bones) are separate reads of a huge trace: side by side.
 	var a rollup.Analysis
