@@ -38,6 +38,9 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// isHelp reports whether arg, in a subcommand's place, asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
+
 // usageError marks an error caused by how the command was called.
 func usageError(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
@@ -101,13 +104,21 @@ func commands() map[string]command {
 		"a2a":              {"serve a reference agent over the Agent2Agent protocol (a2a serve --agent research|coding), see docs/protocols.md", (*Main).runA2A},
 		"mcp":              {"serve Loomwork's tools over the Model Context Protocol (mcp serve [--http ADDR]), see docs/protocols.md", (*Main).runMCP},
 		"clickhouse-local": {"run a local ClickHouse 26.7 from libchdb (for tests and the local mode)", (*Main).runClickHouseLocal},
+		"version":          {"print the module version and the commit this binary was built from (also --version)", (*Main).runVersion},
 	}
 }
 
 // Run executes the command named by args[0].
 func (m *Main) Run(ctx context.Context, args []string) error {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) > 1 && args[0] == "help" {
+		// loom-eval help CMD [SUB] is loom-eval CMD [SUB] -h.
+		return m.Run(ctx, append(args[1:len(args):len(args)], "-h"))
+	}
+	if len(args) == 1 && args[0] == "--version" {
+		args = []string{"version"}
+	}
+	if len(args) == 0 || isHelp(args[0]) {
 		m.usage(cmds)
 		if len(args) == 0 {
 			return &ExitError{Code: ExitUsage, Err: errors.New("no command given")}

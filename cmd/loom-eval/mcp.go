@@ -30,6 +30,10 @@ import (
 
 // runMCP dispatches `loom-eval mcp …`.
 func (m *Main) runMCP(ctx context.Context, args []string) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(m.Stderr, "Usage: loom-eval mcp serve [--http ADDR] [flags]\nServes Loomwork's tools over the Model Context Protocol, on stdio or Streamable HTTP (docs/protocols.md); 'loom-eval mcp serve -h' lists its flags.")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		return usageError("mcp: want a subcommand: mcp serve [--http ADDR] ... (see docs/protocols.md)")
 	}
