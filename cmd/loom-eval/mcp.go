@@ -124,6 +124,12 @@ func (m *Main) mcpServeTools(ctx context.Context, f *mcpServeFlags) ([]runtime.T
 		tools = append(tools, mcp.Python(sb))
 	}
 	if !*f.noTraces {
+		// On a fresh clone nothing has created the store yet: create it
+		// empty, as serve would, rather than refuse to start.
+		if err := m.createStoreIfMissing(ctx, *f.storeURL); err != nil {
+			release()
+			return nil, nil, err
+		}
 		st, err := m.tracesOpenStore(ctx, *f.storeURL)
 		if err != nil {
 			release()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -60,6 +61,31 @@ func (m *Main) tracesOpenStore(ctx context.Context, raw string) (store.Store, er
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
 	return scoped, nil
+}
+
+// createStoreIfMissing creates the embedded store raw names (else
+// $LOOMWORK_STORE, else the default) when its file does not exist yet,
+// empty, as serve creates it: for a long-running reader that may start
+// before anything was stored (mcp serve). A ClickHouse store is left alone.
+func (m *Main) createStoreIfMissing(ctx context.Context, raw string) error {
+	if raw == "" {
+		raw = m.getenv(storeurl.EnvVar)
+	}
+	loc, err := storeurl.Parse(raw)
+	if err != nil {
+		return usageError("--store: %v", err)
+	}
+	if loc.Backend != storeurl.SQLite {
+		return nil
+	}
+	if _, err := os.Stat(loc.Path); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	st, err := storeurl.Open(ctx, raw, false)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("create trace store %s: %w", loc.Path, err)}
+	}
+	return st.Shutdown(context.WithoutCancel(ctx))
 }
 
 func (m *Main) runTracesList(ctx context.Context, args []string) error {
