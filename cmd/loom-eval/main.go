@@ -14,8 +14,11 @@ import (
 	"os/signal"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/store"
@@ -52,6 +55,10 @@ type Main struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+
+	// width is what human tables fit (0: no limit), set by Run from
+	// Stdout before it is wrapped: see outputWidth.
+	width int
 }
 
 // NewMain returns a Main wired to the process.
@@ -129,6 +136,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	if !ok {
 		return usageError("unknown command %q", args[0])
 	}
+	m.width = outputWidth(m.Stdout, m.getenv)
 	// Commands write progress, logs and results from several goroutines
 	// (an experiment's trial pool, a serve's components); one lock per
 	// stream keeps their lines whole whatever the writer is.
@@ -151,6 +159,21 @@ func (m *Main) usage(cmds map[string]command) {
 		fmt.Fprintf(m.Stderr, "  %-17s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(m.Stderr, "\nRun 'loom-eval COMMAND -h' for a command's flags.")
+}
+
+// outputWidth is the width human tables are laid out in: $COLUMNS when
+// set, else the terminal's when w is one, else 0 (no limit: output piped
+// to a file or another program keeps every value whole).
+func outputWidth(w io.Writer, getenv func(string) string) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(getenv("COLUMNS"))); err == nil && n > 0 {
+		return n
+	}
+	if f, ok := w.(*os.File); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			return int(ws.Col)
+		}
+	}
+	return 0
 }
 
 // newFlagSet returns a FlagSet that reports errors instead of exiting.

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/loomwork/loomwork/internal/texttable"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
@@ -150,8 +151,7 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	if *asJSON {
 		return tracesWriteJSON(m.Stdout, map[string]any{"traces": rows, "next_page_token": page.NextPageToken})
 	}
-	tracesPrintSummaries(termSafe(m.Stdout), rows, page.NextPageToken)
-	return nil
+	return tracesPrintSummaries(termSafe(m.Stdout), rows, page.NextPageToken, m.width)
 }
 
 // tracesDuration shows a trace's duration as every view does: the extent
@@ -175,13 +175,32 @@ func tracesCost(r web.ListRow) string {
 	return fmt.Sprintf("unknown (%s; priced part $%.6f)", r.CostUnknown, r.KnownCostUSD)
 }
 
-func tracesPrintSummaries(w io.Writer, rows []web.ListRow, next string) {
+// traceListColumns are the human trace list's columns: within a width,
+// values are cut (Min) and then columns left out, highest Drop first; the
+// trace id, which traces get takes, and the root are always shown.
+var traceListColumns = []texttable.Column{
+	{Header: "TRACE ID"},
+	{Header: "START (UTC)", Drop: 5},
+	{Header: "DURATION", Min: 8, Drop: 3},
+	{Header: "SPANS", Drop: 6},
+	{Header: "ERRORS", Drop: 2},
+	{Header: "ROOT", Min: 16},
+	{Header: "SERVICE", Min: 10, Drop: 8},
+	{Header: "AGENTS", Min: 10, Drop: 9},
+	{Header: "MODELS", Min: 12, Drop: 7},
+	{Header: "CALLS", Drop: 10},
+	{Header: "TOKENS IN/OUT", Drop: 11},
+	{Header: "COST", Min: 10, Drop: 4},
+}
+
+// tracesPrintSummaries writes the human trace list within width (0: every
+// value whole).
+func tracesPrintSummaries(w io.Writer, rows []web.ListRow, next string, width int) error {
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "No traces match.")
-		return
+		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRACE ID\tSTART (UTC)\tDURATION\tSPANS\tERRORS\tROOT\tSERVICE\tAGENTS\tMODELS\tCALLS\tTOKENS IN/OUT\tCOST")
+	cells := make([][]string, 0, len(rows))
 	for _, s := range rows {
 		root := s.RootName
 		if root == "" {
@@ -191,15 +210,17 @@ func tracesPrintSummaries(w io.Writer, rows []web.ListRow, next string) {
 		if len(s.ModelLabels) > 0 {
 			models += " [" + strings.Join(s.ModelLabels, ",") + "]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\n",
-			s.TraceID, s.Start.UTC().Format("2006-01-02 15:04:05"), tracesDuration(s.Duration, s.AfterRoot, s.Fragments), s.SpanCount, s.ErrorCount,
-			tracesClip(root, 40), s.ServiceName, strings.Join(s.AgentNames, ","), models,
-			s.ModelCalls, s.InputTokens, s.OutputTokens, tracesCost(s))
+		cells = append(cells, []string{s.TraceID, s.Start.UTC().Format("2006-01-02 15:04:05"), tracesDuration(s.Duration, s.AfterRoot, s.Fragments),
+			fmt.Sprint(s.SpanCount), fmt.Sprint(s.ErrorCount), tracesClip(root, 40), s.ServiceName, strings.Join(s.AgentNames, ","), models,
+			fmt.Sprint(s.ModelCalls), fmt.Sprintf("%d/%d", s.InputTokens, s.OutputTokens), tracesCost(s)})
 	}
-	tw.Flush()
+	if err := texttable.Write(w, traceListColumns, cells, width); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces list: %w", err)}
+	}
 	if next != "" {
 		fmt.Fprintf(w, "\nMore traces: add --page-token %s\n", next)
 	}
+	return nil
 }
 
 func (m *Main) runTracesGet(ctx context.Context, args []string) error {
