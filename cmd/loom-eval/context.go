@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/loomwork/loomwork/agents/contextlayer"
 )
@@ -39,6 +40,7 @@ func (m *Main) runContext(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	var counter contextlayer.Counter = contextlayer.Estimate{}
 	if !*estimate {
 		tok, err := contextlayer.NewTokenizer()
@@ -47,8 +49,11 @@ func (m *Main) runContext(ctx context.Context, args []string) error {
 		}
 		counter = tok
 	}
+	// Progress on stderr, as ablate and ci report theirs.
+	fmt.Fprintf(m.Stderr, "context: counting tokens with %s (ready in %.1f s); %d strategies × %d budgets over a %d-step synthetic run\n",
+		counter.Name(), time.Since(began).Seconds(), len(contextlayer.StrategyNames()), len(budgets), *steps)
 	run := contextlayer.Synthetic(*steps, 3, *seed)
-	rows, err := contextlayer.Measure(ctx, counter, run, contextlayer.StrategyNames(), budgets)
+	rows, err := contextlayer.Measure(ctx, counter, run, contextlayer.StrategyNames(), budgets, m.Stderr)
 	if err != nil {
 		return err
 	}

@@ -164,6 +164,9 @@ func (m *Main) evaluateReport(ctx context.Context, f *scoreFlags, cfg scorer.Con
 		return nil, err
 	}
 	defer stop()
+	// Grading that runs code or a judge says so on stderr, trial by
+	// trial, as ablate and ci report their steps.
+	env.Progress = m.Stderr
 	in.Grading = env
 	if f.store != "" {
 		st, err := m.tracesOpenStore(ctx, f.store)
