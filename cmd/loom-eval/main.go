@@ -55,6 +55,10 @@ type Main struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+	// Prog is how the user ran loom-eval ("" is "loom-eval"), for
+	// commands printed to be run next: bin/loom-eval when run by that
+	// path (make demo, before make install), loom-eval from the PATH.
+	Prog string
 
 	// width is what human tables fit (0: no limit), set by Run from
 	// Stdout before it is wrapped: see outputWidth.
@@ -63,7 +67,25 @@ type Main struct {
 
 // NewMain returns a Main wired to the process.
 func NewMain() *Main {
-	return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Prog: progName(os.Args[0])}
+}
+
+// progName is how to run this binary again from the same folder: argv[0]
+// as typed when it names a path (bin/loom-eval), else loom-eval (found on
+// the PATH).
+func progName(arg0 string) string {
+	if strings.ContainsRune(arg0, '/') {
+		return arg0
+	}
+	return "loom-eval"
+}
+
+// prog is Prog, or loom-eval.
+func (m *Main) prog() string {
+	if m.Prog == "" {
+		return "loom-eval"
+	}
+	return m.Prog
 }
 
 type command struct {

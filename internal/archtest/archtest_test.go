@@ -153,6 +153,10 @@ var rooms = []room{
 	// library.
 	{path: "internal/texttable/", rule: "texttable is a leaf",
 		imports: []string{"internal/texttable/"}},
+	// Who listens on a TCP address (Linux /proc), so serve can name what
+	// holds its port. A leaf on the standard library.
+	{path: "internal/portowner/", rule: "portowner is a leaf",
+		imports: []string{"internal/portowner/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
 	// The test suite's tiers (fast loop, suite, long): a leaf every test may use.
 	{path: "internal/testtier/", rule: "testtier is a leaf",
