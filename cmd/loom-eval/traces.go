@@ -180,17 +180,17 @@ func tracesCost(r web.ListRow) string {
 // trace id, which traces get takes, and the root are always shown.
 var traceListColumns = []texttable.Column{
 	{Header: "TRACE ID"},
-	{Header: "START (UTC)", Drop: 5},
-	{Header: "DURATION", Min: 8, Drop: 3},
-	{Header: "SPANS", Drop: 6},
+	{Header: "START (UTC)", Drop: 4},
+	{Header: "DURATION", Min: 8, Drop: 5},
+	{Header: "SPANS", Drop: 9},
 	{Header: "ERRORS", Drop: 2},
 	{Header: "ROOT", Min: 16},
-	{Header: "SERVICE", Min: 10, Drop: 8},
-	{Header: "AGENTS", Min: 10, Drop: 9},
-	{Header: "MODELS", Min: 12, Drop: 7},
+	{Header: "SERVICE", Min: 10, Drop: 7},
+	{Header: "AGENTS", Min: 10, Drop: 8},
+	{Header: "MODELS", Min: 12, Drop: 6},
 	{Header: "CALLS", Drop: 10},
 	{Header: "TOKENS IN/OUT", Drop: 11},
-	{Header: "COST", Min: 10, Drop: 4},
+	{Header: "COST", Min: 10, Drop: 3},
 }
 
 // tracesPrintSummaries writes the human trace list within width (0: every
