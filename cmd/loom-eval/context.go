@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -68,6 +69,13 @@ func (m *Main) runContext(ctx context.Context, args []string) error {
 		defer f.Close()
 		w = f
 	}
+	return writeContextRows(w, format, counter, run, rows, kept)
+}
+
+// writeContextRows writes the measured rows in format: JSON, the Markdown
+// of docs/context.md (with kept, its memory-ablation section, carried
+// over), or a table.
+func writeContextRows(w io.Writer, format string, counter contextlayer.Counter, run contextlayer.SyntheticRun, rows []contextlayer.MeasureRow, kept string) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)

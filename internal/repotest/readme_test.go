@@ -270,20 +270,37 @@ func writeMakeDemo(sh *strings.Builder, log string) {
 	fmt.Fprintf(sh, "if [ -z \"$hint\" ] || ! $hint >/dev/null 2>&1; then echo \"FAIL make demo's hint '$hint' does not run as written; make demo printed:\"; cat %s; exit 1; fi\n", shellQuote(log))
 }
 
-// mcpListTools is a Model Context Protocol session on stdin: initialize,
-// then list the tools.
-const mcpListTools = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"tour","version":"1"}}}
-{"jsonrpc":"2.0","method":"notifications/initialized"}
-{"jsonrpc":"2.0","id":2,"method":"tools/list"}
-`
+// mcpInitialize and mcpListTools are a Model Context Protocol client's
+// first request, then its notification that it is initialized and its
+// request for the tools.
+const (
+	mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"tour","version":"1"}}}`
+	mcpListTools  = `{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+)
 
 // writeFreshMCP adds `loom-eval mcp serve` on a fresh copy to the tour
 // script: it must start (issue 40: it exited 3, "open trace store
-// .loomwork/traces.db: no such file") and offer the trace queries.
+// .loomwork/traces.db: no such file"), answer a client over stdio — each
+// request sent once the answer before it came, as a client does — offer
+// the trace queries, and exit 0 when its stdin closes.
 func writeFreshMCP(sh *strings.Builder, fresh, log string) {
-	fmt.Fprintf(sh, "echo '### loom-eval mcp serve, on a fresh clone'\n")
-	fmt.Fprintf(sh, "(cd %s && printf '%%s' %s | loom-eval mcp serve --no-python) >%s 2>&1\nrc=$?\n", shellQuote(fresh), shellQuote(mcpListTools), shellQuote(log))
-	fmt.Fprintf(sh, "if [ \"$rc\" != 0 ] || ! grep -q '\"name\":\"trace_list\"' %s; then echo \"FAIL mcp serve on a fresh clone: exit $rc, want 0 and the trace tools; output:\"; cat %s; exit 1; fi\n", shellQuote(log), shellQuote(log))
+	fmt.Fprintf(sh, `echo '### loom-eval mcp serve, on a fresh clone'
+coproc MCP { cd %s && exec loom-eval mcp serve --no-python 2>%s; }
+mcp_pid=$MCP_PID
+exec 7>&"${MCP[1]}" 8<&"${MCP[0]}"
+eval "exec ${MCP[1]}>&- ${MCP[0]}<&-"
+( printf '%%s\n' %s >&7 ) 2>/dev/null
+init=""; read -r -t 120 init <&8
+( printf '%%s\n' %s >&7 ) 2>/dev/null
+tools=""; read -r -t 120 tools <&8
+exec 7>&- 8<&-
+wait "$mcp_pid"; rc=$?
+case "$rc $tools" in
+"0 "*'"name":"trace_list"'*) echo "mcp serve answered: ${tools:0:80}…" ;;
+*) echo "FAIL mcp serve on a fresh clone: exit $rc, want 0 and the trace tools; it answered: $init $tools; stderr:"; cat %s; exit 1 ;;
+esac
+`, shellQuote(fresh), shellQuote(log), shellQuote(mcpInitialize), shellQuote(mcpListTools), shellQuote(log))
 }
 
 // tourGoflags is the GOFLAGS the tour's commands run with: the suite's own
