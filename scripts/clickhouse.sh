@@ -9,13 +9,16 @@
 #
 # Usage:
 #   scripts/clickhouse.sh fetch            download libchdb.so into the cache (idempotent)
-#   scripts/clickhouse.sh start DATA_DIR   start a server on DATA_DIR, wait until it
+#   scripts/clickhouse.sh start [--tcp-port N] [--http-port N] DATA_DIR
+#                                          start a server on DATA_DIR, wait until it
 #                                          answers, print shell assignments on stdout:
 #                                            LOOMWORK_CLICKHOUSE_DSN=clickhouse://127.0.0.1:PORT/default
 #                                            LOOMWORK_CLICKHOUSE_HTTP=http://127.0.0.1:PORT
 #                                            LOOMWORK_CLICKHOUSE_PID=PID
-#                                          (progress goes to stderr). Fails if one is
-#                                          already running on DATA_DIR.
+#                                          (progress goes to stderr). The ports are the
+#                                          OS's choice unless given (native protocol,
+#                                          HTTP). Fails if one is already running on
+#                                          DATA_DIR.
 #   scripts/clickhouse.sh env DATA_DIR     print the same assignments for a running server
 #   scripts/clickhouse.sh stop DATA_DIR    stop it by pid (SIGTERM, then SIGKILL after 20 s)
 #   scripts/clickhouse.sh lib              print the path of the cached libchdb.so
@@ -32,9 +35,13 @@
 #
 # Environment:
 #   LOOMWORK_CACHE   cache root (default $HOME/.cache/loomwork); the library goes to
-#                    $LOOMWORK_CACHE/chdb/<version>/libchdb.so; the launcher binary is
-#                    built into DATA_DIR/bin/
-#   LOOM_EVAL        use this loom-eval binary instead of building one
+#                    $LOOMWORK_CACHE/chdb/<version>/libchdb.so (about 540 MiB on disk)
+#   LOOM_EVAL        run the server with this loom-eval binary's clickhouse-local.
+#                    Without it: a loom-eval built from the current sources (the one
+#                    make install put on the PATH, else bin/loom-eval of make build or
+#                    make demo: newer than every Go file, go.mod and go.sum here), else
+#                    the stand-alone launcher (internal/chlocal/launcher, the same
+#                    flags), built into DATA_DIR/bin/ in seconds
 #   CLICKHOUSE_START_TIMEOUT  seconds to wait for readiness (default 90)
 #
 # The server has no password and can read any file this user can: it binds to
@@ -62,7 +69,7 @@ is_elf_shared_object() {
 # fetch_into packs the npm package in $1 and moves libchdb.so into the cache.
 fetch_into() {
 	local tmp="$1" tgz member
-	log "fetching $CHDB_PACKAGE@$CHDB_VERSION (about 170 MB)"
+	log "fetching $CHDB_PACKAGE@$CHDB_VERSION (about 170 MB to download, 540 MiB unpacked)"
 	(cd "$tmp" && npm pack --silent "$CHDB_PACKAGE@$CHDB_VERSION" >/dev/null) || {
 		log "npm pack $CHDB_PACKAGE@$CHDB_VERSION failed"
 		return 1
@@ -93,30 +100,37 @@ cmd_fetch() {
 	log "cached $LIB ($(du -h "$LIB" | cut -f1))"
 }
 
-# loom_eval prints the launcher command line: loom-eval clickhouse-local,
-# built into DATA_DIR/bin ($1), so two runs on one machine never share (or
+# current BIN: BIN is newer than every Go file, go.mod and go.sum of the
+# repository, so it was built from these sources (or later ones).
+current() {
+	[ -z "$(find "$REPO_ROOT" \( -name .git -o -name .loomwork -o -name node_modules -o -name bin -o -name testartifacts \) -prune \
+		-o \( -name '*.go' -o -name go.mod -o -name go.sum \) -newer "$1" -print -quit 2>/dev/null)" ]
+}
+
+# loom_eval prints the command that runs the server: $LOOM_EVAL's
+# clickhouse-local; else that of a loom-eval built from the current sources
+# (make install's on the PATH, else bin/loom-eval of make build or make
+# demo); else the stand-alone launcher, built into DATA_DIR/bin ($1): it
+# depends on internal/chlocal alone, so it builds in seconds where the whole
+# of loom-eval takes minutes, and two runs on one machine never share (or
 # overwrite) a binary.
 loom_eval() {
-	local dir="$1"
+	local dir="$1" bin
 	if [ -n "${LOOM_EVAL:-}" ]; then
 		[ -x "$LOOM_EVAL" ] || die "LOOM_EVAL=$LOOM_EVAL is not executable"
 		printf '%s clickhouse-local\n' "$LOOM_EVAL"
 		return
 	fi
-	local bin="$dir/bin/loom-eval"
-	mkdir -p "$dir/bin"
-	log "building loom-eval into $bin"
-	# Built as `make install` and the tests build it, so Go's cache serves
-	# all three; the launcher needs no cgo (purego) but works with it.
-	if (cd "$REPO_ROOT" && go build -o "$bin.tmp" ./cmd/loom-eval) >&2; then
-		mv -f "$bin.tmp" "$bin"
-		printf '%s clickhouse-local\n' "$bin"
-		return
-	fi
-	# The stand-alone launcher has the same flags and depends on nothing
-	# but internal/chlocal, so a broken package elsewhere cannot stop it.
+	for bin in "$(command -v loom-eval || true)" "$REPO_ROOT/bin/loom-eval"; do
+		if [ -n "$bin" ] && [ -x "$bin" ] && current "$bin" && "$bin" clickhouse-local -h >/dev/null 2>&1; then
+			log "using $bin clickhouse-local (built from the current sources)"
+			printf '%s clickhouse-local\n' "$bin"
+			return
+		fi
+	done
 	bin="$dir/bin/chlocal-launcher"
-	log "go build ./cmd/loom-eval failed; building the stand-alone launcher into $bin"
+	mkdir -p "$dir/bin"
+	log "no loom-eval built from the current sources (make install, make build); building the stand-alone launcher into $bin"
 	(cd "$REPO_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./internal/chlocal/launcher) >&2 ||
 		die "go build ./internal/chlocal/launcher failed"
 	mv -f "$bin.tmp" "$bin"
@@ -150,9 +164,32 @@ ping() {
 	esac
 }
 
+# port_arg NAME VALUE: VALUE if it is a port number (0: the OS picks).
+port_arg() {
+	case "$2" in
+	'' | *[!0-9]*) die "start: $1 wants a port number, got '$2'" ;;
+	esac
+	[ "$2" -le 65535 ] || die "start: $1 $2: not a port (0 to 65535)"
+	printf '%s' "$2"
+}
+
 cmd_start() {
-	local dir="${1:-}"
-	[ -n "$dir" ] || die "usage: clickhouse.sh start DATA_DIR"
+	local dir="" tcp_port=0 http_port=0
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		--tcp-port) tcp_port="$(port_arg "$1" "${2:-}")" && shift 2 || exit 1 ;;
+		--tcp-port=*) tcp_port="$(port_arg --tcp-port "${1#*=}")" && shift || exit 1 ;;
+		--http-port) http_port="$(port_arg "$1" "${2:-}")" && shift 2 || exit 1 ;;
+		--http-port=*) http_port="$(port_arg --http-port "${1#*=}")" && shift || exit 1 ;;
+		-*) die "start: unknown option $1 (want --tcp-port N, --http-port N)" ;;
+		*)
+			[ -z "$dir" ] || die "start: one DATA_DIR, got '$dir' and '$1'"
+			dir="$1"
+			shift
+			;;
+		esac
+	done
+	[ -n "$dir" ] || die "usage: clickhouse.sh start [--tcp-port N] [--http-port N] DATA_DIR"
 	is_elf_shared_object "$LIB" || die "no libchdb at $LIB; run: scripts/clickhouse.sh fetch"
 	mkdir -p "$dir"
 	dir="$(cd "$dir" && pwd)"
@@ -168,7 +205,7 @@ cmd_start() {
 	# Ctrl-C in that shell must not reach it. $launcher is word-split on
 	# purpose (binary plus subcommand; cache paths have no spaces).
 	# shellcheck disable=SC2086
-	setsid $launcher --lib "$LIB" --path "$dir/data" \
+	setsid $launcher --lib "$LIB" --path "$dir/data" --tcp-port "$tcp_port" --http-port "$http_port" \
 		--ports-file "$dir/clickhouse.ports" >"$dir/clickhouse.log" 2>&1 </dev/null &
 	local pid=$!
 	echo "$pid" >"$dir/clickhouse.pid"
@@ -236,7 +273,7 @@ cmd_stop() {
 
 case "${1:-}" in
 fetch) cmd_fetch ;;
-start) cmd_start "${2:-}" ;;
+start) shift && cmd_start "$@" ;;
 env) cmd_env "${2:-}" ;;
 stop) cmd_stop "${2:-}" ;;
 lib) is_elf_shared_object "$LIB" || die "no libchdb at $LIB; run: scripts/clickhouse.sh fetch"; printf '%s\n' "$LIB" ;;

@@ -108,5 +108,8 @@ if [ -n "$UI" ]; then
 else
   echo "The UI is off (LOOMWORK_UI_ADDR=off); look with:"
 fi
-echo "            loom-eval traces get $trace"
-echo "Stop the server with: make stop"
+# $BIN, not loom-eval: make install has not put it on the PATH yet.
+echo "            $BIN traces get $trace   (loom-eval traces get … once make install has put it on your PATH)"
+echo
+echo "The server keeps running; stop it with: make stop"
+echo "(the README's tour starts a loom-eval serve of its own on the same ports: make stop first)"

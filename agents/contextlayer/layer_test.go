@@ -356,7 +356,7 @@ func TestConfigValidateNamesTheBadKey(t *testing.T) {
 func TestMeasurementShowsOnlyPinningKeepsBothAtFourThousandTokens(t *testing.T) {
 	tok := tokenizer(t)
 	run := Synthetic(40, 3, 1)
-	rows, err := Measure(context.Background(), tok, run, StrategyNames(), []int{4000})
+	rows, err := Measure(context.Background(), tok, run, StrategyNames(), []int{4000}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/loomwork/loomwork/agents/llm"
 )
@@ -65,11 +66,14 @@ type MeasureRow struct {
 	OverBudget         bool    `json:"over_budget"`
 }
 
-// Measure runs every strategy at every budget over run.
-func Measure(ctx context.Context, c Counter, run SyntheticRun, strategies []string, budgets []int) ([]MeasureRow, error) {
+// Measure runs every strategy at every budget over run. progress, when
+// not nil, receives a line as each (strategy, budget) is measured:
+// "context: NAME at B tokens (N/M): …".
+func Measure(ctx context.Context, c Counter, run SyntheticRun, strategies []string, budgets []int, progress io.Writer) ([]MeasureRow, error) {
 	var rows []MeasureRow
 	for _, name := range strategies {
 		for _, b := range budgets {
+			began := time.Now()
 			cfg, err := Preset(name, b)
 			if err != nil {
 				return nil, err
@@ -105,6 +109,11 @@ func Measure(ctx context.Context, c Counter, run SyntheticRun, strategies []stri
 				row.PinTokens = c.Count(strings.Join(lines, "\n"))
 			}
 			rows = append(rows, row)
+			if progress != nil {
+				fmt.Fprintf(progress, "context: %s at %d tokens (%d/%d): history %.0f%%, identifier %s (%.1f s)\n", name, b,
+					len(rows), len(strategies)*len(budgets), 100*row.HistoryRetained, map[bool]string{true: "kept", false: "lost"}[row.IdentifierRetained],
+					time.Since(began).Seconds())
+			}
 		}
 	}
 	return rows, nil

@@ -117,16 +117,30 @@ func (p Provenance) String() string {
 
 // SearchDirs is where a trials file's relative journal paths are looked
 // up: as given (relative to the current directory; "" below), then
-// relative to the folder holding the trials file. Replay writes the paths
-// it was given, so a trials file recorded at the repository root (as
-// baselines/ is) resolves from there, and one written next to its
-// journals resolves from anywhere.
+// relative to the folder holding the trials file, then to each folder
+// above it. Replay writes the paths it was given, relative to the folder
+// it ran in: a trials file written next to its journals resolves from
+// anywhere, and one recorded at a repository's root (as
+// baselines/baseline.trials.jsonl is, naming baselines/journals/…)
+// resolves from the root and from inside baselines/ alike.
 func SearchDirs(trialsFile string) []string {
 	dirs := []string{""}
-	if d := filepath.Dir(trialsFile); d != "." {
+	d := filepath.Dir(trialsFile)
+	if d != "." {
 		dirs = append(dirs, d)
 	}
-	return dirs
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return dirs
+	}
+	for {
+		up := filepath.Dir(abs)
+		if up == abs {
+			return dirs
+		}
+		dirs = append(dirs, up)
+		abs = up
+	}
 }
 
 // CheckProvenance derives every journal-backed trial's provenance from the
@@ -253,6 +267,6 @@ func readReferenced(path string, dirs []string) ([]Run, error) {
 		return runs, nil
 	}
 	wd, _ := os.Getwd()
-	return nil, fmt.Errorf("journal %s: %w (tried %s; a relative path is looked up from the current directory, %s, then from the trials file's folder)",
+	return nil, fmt.Errorf("journal %s: %w (tried %s; a relative path is looked up from the current directory, %s, then from the trials file's folder and each folder above it)",
 		path, fs.ErrNotExist, strings.Join(tried, ", "), wd)
 }

@@ -128,6 +128,23 @@ func TestCheckProvenanceDerivesAMissingLabelAndModel(t *testing.T) {
 	}
 }
 
+// A trials file recorded at a repository's root names its journals from
+// there (baselines/baseline.trials.jsonl names baselines/journals/…): read
+// from inside baselines/, they resolve from a folder above the trials
+// file's (issue 40).
+func TestCheckProvenanceFindsJournalsNamedFromAFolderAboveTheTrialsFile(t *testing.T) {
+	root := t.TempDir()
+	writeRun(t, filepath.Join(root, "baselines", "journals", "s.jsonl"), "s1", llm.LabelScripted, "scripted", "scripted-coding-policy")
+	path, trials := trialsFile(t, filepath.Join(root, "baselines"),
+		`{"case_id":"a","trial":0,"journal":{"path":"baselines/journals/s.jsonl","run_id":"s1"},"success":true}`)
+	if _, err := CheckProvenance(path, trials, SearchDirs(path)); err != nil {
+		t.Fatal(err)
+	}
+	if trials[0].ModelLabel != datasets.LabelScripted {
+		t.Errorf("label %q, want it derived from the journal", trials[0].ModelLabel)
+	}
+}
+
 func TestCheckProvenanceRefusesMissingJournalsAndRuns(t *testing.T) {
 	dir := t.TempDir()
 	j := filepath.Join(dir, "s.jsonl")

@@ -52,6 +52,9 @@ type Config struct {
 	Recall research.RecallConfig
 	// Limit runs only the first Limit tasks (0: all).
 	Limit int
+	// Progress, when set, receives a line when the ablation starts and as
+	// each arm starts and ends ("memory-ablate: ARM (N/5)…").
+	Progress io.Writer
 }
 
 // Validate reports configuration errors.
@@ -261,11 +264,21 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		name = filepath.Base(filepath.Clean(cfg.Dataset))
 	}
 	rep := &Report{Dataset: name, Tasks: tasks, Pages: len(pages)}
-	for _, arm := range []string{ArmOff, ArmOn, ArmTrust, ArmTrustStrict, ArmStale} {
+	arms := []string{ArmOff, ArmOn, ArmTrust, ArmTrustStrict, ArmStale}
+	say := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, "memory-ablate: "+format+"\n", args...)
+		}
+	}
+	say("%d tasks on %d pages (%s), %d arms; the research index loads on the first search", len(tasks), len(pages), name, len(arms))
+	for i, arm := range arms {
+		say("%s (%d/%d)…", arm, i+1, len(arms))
+		began := time.Now()
 		a, err := runArm(ctx, cfg, arm, agent, tok, tasks, rep)
 		if err != nil {
 			return nil, fmt.Errorf("memory ablation: %s: %w", arm, err)
 		}
+		say("  %s: success %s, follow-up success %s (%.1f s)", arm, a.Success, a.FollowUpSuccess, time.Since(began).Seconds())
 		rep.Arms = append(rep.Arms, a)
 	}
 	return rep, nil

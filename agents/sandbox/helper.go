@@ -55,8 +55,10 @@ type helperConfig struct {
 
 // helperStatus is what the helper reports before it exits.
 type helperStatus struct {
-	SetupError string   `json:"setup_error,omitempty"`
-	StartError string   `json:"start_error,omitempty"`
+	SetupError string `json:"setup_error,omitempty"`
+	StartError string `json:"start_error,omitempty"`
+	// BadCommand: StartError is the command's own fault (badCommand).
+	BadCommand bool     `json:"bad_command,omitempty"`
 	Started    bool     `json:"started"`
 	Exited     bool     `json:"exited"`
 	ExitCode   int      `json:"exit_code"`
@@ -136,6 +138,7 @@ func runHelper() int {
 	_ = cfgFile.Close()
 	if err != nil {
 		st.StartError = err.Error()
+		st.BadCommand = badCommand(err)
 		return report()
 	}
 	st.Started = true
@@ -387,7 +390,23 @@ func lookPath(name string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("start %s: not found in the sandbox PATH %s", name, sandboxPath)
+	return "", fmt.Errorf("start %s: %w %s", name, errNotOnPath, sandboxPath)
+}
+
+// errNotOnPath is a bare command name no folder of the sandbox's PATH has.
+var errNotOnPath = errors.New("not found in the sandbox PATH")
+
+// badCommand reports whether a start error is the command's fault rather
+// than the sandbox's: a name not on the sandbox's PATH, or an exec that
+// failed on the file itself (missing, not executable, not a program).
+func badCommand(err error) bool {
+	for _, e := range []error{errNotOnPath, syscall.ENOENT, syscall.EACCES, syscall.ENOEXEC, syscall.ENOTDIR,
+		syscall.EISDIR, syscall.ELOOP, syscall.ENAMETOOLONG, syscall.E2BIG} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // reap waits for the command, reaping every orphan re-parented to the helper

@@ -27,6 +27,21 @@ var runSeq atomic.Uint64
 // errHelperGone marks a helper that ended before it read its configuration.
 var errHelperGone = errors.New("the helper is gone")
 
+// ErrBadRequest is matched (errors.Is) by the errors Run returns for a
+// request at fault rather than the sandbox: one that does not validate, a
+// workspace that is missing or not a directory, an egress policy that does
+// not load, a command that cannot be started (not found, not executable,
+// not a program). Every other error Run returns is the sandbox's own.
+var ErrBadRequest = errors.New("bad sandbox request")
+
+// badRequest marks err as the request's fault, its message unchanged.
+func badRequest(err error) error { return requestError{err} }
+
+type requestError struct{ err error }
+
+func (e requestError) Error() string   { return e.err.Error() }
+func (e requestError) Unwrap() []error { return []error{e.err, ErrBadRequest} }
+
 // ErrShutdown is returned by Run after Shutdown.
 var ErrShutdown = errors.New("sandbox: runner is shut down")
 
@@ -145,7 +160,7 @@ func (r *Runner) Shutdown(ctx context.Context) error {
 func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 	began := r.cfg.Now()
 	if err := req.Validate(); err != nil {
-		return nil, fmt.Errorf("sandbox request: %w", err)
+		return nil, badRequest(fmt.Errorf("sandbox request: %w", err))
 	}
 	r.mu.Lock()
 	switch {
@@ -187,7 +202,7 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 
 	policy, err := req.Egress.prepared()
 	if err != nil {
-		return nil, fmt.Errorf("sandbox request: %w", err)
+		return nil, badRequest(fmt.Errorf("sandbox request: %w", err))
 	}
 	sp, pooled, err := r.claim(lim.Memory, lim.Tasks)
 	if err != nil {
@@ -232,10 +247,14 @@ func (r *Runner) Run(ctx context.Context, req Request) (*Result, error) {
 func (r *Runner) prepareWorkspace(ws string) error {
 	fi, err := os.Lstat(ws)
 	if err != nil {
-		return fmt.Errorf("sandbox: workspace: %w", err)
+		err = fmt.Errorf("sandbox: workspace: %w", err)
+		if errors.Is(err, os.ErrNotExist) {
+			err = badRequest(err)
+		}
+		return err
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("sandbox: workspace %s: not a directory (symlinks are not followed)", ws)
+		return badRequest(fmt.Errorf("sandbox: workspace %s: not a directory (symlinks are not followed)", ws))
 	}
 	if err := os.Lchown(ws, r.cfg.HostUID, r.cfg.HostGID); err != nil {
 		return fmt.Errorf("sandbox: give workspace %s to uid %d: %w", ws, r.cfg.HostUID, err)
@@ -578,7 +597,11 @@ wait:
 		return nil, fmt.Errorf("sandbox: set up: %s", st.SetupError)
 	}
 	if st.StartError != "" {
-		return nil, fmt.Errorf("sandbox: %s", st.StartError)
+		err := fmt.Errorf("sandbox: %s", st.StartError)
+		if st.BadCommand {
+			err = badRequest(err)
+		}
+		return nil, err
 	}
 
 	res := &Result{

@@ -792,6 +792,11 @@ func TestRootBadRequestsAreErrorsNotResults(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: want an error containing %q, got %v", c.name, c.want, err)
 		}
+		// The caller's fault, and said so: loom-eval sandbox exec exits 2
+		// on it, not 3 (issue 40).
+		if !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: %v is not an ErrBadRequest", c.name, err)
+		}
 	}
 }
 

@@ -182,3 +182,29 @@ func List(root string) ([]*datasets.Experiment, []string, []error) {
 	}
 	return out, dirs, errs
 }
+
+// FindCases is the case file the trials of trialsFile attempt, for a
+// command that was given none: the one the experiment ran when trialsFile
+// is an experiment folder's (its record names it; it must still exist),
+// else the CasesFile beside trialsFile (a baselines folder's layout, which
+// loom-eval ci reads the same way). It returns "" when there is neither,
+// and otherwise how it found the file, in words for the user.
+func FindCases(trialsFile string) (path, how string, err error) {
+	dir := filepath.Dir(trialsFile)
+	if _, err := os.Stat(filepath.Join(dir, RecordFile)); err == nil {
+		rec, err := ReadRecord(dir)
+		if err != nil {
+			return "", "", err
+		}
+		if p := rec.Dataset.Path; p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p, fmt.Sprintf("the case file experiment %s ran, as its %s says", rec.ID, RecordFile), nil
+			}
+		}
+	}
+	p := filepath.Join(dir, CasesFile)
+	if _, err := os.Stat(p); err == nil {
+		return p, "the " + CasesFile + " beside the trials file", nil
+	}
+	return "", "", nil
+}

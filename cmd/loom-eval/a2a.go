@@ -20,6 +20,10 @@ import (
 
 // runA2A dispatches `loom-eval a2a …`.
 func (m *Main) runA2A(ctx context.Context, args []string) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(m.Stderr, "Usage: loom-eval a2a serve --agent research|coding [--http ADDR] [flags]\nServes a reference agent over the Agent2Agent protocol (docs/protocols.md); 'loom-eval a2a serve -h' lists its flags.")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		return usageError("a2a: want a subcommand: a2a serve --agent research|coding [--http ADDR] (see docs/protocols.md)")
 	}

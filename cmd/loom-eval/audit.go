@@ -15,6 +15,9 @@ import (
 func (m *Main) runAudit(_ context.Context, args []string) error {
 	if len(args) == 0 || args[0] != "verify" {
 		fmt.Fprintln(m.Stderr, "Usage: loom-eval audit verify FILE [--key FILE | --unsigned] [--json]\nChecks a policy audit log's hash chain and its entries' signatures; exits 1 naming the first edited, dropped, reordered or forged entry.")
+		if len(args) > 0 && isHelp(args[0]) {
+			return nil
+		}
 		return usageError("audit: want a subcommand: verify")
 	}
 	fs := m.newFlagSet("audit verify", "audit verify FILE [--key FILE | --unsigned] [--json]")

@@ -109,7 +109,7 @@ func TestFromTracesToyAgentToGate(t *testing.T) {
 	}
 	// A trace without loomwork.case.id, from another sender, in the same
 	// store: the demo's.
-	demoOut, _, err := scorerCLI(t, "demo", "--endpoint", ready.GRPCAddr)
+	demoOut, _, err := scorerCLI(t, "demo", "--endpoint", ready.GRPCAddr, "--ui", "off")
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, demoOut)
 	}

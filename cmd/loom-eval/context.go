@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/loomwork/loomwork/agents/contextlayer"
 )
@@ -39,6 +41,7 @@ func (m *Main) runContext(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	began := time.Now()
 	var counter contextlayer.Counter = contextlayer.Estimate{}
 	if !*estimate {
 		tok, err := contextlayer.NewTokenizer()
@@ -47,8 +50,11 @@ func (m *Main) runContext(ctx context.Context, args []string) error {
 		}
 		counter = tok
 	}
+	// Progress on stderr, as ablate and ci report theirs.
+	fmt.Fprintf(m.Stderr, "context: counting tokens with %s (ready in %.1f s); %d strategies × %d budgets over a %d-step synthetic run\n",
+		counter.Name(), time.Since(began).Seconds(), len(contextlayer.StrategyNames()), len(budgets), *steps)
 	run := contextlayer.Synthetic(*steps, 3, *seed)
-	rows, err := contextlayer.Measure(ctx, counter, run, contextlayer.StrategyNames(), budgets)
+	rows, err := contextlayer.Measure(ctx, counter, run, contextlayer.StrategyNames(), budgets, m.Stderr)
 	if err != nil {
 		return err
 	}
@@ -63,6 +69,13 @@ func (m *Main) runContext(ctx context.Context, args []string) error {
 		defer f.Close()
 		w = f
 	}
+	return writeContextRows(w, format, counter, run, rows, kept)
+}
+
+// writeContextRows writes the measured rows in format: JSON, the Markdown
+// of docs/context.md (with kept, its memory-ablation section, carried
+// over), or a table.
+func writeContextRows(w io.Writer, format string, counter contextlayer.Counter, run contextlayer.SyntheticRun, rows []contextlayer.MeasureRow, kept string) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 
 	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/collector/agenttrace"
+	"github.com/loomwork/loomwork/store/storeurl"
 )
 
 // runDemo sends one realistic (scripted) agent trace to a running
@@ -25,11 +28,15 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	endpoint := fs.String("endpoint", "", fmt.Sprintf("collector address (default $%s, else %s; with --http $%s, else %s)", envGRPCAddr, collector.DefaultGRPCAddr, envHTTPAddr, collector.DefaultHTTPAddr))
 	useHTTP := fs.Bool("http", false, "send over OTLP/HTTP (protobuf) instead of OTLP/gRPC")
 	uiDefault := "http://" + defaultUIAddr
-	if a := strings.TrimSpace(m.getenv(envUIAddr)); a != "" && a != collector.AddrOff {
+	switch a := strings.TrimSpace(m.getenv(envUIAddr)); a {
+	case "":
+	case collector.AddrOff:
+		uiDefault = collector.AddrOff
+	default:
 		uiDefault = "http://" + a
 	}
-	uiURL := fs.String("ui", uiDefault, fmt.Sprintf("where serve's UI listens, for the printed link (default from $%s)", envUIAddr))
-	timeout := fs.Duration("timeout", 15*time.Second, "give up sending after this long")
+	uiURL := fs.String("ui", uiDefault, fmt.Sprintf("where serve's UI listens, for the links (default from $%s); %s: no UI, no links", envUIAddr, collector.AddrOff))
+	timeout := fs.Duration("timeout", 15*time.Second, "give up sending, and waiting for serve's UI to show the trace, after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -55,6 +62,35 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	traceID, protocol, err := m.sendDemoTrace(ctx, addr, *useHTTP, *timeout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "Sent a scripted research-agent trace (6 spans) to %s over %s.\n", addr, protocol)
+	fmt.Fprintf(m.Stdout, "Trace ID: %s\n", traceID)
+	ui := strings.TrimRight(*uiURL, "/")
+	if ui != collector.AddrOff {
+		switch m.awaitStored(ctx, ui, traceID) {
+		case storedNo:
+			fmt.Fprintf(m.Stdout, "(serve acknowledged it, but its UI at %s did not show it within %s: a ClickHouse store is fed from serve's spool in batches; look again in a moment)\n", ui, *timeout)
+		case storedUnknown:
+			fmt.Fprintf(m.Stdout, "(no serve UI answered at %s to confirm it is stored: --ui names where it listens)\n", ui)
+		}
+	}
+	fmt.Fprintln(m.Stdout, "\nLook at it:")
+	if ui != collector.AddrOff {
+		fmt.Fprintf(m.Stdout, "  %s/traces/%s   (the trace page)\n  %s/api/v1/traces/%s   (the same, as JSON)\n", ui, traceID, ui, traceID)
+	}
+	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer hcancel()
+	m.printDemoCLIHint(hctx, traceID)
+	return nil
+}
+
+// sendDemoTrace sends the scripted agent trace to the collector at addr
+// (OTLP/gRPC, or OTLP/HTTP with useHTTP) and returns its id and the
+// protocol's name.
+func (m *Main) sendDemoTrace(ctx context.Context, addr string, useHTTP bool, timeout time.Duration) (string, string, error) {
 	var (
 		exp sdktrace.SpanExporter
 		err error
@@ -65,16 +101,16 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		headers["authorization"] = "Bearer " + k
 	}
 	protocol := "OTLP/gRPC"
-	if *useHTTP {
+	if useHTTP {
 		protocol = "OTLP/HTTP"
 		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(addr), otlptracehttp.WithInsecure(), otlptracehttp.WithHeaders(headers),
-			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second, MaxElapsedTime: *timeout}))
+			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second, MaxElapsedTime: timeout}))
 	} else {
 		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(addr), otlptracegrpc.WithInsecure(), otlptracegrpc.WithHeaders(headers),
-			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second, MaxElapsedTime: *timeout}))
+			otlptracegrpc.WithRetry(otlptracegrpc.RetryConfig{Enabled: true, InitialInterval: 200 * time.Millisecond, MaxInterval: 2 * time.Second, MaxElapsedTime: timeout}))
 	}
 	if err != nil {
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("demo: create %s exporter: %w", protocol, err)}
+		return "", "", &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("demo: create %s exporter: %w", protocol, err)}
 	}
 	res := resource.NewSchemaless(
 		attribute.String("service.name", "loomwork-demo"),
@@ -87,15 +123,73 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		Conversation: "conv-demo-" + time.Now().UTC().Format("20060102T150405")})
 	flushErr := tp.ForceFlush(ctx)
 	shutErr := tp.Shutdown(context.Background())
-	if flushErr != nil || shutErr != nil {
-		err := flushErr
-		if err == nil {
-			err = shutErr
-		}
-		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("demo: send trace to %s over %s: %w (is `loom-eval serve` running?)", addr, protocol, err)}
+	if err := errors.Join(flushErr, shutErr); err != nil {
+		return "", "", &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("demo: send trace to %s over %s: %w (is `loom-eval serve` running?)", addr, protocol, err)}
 	}
-	fmt.Fprintf(m.Stdout, "Sent a scripted research-agent trace (6 spans) to %s over %s.\n", addr, protocol)
-	fmt.Fprintf(m.Stdout, "Trace ID: %s\n\n", traceID)
-	fmt.Fprintf(m.Stdout, "Look at it:\n  loom-eval traces get %s\n  loom-eval traces list --since 1h\n  %s/api/v1/traces/%s\n", traceID, *uiURL, traceID)
-	return nil
+	return traceID.String(), protocol, nil
+}
+
+// Whether serve has stored the demo's trace, as its UI says.
+const (
+	storedYes     = iota
+	storedNo      // the UI answered, but not with the trace, until ctx ended
+	storedUnknown // no UI answered (another address, off, or a sign-in)
+)
+
+// awaitStored waits until serve's UI at ui serves the trace (its JSON
+// API), so the links and commands demo prints work when they are read: an
+// acknowledgement means the spans are safe, and a ClickHouse store gets
+// them from serve's spool a moment later.
+func (m *Main) awaitStored(ctx context.Context, ui, traceID string) int {
+	client := &http.Client{Timeout: 2 * time.Second}
+	answered := false
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ui+"/api/v1/traces/"+traceID, nil)
+		if err != nil {
+			return storedUnknown
+		}
+		if k := m.getenv(envKey); k != "" {
+			req.Header.Set("Authorization", "Bearer "+k)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+				return storedYes
+			case http.StatusNotFound:
+				answered = true
+			default:
+				return storedUnknown
+			}
+		} else if !answered {
+			return storedUnknown
+		}
+		select {
+		case <-ctx.Done():
+			return storedNo
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// printDemoCLIHint prints the traces commands that show the trace, with
+// --store when the store they read by default ($LOOMWORK_STORE, else
+// .loomwork/traces.db here) does not hold it: serve writes elsewhere (a
+// ClickHouse, another file).
+func (m *Main) printDemoCLIHint(ctx context.Context, traceID string) {
+	def := m.getenv(storeurl.EnvVar)
+	if def == "" {
+		def = storeurl.DefaultPath
+	}
+	if st, err := m.tracesOpenStore(ctx, ""); err == nil {
+		_, gerr := st.GetTrace(ctx, traceID)
+		st.Shutdown(context.WithoutCancel(ctx))
+		if gerr == nil {
+			fmt.Fprintf(m.Stdout, "  %s traces get %s\n  %s traces list --since 1h\n", m.prog(), traceID, m.prog())
+			return
+		}
+	}
+	fmt.Fprintf(m.Stdout, "  %s traces get %s --store URL\n  %s traces list --since 1h --store URL\n", m.prog(), traceID, m.prog())
+	fmt.Fprintf(m.Stdout, "  (URL: the --store serve writes to, e.g. \"$LOOMWORK_CLICKHOUSE_DSN\"; without --store they read %s, which does not hold this trace)\n", def)
 }

@@ -66,7 +66,7 @@ func (m *Main) runGrade(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stop()
-	env.Prices = prices
+	env.Prices, env.Progress = prices, m.Stderr
 	sum, err := grade.Trials(ctx, env, cases, trials)
 	if err != nil {
 		code := ExitRuntimeErr

@@ -117,8 +117,8 @@ func TestKeysServeAndTheCLIKeepProjectsApart(t *testing.T) {
 		}
 		return m[1]
 	}
-	alphaID := send(alpha.Secret, "--endpoint", r.GRPCAddr)
-	betaID := send(beta.Secret, "--http", "--endpoint", r.HTTPAddr)
+	alphaID := send(alpha.Secret, "--endpoint", r.GRPCAddr, "--ui", r.UIURL)
+	betaID := send(beta.Secret, "--http", "--endpoint", r.HTTPAddr, "--ui", r.UIURL)
 	// A read-only key cannot send.
 	if out, err := run(map[string]string{envKey: alphaRO.Secret}, "demo", "--endpoint", r.GRPCAddr, "--timeout", "2s"); err == nil {
 		t.Errorf("demo with a read-only key succeeded:\n%s", out)

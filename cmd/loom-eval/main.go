@@ -14,8 +14,11 @@ import (
 	"os/signal"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/loomwork/loomwork/agents/sandbox"
 	"github.com/loomwork/loomwork/store"
@@ -38,6 +41,9 @@ type ExitError struct {
 func (e *ExitError) Error() string { return e.Err.Error() }
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// isHelp reports whether arg, in a subcommand's place, asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
+
 // usageError marks an error caused by how the command was called.
 func usageError(format string, args ...any) error {
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
@@ -49,11 +55,37 @@ type Main struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+	// Prog is how the user ran loom-eval ("" is "loom-eval"), for
+	// commands printed to be run next: bin/loom-eval when run by that
+	// path (make demo, before make install), loom-eval from the PATH.
+	Prog string
+
+	// width is what human tables fit (0: no limit), set by Run from
+	// Stdout before it is wrapped: see outputWidth.
+	width int
 }
 
 // NewMain returns a Main wired to the process.
 func NewMain() *Main {
-	return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Prog: progName(os.Args[0])}
+}
+
+// progName is how to run this binary again from the same folder: argv[0]
+// as typed when it names a path (bin/loom-eval), else loom-eval (found on
+// the PATH).
+func progName(arg0 string) string {
+	if strings.ContainsRune(arg0, '/') {
+		return arg0
+	}
+	return "loom-eval"
+}
+
+// prog is Prog, or loom-eval.
+func (m *Main) prog() string {
+	if m.Prog == "" {
+		return "loom-eval"
+	}
+	return m.Prog
 }
 
 type command struct {
@@ -101,13 +133,21 @@ func commands() map[string]command {
 		"a2a":              {"serve a reference agent over the Agent2Agent protocol (a2a serve --agent research|coding), see docs/protocols.md", (*Main).runA2A},
 		"mcp":              {"serve Loomwork's tools over the Model Context Protocol (mcp serve [--http ADDR]), see docs/protocols.md", (*Main).runMCP},
 		"clickhouse-local": {"run a local ClickHouse 26.7 from libchdb (for tests and the local mode)", (*Main).runClickHouseLocal},
+		"version":          {"print the module version and the commit this binary was built from (also --version)", (*Main).runVersion},
 	}
 }
 
 // Run executes the command named by args[0].
 func (m *Main) Run(ctx context.Context, args []string) error {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) > 1 && args[0] == "help" {
+		// loom-eval help CMD [SUB] is loom-eval CMD [SUB] -h.
+		return m.Run(ctx, append(args[1:len(args):len(args)], "-h"))
+	}
+	if len(args) == 1 && args[0] == "--version" {
+		args = []string{"version"}
+	}
+	if len(args) == 0 || isHelp(args[0]) {
 		m.usage(cmds)
 		if len(args) == 0 {
 			return &ExitError{Code: ExitUsage, Err: errors.New("no command given")}
@@ -118,6 +158,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	if !ok {
 		return usageError("unknown command %q", args[0])
 	}
+	m.width = outputWidth(m.Stdout, m.getenv)
 	// Commands write progress, logs and results from several goroutines
 	// (an experiment's trial pool, a serve's components); one lock per
 	// stream keeps their lines whole whatever the writer is.
@@ -140,6 +181,21 @@ func (m *Main) usage(cmds map[string]command) {
 		fmt.Fprintf(m.Stderr, "  %-17s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(m.Stderr, "\nRun 'loom-eval COMMAND -h' for a command's flags.")
+}
+
+// outputWidth is the width human tables are laid out in: $COLUMNS when
+// set, else the terminal's when w is one, else 0 (no limit: output piped
+// to a file or another program keeps every value whole).
+func outputWidth(w io.Writer, getenv func(string) string) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(getenv("COLUMNS"))); err == nil && n > 0 {
+		return n
+	}
+	if f, ok := w.(*os.File); ok {
+		if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+			return int(ws.Col)
+		}
+	}
+	return 0
 }
 
 // newFlagSet returns a FlagSet that reports errors instead of exiting.

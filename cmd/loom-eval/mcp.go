@@ -30,6 +30,10 @@ import (
 
 // runMCP dispatches `loom-eval mcp …`.
 func (m *Main) runMCP(ctx context.Context, args []string) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(m.Stderr, "Usage: loom-eval mcp serve [--http ADDR] [flags]\nServes Loomwork's tools over the Model Context Protocol, on stdio or Streamable HTTP (docs/protocols.md); 'loom-eval mcp serve -h' lists its flags.")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "serve" {
 		return usageError("mcp: want a subcommand: mcp serve [--http ADDR] ... (see docs/protocols.md)")
 	}
@@ -120,6 +124,12 @@ func (m *Main) mcpServeTools(ctx context.Context, f *mcpServeFlags) ([]runtime.T
 		tools = append(tools, mcp.Python(sb))
 	}
 	if !*f.noTraces {
+		// On a fresh clone nothing has created the store yet: create it
+		// empty, as serve would, rather than refuse to start.
+		if err := m.createStoreIfMissing(ctx, *f.storeURL); err != nil {
+			release()
+			return nil, nil, err
+		}
 		st, err := m.tracesOpenStore(ctx, *f.storeURL)
 		if err != nil {
 			release()

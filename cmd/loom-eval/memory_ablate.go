@@ -25,11 +25,12 @@ const memoryAblateCommand = "loom-eval memory-ablate --doc docs/context.md"
 
 // runMemoryAblate runs the memory ablation (memory off / on / stale).
 func (m *Main) runMemoryAblate(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("memory-ablate", "memory-ablate [--dataset DIR] [--workdir DIR] [--doc docs/context.md] [--json]")
+	fs := m.newFlagSet("memory-ablate", "memory-ablate [--dataset DIR] [--workdir DIR] [--doc docs/context.md] [--limit N] [--json]")
 	dataset := fs.String("dataset", "", "judged dataset `folder` (default "+datasets.DescribeDefault()+")")
 	workdir := fs.String("workdir", ".loomwork/memory-ablate", "folder for each arm's journal and memory store (rewritten)")
 	indexCache := fs.String("index-cache", ".loomwork/index", "folder for the persisted BM25 index")
 	doc := fs.String("doc", "", "rewrite the memory section of this Markdown `file` (docs/context.md) instead of printing a table")
+	limit := fs.Int("limit", 0, "run only the first N tasks (a quick look; 0: all of them, as --doc records)")
 	outFmt := m.addOutputFlags(fs, "text", "json")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -38,11 +39,15 @@ func (m *Main) runMemoryAblate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *limit < 0 || (*limit > 0 && *doc != "") {
+		return usageError("memory-ablate: --limit must be a positive number of tasks, and --doc records the whole set (got --limit %d)", *limit)
+	}
 	dir, err := datasets.ResolveJudged(*dataset, m.Getenv)
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("memory-ablate: --dataset: %w", err)}
 	}
-	rep, err := memablate.Run(ctx, memablate.Config{Dataset: dir, Name: datasets.JudgedName(dir), IndexCache: *indexCache, Workdir: *workdir})
+	rep, err := memablate.Run(ctx, memablate.Config{Dataset: dir, Name: datasets.JudgedName(dir), IndexCache: *indexCache, Workdir: *workdir,
+		Limit: *limit, Progress: m.Stderr})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,9 @@ import (
 func (m *Main) runPolicy(_ context.Context, args []string) error {
 	if len(args) == 0 || (args[0] != "default" && args[0] != "check") {
 		fmt.Fprintln(m.Stderr, "Usage: loom-eval policy default          print the built-in default policy (what --policy default, and no --policy, applies)\n       loom-eval policy check FILE       read a rules file as --policy does; exit 2 naming the problem")
+		if len(args) > 0 && isHelp(args[0]) {
+			return nil
+		}
 		return usageError("policy: want a subcommand: default or check")
 	}
 	fs := m.newFlagSet("policy "+args[0], "policy default | policy check FILE")

@@ -407,3 +407,25 @@ func TestRunThroughMCPThenReplayWithoutServer(t *testing.T) {
 		t.Fatalf("replay against a server whose tool list changed = %+v", r)
 	}
 }
+
+// `loom-eval mcp serve` on a fresh clone, before serve has stored anything:
+// it creates the default trace store (as serve does) and offers the trace
+// queries on it, where it used to exit 3 with "open trace store
+// .loomwork/traces.db: no such file" (issue 40).
+func TestMCPServeOnAFreshCloneCreatesTheTraceStore(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fresh := t.TempDir()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("t0ken\n"), 0o600)
+	url := startMCPHTTP(t, loomEval(ctx, fresh, "mcp", "serve", "--http", "127.0.0.1:0", "--token-file", tokenFile,
+		"--dataset", datasettest.ShippedDir(t), "--index-cache", indexCache(t), "--no-python"))
+	c := startMCPClient(ctx, t, url, "t0ken")
+	out, err := c.Call(ctx, "trace_list", json.RawMessage(`{"limit":5}`))
+	if err != nil || !strings.Contains(out.Content, `"traces":[]`) {
+		t.Fatalf("trace_list on the fresh store = %q, %v", out.Content, err)
+	}
+	if _, err := os.Stat(filepath.Join(fresh, ".loomwork", "traces.db")); err != nil {
+		t.Errorf("the default store was not created: %v", err)
+	}
+}

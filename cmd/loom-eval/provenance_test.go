@@ -126,7 +126,7 @@ func TestUnlabelledTrialsGetTheirJournalsLabel(t *testing.T) {
 		j := tr["journal"].(map[string]any)
 		j["path"] = strings.TrimPrefix(j["path"].(string), "baselines/") // journals/…, next to the trials file
 	})
-	out, code, err := scorerCLI(t, "score", path, "--format", "json")
+	out, code, err := scorerCLI(t, "score", path, "--no-cases", "--format", "json")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %v", code, err)
 	}

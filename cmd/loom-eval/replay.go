@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,7 +133,7 @@ func (m *Main) runReplay(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r := &replayer{rescore: *f.rescore, cfg: replay.Config{Registry: reg, CaptureContent: ref.replayCapture()}}
+	r := &replayer{rescore: *f.rescore, cfg: replay.Config{Registry: reg, CaptureContent: ref.replayCapture()}, progress: m.Stderr}
 	if err := f.setPolicy(&r.cfg); err != nil {
 		return err
 	}
@@ -181,6 +182,16 @@ type replayer struct {
 	cfg     replay.Config
 	engine  *replay.Engine
 	liveMCP []*mcp.Client // the --mcp servers that re-execute their tools
+	// progress receives a line before the first run and one per run, as
+	// ablate and ci report their steps (nil: none).
+	progress io.Writer
+}
+
+// say writes one progress line ("replay: …").
+func (r *replayer) say(format string, args ...any) {
+	if r.progress != nil {
+		fmt.Fprintf(r.progress, "replay: "+format+"\n", args...)
+	}
 }
 
 // replayFiles replays every run of the journals at paths, in order. A
@@ -189,25 +200,36 @@ type replayer struct {
 // ended.
 func (r *replayer) replayFiles(ctx context.Context, paths []string) (out replayOutput, badInput bool, err error) {
 	out = replayOutput{Reports: []journal.ReplayReport{}}
+	var runs []journal.Run
+	read := 0
 	for _, path := range paths {
-		runs, err := journal.ReadJSONLFile(path)
+		rs, err := journal.ReadJSONLFile(path)
 		if err != nil {
 			var ce *journal.CorruptionError
 			badInput = badInput || errors.As(err, &ce) || errors.Is(err, os.ErrNotExist)
 			out.Errors = append(out.Errors, err.Error())
 			continue
 		}
-		for _, run := range runs {
-			rep, err := r.replayRun(ctx, run)
-			if err != nil {
-				if ctx.Err() != nil {
-					return out, badInput, err
-				}
-				out.Errors = append(out.Errors, err.Error())
-				continue
+		runs = append(runs, rs...)
+		read++
+	}
+	how := "tools re-executed: the research index loads on the first search, the sandbox starts on the first program"
+	if r.rescore {
+		how = "rescored from their recorded events"
+	}
+	r.say("%d run(s) in %d journal(s), %s…", len(runs), read, how)
+	for i, run := range runs {
+		rep, err := r.replayRun(ctx, run)
+		if err != nil {
+			if ctx.Err() != nil {
+				return out, badInput, err
 			}
-			out.Reports = append(out.Reports, rep)
+			r.say("%d/%d %s: ERROR %v", i+1, len(runs), run.ID, err)
+			out.Errors = append(out.Errors, err.Error())
+			continue
 		}
+		r.say("%d/%d %s (%s): %s", i+1, len(runs), rep.RunID, caseTrial(&rep), replayStatus(&rep, r.rescore))
+		out.Reports = append(out.Reports, rep)
 	}
 	return out, badInput, nil
 }
@@ -267,20 +289,8 @@ func replayExit(out replayOutput, badInput bool, diverged []string) error {
 
 func (m *Main) printReplay(out replayOutput, rescore bool) {
 	for _, r := range out.Reports {
-		status := "PASS"
-		switch {
-		case r.Divergence != nil:
-			status = "DIVERGED"
-		case len(r.ResultDiffs) > 0:
-			status = "DIFFERS"
-		case !r.Complete:
-			status = "PARTIAL"
-		}
-		if rescore {
-			status = "RESCORED"
-		}
 		fmt.Fprintf(m.Stdout, "%-8s %s (%s; %s, agent %s, model label %s): %d/%d events matched, %d tool runs, %d model calls\n",
-			status, r.RunID, caseTrial(&r), r.File, r.Agent, r.Label, r.MatchedEvents, r.RecordedEvents, r.ToolRuns, r.ModelCalls)
+			replayStatus(&r, rescore), r.RunID, caseTrial(&r), r.File, r.Agent, r.Label, r.MatchedEvents, r.RecordedEvents, r.ToolRuns, r.ModelCalls)
 		if d := r.Divergence; d != nil {
 			fmt.Fprintf(m.Stdout, "  %v (journal line %d)\n", d, r.DivergeLine)
 		}
@@ -295,6 +305,23 @@ func (m *Main) printReplay(out replayOutput, rescore bool) {
 		fmt.Fprintf(m.Stdout, "ERROR    %s\n", e)
 	}
 	fmt.Fprintf(m.Stdout, "%d run(s), %d error(s), ok=%v\n", len(out.Reports), len(out.Errors), out.OK)
+}
+
+// replayStatus is one word for how a run replayed: PASS, DIVERGED,
+// DIFFERS (a re-executed tool's result differs), PARTIAL (the journal
+// ends early) or RESCORED.
+func replayStatus(r *journal.ReplayReport, rescore bool) string {
+	switch {
+	case rescore:
+		return "RESCORED"
+	case r.Divergence != nil:
+		return "DIVERGED"
+	case len(r.ResultDiffs) > 0:
+		return "DIFFERS"
+	case !r.Complete:
+		return "PARTIAL"
+	}
+	return "PASS"
 }
 
 // caseTrial names a replayed run by what the scorer calls it: "case ID

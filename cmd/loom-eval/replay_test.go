@@ -32,9 +32,10 @@ func runReplayCmd(t *testing.T, args ...string) (string, error) {
 
 func TestReplayCommandPassesTheCommittedJournalAndWritesTrials(t *testing.T) {
 	trials := filepath.Join(t.TempDir(), "trials.jsonl")
-	out, err := runReplayCmd(t, "--json", "--trials-out", trials, "--experiments-dir", t.TempDir(), replayGood)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	// stdout is the JSON alone; progress goes to stderr.
+	code, out, stderr := runWithStderr(t, "replay", "--json", "--trials-out", trials, "--experiments-dir", t.TempDir(), replayGood)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, stderr)
 	}
 	var got replayOutput
 	if err := json.Unmarshal([]byte(out), &got); err != nil {

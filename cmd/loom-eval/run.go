@@ -443,7 +443,8 @@ func (p *runParts) run(ctx context.Context, tasks []runner.Task, capture bool, g
 // runExit is the exit of a run that did not finish (nil for nil): 4 for
 // one suspended for a human's answer (the runner said how to resume), 1
 // for a resumed run whose steps differ from the journal's, 2 for a run the
-// runtime refused, 3 otherwise.
+// runtime refused or a task the scripted coding policy cannot play, 3
+// otherwise.
 func runExit(err error) error {
 	var sus *runtime.SuspendedError
 	var de *journal.DivergenceError
@@ -455,6 +456,10 @@ func runExit(err error) error {
 		return &ExitError{Code: ExitSuspended, Err: err}
 	case errors.As(err, &ce):
 		return usageError("run: %v", ce.Err)
+	case errors.Is(err, coding.ErrNoSolution):
+		// The task, not the machine: the scripted policy plays only the
+		// solutions it was given.
+		return usageError("%v; it solves the coding cases of baselines/cases.jsonl (e.g. --case baselines/cases.jsonl --case-id coding-roman), or give --provider openai|anthropic --model M", err)
 	case errors.As(err, &de):
 		return &ExitError{Code: ExitFailure, Err: err}
 	}

@@ -145,3 +145,20 @@ func TestRunRefusesBadModelEvidenceAndPolicyFlags(t *testing.T) {
 		}
 	}
 }
+
+// A task the scripted coding policy has no solution for is bad input (exit
+// 2, naming what the policy can do), not an operational error: issue 40
+// found `run --agent coding --task …` exiting 3.
+func TestRunCodingTaskWithoutAScriptedSolutionIsBadInput(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var out, errb bytes.Buffer
+	err := newTestMain(&out, &errb, nil).Run(context.Background(), []string{"run", "--agent", "coding", "--task", "Write a haiku about queues."})
+	if code := exitCode(err, &errb); code != ExitUsage {
+		t.Fatalf("exit %d (%v), want %d; stderr:\n%s", code, err, ExitUsage, errb.String())
+	}
+	for _, want := range []string{"no scripted solution for this task", "--case baselines/cases.jsonl"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}

@@ -163,6 +163,11 @@ func (m *Main) runSandbox(ctx context.Context, args []string) error {
 		_ = r.Shutdown(sctx)
 	}()
 	res, err := r.Run(ctx, sandbox.Request{Command: cmd, Workspace: *f.workspace, Stdin: stdin, Egress: egress})
+	if errors.Is(err, sandbox.ErrBadRequest) {
+		// A command that does not exist or cannot be executed, a
+		// --workspace that is not a folder: the input, not the sandbox.
+		return usageError("sandbox exec: %v", err)
+	}
 	if err != nil {
 		return &ExitError{Code: ExitRuntimeErr, Err: err}
 	}

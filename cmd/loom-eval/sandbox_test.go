@@ -79,6 +79,12 @@ func TestRootSandboxExecCLI(t *testing.T) {
 		t.Errorf("got stdout %q reason %s limits %+v", res.Stdout, res.Reason, res.Limits)
 	}
 
+	// A command the sandbox cannot start is bad input (exit 2), named.
+	_, stderr, code = run("sandbox", "exec", "--", "/nonexistent")
+	if code != ExitUsage || !strings.Contains(stderr, "start /nonexistent: no such file or directory") {
+		t.Errorf("sandbox exec -- /nonexistent: exit %d, want %d; stderr: %s", code, ExitUsage, stderr)
+	}
+
 	stdout, _, code = run("sandbox", "exec", "--memory", "64MiB", "--", "/usr/bin/python3", "-I", "-c",
 		"x = []\nwhile True: x.append(bytearray(1 << 20))")
 	if code != ExitFailure || !strings.Contains(stdout, "reason: memory") || !strings.Contains(stdout, "oom_kill=") {

@@ -71,6 +71,10 @@ func (m *Main) runSchedule(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usageError("schedule: want a subcommand\nUsage: loom-eval %s", scheduleUsage)
 	}
+	if isHelp(args[0]) {
+		fmt.Fprintf(m.Stderr, "Usage: loom-eval %s\n", scheduleUsage)
+		return nil
+	}
 	sub := args[0]
 	fs := m.newFlagSet("schedule "+sub, scheduleUsage)
 	var f scheduleFlags

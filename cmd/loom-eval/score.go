@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/loomwork/loomwork/agents/journal"
+	"github.com/loomwork/loomwork/baselines/experiment"
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
 	"github.com/loomwork/loomwork/scorer/gate"
@@ -26,10 +27,13 @@ type scoreFlags struct {
 	correction                                string
 	grading                                   gradingFlags
 	fs                                        *flag.FlagSet
+	// findCases (score): without --cases, find the trials' own or refuse,
+	// unless noCases (--no-cases); see findScoreCases.
+	findCases, noCases bool
 }
 
 func (f *scoreFlags) register(m *Main, fs *flag.FlagSet) {
-	fs.StringVar(&f.cases, "cases", "", "cases JSONL (expected tools, required evidence, budgets); without it trials are scored on success only")
+	fs.StringVar(&f.cases, "cases", "", "cases JSONL (expected tools, required evidence, budgets, graders); score finds the trials' own when it is not given (see above), gate scores on each trial's own account of success without it")
 	fs.StringVar(&f.prices, "prices", "", "price table JSON overriding the built-in one, for trials with inline spans")
 	f.out = m.addOutputFlags(fs, report.Formats...)
 	fs.StringVar(&f.ks, "k", "1,3,5", "comma-separated k values for pass@k and pass^k")
@@ -138,13 +142,18 @@ func (m *Main) evaluate(ctx context.Context, f *scoreFlags, cfg scorer.Config, c
 func (m *Main) evaluateReport(ctx context.Context, f *scoreFlags, cfg scorer.Config, candPath, basePath string, policy *gate.Policy) (*report.Report, error) {
 	in := report.Inputs{Policy: policy, Explicit: f.explicit()}
 	var err error
+	if in.Candidate, err = loadTrialsFlag(candPath); err != nil {
+		return nil, err
+	}
+	if f.findCases {
+		if err := m.findScoreCases(f, candPath, f.noCases); err != nil {
+			return nil, err
+		}
+	}
 	if in.Cases, err = loadCasesFlag(f.cases); err != nil {
 		return nil, err
 	}
 	in.CasesFile = f.cases
-	if in.Candidate, err = loadTrialsFlag(candPath); err != nil {
-		return nil, err
-	}
 	if basePath != "" {
 		if in.Baseline, err = loadTrialsFlag(basePath); err != nil {
 			return nil, err
@@ -155,6 +164,9 @@ func (m *Main) evaluateReport(ctx context.Context, f *scoreFlags, cfg scorer.Con
 		return nil, err
 	}
 	defer stop()
+	// Grading that runs code or a judge says so on stderr, trial by
+	// trial, as ablate and ci report their steps.
+	env.Progress = m.Stderr
 	in.Grading = env
 	if f.store != "" {
 		st, err := m.tracesOpenStore(ctx, f.store)
@@ -214,14 +226,42 @@ func writeReportFile(path, format string, r *report.Report) error {
 	return nil
 }
 
+// findScoreCases sets --cases when it was not given to the case file the
+// trials attempt (experiment.FindCases), saying so on stderr; without one,
+// a pass rate would be each trial's own account of finishing, so score
+// refuses unless --no-cases asks for exactly that.
+func (m *Main) findScoreCases(f *scoreFlags, trials string, noCases bool) error {
+	switch {
+	case f.cases != "" && noCases:
+		return usageError("score: --cases and --no-cases: give one")
+	case f.cases != "" || noCases:
+		return nil
+	}
+	path, how, err := experiment.FindCases(trials)
+	if err != nil {
+		return usageError("score: %s: %v", trials, err)
+	}
+	if path == "" {
+		return usageError("score: %s: no case file: --cases is not given, and the trials file has neither an experiment record nor a %s beside it. "+
+			"Without the cases, the pass rate would be each trial's own account of finishing, not its outcome: give the cases the trials attempt with --cases CASES.jsonl, "+
+			"or score their own account knowingly with --no-cases", trials, experiment.CasesFile)
+	}
+	f.cases = path
+	fmt.Fprintf(m.Stderr, "score: cases from %s (%s; --cases names another)\n", path, how)
+	return nil
+}
+
 // runScore scores a trials file, optionally against a baseline and a gate.
 func (m *Main) runScore(ctx context.Context, args []string) error {
-	fs := m.newFlagSet("score", "score FILE.jsonl [--cases CASES.jsonl] [--against BASE.jsonl] [--format text|json|markdown|junit] [--seed N] [--gate POLICY]")
+	fs := m.newFlagSet("score", "score FILE.jsonl [--cases CASES.jsonl | --no-cases] [--against BASE.jsonl] [--format text|json|markdown|junit] [--gate POLICY]\n\n"+
+		"Without --cases, the cases are the experiment's when FILE is an experiment folder's trials, else the cases.jsonl beside FILE;\n"+
+		"with neither, score refuses rather than print a pass rate that is not outcome-based (--no-cases scores each trial's own account)")
 	var f scoreFlags
 	f.register(m, fs)
 	refuseRemoved(fs)
 	against := fs.String("against", "", "baseline trials JSONL to compare with, case by case")
 	policyPath := fs.String("gate", "", "gate policy JSON; exit 1 when it fails (see docs/scoring.md)")
+	noCases := fs.Bool("no-cases", false, "score without a case file: success is then each trial's own account of finishing, not its outcome (the report says so)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -229,6 +269,7 @@ func (m *Main) runScore(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return usageError("score: want exactly one trials FILE, got %d arguments", len(pos))
 	}
+	f.findCases, f.noCases = true, *noCases
 	cfg, err := f.config()
 	if err != nil {
 		return err

@@ -250,3 +250,34 @@ func TestScoreCommandResolvesTraceIDsFromARealStore(t *testing.T) {
 		t.Errorf("missing trace: exit %d err %v", code, err)
 	}
 }
+
+// `score TRIALS` with no --cases scores the trials against their cases when
+// it can find them, and otherwise refuses to print a pass rate that is each
+// trial's own account of finishing (issue 40: the committed baseline scored
+// 1.000 without --cases and 0.667 with them). From inside baselines/, the
+// journals the trials name from the repository root are found too.
+func TestScoreFindsTheTrialsCasesOrRefusesAPassRateWithoutOutcomes(t *testing.T) {
+	t.Chdir("../..")
+	want := "pass rate              0.667"
+	out, code, err := scorerCLI(t, "score", "baselines/baseline.trials.jsonl")
+	if code != ExitOK || !strings.Contains(out, want) {
+		t.Fatalf("score baselines/baseline.trials.jsonl: exit %d (%v), want %q:\n%s", code, err, want, out)
+	}
+	t.Chdir("baselines")
+	if out, code, err := scorerCLI(t, "score", "baseline.trials.jsonl"); code != ExitOK || !strings.Contains(out, want) {
+		t.Fatalf("from inside baselines/: exit %d (%v), want %q:\n%s", code, err, want, out)
+	}
+
+	// Trials with no case file beside them: refused, naming the flags.
+	dir := t.TempDir()
+	trials := filepath.Join(dir, "trials.jsonl")
+	os.WriteFile(trials, []byte(`{"case_id":"a","trial":0,"model_label":"live","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","success":true}`+"\n"), 0o644)
+	_, code, err = scorerCLI(t, "score", trials)
+	if code != ExitUsage || err == nil || !strings.Contains(err.Error(), "--cases") || !strings.Contains(err.Error(), "--no-cases") {
+		t.Fatalf("no case file: exit %d (%v), want %d naming --cases and --no-cases", code, err, ExitUsage)
+	}
+	out, code, err = scorerCLI(t, "score", trials, "--no-cases")
+	if code != ExitOK || !strings.Contains(out, "no case file: success is each trial's own account") {
+		t.Fatalf("--no-cases: exit %d (%v):\n%s", code, err, out)
+	}
+}

@@ -20,7 +20,9 @@ import (
 	"github.com/loomwork/loomwork/collector"
 	"github.com/loomwork/loomwork/collector/genai"
 	"github.com/loomwork/loomwork/datasets"
+	"github.com/loomwork/loomwork/internal/portowner"
 	"github.com/loomwork/loomwork/internal/projects"
+	"github.com/loomwork/loomwork/internal/texttable"
 	"github.com/loomwork/loomwork/scorer/pricing"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storeurl"
@@ -55,11 +57,17 @@ type ListenError struct {
 	Flag     string
 	Env      string
 	Err      error
+	// Holder says which process holds an address in use, and what to do
+	// about it, when that can be told ("" otherwise): see portHolder.
+	Holder string
 }
 
 func (e *ListenError) Error() string {
 	move := fmt.Sprintf("move it with %s or %s", e.Flag, e.Env)
 	if errors.Is(e.Err, syscall.EADDRINUSE) {
+		if e.Holder != "" {
+			return fmt.Sprintf("%s address %s is in use (%s): %s", e.Listener, e.Addr, move, e.Holder)
+		}
 		return fmt.Sprintf("%s address %s is in use (%s)", e.Listener, e.Addr, move)
 	}
 	return fmt.Sprintf("cannot listen for %s on %s: %v (%s)", e.Listener, e.Addr, e.Err, move)
@@ -68,7 +76,36 @@ func (e *ListenError) Error() string {
 func (e *ListenError) Unwrap() error { return e.Err }
 
 func (l listener) listenError(err error) error {
-	return &ListenError{Listener: l.name, Addr: l.addr, Flag: l.flag, Env: l.env, Err: err}
+	le := &ListenError{Listener: l.name, Addr: l.addr, Flag: l.flag, Env: l.env, Err: err}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		le.Holder = portHolder(l.addr, demoPIDFile)
+	}
+	return le
+}
+
+// demoPIDFile is where scripts/demo.sh (make demo) records the pid of the
+// serve it leaves running; make stop stops that pid.
+const demoPIDFile = ".loomwork/serve.pid"
+
+// portHolder names the process listening on addr, when it can tell (Linux,
+// a process this user may inspect), and what to do about it: the serve
+// make demo left running (its pid is in pidFile) is this folder's server
+// already, so use it or stop it with make stop; any other loom-eval serve
+// or program is named by pid and command line.
+func portHolder(addr, pidFile string) string {
+	o, ok := portowner.Listening(addr)
+	if !ok {
+		return ""
+	}
+	cmd := texttable.Clip(strings.Join(o.Cmdline, " "), 120)
+	if b, err := os.ReadFile(pidFile); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(o.PID) {
+		return fmt.Sprintf("pid %d holds it (%s), the loom-eval serve that make demo left running. "+
+			"It serves this folder's store already: use it as it is (loom-eval demo sends to it), or stop it with `make stop` and run serve again", o.PID, cmd)
+	}
+	if len(o.Cmdline) > 1 && filepath.Base(o.Cmdline[0]) == "loom-eval" && o.Cmdline[1] == "serve" {
+		return fmt.Sprintf("pid %d holds it (%s), another loom-eval serve: use it, or stop it (kill %d)", o.PID, cmd, o.PID)
+	}
+	return fmt.Sprintf("pid %d holds it (%s)", o.PID, cmd)
 }
 
 // failedListener finds which of ls a listen error (as returned by

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -200,7 +203,7 @@ func TestServeWithPortZeroWritesTheAddressesInUseToTheReadyFileAndTheyAnswer(t *
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"status": "ok"`) || !strings.Contains(string(body), `"reachable": true`) {
 		t.Errorf("GET /healthz = %d %q", resp.StatusCode, body)
 	}
-	for _, args := range [][]string{{"demo", "--endpoint", r.GRPCAddr}, {"demo", "--http", "--endpoint", r.HTTPAddr}} {
+	for _, args := range [][]string{{"demo", "--endpoint", r.GRPCAddr, "--ui", r.UIURL}, {"demo", "--http", "--endpoint", r.HTTPAddr, "--ui", r.UIURL}} {
 		var out, errb bytes.Buffer
 		m := &Main{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
 		if err := m.Run(context.Background(), append(args, "--timeout", "10s")); err != nil {
@@ -237,7 +240,7 @@ func TestServeAndDemoTakeTheirAddressesFromTheEnvironment(t *testing.T) {
 	if err := m.Run(context.Background(), []string{"demo", "--timeout", "10s"}); err != nil {
 		t.Fatalf("demo without --endpoint: %v\n%s", err, errb.String())
 	}
-	for _, want := range []string{"to " + free[0] + " over OTLP/gRPC", "http://" + free[2] + "/api/v1/traces/"} {
+	for _, want := range []string{"to " + free[0] + " over OTLP/gRPC", "http://" + free[2] + "/traces/", "http://" + free[2] + "/api/v1/traces/"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
@@ -257,6 +260,32 @@ func TestServeHelpNamesTheAddressFlagsEnvironmentVariablesAndReadyFile(t *testin
 	for _, want := range []string{"-grpc-addr", "$LOOMWORK_GRPC_ADDR", "-http-addr", "$LOOMWORK_HTTP_ADDR", "-ui-addr", "$LOOMWORK_UI_ADDR", `(default "127.0.0.1:9999")`, "-ready-file", "port 0 picks a free one"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("serve -h lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+// The tour's first command after make demo: serve finds its UI port held
+// by the serve make demo left running (issue 40: "UI address
+// 127.0.0.1:8080 is in use", exit 3, and nothing more). It still exits 3,
+// and now says which process holds the port — by pid, make demo's by its
+// pid file — and what to do: use that server, or make stop.
+func TestServeNamesWhatHoldsItsPort(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the holder is read from /proc")
+	}
+	taken := takePort(t) // held by this process, as make demo's serve holds :8080
+	t.Chdir(t.TempDir())
+	args := []string{"--store", "traces.db", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--ui-addr", taken, "--log-level", "error"}
+	_, stderr, err := runServeFor(t, nil, args...)
+	if exitCodeOf(err) != ExitRuntimeErr || !strings.Contains(stderr, fmt.Sprintf("is in use (move it with --ui-addr or LOOMWORK_UI_ADDR): pid %d holds it (", os.Getpid())) {
+		t.Errorf("another program on the port: exit %d, stderr:\n%s", exitCodeOf(err), stderr)
+	}
+	os.MkdirAll(".loomwork", 0o755)
+	os.WriteFile(".loomwork/serve.pid", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	_, stderr, err = runServeFor(t, nil, args...)
+	for _, want := range []string{fmt.Sprintf("pid %d holds it (", os.Getpid()), "the loom-eval serve that make demo left running", "use it as it is", "`make stop`"} {
+		if exitCodeOf(err) != ExitRuntimeErr || !strings.Contains(stderr, want) {
+			t.Errorf("make demo's serve on the port: exit %d, stderr lacks %q:\n%s", exitCodeOf(err), want, stderr)
 		}
 	}
 }

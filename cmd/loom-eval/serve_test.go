@@ -56,8 +56,8 @@ func TestServeDemoTracesCommands(t *testing.T) {
 	idRe := regexp.MustCompile(`Trace ID: ([0-9a-f]{32})`)
 	var ids []string
 	for _, args := range [][]string{
-		{"demo", "--endpoint", addrs["OTLP gRPC"]},
-		{"demo", "--http", "--endpoint", addrs["OTLP HTTP"]},
+		{"demo", "--endpoint", addrs["OTLP gRPC"], "--ui", addrs["UI / API"]},
+		{"demo", "--http", "--endpoint", addrs["OTLP HTTP"], "--ui", addrs["UI / API"]},
 	} {
 		out, err := run(args...)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 // torn tails are repaired on open), this cuts the spool at the first bad
 // record, naming what is lost, so serve can start again.
 func (m *Main) runSpool(_ context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || isHelp(args[0]) || (args[0] == "repair" && len(args) == 2 && isHelp(args[1])) {
 		fmt.Fprintln(m.Stderr, "Usage: loom-eval spool repair DIR")
 		fmt.Fprintln(m.Stderr, "Cuts a corrupt spool at its first bad record and deletes the segments after it; prints the bytes lost.")
 		if len(args) == 0 {

@@ -30,6 +30,10 @@ func (m *Main) runSuite(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return usageError("suite: want a subcommand: run or status\nUsage: loom-eval %s", suiteUsage)
 	}
+	if isHelp(args[0]) {
+		fmt.Fprintf(m.Stderr, "Usage: loom-eval %s\n", suiteUsage)
+		return nil
+	}
 	switch args[0] {
 	case "run":
 		return m.runSuiteRun(ctx, args[1:])

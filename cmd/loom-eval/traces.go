@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/loomwork/loomwork/internal/texttable"
 	"github.com/loomwork/loomwork/scorer/rollup"
 	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
@@ -60,6 +62,31 @@ func (m *Main) tracesOpenStore(ctx context.Context, raw string) (store.Store, er
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
 	return scoped, nil
+}
+
+// createStoreIfMissing creates the embedded store raw names (else
+// $LOOMWORK_STORE, else the default) when its file does not exist yet,
+// empty, as serve creates it: for a long-running reader that may start
+// before anything was stored (mcp serve). A ClickHouse store is left alone.
+func (m *Main) createStoreIfMissing(ctx context.Context, raw string) error {
+	if raw == "" {
+		raw = m.getenv(storeurl.EnvVar)
+	}
+	loc, err := storeurl.Parse(raw)
+	if err != nil {
+		return usageError("--store: %v", err)
+	}
+	if loc.Backend != storeurl.SQLite {
+		return nil
+	}
+	if _, err := os.Stat(loc.Path); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	st, err := storeurl.Open(ctx, raw, false)
+	if err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("create trace store %s: %w", loc.Path, err)}
+	}
+	return st.Shutdown(context.WithoutCancel(ctx))
 }
 
 func (m *Main) runTracesList(ctx context.Context, args []string) error {
@@ -124,8 +151,7 @@ func (m *Main) runTracesList(ctx context.Context, args []string) error {
 	if *asJSON {
 		return tracesWriteJSON(m.Stdout, map[string]any{"traces": rows, "next_page_token": page.NextPageToken})
 	}
-	tracesPrintSummaries(termSafe(m.Stdout), rows, page.NextPageToken)
-	return nil
+	return tracesPrintSummaries(termSafe(m.Stdout), rows, page.NextPageToken, m.width)
 }
 
 // tracesDuration shows a trace's duration as every view does: the extent
@@ -149,13 +175,32 @@ func tracesCost(r web.ListRow) string {
 	return fmt.Sprintf("unknown (%s; priced part $%.6f)", r.CostUnknown, r.KnownCostUSD)
 }
 
-func tracesPrintSummaries(w io.Writer, rows []web.ListRow, next string) {
+// traceListColumns are the human trace list's columns: within a width,
+// values are cut (Min) and then columns left out, highest Drop first; the
+// trace id, which traces get takes, and the root are always shown.
+var traceListColumns = []texttable.Column{
+	{Header: "TRACE ID"},
+	{Header: "START (UTC)", Drop: 4},
+	{Header: "DURATION", Min: 8, Drop: 5},
+	{Header: "SPANS", Drop: 9},
+	{Header: "ERRORS", Drop: 2},
+	{Header: "ROOT", Min: 16},
+	{Header: "SERVICE", Min: 10, Drop: 7},
+	{Header: "AGENTS", Min: 10, Drop: 8},
+	{Header: "MODELS", Min: 12, Drop: 6},
+	{Header: "CALLS", Drop: 10},
+	{Header: "TOKENS IN/OUT", Drop: 11},
+	{Header: "COST", Min: 10, Drop: 3},
+}
+
+// tracesPrintSummaries writes the human trace list within width (0: every
+// value whole).
+func tracesPrintSummaries(w io.Writer, rows []web.ListRow, next string, width int) error {
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "No traces match.")
-		return
+		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRACE ID\tSTART (UTC)\tDURATION\tSPANS\tERRORS\tROOT\tSERVICE\tAGENTS\tMODELS\tCALLS\tTOKENS IN/OUT\tCOST")
+	cells := make([][]string, 0, len(rows))
 	for _, s := range rows {
 		root := s.RootName
 		if root == "" {
@@ -165,15 +210,17 @@ func tracesPrintSummaries(w io.Writer, rows []web.ListRow, next string) {
 		if len(s.ModelLabels) > 0 {
 			models += " [" + strings.Join(s.ModelLabels, ",") + "]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\n",
-			s.TraceID, s.Start.UTC().Format("2006-01-02 15:04:05"), tracesDuration(s.Duration, s.AfterRoot, s.Fragments), s.SpanCount, s.ErrorCount,
-			tracesClip(root, 40), s.ServiceName, strings.Join(s.AgentNames, ","), models,
-			s.ModelCalls, s.InputTokens, s.OutputTokens, tracesCost(s))
+		cells = append(cells, []string{s.TraceID, s.Start.UTC().Format("2006-01-02 15:04:05"), tracesDuration(s.Duration, s.AfterRoot, s.Fragments),
+			fmt.Sprint(s.SpanCount), fmt.Sprint(s.ErrorCount), tracesClip(root, 40), s.ServiceName, strings.Join(s.AgentNames, ","), models,
+			fmt.Sprint(s.ModelCalls), fmt.Sprintf("%d/%d", s.InputTokens, s.OutputTokens), tracesCost(s)})
 	}
-	tw.Flush()
+	if err := texttable.Write(w, traceListColumns, cells, width); err != nil {
+		return &ExitError{Code: ExitRuntimeErr, Err: fmt.Errorf("traces list: %w", err)}
+	}
 	if next != "" {
 		fmt.Fprintf(w, "\nMore traces: add --page-token %s\n", next)
 	}
+	return nil
 }
 
 func (m *Main) runTracesGet(ctx context.Context, args []string) error {

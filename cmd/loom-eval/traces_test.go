@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/sqlite"
@@ -144,5 +146,67 @@ func TestTracesTextOutputEscapesTerminalControls(t *testing.T) {
 	_, out, _ := runCLI(t, "traces", "get", id, "--store", path, "--json")
 	if !strings.Contains(out, `agent\u001b]0;pwned\u0007`) {
 		t.Errorf("traces get --json changed the name: %.300s", out)
+	}
+}
+
+// wideTraceStore holds one trace whose every name is long and whose cost
+// is unknown: the row issue 40 measured at 269–620 characters.
+func wideTraceStore(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "traces.db")
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	long := strings.Repeat("very-long-name-", 6)
+	root := store.Span{TraceID: tracesA, SpanID: "00000000000000a1", Name: "invoke_agent " + long + "agent", Kind: "internal",
+		StartTime: at, EndTime: at.Add(4 * time.Second), StatusCode: store.StatusOK, ServiceName: long + "service", AgentName: long + "agent"}
+	chat := store.Span{TraceID: tracesA, SpanID: "00000000000000a2", ParentSpanID: root.SpanID, Name: "chat " + long + "model", Kind: "client",
+		StartTime: at.Add(time.Second), EndTime: at.Add(2 * time.Second), StatusCode: store.StatusOK, ServiceName: root.ServiceName,
+		Operation: "chat", Provider: "acme", RequestModel: long + "model", ResponseModel: long + "model-2026", InputTokens: 1200, OutputTokens: 300}
+	if err := st.WriteSpans(context.Background(), []store.Span{root, chat}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The human `traces list` fits the terminal (issue 40: rows of 269–620
+// characters): values are cut with an ellipsis and the columns that
+// matter least left out, the trace id kept whole; piped without a
+// terminal width it prints every value whole, and --json is untouched.
+func TestTracesListFitsTheTerminalWidth(t *testing.T) {
+	path := wideTraceStore(t)
+	for _, width := range []int{80, 120, 200} {
+		var out, errOut bytes.Buffer
+		m := &Main{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string {
+			if k == "COLUMNS" {
+				return strconv.Itoa(width)
+			}
+			return ""
+		}}
+		if err := m.Run(context.Background(), []string{"traces", "list", "--store", path}); err != nil {
+			t.Fatalf("traces list: %v\n%s", err, errOut.String())
+		}
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		for _, l := range lines {
+			if n := utf8.RuneCountInString(l); n > width {
+				t.Errorf("COLUMNS=%d: a line of %d characters:\n%s", width, n, l)
+			}
+		}
+		if !strings.Contains(out.String(), tracesA) || !strings.Contains(out.String(), "…") || !strings.HasPrefix(lines[0], "TRACE ID") {
+			t.Errorf("COLUMNS=%d: want the whole trace id and cut values:\n%s", width, out.String())
+		}
+	}
+	code, out, _ := runCLI(t, "traces", "list", "--store", path)
+	if code != ExitOK || !strings.Contains(out, strings.Repeat("very-long-name-", 6)+"model-2026") {
+		t.Errorf("without a width: exit %d, want every value whole:\n%s", code, out)
+	}
+	code, out, _ = runCLI(t, "traces", "list", "--store", path, "--json")
+	if code != ExitOK || !strings.Contains(out, `"service_name": "`+strings.Repeat("very-long-name-", 6)+`service"`) {
+		t.Errorf("--json: exit %d:\n%s", code, out)
 	}
 }

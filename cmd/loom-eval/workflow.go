@@ -65,6 +65,9 @@ func (f *workflowFlags) register(fs *flag.FlagSet) {
 func (m *Main) runWorkflow(ctx context.Context, args []string) error {
 	if len(args) == 0 || (args[0] != "run" && args[0] != "status") {
 		fmt.Fprintln(m.Stderr, "Usage: loom-eval workflow run incident|FILE --run ID [--input TEXT] [--journal F] [--otlp-endpoint host:4317] [--policy default|FILE|none] [--audit LOG] [--mcp NAME=CMD | --mcp-url NAME=URL] [--scripted-model agent|obeys-everything] [--crash-after STEP]\n       loom-eval workflow status ID [--journal F] [--json]")
+		if len(args) > 0 && isHelp(args[0]) {
+			return nil
+		}
 		return usageError("workflow: want a subcommand: run or status")
 	}
 	sub := args[0]

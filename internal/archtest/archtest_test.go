@@ -148,6 +148,15 @@ var rooms = []room{
 	// file (datasets). A leaf on the standard library.
 	{path: "internal/filelock/", rule: "filelock is a leaf",
 		imports: []string{"internal/filelock/"}},
+	// Human tables fitted to a terminal's width (cut values, dropped
+	// columns), for the commands' human output. A leaf on the standard
+	// library.
+	{path: "internal/texttable/", rule: "texttable is a leaf",
+		imports: []string{"internal/texttable/"}},
+	// Who listens on a TCP address (Linux /proc), so serve can name what
+	// holds its port. A leaf on the standard library.
+	{path: "internal/portowner/", rule: "portowner is a leaf",
+		imports: []string{"internal/portowner/"}},
 	{path: "internal/repotest/", rule: "repotest is tests only"},
 	// The test suite's tiers (fast loop, suite, long): a leaf every test may use.
 	{path: "internal/testtier/", rule: "testtier is a leaf",

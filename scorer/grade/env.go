@@ -17,6 +17,7 @@ package grade
 
 import (
 	"context"
+	"io"
 
 	"github.com/loomwork/loomwork/scorer/pricing"
 )
@@ -90,4 +91,8 @@ type Env struct {
 	// their grades (by default a recorded verdict is kept: a judge's answer
 	// cost money and a rerun may differ). Deterministic graders always run.
 	Regrade bool
+	// Progress, when set, receives a line when Trials starts running code
+	// and model graders and one per trial they ran on ("grade: N/M trials
+	// graded (case C trial T: VERDICTS)"); recorded verdicts say nothing.
+	Progress io.Writer
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/loomwork/loomwork/datasets"
 	"github.com/loomwork/loomwork/scorer"
@@ -49,57 +51,132 @@ func Trials(ctx context.Context, env Env, cases []datasets.Case, trials []datase
 	for i := range cases {
 		byID[cases[i].ID] = &cases[i]
 	}
+	p := progress{w: env.Progress}
+	for i := range trials {
+		if c := byID[trials[i].CaseID]; c != nil && runsCostly(env, c, &trials[i]) {
+			p.total++
+		}
+	}
+	p.start()
 	for i := range trials {
 		t := &trials[i]
 		c := byID[t.CaseID]
 		if c == nil || len(c.Graders) == 0 {
 			continue
 		}
-		sum.Trials++
-		f, err := scorer.TrialFacts(t, env.Prices)
-		if err != nil {
+		costly := runsCostly(env, c, t)
+		if err := gradeTrial(ctx, env, c, t, &sum); err != nil {
 			return sum, err
 		}
-		in := Input{Case: c, Trial: t, Transcript: t.Transcript, Facts: f}
-		if in.Transcript == nil && len(t.Spans) > 0 {
-			tr := TranscriptFromSpans(t.Spans)
-			in.Transcript = &tr
+		if costly {
+			p.graded(c, t)
 		}
-		recorded := make(map[string]datasets.Grade, len(t.Grades))
-		for _, g := range t.Grades {
-			recorded[g.Name] = g
-		}
-		out := make([]datasets.Grade, 0, len(c.Graders))
-		for j := range c.Graders {
-			g := &c.Graders[j]
-			name := g.DisplayName()
-			if old, ok := recorded[name]; ok && old.Type == g.Type && costly(g.Type) && !env.Regrade {
-				old.Required = g.IsRequired()
-				if redone, note := Redecide(g, &old); redone {
-					sum.Redecided++
-					if note != "" {
-						sum.Notes = append(sum.Notes, fmt.Sprintf("trial %d of case %q: grader %q: %s", t.Trial, t.CaseID, name, note))
-					}
-				}
-				out = append(out, old)
-				sum.Recorded++
-				continue
-			}
-			gr, err := One(ctx, env, g, in)
-			if err != nil {
-				return sum, fmt.Errorf("grade trial %d of case %q%s: grader %q: %w", t.Trial, t.CaseID, lineSuffix(t.Line), name, err)
-			}
-			out = append(out, gr)
-			sum.Graded++
-		}
-		for _, g := range t.Grades {
-			if !hasGrader(c, g.Name) {
-				sum.Notes = append(sum.Notes, fmt.Sprintf("trial %d of case %q: grade %q dropped: the case has no grader of that name", t.Trial, t.CaseID, g.Name))
-			}
-		}
-		t.Grades = out
 	}
 	return sum, nil
+}
+
+// gradeTrial grades one trial of case c (see Trials), counting in sum.
+func gradeTrial(ctx context.Context, env Env, c *datasets.Case, t *datasets.Trial, sum *Summary) error {
+	sum.Trials++
+	f, err := scorer.TrialFacts(t, env.Prices)
+	if err != nil {
+		return err
+	}
+	in := Input{Case: c, Trial: t, Transcript: t.Transcript, Facts: f}
+	if in.Transcript == nil && len(t.Spans) > 0 {
+		tr := TranscriptFromSpans(t.Spans)
+		in.Transcript = &tr
+	}
+	recorded := make(map[string]datasets.Grade, len(t.Grades))
+	for _, g := range t.Grades {
+		recorded[g.Name] = g
+	}
+	out := make([]datasets.Grade, 0, len(c.Graders))
+	for j := range c.Graders {
+		g := &c.Graders[j]
+		name := g.DisplayName()
+		if old, ok := recorded[name]; ok && keeps(env, g, old) {
+			old.Required = g.IsRequired()
+			if redone, note := Redecide(g, &old); redone {
+				sum.Redecided++
+				if note != "" {
+					sum.Notes = append(sum.Notes, fmt.Sprintf("trial %d of case %q: grader %q: %s", t.Trial, t.CaseID, name, note))
+				}
+			}
+			out = append(out, old)
+			sum.Recorded++
+			continue
+		}
+		gr, err := One(ctx, env, g, in)
+		if err != nil {
+			return fmt.Errorf("grade trial %d of case %q%s: grader %q: %w", t.Trial, t.CaseID, lineSuffix(t.Line), name, err)
+		}
+		out = append(out, gr)
+		sum.Graded++
+	}
+	for _, g := range t.Grades {
+		if !hasGrader(c, g.Name) {
+			sum.Notes = append(sum.Notes, fmt.Sprintf("trial %d of case %q: grade %q dropped: the case has no grader of that name", t.Trial, t.CaseID, g.Name))
+		}
+	}
+	t.Grades = out
+	return nil
+}
+
+// keeps reports whether grader g's recorded verdict old is kept rather
+// than run again: a code or model verdict of the same type, unless
+// env.Regrade.
+func keeps(env Env, g *datasets.Grader, old datasets.Grade) bool {
+	return old.Type == g.Type && costly(g.Type) && !env.Regrade
+}
+
+// runsCostly reports whether grading trial t of case c runs a code or
+// model grader (one whose verdict it does not carry): what takes time.
+func runsCostly(env Env, c *datasets.Case, t *datasets.Trial) bool {
+	for j := range c.Graders {
+		g := &c.Graders[j]
+		if !costly(g.Type) {
+			continue
+		}
+		kept := false
+		for _, old := range t.Grades {
+			kept = kept || (old.Name == g.DisplayName() && keeps(env, g, old))
+		}
+		if !kept {
+			return true
+		}
+	}
+	return false
+}
+
+// progress writes Env.Progress's lines: one when grading starts, one per
+// trial whose code or model graders ran ("grade: N/M trials graded").
+type progress struct {
+	w           io.Writer
+	done, total int
+}
+
+func (p *progress) start() {
+	if p.w != nil && p.total > 0 {
+		fmt.Fprintf(p.w, "grade: running the code and model graders of %d trial(s) (the sandbox, the judge); recorded verdicts are kept…\n", p.total)
+	}
+}
+
+func (p *progress) graded(c *datasets.Case, t *datasets.Trial) {
+	p.done++
+	if p.w == nil {
+		return
+	}
+	var verdicts []string
+	for j := range c.Graders {
+		g := &c.Graders[j]
+		for _, gr := range t.Grades {
+			if gr.Name == g.DisplayName() && costly(g.Type) {
+				verdicts = append(verdicts, gr.Name+" "+map[bool]string{true: "passed", false: "failed"}[gr.Passed])
+			}
+		}
+	}
+	fmt.Fprintf(p.w, "grade: %d/%d trials graded (case %s trial %d: %s)\n", p.done, p.total, t.CaseID, t.Trial, strings.Join(verdicts, ", "))
 }
 
 // costly graders run outside the process (a sandbox, a judge model): a
