@@ -856,7 +856,7 @@ func ReportListPage(v ReportsView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if len(v.Items) == 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 73, "<p class=\"empty\">No reports here. Write one with <code>loom-eval score TRIALS.jsonl --format json &gt; reports/NAME.json</code>.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 73, "<p class=\"empty\">No reports here. Write one with <code>loom-eval score TRIALS.jsonl --cases CASES.jsonl --format json &gt; reports/NAME.json</code> (the cases the trials attempt: without them a pass rate is each trial&#39;s own account).</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
