@@ -186,18 +186,37 @@ func BenchmarkAppendJSON(b *testing.B) {
 
 // BenchmarkAppendJSONString quotes the strings of an agent span: keys,
 // names, an id and a longer passage of text, all plain ASCII as most of
-// what ingest quotes is.
+// what ingest quotes is (short); and a message of the agent load's kind
+// (message), a JSON list of chat messages whose prose has newlines, quotes,
+// a few names outside ASCII and an emoji, as gen_ai.input.messages holds.
 func BenchmarkAppendJSONString(b *testing.B) {
-	ss := []string{
+	short := []string{
 		"gen_ai.request.model", "claude-sonnet-4-5", "chat", "call_8f3a9b2c1d", "gen_ai.usage.input_tokens",
 		"The quick brown fox jumps over the lazy dog; a retrieved passage of documentation text that is moderately long, as agent spans carry.",
 	}
-	buf := make([]byte, 0, 4096)
-	for b.Loop() {
-		buf = buf[:0]
-		for _, s := range ss {
-			buf = AppendJSONString(buf, s)
-		}
+	para := "Thanks for the details. I checked the order history for account 4471-Q and the refund of $24.99 was issued on 2025-03-14; " +
+		"it usually takes 3-5 business days to show up. If it doesn't, José from billing can reopen the case \u2014 just reply to this thread. 🙂\n\n" +
+		"- Step 1: open **Settings** → Billing\n- Step 2: select \"Refunds\" and confirm the amount\n```sql\nSELECT id, amount FROM refunds WHERE account = '4471-Q';\n```\n"
+	msg := `[{"role":"system","parts":[{"type":"text","content":"You are a helpful support agent."}]},{"role":"user","parts":[{"type":"text","content":` +
+		strconv.Quote(strings.Repeat(para, 6)) + `}]}]`
+	for _, bc := range []struct {
+		name string
+		ss   []string
+	}{{"short", short}, {"message", []string{msg}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			n := 0
+			for _, s := range bc.ss {
+				n += len(s)
+			}
+			b.SetBytes(int64(n))
+			buf := make([]byte, 0, 4*n)
+			for b.Loop() {
+				buf = buf[:0]
+				for _, s := range bc.ss {
+					buf = AppendJSONString(buf, s)
+				}
+			}
+		})
 	}
 }
 
@@ -224,4 +243,30 @@ func TestAppendJSONStringQuotesEveryByteAtEveryPosition(t *testing.T) {
 			t.Fatalf("%q: got %s, want %s", s, got, want)
 		}
 	}
+}
+
+// FuzzAppendJSONStringMatchesEncodingJSON: AppendJSONString quotes any
+// string, valid UTF-8 or not, byte for byte as encoding/json does (HTML
+// escaping on), and so what any JSON reader decodes to the string
+// encoding/json would give; it appends to dst without touching what dst
+// held.
+func FuzzAppendJSONStringMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{"", "plain ascii text", "a\"b\\c<d>e&f", "\x00\x1f\x7f", "日本語", "\u2028\u2029",
+		"\xe6\x97", "\xff\xfe", "aaaaaaa\xe6\x97\xa5aaaaaaaa", "line\nbreak\ttab\rcr", "🙂 emoji and ✓ marks"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := []byte("prefix")
+		got := AppendJSONString(prefix, s)
+		if string(got[:len(prefix)]) != "prefix" {
+			t.Fatalf("%q: dst's bytes changed: %q", s, got[:len(prefix)])
+		}
+		if string(got[len(prefix):]) != string(want) {
+			t.Fatalf("%q: got %s, want %s", s, got[len(prefix):], want)
+		}
+	})
 }
