@@ -3,12 +3,14 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // referenceMarshal is an independent, straightforward encoder of the
@@ -159,7 +161,49 @@ func FuzzAppendJSONMatchesReference(f *testing.F) {
 		if (werr != nil) != (gerr != nil) || string(got) != string(want) {
 			t.Fatalf("input %q:\n got %s (%v)\nwant %s (%v)", doc, got, gerr, want, werr)
 		}
+		checkStorableJSONAgrees(t, a)
 	})
+}
+
+// checkStorableJSONAgrees: AppendStorableJSON fails, wrapping ErrTooDeep,
+// exactly when CheckStorable's depth rule refuses a as a span's attributes,
+// and otherwise writes what AppendJSON writes.
+func checkStorableJSONAgrees(t *testing.T, a Attributes) {
+	t.Helper()
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	sp := Span{TraceID: "0123456789abcdef0123456789abcdef", SpanID: "0123456789abcdef", StartTime: at, EndTime: at, Attributes: a}
+	deep := errors.Is(CheckStorable(&sp), ErrTooDeep)
+	got, err := a.AppendStorableJSON(nil, nil)
+	if deep != errors.Is(err, ErrTooDeep) {
+		t.Fatalf("%#v: CheckStorable finds it too deep: %v; AppendStorableJSON: %v", a, deep, err)
+	}
+	if want, werr := a.AppendJSON(nil); !deep && (string(got) != string(want) || (err != nil) != (werr != nil)) {
+		t.Fatalf("%#v: AppendStorableJSON %s (%v), AppendJSON %s (%v)", a, got, err, want, werr)
+	}
+}
+
+// Values at and beyond the depth limit, of every kind that nests (and
+// []string, which does not count as a level): AppendStorableJSON and
+// CheckStorable draw the line in the same place.
+func TestAppendStorableJSONDrawsCheckStorablesLine(t *testing.T) {
+	for n := MaxAttributeDepth - 2; n <= MaxAttributeDepth+2; n++ {
+		for _, leaf := range []any{1.5, []string{"a"}, []any{}, map[string]any{}, Attributes{"x": "y"}} {
+			for _, wrap := range []string{"array", "map", "attributes", "mixed"} {
+				v := leaf
+				for i := range n {
+					switch {
+					case wrap == "array" || wrap == "mixed" && i%2 == 0:
+						v = []any{"s", v}
+					case wrap == "map":
+						v = map[string]any{"k": v}
+					default:
+						v = Attributes{"k": v}
+					}
+				}
+				checkStorableJSONAgrees(t, Attributes{"a": "plain", "deep": v})
+			}
+		}
+	}
 }
 
 // BenchmarkAppendJSON encodes the attributes of an agent's chat span (15

@@ -30,3 +30,17 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		st.prepared.Put(q)
 	}
 }
+
+// BenchmarkEncodeBatch prepares 1,000 agent-shaped spans for an insert or
+// the spool, as Prepare does for each request: checking them and encoding
+// their JSON, in memory an earlier batch grew.
+func BenchmarkEncodeBatch(b *testing.B) {
+	spans := storetest.GenerateTraces(100, 10, 1)
+	p := new(PreparedSpans)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.encode(spans); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

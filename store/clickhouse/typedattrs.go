@@ -183,10 +183,12 @@ func (a *typedAttr) holds(sp *store.Span, v any) bool {
 // appendElidedJSON appends the JSON of sp.Attributes without the members
 // a typed column of sp holds (typedAttr.holds), and returns the bits of
 // those left out: what elideTypedAttrs makes of the whole JSON, without
-// writing the members first.
+// writing the members first. It applies CheckStorable's depth rule
+// (AppendStorableJSON; a member left out is a string, an integer or an
+// array of strings, never too deep).
 func appendElidedJSON(dst []byte, sp *store.Span) ([]byte, uint32, error) {
 	var mask uint32
-	dst, err := sp.Attributes.AppendJSONExcept(dst, func(k string, v any) bool {
+	dst, err := sp.Attributes.AppendStorableJSON(dst, func(k string, v any) bool {
 		bit, ok := typedAttrKey(k)
 		if !ok || !typedAttrs[bit].holds(sp, v) {
 			return false

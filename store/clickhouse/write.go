@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -606,8 +607,12 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	defer func() { p.arena, p.buf = arena, arena }()
 	for i := range spans {
 		sp := &spans[i]
-		if err := validateSpan(sp); err != nil {
-			return fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+		// The depth rule of the span's own, resource and scope attributes
+		// is applied by AppendStorableJSON as it encodes them (each map
+		// walked once, and a shared one once per batch); failing it,
+		// CheckStorable gives the error its words.
+		if err := store.CheckStorableExceptAttributes(sp); err != nil {
+			return invalidSpan(i, sp, err)
 		}
 		var err error
 		if sp.Attributes != nil {
@@ -615,10 +620,10 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 			if elide {
 				arena, p.attrMask[i], err = appendElidedJSON(arena, sp)
 			} else {
-				arena, err = sp.Attributes.AppendJSON(arena)
+				arena, err = sp.Attributes.AppendStorableJSON(arena, nil)
 			}
 			if err != nil {
-				return fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				return encodeFailed(i, sp, "attributes", err)
 			}
 			p.attrAt[i] = jsonSpan{from, len(arena)}
 		}
@@ -627,8 +632,8 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 			at, ok := p.resources[key]
 			if !ok {
 				from := len(arena)
-				if arena, err = sp.ResourceAttributes.AppendJSON(arena); err != nil {
-					return fmt.Errorf("span %d (%s/%s): resource attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				if arena, err = sp.ResourceAttributes.AppendStorableJSON(arena, nil); err != nil {
+					return encodeFailed(i, sp, "resource attributes", err)
 				}
 				at = jsonSpan{from, len(arena)}
 				p.resources[key] = at
@@ -641,8 +646,8 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 			at, ok := p.scopes[key]
 			if !ok {
 				from := len(arena)
-				if arena, err = sp.ScopeAttributes.AppendJSON(arena); err != nil {
-					return fmt.Errorf("span %d (%s/%s): scope attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				if arena, err = sp.ScopeAttributes.AppendStorableJSON(arena, nil); err != nil {
+					return encodeFailed(i, sp, "scope attributes", err)
 				}
 				at = jsonSpan{from, len(arena)}
 				p.scopes[key] = at
@@ -675,6 +680,24 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	p.traces.build(spans)
 	p.digest = batchDigest(spans)
 	return nil
+}
+
+// invalidSpan is encode's error for span i of a batch, which
+// CheckStorable refuses (err).
+func invalidSpan(i int, sp *store.Span, err error) error {
+	return fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+}
+
+// encodeFailed is encode's error for span i, whose what failed to encode
+// with err: for an attribute nested too deep, CheckStorable's error (as
+// when encode checked spans before encoding them), else err.
+func encodeFailed(i int, sp *store.Span, what string, err error) error {
+	if errors.Is(err, store.ErrTooDeep) {
+		if verr := validateSpan(sp); verr != nil {
+			return invalidSpan(i, sp, verr)
+		}
+	}
+	return fmt.Errorf("span %d (%s/%s): %s: %w", i, sp.TraceID, sp.SpanID, what, err)
 }
 
 // fill builds columns of p's spans, reusing b's memory from an earlier
