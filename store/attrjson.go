@@ -19,7 +19,7 @@ func (a Attributes) AppendJSON(dst []byte) ([]byte, error) {
 	if a == nil {
 		return append(dst, "null"...), nil
 	}
-	return appendJSONMap(dst, a, nil, -1)
+	return appendJSONMap(dst, a, nil, -1, nil)
 }
 
 // AppendStorableJSON is AppendJSON leaving out the members skip (when not
@@ -35,7 +35,39 @@ func (a Attributes) AppendStorableJSON(dst []byte, skip func(k string, v any) bo
 	if a == nil {
 		return append(dst, "null"...), nil
 	}
-	return appendJSONMap(dst, a, skip, MaxAttributeDepth)
+	return appendJSONMap(dst, a, skip, MaxAttributeDepth, nil)
+}
+
+// AppendStorableJSONKeys is AppendStorableJSON that also appends to keys
+// the keys of the members it writes, in the order it writes them, as a
+// JSON reader decodes them (an invalid UTF-8 byte as U+FFFD, which
+// AppendJSONString writes for it): what ClickHouse's JSONExtractKeys gives
+// of the JSON, without parsing it again.
+func (a Attributes) AppendStorableJSONKeys(dst []byte, keys []string, skip func(k string, v any) bool) ([]byte, []string, error) {
+	if a == nil {
+		return append(dst, "null"...), keys, nil
+	}
+	dst, err := appendJSONMap(dst, a, skip, MaxAttributeDepth, &keys)
+	return dst, keys, err
+}
+
+// decodedKey is k as a JSON reader reads AppendJSONString's quoting of it:
+// k, unless it holds invalid UTF-8, each byte of which reads as U+FFFD.
+func decodedKey(k string) string {
+	if utf8.ValidString(k) {
+		return k
+	}
+	var b strings.Builder
+	for i := 0; i < len(k); {
+		c, size := utf8.DecodeRuneInString(k[i:])
+		if c == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(k[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // member is one map entry, sorted by key before it is written.
@@ -45,8 +77,9 @@ type member struct {
 }
 
 // appendJSONMap appends m's JSON; its values may nest at most left levels
-// of arrays and maps (shallow's rule), or any number when left < 0.
-func appendJSONMap(dst []byte, m map[string]any, skip func(string, any) bool, left int) ([]byte, error) {
+// of arrays and maps (shallow's rule), or any number when left < 0. With
+// keys, the keys written are appended to *keys (decodedKey).
+func appendJSONMap(dst []byte, m map[string]any, skip func(string, any) bool, left int, keys *[]string) ([]byte, error) {
 	// The entries of a span's attribute map fit on the stack: no
 	// allocation, and no second map lookup per key after sorting.
 	var small [24]member
@@ -68,6 +101,9 @@ func appendJSONMap(dst []byte, m map[string]any, skip func(string, any) bool, le
 		}
 		dst = AppendJSONString(dst, ms[i].k)
 		dst = append(dst, ':')
+		if keys != nil {
+			*keys = append(*keys, decodedKey(ms[i].k))
+		}
 		var err error
 		if dst, err = appendJSONValue(dst, ms[i].v, left); err != nil {
 			return nil, fmt.Errorf("attribute %q: %w", ms[i].k, err)
@@ -136,9 +172,9 @@ func appendJSONValue(dst []byte, v any, left int) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case map[string]any:
-		return appendJSONMap(dst, t, nil, left)
+		return appendJSONMap(dst, t, nil, left, nil)
 	case Attributes:
-		return appendJSONMap(dst, t, nil, left)
+		return appendJSONMap(dst, t, nil, left, nil)
 	default:
 		return nil, fmt.Errorf("unsupported attribute value type %T", v)
 	}

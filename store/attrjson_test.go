@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -126,8 +127,10 @@ func TestAppendJSONMatchesReferenceOnEdgeValues(t *testing.T) {
 		{"s": "plain", "html": "<a href=\"x\">&</a>", "ctl": "\x00\x01\b\f\n\r\t\x1f", "bad": "a\xffb", "sep": "\u2028\u2029", "uni": "résumé ✓"},
 		{"i": int64(-9223372036854775808), "j": 42, "f": 3.0, "g": 1e21, "h": 1.5e-7, "z": math.Copysign(0, -1), "nan": math.NaN(), "inf": math.Inf(1), "ninf": math.Inf(-1)},
 		{"b": true, "n": nil, "arr": []any{"x", int64(1), 2.5, false, nil, []any{}}, "ss": []string{"a", "\"b\""}, "nested": map[string]any{"k": Attributes{"deep": 1.0}}},
+		{"bad\xffkey": 1, "a<b": "x", "\u2028": true, "é": 1.5, "": "empty key"},
 	} {
 		checkAppendJSONMatchesReference(t, a)
+		checkStorableJSONAgrees(t, a)
 	}
 }
 
@@ -179,6 +182,33 @@ func checkStorableJSONAgrees(t *testing.T, a Attributes) {
 	}
 	if want, werr := a.AppendJSON(nil); !deep && (string(got) != string(want) || (err != nil) != (werr != nil)) {
 		t.Fatalf("%#v: AppendStorableJSON %s (%v), AppendJSON %s (%v)", a, got, err, want, werr)
+	}
+	// The keys it says it wrote are those a JSON reader finds, in order.
+	js, keys, kerr := a.AppendStorableJSONKeys(nil, []string{"before"}, nil)
+	if string(js) != string(got) || (kerr != nil) != (err != nil) {
+		t.Fatalf("%#v: AppendStorableJSONKeys %s (%v), AppendStorableJSON %s (%v)", a, js, kerr, got, err)
+	}
+	if err != nil || a == nil {
+		return
+	}
+	want := []string{"before"}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	if _, err := dec.Token(); err != nil { // {
+		t.Fatalf("%s: %v", js, err)
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		want = append(want, k.(string))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("%s: keys %q, a reader finds %q", js, keys, want)
 	}
 }
 

@@ -43,6 +43,15 @@ const typedAttrsColumns = `attributes_in_columns`
 // projectColumns are the columns migration 0006 added, last in spanColumns.
 const projectColumns = `project, expire_at`
 
+// keysColumn follows spanColumns in an insert that gives the attribute
+// keys itself (migration 13: ClickHouse computes them only for an insert
+// that does not).
+const keysColumn = `attr_keys`
+
+// versionClientKeys is the schema version from which an insert may give
+// attr_keys (it was MATERIALIZED before).
+const versionClientKeys = 13
+
 // Storable time range: DateTime64(9) holds 1900-01-01 to 2262-04-11.
 var (
 	minTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -68,6 +77,9 @@ type spanBatch struct {
 	attrsInColumns                                          []uint32
 	project                                                 []string
 	expireAt                                                []time.Time
+	// attrKeys is attr_keys, sent when withKeys (see writeItems).
+	attrKeys [][]string
+	withKeys bool
 
 	// traces is the insert's trace_index rows.
 	traces traceRows
@@ -118,6 +130,19 @@ type PreparedSpans struct {
 	// format 3 hold the whole JSON, and fill leaves attributes out then.
 	elided   bool
 	attrMask []uint32
+	// keys holds the keys of every span's attribute JSON, keyAt locates
+	// each span's; labels is each span's model label (summaries.go).
+	// Batches encode makes have them (hasKeys), and so do those read
+	// from spool records of format 4; older ones do not, and then
+	// ClickHouse computes attr_keys and the label is read from the JSON.
+	keys    []string
+	keyAt   []jsonSpan
+	labels  []string
+	hasKeys bool
+	// dict and dictIdx are appendSpooled's and decodeSpooled's key
+	// dictionary (spool format 4).
+	dict    []string
+	dictIdx map[string]uint64
 }
 
 // jsonSpan locates one JSON document in PreparedSpans.arena.
@@ -221,7 +246,7 @@ func (z *sizer) decode(c decodingColumn, rows, bytes int) {
 }
 
 func (b *spanBatch) columns() []any {
-	return []any{
+	cols := []any{
 		b.traceID, b.spanID, b.parentID, b.traceState, b.name, b.kind, b.start, b.end,
 		b.statusCode, b.statusMessage, b.service, b.scope, b.scopeVer,
 		b.operation, b.provider, b.reqModel, b.respModel, b.agent, b.convID,
@@ -234,6 +259,10 @@ func (b *spanBatch) columns() []any {
 		b.attrsInColumns,
 		b.project, b.expireAt,
 	}
+	if b.withKeys {
+		cols = append(cols, b.attrKeys)
+	}
+	return cols
 }
 
 // WriteSpans stores spans with one INSERT into spans and one into
@@ -297,7 +326,7 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	items := make([]insertItem, len(batches))
 	n := 0
 	for i, p := range batches {
-		items[i] = insertItem{p: p, digest: p.digest}
+		items[i] = insertItem{p: p, digest: p.digest, keys: p.hasKeys}
 		n += len(p.spans)
 	}
 	if n == 0 {
@@ -348,7 +377,7 @@ func (s *Store) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
 			legacy = append(legacy, p)
 			items = append(items, insertItem{p: p, digest: p.digest})
 		} else {
-			items = append(items, insertItem{rec: rec, digest: h.digest})
+			items = append(items, insertItem{rec: rec, digest: h.digest, keys: h.version >= 4})
 		}
 		n += h.spans
 	}
@@ -381,6 +410,7 @@ type insertItem struct {
 	p      *PreparedSpans
 	rec    []byte
 	digest [32]byte
+	keys   bool // its spans' attribute keys are known (PreparedSpans.hasKeys)
 }
 
 // blockBytes is how much encoded span data (spooled records, or prepared
@@ -458,7 +488,22 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	// an index row of spans that are not there. The sender's retry (nothing
 	// was acknowledged) writes the row; if none comes, the held rows are
 	// written before the next write, or Start's repair finds them (repair.go).
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.spansTable+" ("+spanColumns+")")
+	//
+	// The insert gives attr_keys, the keys of each span's attribute JSON
+	// that encode wrote (store.Attributes.AppendStorableJSONKeys), when
+	// every batch of it has them: ClickHouse's JSONExtractKeys parsed each
+	// span's JSON again for them, 10% of its CPU per span on the agent
+	// load (docs/bench-ingest.md). A batch from an older spool record has
+	// none, and then the server computes them, as before.
+	b.withKeys = s.schema >= versionClientKeys
+	for _, it := range items {
+		b.withKeys = b.withKeys && it.keys
+	}
+	columns := spanColumns
+	if b.withKeys {
+		columns += ", " + keysColumn
+	}
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.spansTable+" ("+columns+")")
 	if err != nil {
 		return fmt.Errorf("write spans: prepare insert into %s: %w", s.spansTable, err)
 	}
@@ -599,6 +644,7 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	arena := p.buf[:0]
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, n), resize(p.resAt, n), resize(p.scopeAt, n)
 	p.eventAt, p.linkAt = resize(p.eventAt, n), resize(p.linkAt, n)
+	p.keys, p.keyAt, p.labels, p.hasKeys = p.keys[:0], resize(p.keyAt, n), resize(p.labels, n), elide
 	if p.resources == nil {
 		p.resources, p.scopes = map[uintptr]jsonSpan{}, map[uintptr]jsonSpan{}
 	}
@@ -616,16 +662,17 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 		}
 		var err error
 		if sp.Attributes != nil {
-			from := len(arena)
+			from, kfrom := len(arena), len(p.keys)
 			if elide {
-				arena, p.attrMask[i], err = appendElidedJSON(arena, sp)
+				arena, p.keys, p.attrMask[i], err = appendElidedJSON(arena, p.keys, sp)
 			} else {
 				arena, err = sp.Attributes.AppendStorableJSON(arena, nil)
 			}
 			if err != nil {
 				return encodeFailed(i, sp, "attributes", err)
 			}
-			p.attrAt[i] = jsonSpan{from, len(arena)}
+			p.attrAt[i], p.keyAt[i] = jsonSpan{from, len(arena)}, jsonSpan{kfrom, len(p.keys)}
+			p.labels[i], _ = sp.Attributes.String(semconv.AttrModelLabel)
 		}
 		if sp.ResourceAttributes != nil {
 			key := reflect.ValueOf(sp.ResourceAttributes).Pointer()
@@ -724,6 +771,7 @@ func (b *spanBatch) fill(p *PreparedSpans) {
 	b.resSchema, b.resDropped = resize(b.resSchema, n), resize(b.resDropped, n)
 	b.attrsInColumns = resize(b.attrsInColumns, n)
 	b.project, b.expireAt = resize(b.project, n), resize(b.expireAt, n)
+	b.attrKeys = resize(b.attrKeys, n)
 	// A batch read from a spool record older than format 3 holds the
 	// whole attribute JSON: typed attributes are left out here, on a copy.
 	arenas := 0
@@ -770,9 +818,18 @@ func (b *spanBatch) fill(p *PreparedSpans) {
 		b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
 		b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
 		b.project[i], b.expireAt[i] = sp.Project, p.traces.expiryOf(sp)
+		if p.hasKeys {
+			b.attrKeys[i] = p.keys[p.keyAt[i].from:p.keyAt[i].to:p.keyAt[i].to]
+		}
+		if b.attrKeys[i] == nil {
+			b.attrKeys[i] = noKeys
+		}
 	}
 	b.traces.add(&p.traces)
 }
+
+// noKeys is attr_keys of a span without attributes.
+var noKeys = []string{}
 
 // attributes returns the attribute JSON to store for sp, whose whole JSON
 // is js, and its attributes_in_columns. The result points into b.attrBuf,
