@@ -32,7 +32,9 @@ func TestEncodeRefusesWhatCheckStorableRefuses(t *testing.T) {
 		{"resource", func(sp *store.Span) { sp.ResourceAttributes = deep }},
 		{"scope", func(sp *store.Span) { sp.ScopeAttributes = deep }},
 		{"event", func(sp *store.Span) { sp.Events = []store.Event{{Time: sp.StartTime, Attributes: deep}} }},
-		{"link", func(sp *store.Span) { sp.Links = []store.Link{{TraceID: sp.TraceID, SpanID: sp.SpanID, Attributes: deep}} }},
+		{"link", func(sp *store.Span) {
+			sp.Links = []store.Link{{TraceID: sp.TraceID, SpanID: sp.SpanID, Attributes: deep}}
+		}},
 		{"bad id", func(sp *store.Span) { sp.SpanID = "xyz" }},
 	} {
 		for _, elide := range []bool{true, false} {
