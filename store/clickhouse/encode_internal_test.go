@@ -36,6 +36,10 @@ func TestEncodeRefusesWhatCheckStorableRefuses(t *testing.T) {
 			sp.Links = []store.Link{{TraceID: sp.TraceID, SpanID: sp.SpanID, Attributes: deep}}
 		}},
 		{"bad id", func(sp *store.Span) { sp.SpanID = "xyz" }},
+		{"attributes and an event", func(sp *store.Span) {
+			sp.Attributes = deep
+			sp.Events = []store.Event{{Time: sp.StartTime, Attributes: deep}}
+		}},
 	} {
 		for _, elide := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/elide=%v", tc.name, elide), func(t *testing.T) {

@@ -657,8 +657,10 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 		// is applied by AppendStorableJSON as it encodes them (each map
 		// walked once, and a shared one once per batch); failing it,
 		// CheckStorable gives the error its words.
-		if err := store.CheckStorableExceptAttributes(sp); err != nil {
-			return invalidSpan(i, sp, err)
+		if store.CheckStorableExceptAttributes(sp) != nil {
+			// CheckStorable's own error: an attribute nested too deep
+			// besides comes first in it.
+			return invalidSpan(i, sp, validateSpan(sp))
 		}
 		var err error
 		if sp.Attributes != nil {
