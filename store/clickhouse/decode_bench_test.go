@@ -44,3 +44,18 @@ func BenchmarkEncodeBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendSpooled writes a prepared batch of 1,000 agent-shaped
+// spans as a spool record, as each acknowledged request is.
+func BenchmarkAppendSpooled(b *testing.B) {
+	p := new(PreparedSpans)
+	if err := p.encode(storetest.GenerateTraces(100, 10, 1)); err != nil {
+		b.Fatal(err)
+	}
+	var rec []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		rec = appendSpooled(rec[:0], p, 4)
+	}
+	b.SetBytes(int64(len(rec)))
+}

@@ -76,12 +76,15 @@ func appendSpooled(dst []byte, p *PreparedSpans, version int) []byte {
 			p.dictIdx = map[string]uint64{}
 		}
 		clear(p.dictIdx)
-		p.dict = p.dict[:0]
-		for _, k := range p.keys {
-			if _, ok := p.dictIdx[k]; !ok {
-				p.dictIdx[k] = uint64(len(p.dict))
+		p.dict, p.keyIdx = p.dict[:0], resize(p.keyIdx, len(p.keys))
+		for j, k := range p.keys {
+			x, ok := p.dictIdx[k]
+			if !ok {
+				x = uint64(len(p.dict))
+				p.dictIdx[k] = x
 				p.dict = append(p.dict, k)
 			}
+			p.keyIdx[j] = x // one look-up per key, kept for the spans below
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(p.dict)))
 		for _, k := range p.dict {
@@ -143,10 +146,10 @@ func appendSpooled(dst []byte, p *PreparedSpans, version int) []byte {
 		// Version 4: the model label and the attribute keys.
 		if version >= 4 {
 			dst = appendBytes(dst, unsafe.Slice(unsafe.StringData(p.labels[i]), len(p.labels[i])))
-			keys := p.keys[p.keyAt[i].from:p.keyAt[i].to]
-			dst = binary.AppendUvarint(dst, uint64(len(keys)))
-			for _, k := range keys {
-				dst = binary.AppendUvarint(dst, p.dictIdx[k])
+			idx := p.keyIdx[p.keyAt[i].from:p.keyAt[i].to]
+			dst = binary.AppendUvarint(dst, uint64(len(idx)))
+			for _, x := range idx {
+				dst = binary.AppendUvarint(dst, x)
 			}
 		}
 	}

@@ -140,9 +140,10 @@ type PreparedSpans struct {
 	labels  []string
 	hasKeys bool
 	// dict and dictIdx are appendSpooled's and decodeSpooled's key
-	// dictionary (spool format 4).
+	// dictionary (spool format 4), keyIdx each key's index in it.
 	dict    []string
 	dictIdx map[string]uint64
+	keyIdx  []uint64
 }
 
 // jsonSpan locates one JSON document in PreparedSpans.arena.
