@@ -22,6 +22,17 @@ func (a Attributes) AppendJSON(dst []byte) ([]byte, error) {
 	return appendJSONMap(dst, a, nil, -1, nil)
 }
 
+// AppendJSONExcept is AppendJSON leaving out the members skip reports
+// true for (a map whose members are all left out is "{}"). A store that
+// keeps some attributes in columns of their own writes the rest this way,
+// without encoding the others first and cutting them out again.
+func (a Attributes) AppendJSONExcept(dst []byte, skip func(k string, v any) bool) ([]byte, error) {
+	if a == nil {
+		return append(dst, "null"...), nil
+	}
+	return appendJSONMap(dst, a, skip, -1, nil)
+}
+
 // AppendStorableJSON is AppendJSON leaving out the members skip (when not
 // nil) reports true for (a map whose members are all left out is "{}": a
 // store that keeps some attributes in columns of their own writes the
