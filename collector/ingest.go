@@ -56,9 +56,12 @@ type ingester struct {
 // request with a status the sender retries for ever.
 func unstorable(c store.SpanChecker, spans []store.Span, rejected []genai.Rejection) ([]store.Span, []genai.Rejection) {
 	kept := spans[:0]
+	// The spans of one OTLP resource or scope share its attribute map:
+	// checked once, not once a span.
+	var check store.StorableChecker
 	for i := range spans {
 		sp := &spans[i]
-		err := store.CheckStorable(sp)
+		err := check.Check(sp)
 		if err == nil && c != nil {
 			err = c.CheckSpan(sp)
 		}

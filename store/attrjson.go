@@ -19,7 +19,7 @@ func (a Attributes) AppendJSON(dst []byte) ([]byte, error) {
 	if a == nil {
 		return append(dst, "null"...), nil
 	}
-	return appendJSONMap(dst, a, nil)
+	return appendJSONMap(dst, a, nil, -1, nil)
 }
 
 // AppendJSONExcept is AppendJSON leaving out the members skip reports
@@ -30,7 +30,55 @@ func (a Attributes) AppendJSONExcept(dst []byte, skip func(k string, v any) bool
 	if a == nil {
 		return append(dst, "null"...), nil
 	}
-	return appendJSONMap(dst, a, skip)
+	return appendJSONMap(dst, a, skip, -1, nil)
+}
+
+// AppendStorableJSON is AppendJSON leaving out the members skip (when not
+// nil) reports true for (a map whose members are all left out is "{}": a
+// store that keeps some attributes in columns of their own writes the
+// rest this way), and applying CheckStorable's depth rule as it encodes: a
+// value nested deeper than MaxAttributeDepth fails it with an error
+// wrapping ErrTooDeep. A store that encodes a span's attribute maps this
+// way checks the span with CheckStorableExceptAttributes, and walks each
+// map once instead of twice (the separate check was 4% of serve's CPU on
+// the agent load).
+func (a Attributes) AppendStorableJSON(dst []byte, skip func(k string, v any) bool) ([]byte, error) {
+	if a == nil {
+		return append(dst, "null"...), nil
+	}
+	return appendJSONMap(dst, a, skip, MaxAttributeDepth, nil)
+}
+
+// AppendStorableJSONKeys is AppendStorableJSON that also appends to keys
+// the keys of the members it writes, in the order it writes them, as a
+// JSON reader decodes them (an invalid UTF-8 byte as U+FFFD, which
+// AppendJSONString writes for it): what ClickHouse's JSONExtractKeys gives
+// of the JSON, without parsing it again.
+func (a Attributes) AppendStorableJSONKeys(dst []byte, keys []string, skip func(k string, v any) bool) ([]byte, []string, error) {
+	if a == nil {
+		return append(dst, "null"...), keys, nil
+	}
+	dst, err := appendJSONMap(dst, a, skip, MaxAttributeDepth, &keys)
+	return dst, keys, err
+}
+
+// decodedKey is k as a JSON reader reads AppendJSONString's quoting of it:
+// k, unless it holds invalid UTF-8, each byte of which reads as U+FFFD.
+func decodedKey(k string) string {
+	if utf8.ValidString(k) {
+		return k
+	}
+	var b strings.Builder
+	for i := 0; i < len(k); {
+		c, size := utf8.DecodeRuneInString(k[i:])
+		if c == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(k[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // member is one map entry, sorted by key before it is written.
@@ -39,7 +87,10 @@ type member struct {
 	v any
 }
 
-func appendJSONMap(dst []byte, m map[string]any, skip func(string, any) bool) ([]byte, error) {
+// appendJSONMap appends m's JSON; its values may nest at most left levels
+// of arrays and maps (shallow's rule), or any number when left < 0. With
+// keys, the keys written are appended to *keys (decodedKey).
+func appendJSONMap(dst []byte, m map[string]any, skip func(string, any) bool, left int, keys *[]string) ([]byte, error) {
 	// The entries of a span's attribute map fit on the stack: no
 	// allocation, and no second map lookup per key after sorting.
 	var small [24]member
@@ -61,15 +112,27 @@ func appendJSONMap(dst []byte, m map[string]any, skip func(string, any) bool) ([
 		}
 		dst = AppendJSONString(dst, ms[i].k)
 		dst = append(dst, ':')
+		if keys != nil {
+			*keys = append(*keys, decodedKey(ms[i].k))
+		}
 		var err error
-		if dst, err = appendJSONValue(dst, ms[i].v); err != nil {
+		if dst, err = appendJSONValue(dst, ms[i].v, left); err != nil {
 			return nil, fmt.Errorf("attribute %q: %w", ms[i].k, err)
 		}
 	}
 	return append(dst, '}'), nil
 }
 
-func appendJSONValue(dst []byte, v any) ([]byte, error) {
+// appendJSONValue appends v's JSON; v may nest at most left levels of
+// arrays and maps, or any number when left < 0.
+func appendJSONValue(dst []byte, v any, left int) ([]byte, error) {
+	switch v.(type) {
+	case []any, map[string]any, Attributes: // as shallow counts: not []string
+		if left == 0 {
+			return nil, ErrTooDeep
+		}
+		left--
+	}
 	switch t := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
@@ -105,7 +168,7 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = appendJSONValue(dst, e); err != nil {
+			if dst, err = appendJSONValue(dst, e, left); err != nil {
 				return nil, err
 			}
 		}
@@ -120,9 +183,9 @@ func appendJSONValue(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case map[string]any:
-		return appendJSONMap(dst, t, nil)
+		return appendJSONMap(dst, t, nil, left, nil)
 	case Attributes:
-		return appendJSONMap(dst, t, nil)
+		return appendJSONMap(dst, t, nil, left, nil)
 	default:
 		return nil, fmt.Errorf("unsupported attribute value type %T", v)
 	}

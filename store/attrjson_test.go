@@ -3,12 +3,15 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // referenceMarshal is an independent, straightforward encoder of the
@@ -124,8 +127,10 @@ func TestAppendJSONMatchesReferenceOnEdgeValues(t *testing.T) {
 		{"s": "plain", "html": "<a href=\"x\">&</a>", "ctl": "\x00\x01\b\f\n\r\t\x1f", "bad": "a\xffb", "sep": "\u2028\u2029", "uni": "résumé ✓"},
 		{"i": int64(-9223372036854775808), "j": 42, "f": 3.0, "g": 1e21, "h": 1.5e-7, "z": math.Copysign(0, -1), "nan": math.NaN(), "inf": math.Inf(1), "ninf": math.Inf(-1)},
 		{"b": true, "n": nil, "arr": []any{"x", int64(1), 2.5, false, nil, []any{}}, "ss": []string{"a", "\"b\""}, "nested": map[string]any{"k": Attributes{"deep": 1.0}}},
+		{"bad\xffkey": 1, "a<b": "x", "\u2028": true, "é": 1.5, "": "empty key"},
 	} {
 		checkAppendJSONMatchesReference(t, a)
+		checkStorableJSONAgrees(t, a)
 	}
 }
 
@@ -159,7 +164,76 @@ func FuzzAppendJSONMatchesReference(f *testing.F) {
 		if (werr != nil) != (gerr != nil) || string(got) != string(want) {
 			t.Fatalf("input %q:\n got %s (%v)\nwant %s (%v)", doc, got, gerr, want, werr)
 		}
+		checkStorableJSONAgrees(t, a)
 	})
+}
+
+// checkStorableJSONAgrees: AppendStorableJSON fails, wrapping ErrTooDeep,
+// exactly when CheckStorable's depth rule refuses a as a span's attributes,
+// and otherwise writes what AppendJSON writes.
+func checkStorableJSONAgrees(t *testing.T, a Attributes) {
+	t.Helper()
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	sp := Span{TraceID: "0123456789abcdef0123456789abcdef", SpanID: "0123456789abcdef", StartTime: at, EndTime: at, Attributes: a}
+	deep := errors.Is(CheckStorable(&sp), ErrTooDeep)
+	got, err := a.AppendStorableJSON(nil, nil)
+	if deep != errors.Is(err, ErrTooDeep) {
+		t.Fatalf("%#v: CheckStorable finds it too deep: %v; AppendStorableJSON: %v", a, deep, err)
+	}
+	if want, werr := a.AppendJSON(nil); !deep && (string(got) != string(want) || (err != nil) != (werr != nil)) {
+		t.Fatalf("%#v: AppendStorableJSON %s (%v), AppendJSON %s (%v)", a, got, err, want, werr)
+	}
+	// The keys it says it wrote are those a JSON reader finds, in order.
+	js, keys, kerr := a.AppendStorableJSONKeys(nil, []string{"before"}, nil)
+	if string(js) != string(got) || (kerr != nil) != (err != nil) {
+		t.Fatalf("%#v: AppendStorableJSONKeys %s (%v), AppendStorableJSON %s (%v)", a, js, kerr, got, err)
+	}
+	if err != nil || a == nil {
+		return
+	}
+	want := []string{"before"}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	if _, err := dec.Token(); err != nil { // {
+		t.Fatalf("%s: %v", js, err)
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		want = append(want, k.(string))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+	}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("%s: keys %q, a reader finds %q", js, keys, want)
+	}
+}
+
+// Values at and beyond the depth limit, of every kind that nests (and
+// []string, which does not count as a level): AppendStorableJSON and
+// CheckStorable draw the line in the same place.
+func TestAppendStorableJSONDrawsCheckStorablesLine(t *testing.T) {
+	for n := MaxAttributeDepth - 2; n <= MaxAttributeDepth+2; n++ {
+		for _, leaf := range []any{1.5, []string{"a"}, []any{}, map[string]any{}, Attributes{"x": "y"}} {
+			for _, wrap := range []string{"array", "map", "attributes", "mixed"} {
+				v := leaf
+				for i := range n {
+					switch {
+					case wrap == "array" || wrap == "mixed" && i%2 == 0:
+						v = []any{"s", v}
+					case wrap == "map":
+						v = map[string]any{"k": v}
+					default:
+						v = Attributes{"k": v}
+					}
+				}
+				checkStorableJSONAgrees(t, Attributes{"a": "plain", "deep": v})
+			}
+		}
+	}
 }
 
 // BenchmarkAppendJSON encodes the attributes of an agent's chat span (15
@@ -186,18 +260,37 @@ func BenchmarkAppendJSON(b *testing.B) {
 
 // BenchmarkAppendJSONString quotes the strings of an agent span: keys,
 // names, an id and a longer passage of text, all plain ASCII as most of
-// what ingest quotes is.
+// what ingest quotes is (short); and a message of the agent load's kind
+// (message), a JSON list of chat messages whose prose has newlines, quotes,
+// a few names outside ASCII and an emoji, as gen_ai.input.messages holds.
 func BenchmarkAppendJSONString(b *testing.B) {
-	ss := []string{
+	short := []string{
 		"gen_ai.request.model", "claude-sonnet-4-5", "chat", "call_8f3a9b2c1d", "gen_ai.usage.input_tokens",
 		"The quick brown fox jumps over the lazy dog; a retrieved passage of documentation text that is moderately long, as agent spans carry.",
 	}
-	buf := make([]byte, 0, 4096)
-	for b.Loop() {
-		buf = buf[:0]
-		for _, s := range ss {
-			buf = AppendJSONString(buf, s)
-		}
+	para := "Thanks for the details. I checked the order history for account 4471-Q and the refund of $24.99 was issued on 2025-03-14; " +
+		"it usually takes 3-5 business days to show up. If it doesn't, José from billing can reopen the case \u2014 just reply to this thread. 🙂\n\n" +
+		"- Step 1: open **Settings** → Billing\n- Step 2: select \"Refunds\" and confirm the amount\n```sql\nSELECT id, amount FROM refunds WHERE account = '4471-Q';\n```\n"
+	msg := `[{"role":"system","parts":[{"type":"text","content":"You are a helpful support agent."}]},{"role":"user","parts":[{"type":"text","content":` +
+		strconv.Quote(strings.Repeat(para, 6)) + `}]}]`
+	for _, bc := range []struct {
+		name string
+		ss   []string
+	}{{"short", short}, {"message", []string{msg}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			n := 0
+			for _, s := range bc.ss {
+				n += len(s)
+			}
+			b.SetBytes(int64(n))
+			buf := make([]byte, 0, 4*n)
+			for b.Loop() {
+				buf = buf[:0]
+				for _, s := range bc.ss {
+					buf = AppendJSONString(buf, s)
+				}
+			}
+		})
 	}
 }
 
@@ -224,4 +317,30 @@ func TestAppendJSONStringQuotesEveryByteAtEveryPosition(t *testing.T) {
 			t.Fatalf("%q: got %s, want %s", s, got, want)
 		}
 	}
+}
+
+// FuzzAppendJSONStringMatchesEncodingJSON: AppendJSONString quotes any
+// string, valid UTF-8 or not, byte for byte as encoding/json does (HTML
+// escaping on), and so what any JSON reader decodes to the string
+// encoding/json would give; it appends to dst without touching what dst
+// held.
+func FuzzAppendJSONStringMatchesEncodingJSON(f *testing.F) {
+	for _, s := range []string{"", "plain ascii text", "a\"b\\c<d>e&f", "\x00\x1f\x7f", "日本語", "\u2028\u2029",
+		"\xe6\x97", "\xff\xfe", "aaaaaaa\xe6\x97\xa5aaaaaaaa", "line\nbreak\ttab\rcr", "🙂 emoji and ✓ marks"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := []byte("prefix")
+		got := AppendJSONString(prefix, s)
+		if string(got[:len(prefix)]) != "prefix" {
+			t.Fatalf("%q: dst's bytes changed: %q", s, got[:len(prefix)])
+		}
+		if string(got[len(prefix):]) != string(want) {
+			t.Fatalf("%q: got %s, want %s", s, got[len(prefix):], want)
+		}
+	})
 }

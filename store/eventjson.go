@@ -31,7 +31,7 @@ func AppendEventsJSON(dst []byte, events []Event) ([]byte, error) {
 		dst = AppendJSONString(dst, e.Name)
 		if len(e.Attributes) > 0 {
 			dst = append(dst, `,"attributes":`...)
-			if dst, err = appendJSONMap(dst, e.Attributes, nil); err != nil {
+			if dst, err = appendJSONMap(dst, e.Attributes, nil, -1, nil); err != nil {
 				return nil, fmt.Errorf("event %d: %w", i, err)
 			}
 		}
@@ -67,7 +67,7 @@ func AppendLinksJSON(dst []byte, links []Link) ([]byte, error) {
 		if len(l.Attributes) > 0 {
 			dst = append(dst, `,"attributes":`...)
 			var err error
-			if dst, err = appendJSONMap(dst, l.Attributes, nil); err != nil {
+			if dst, err = appendJSONMap(dst, l.Attributes, nil, -1, nil); err != nil {
 				return nil, fmt.Errorf("link %d: %w", i, err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // The one rule for what a store can hold (issue 36): a span CheckStorable
@@ -58,7 +59,84 @@ func CheckStorable(sp *Span) error {
 	return nil
 }
 
+// CheckStorableExceptAttributes is CheckStorable without the depth rule
+// for the span's own, resource and scope attributes (events' and links'
+// are checked): for a store that encodes those maps with
+// Attributes.AppendStorableJSON, which applies the rule as it goes, and
+// calls CheckStorable for the words of the error when that fails.
+func CheckStorableExceptAttributes(sp *Span) error {
+	err := checkFields(sp)
+	if err == nil {
+		err = checkEventsLinks(sp)
+	}
+	if err != nil {
+		return unstorable{err}
+	}
+	return nil
+}
+
+// StorableChecker is CheckStorable for the spans of one batch: the
+// resource and scope attribute maps that the spans of one OTLP resource
+// or scope share are checked once, not once per span. Its zero value is
+// ready; it must not outlive the batch, nor the maps change while it is
+// used (it knows a map checked by its address).
+type StorableChecker struct {
+	resource, scope unsafe.Pointer // the last map of each found storable
+}
+
+// Check is CheckStorable(sp).
+func (c *StorableChecker) Check(sp *Span) error {
+	if err := c.check(sp); err != nil {
+		return unstorable{err}
+	}
+	return nil
+}
+
+func (c *StorableChecker) check(sp *Span) error {
+	if err := checkFields(sp); err != nil {
+		return err
+	}
+	if err := checkDepth("attribute", sp.Attributes); err != nil {
+		return err
+	}
+	if p := mapPointer(sp.ResourceAttributes); p == nil || p != c.resource {
+		if err := checkDepth("resource attribute", sp.ResourceAttributes); err != nil {
+			return err
+		}
+		c.resource = p
+	}
+	if p := mapPointer(sp.ScopeAttributes); p == nil || p != c.scope {
+		if err := checkDepth("scope attribute", sp.ScopeAttributes); err != nil {
+			return err
+		}
+		c.scope = p
+	}
+	return checkEventsLinks(sp)
+}
+
+// mapPointer is a map's identity: its address, nil for a nil map.
+func mapPointer(a Attributes) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&a))
+}
+
 func checkStorable(sp *Span) error {
+	if err := checkFields(sp); err != nil {
+		return err
+	}
+	if err := checkDepth("attribute", sp.Attributes); err != nil {
+		return err
+	}
+	if err := checkDepth("resource attribute", sp.ResourceAttributes); err != nil {
+		return err
+	}
+	if err := checkDepth("scope attribute", sp.ScopeAttributes); err != nil {
+		return err
+	}
+	return checkEventsLinks(sp)
+}
+
+// checkFields checks the ids and the times.
+func checkFields(sp *Span) error {
 	if err := checkHexID(sp.TraceID, 16); err != nil {
 		return fmt.Errorf("trace_id: %w", err)
 	}
@@ -76,15 +154,12 @@ func checkStorable(sp *Span) error {
 	if err := CheckStorableTime(sp.EndTime); err != nil {
 		return fmt.Errorf("end_time: %w", err)
 	}
-	if err := checkDepth("attribute", sp.Attributes); err != nil {
-		return err
-	}
-	if err := checkDepth("resource attribute", sp.ResourceAttributes); err != nil {
-		return err
-	}
-	if err := checkDepth("scope attribute", sp.ScopeAttributes); err != nil {
-		return err
-	}
+	return nil
+}
+
+// checkEventsLinks applies the depth rule to events' and links'
+// attributes.
+func checkEventsLinks(sp *Span) error {
 	for i := range sp.Events {
 		if err := checkDepth(fmt.Sprintf("event %d attribute", i), sp.Events[i].Attributes); err != nil {
 			return err

@@ -51,8 +51,40 @@ func TestCheckStorableNamesWhatNoStoreCanHold(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || !errors.Is(err, ErrUnstorable) {
 			t.Errorf("CheckStorable: %v; want an error starting %q, wrapping ErrUnstorable", err, tc.want)
 		}
+		var c StorableChecker
+		if cerr := c.Check(&sp); cerr == nil || cerr.Error() != err.Error() || !errors.Is(cerr, ErrUnstorable) {
+			t.Errorf("StorableChecker.Check: %v; want CheckStorable's %v", cerr, err)
+		}
 	}
 	if err := CheckStorable(&Span{TraceID: ok().TraceID, SpanID: ok().SpanID, StartTime: StorableUntil.Add(-1), EndTime: StorableFrom}); err != nil {
 		t.Errorf("the range's ends: %v", err)
+	}
+}
+
+// A StorableChecker checks a resource or scope map that spans share once,
+// and still refuses every span of a shared map that is too deep, and each
+// span's own attributes, whatever its neighbours were.
+func TestStorableCheckerAgreesAcrossABatch(t *testing.T) {
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	span := func(res, scope, attrs Attributes) Span {
+		return Span{TraceID: "0123456789abcdef0123456789abcdef", SpanID: "0123456789abcdef", StartTime: at, EndTime: at,
+			ResourceAttributes: res, ScopeAttributes: scope, Attributes: attrs}
+	}
+	var tooDeep any = "x"
+	for range MaxAttributeDepth + 1 {
+		tooDeep = []any{tooDeep}
+	}
+	good, bad := Attributes{"service.name": "a"}, Attributes{"deep": tooDeep}
+	batch := []Span{
+		span(good, good, nil), span(good, good, bad), span(good, good, nil),
+		span(bad, good, nil), span(bad, good, nil), span(good, bad, nil), span(good, bad, nil),
+		span(nil, nil, nil), span(good, nil, Attributes{"ok": []any{1.0}}), span(good, good, nil),
+	}
+	var c StorableChecker
+	for i := range batch {
+		want, got := CheckStorable(&batch[i]), c.Check(&batch[i])
+		if (want == nil) != (got == nil) || want != nil && want.Error() != got.Error() {
+			t.Errorf("span %d: StorableChecker %v, CheckStorable %v", i, got, want)
+		}
 	}
 }

@@ -96,7 +96,7 @@ func TestOpenCreatesTheDatabaseAndAppliesEachMigrationOnce(t *testing.T) {
 		s.Shutdown(store.WithDefaultProject(context.Background()))
 	}
 	got := queryStrings(t, srv, "SELECT concat(toString(version), ' ', file) FROM "+db+".schema_migrations ORDER BY version")
-	want := []string{"1 0001_spans.sql", "2 0002_trace_summaries.sql", "3 0003_trace_index.sql", "4 0004_otlp_envelope.sql", "5 0005_compact_attributes.sql", "6 0006_projects.sql", "7 0007_experiments.sql", "8 0008_trace_derived.sql", "9 0009_traces.sql", "11 0011_span_text_codecs.sql", "12 0012_trace_attrs.sql"}
+	want := []string{"1 0001_spans.sql", "2 0002_trace_summaries.sql", "3 0003_trace_index.sql", "4 0004_otlp_envelope.sql", "5 0005_compact_attributes.sql", "6 0006_projects.sql", "7 0007_experiments.sql", "8 0008_trace_derived.sql", "9 0009_traces.sql", "11 0011_span_text_codecs.sql", "12 0012_trace_attrs.sql", "13 0013_client_attr_keys.sql"}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("schema_migrations = %q, want %q (each applied once)", got, want)
 	}

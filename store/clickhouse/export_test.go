@@ -66,6 +66,16 @@ func SpoolRecordV2(spans []store.Span) ([]byte, error) {
 	return appendSpooled(nil, p, 2), nil
 }
 
+// SpoolRecordV3 is spans as a spool record of format version 3, as
+// written before format 4: no attribute keys, no model labels.
+func SpoolRecordV3(spans []store.Span) ([]byte, error) {
+	p := new(PreparedSpans)
+	if err := p.encode(spans); err != nil {
+		return nil, err
+	}
+	return appendSpooled(nil, p, 3), nil
+}
+
 // DecodeBatch reads a batch AppendBatch encoded, as its own copy in
 // memory from the store's pool (the feeder decodes in WriteSpooled
 // instead, one record at a time, without a copy).

@@ -14,7 +14,8 @@ var _ store.SpoolingWriter = (*Store)(nil)
 
 // spoolMagic starts every spooled batch: the format and its version. A
 // change to the encoding takes a new version; the decoder reads this one,
-// spoolMagicV2 (no digest, no masks, the attribute JSON whole) and
+// spoolMagicV3 (no keys, no labels), spoolMagicV2 (no digest, no masks,
+// the attribute JSON whole) and
 // spoolMagicV1 (written before projects: every span of the default
 // project, kept for ever), and refuses others.
 //
@@ -23,8 +24,14 @@ var _ store.SpoolingWriter = (*Store)(nil)
 // decoding them first (WriteSpooled decodes each only when its turn comes),
 // and its attribute JSON leaves out what typed columns hold, with each
 // span's mask of those (so the feeder neither cuts them out nor copies).
+//
+// Version 4 adds each span's attribute keys (as indexes into a dictionary
+// of the record's keys, after the attribute JSON) and its model label, so
+// the feeder sends attr_keys itself and finds the label without searching
+// the JSON for it (the search was 3.8% of serve's CPU on the agent load).
 const (
-	spoolMagic   = "LWC3"
+	spoolMagic   = "LWC4"
+	spoolMagicV3 = "LWC3"
 	spoolMagicV2 = "LWC2"
 	spoolMagicV1 = "LWC1"
 )
@@ -39,20 +46,51 @@ func (s *Store) AppendBatch(dst []byte, b store.PreparedBatch) ([]byte, error) {
 		return dst, fmt.Errorf("spool batch (%T): %w", b, store.ErrForeignBatch)
 	}
 	defer s.recycle(p)
-	return appendSpooled(dst, p, 3), nil
+	version := 4
+	if !p.hasKeys {
+		version = 3 // a batch without its keys (one decoded from an older record)
+	}
+	return appendSpooled(dst, p, version), nil
 }
 
-// appendSpooled encodes p in spool format version (3; tests write 2, which
-// needs p's attribute JSON whole, to check that older records still read).
+// appendSpooled encodes p in spool format version (4; 3 for a batch
+// without keys; tests write 2, which needs p's attribute JSON whole, and
+// 3, to check that older records still read).
 func appendSpooled(dst []byte, p *PreparedSpans, version int) []byte {
-	if version >= 3 {
+	switch version {
+	case 4:
 		dst = append(dst, spoolMagic...)
 		dst = append(dst, p.digest[:]...)
-	} else {
+	case 3:
+		dst = append(dst, spoolMagicV3...)
+		dst = append(dst, p.digest[:]...)
+	default:
 		dst = append(dst, spoolMagicV2...)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(p.spans)))
 	dst = appendBytes(dst, p.arena)
+	if version >= 4 {
+		// The record's distinct keys, each once: a span lists its keys
+		// by index. A request's spans share most of their keys.
+		if p.dictIdx == nil {
+			p.dictIdx = map[string]uint64{}
+		}
+		clear(p.dictIdx)
+		p.dict, p.keyIdx = p.dict[:0], resize(p.keyIdx, len(p.keys))
+		for j, k := range p.keys {
+			x, ok := p.dictIdx[k]
+			if !ok {
+				x = uint64(len(p.dict))
+				p.dictIdx[k] = x
+				p.dict = append(p.dict, k)
+			}
+			p.keyIdx[j] = x // one look-up per key, kept for the spans below
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(p.dict)))
+		for _, k := range p.dict {
+			dst = appendBytes(dst, unsafe.Slice(unsafe.StringData(k), len(k)))
+		}
+	}
 	for i := range p.spans {
 		sp := &p.spans[i]
 		for _, v := range [...]string{
@@ -105,6 +143,15 @@ func appendSpooled(dst []byte, p *PreparedSpans, version int) []byte {
 		// insert computes the rows' expiry.
 		dst = appendBytes(dst, unsafe.Slice(unsafe.StringData(sp.Project), len(sp.Project)))
 		dst = binary.AppendVarint(dst, int64(sp.Retention))
+		// Version 4: the model label and the attribute keys.
+		if version >= 4 {
+			dst = appendBytes(dst, unsafe.Slice(unsafe.StringData(p.labels[i]), len(p.labels[i])))
+			idx := p.keyIdx[p.keyAt[i].from:p.keyAt[i].to]
+			dst = binary.AppendUvarint(dst, uint64(len(idx)))
+			for _, x := range idx {
+				dst = binary.AppendUvarint(dst, x)
+			}
+		}
 	}
 	return dst
 }
@@ -203,7 +250,7 @@ func decodeSpooled(src []byte) (*PreparedSpans, error) {
 
 // spoolHeader is what a spooled record says before its spans.
 type spoolHeader struct {
-	version int // 1, 2 or 3
+	version int // 1 to 4
 	digest  [32]byte
 	spans   int
 }
@@ -219,6 +266,8 @@ func readSpoolHeader(d *spoolDecoder) spoolHeader {
 	}
 	switch string(src[:len(spoolMagic)]) {
 	case spoolMagic:
+		h.version = 4
+	case spoolMagicV3:
 		h.version = 3
 	case spoolMagicV2:
 		h.version = 2
@@ -274,6 +323,24 @@ func (p *PreparedSpans) decodeSpooled(src []byte, own bool) error {
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, int(n)), resize(p.resAt, int(n)), resize(p.scopeAt, int(n))
 	p.events, p.links = resize(p.events, int(n)), resize(p.links, int(n))
 	p.docs = p.docs[:0]
+	p.hasKeys = h.version >= 4
+	p.keys, p.dict = p.keys[:0], p.dict[:0]
+	p.keyAt, p.labels = resize(p.keyAt, int(n)), resize(p.labels, int(n))
+	if p.hasKeys {
+		k := d.uvarint("key count")
+		if d.err == nil && k > uint64(len(d.buf)-d.off) {
+			d.fail("key count larger than the record")
+		}
+		for range k {
+			if d.err != nil {
+				break
+			}
+			p.dict = append(p.dict, d.str("attribute key"))
+		}
+		if d.err != nil {
+			return d.err
+		}
+	}
 	for i := range p.spans {
 		sp := &p.spans[i]
 		for _, f := range [...]*string{
@@ -352,6 +419,26 @@ func (p *PreparedSpans) decodeSpooled(src []byte, own bool) error {
 		if h.version >= 2 {
 			sp.Project = d.str("project")
 			sp.Retention = time.Duration(d.varint("retention"))
+		}
+		if h.version >= 4 {
+			p.labels[i] = d.str("model label")
+			k := d.uvarint("span key count")
+			if d.err == nil && k > uint64(len(d.buf)-d.off) {
+				d.fail("span key count larger than the record")
+			}
+			from := len(p.keys)
+			for range k {
+				x := d.uvarint("key index")
+				if d.err != nil {
+					break
+				}
+				if x >= uint64(len(p.dict)) {
+					d.fail(fmt.Sprintf("key index %d outside the %d-key dictionary", x, len(p.dict)))
+					break
+				}
+				p.keys = append(p.keys, p.dict[x])
+			}
+			p.keyAt[i] = jsonSpan{from, len(p.keys)}
 		}
 		if d.err != nil {
 			return fmt.Errorf("span %d of %d: %w", i, n, d.err)

@@ -7,15 +7,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 	"github.com/loomwork/loomwork/store/storetest"
 )
 
-// columnsOf is what an insert of p would send.
+// columnsOf is what an insert of p would send, with its attr_keys when p
+// has them, and its model labels.
 func columnsOf(p *PreparedSpans) []any {
 	var b spanBatch
 	b.fill(p)
-	return append(b.columns(), b.traces.columns()...)
+	b.withKeys = p.hasKeys
+	labels := make([]string, len(p.spans))
+	for i := range labels {
+		labels[i] = modelLabel(p, i)
+	}
+	return append(append([]any{labels}, b.columns()...), b.traces.columns()...)
 }
 
 func prepareForTest(t testing.TB, spans []store.Span) *PreparedSpans {
@@ -36,6 +43,10 @@ func TestSpooledBatchInsertsTheSameRows(t *testing.T) {
 	spans[3].CostUSD = &zero
 	spans[4].RetrievedDocs = []string{}
 	spans[5].ScopeAttributes = store.Attributes{}
+	// Model labels and odd keys (spool format 4 carries both).
+	spans[6].Attributes[semconv.AttrModelLabel] = "label"
+	spans[7].Attributes["bad\xffkey"], spans[7].Attributes["é"] = "v", 1.5
+	spans[8].Attributes = nil
 	// Projects and retention (spool format 2): the project and expiry
 	// columns and the trace index rows come back the same.
 	for i := range spans {

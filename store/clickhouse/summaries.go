@@ -204,10 +204,14 @@ func (lb *lightBatch) collect(c *summaryCache, p *PreparedSpans) {
 // labelKeyJSON is the model label's key as attribute JSON spells it.
 var labelKeyJSON = append(store.AppendJSONString(nil, semconv.AttrModelLabel), ':')
 
-// modelLabel is span i's model label: from its attributes, or, for a span
-// decoded from a spool record (which keeps the attribute JSON, not the
-// map), from that JSON when it holds the key.
+// modelLabel is span i's model label: what encode found in its attributes
+// or a spool record of format 4 says, or, for a span decoded from an
+// older spool record (which keeps the attribute JSON, not the map), from
+// that JSON when it holds the key.
 func modelLabel(p *PreparedSpans, i int) string {
+	if p.hasKeys {
+		return p.labels[i] // encode's, or the spool record's (format 4)
+	}
 	sp := &p.spans[i]
 	if sp.Attributes != nil {
 		l, _ := sp.Attributes.String(semconv.AttrModelLabel)

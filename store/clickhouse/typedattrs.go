@@ -183,10 +183,14 @@ func (a *typedAttr) holds(sp *store.Span, v any) bool {
 // appendElidedJSON appends the JSON of sp.Attributes without the members
 // a typed column of sp holds (typedAttr.holds), and returns the bits of
 // those left out: what elideTypedAttrs makes of the whole JSON, without
-// writing the members first.
-func appendElidedJSON(dst []byte, sp *store.Span) ([]byte, uint32, error) {
+// writing the members first. It applies CheckStorable's depth rule
+// (AppendStorableJSON; a member left out is a string, an integer or an
+// array of strings, never too deep).
+// The keys of the members it writes are appended to keys
+// (AppendStorableJSONKeys).
+func appendElidedJSON(dst []byte, keys []string, sp *store.Span) ([]byte, []string, uint32, error) {
 	var mask uint32
-	dst, err := sp.Attributes.AppendJSONExcept(dst, func(k string, v any) bool {
+	dst, keys, err := sp.Attributes.AppendStorableJSONKeys(dst, keys, func(k string, v any) bool {
 		bit, ok := typedAttrKey(k)
 		if !ok || !typedAttrs[bit].holds(sp, v) {
 			return false
@@ -194,7 +198,7 @@ func appendElidedJSON(dst []byte, sp *store.Span) ([]byte, uint32, error) {
 		mask |= 1 << bit
 		return true
 	})
-	return dst, mask, err
+	return dst, keys, mask, err
 }
 
 // value is the attribute the column stands for, as decoding its JSON gives

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -42,6 +43,15 @@ const typedAttrsColumns = `attributes_in_columns`
 // projectColumns are the columns migration 0006 added, last in spanColumns.
 const projectColumns = `project, expire_at`
 
+// keysColumn follows spanColumns in an insert that gives the attribute
+// keys itself (migration 13: ClickHouse computes them only for an insert
+// that does not).
+const keysColumn = `attr_keys`
+
+// versionClientKeys is the schema version from which an insert may give
+// attr_keys (it was MATERIALIZED before).
+const versionClientKeys = 13
+
 // Storable time range: DateTime64(9) holds 1900-01-01 to 2262-04-11.
 var (
 	minTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -67,6 +77,9 @@ type spanBatch struct {
 	attrsInColumns                                          []uint32
 	project                                                 []string
 	expireAt                                                []time.Time
+	// attrKeys is attr_keys, sent when withKeys (see writeItems).
+	attrKeys [][]string
+	withKeys bool
 
 	// traces is the insert's trace_index rows.
 	traces traceRows
@@ -117,6 +130,20 @@ type PreparedSpans struct {
 	// format 3 hold the whole JSON, and fill leaves attributes out then.
 	elided   bool
 	attrMask []uint32
+	// keys holds the keys of every span's attribute JSON, keyAt locates
+	// each span's; labels is each span's model label (summaries.go).
+	// Batches encode makes have them (hasKeys), and so do those read
+	// from spool records of format 4; older ones do not, and then
+	// ClickHouse computes attr_keys and the label is read from the JSON.
+	keys    []string
+	keyAt   []jsonSpan
+	labels  []string
+	hasKeys bool
+	// dict and dictIdx are appendSpooled's and decodeSpooled's key
+	// dictionary (spool format 4), keyIdx each key's index in it.
+	dict    []string
+	dictIdx map[string]uint64
+	keyIdx  []uint64
 }
 
 // jsonSpan locates one JSON document in PreparedSpans.arena.
@@ -220,7 +247,7 @@ func (z *sizer) decode(c decodingColumn, rows, bytes int) {
 }
 
 func (b *spanBatch) columns() []any {
-	return []any{
+	cols := []any{
 		b.traceID, b.spanID, b.parentID, b.traceState, b.name, b.kind, b.start, b.end,
 		b.statusCode, b.statusMessage, b.service, b.scope, b.scopeVer,
 		b.operation, b.provider, b.reqModel, b.respModel, b.agent, b.convID,
@@ -233,6 +260,10 @@ func (b *spanBatch) columns() []any {
 		b.attrsInColumns,
 		b.project, b.expireAt,
 	}
+	if b.withKeys {
+		cols = append(cols, b.attrKeys)
+	}
+	return cols
 }
 
 // WriteSpans stores spans with one INSERT into spans and one into
@@ -296,7 +327,7 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 	items := make([]insertItem, len(batches))
 	n := 0
 	for i, p := range batches {
-		items[i] = insertItem{p: p, digest: p.digest}
+		items[i] = insertItem{p: p, digest: p.digest, keys: p.hasKeys}
 		n += len(p.spans)
 	}
 	if n == 0 {
@@ -347,7 +378,7 @@ func (s *Store) WriteSpooled(ctx context.Context, recs [][]byte) (int, error) {
 			legacy = append(legacy, p)
 			items = append(items, insertItem{p: p, digest: p.digest})
 		} else {
-			items = append(items, insertItem{rec: rec, digest: h.digest})
+			items = append(items, insertItem{rec: rec, digest: h.digest, keys: h.version >= 4})
 		}
 		n += h.spans
 	}
@@ -380,6 +411,7 @@ type insertItem struct {
 	p      *PreparedSpans
 	rec    []byte
 	digest [32]byte
+	keys   bool // its spans' attribute keys are known (PreparedSpans.hasKeys)
 }
 
 // blockBytes is how much encoded span data (spooled records, or prepared
@@ -457,7 +489,22 @@ func (s *Store) writeItems(ctx context.Context, items []insertItem, n int) error
 	// an index row of spans that are not there. The sender's retry (nothing
 	// was acknowledged) writes the row; if none comes, the held rows are
 	// written before the next write, or Start's repair finds them (repair.go).
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.spansTable+" ("+spanColumns+")")
+	//
+	// The insert gives attr_keys, the keys of each span's attribute JSON
+	// that encode wrote (store.Attributes.AppendStorableJSONKeys), when
+	// every batch of it has them: ClickHouse's JSONExtractKeys parsed each
+	// span's JSON again for them, ~3 CPU-µs a span, 9% of the insert's CPU
+	// on the agent load (docs/bench-ingest.md). A batch from an older
+	// spool record has none, and then the server computes them, as before.
+	b.withKeys = s.schema >= versionClientKeys
+	for _, it := range items {
+		b.withKeys = b.withKeys && it.keys
+	}
+	columns := spanColumns
+	if b.withKeys {
+		columns += ", " + keysColumn
+	}
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.spansTable+" ("+columns+")")
 	if err != nil {
 		return fmt.Errorf("write spans: prepare insert into %s: %w", s.spansTable, err)
 	}
@@ -598,6 +645,7 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	arena := p.buf[:0]
 	p.attrAt, p.resAt, p.scopeAt = resize(p.attrAt, n), resize(p.resAt, n), resize(p.scopeAt, n)
 	p.eventAt, p.linkAt = resize(p.eventAt, n), resize(p.linkAt, n)
+	p.keys, p.keyAt, p.labels, p.hasKeys = p.keys[:0], resize(p.keyAt, n), resize(p.labels, n), elide
 	if p.resources == nil {
 		p.resources, p.scopes = map[uintptr]jsonSpan{}, map[uintptr]jsonSpan{}
 	}
@@ -606,29 +654,36 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	defer func() { p.arena, p.buf = arena, arena }()
 	for i := range spans {
 		sp := &spans[i]
-		if err := validateSpan(sp); err != nil {
-			return fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+		// The depth rule of the span's own, resource and scope attributes
+		// is applied by AppendStorableJSON as it encodes them (each map
+		// walked once, and a shared one once per batch); failing it,
+		// CheckStorable gives the error its words.
+		if store.CheckStorableExceptAttributes(sp) != nil {
+			// CheckStorable's own error: an attribute nested too deep
+			// besides comes first in it.
+			return invalidSpan(i, sp, validateSpan(sp))
 		}
 		var err error
 		if sp.Attributes != nil {
-			from := len(arena)
+			from, kfrom := len(arena), len(p.keys)
 			if elide {
-				arena, p.attrMask[i], err = appendElidedJSON(arena, sp)
+				arena, p.keys, p.attrMask[i], err = appendElidedJSON(arena, p.keys, sp)
 			} else {
-				arena, err = sp.Attributes.AppendJSON(arena)
+				arena, err = sp.Attributes.AppendStorableJSON(arena, nil)
 			}
 			if err != nil {
-				return fmt.Errorf("span %d (%s/%s): attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				return encodeFailed(i, sp, "attributes", err)
 			}
-			p.attrAt[i] = jsonSpan{from, len(arena)}
+			p.attrAt[i], p.keyAt[i] = jsonSpan{from, len(arena)}, jsonSpan{kfrom, len(p.keys)}
+			p.labels[i], _ = sp.Attributes.String(semconv.AttrModelLabel)
 		}
 		if sp.ResourceAttributes != nil {
 			key := reflect.ValueOf(sp.ResourceAttributes).Pointer()
 			at, ok := p.resources[key]
 			if !ok {
 				from := len(arena)
-				if arena, err = sp.ResourceAttributes.AppendJSON(arena); err != nil {
-					return fmt.Errorf("span %d (%s/%s): resource attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				if arena, err = sp.ResourceAttributes.AppendStorableJSON(arena, nil); err != nil {
+					return encodeFailed(i, sp, "resource attributes", err)
 				}
 				at = jsonSpan{from, len(arena)}
 				p.resources[key] = at
@@ -641,8 +696,8 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 			at, ok := p.scopes[key]
 			if !ok {
 				from := len(arena)
-				if arena, err = sp.ScopeAttributes.AppendJSON(arena); err != nil {
-					return fmt.Errorf("span %d (%s/%s): scope attributes: %w", i, sp.TraceID, sp.SpanID, err)
+				if arena, err = sp.ScopeAttributes.AppendStorableJSON(arena, nil); err != nil {
+					return encodeFailed(i, sp, "scope attributes", err)
 				}
 				at = jsonSpan{from, len(arena)}
 				p.scopes[key] = at
@@ -677,6 +732,24 @@ func (p *PreparedSpans) encodeWith(spans []store.Span, elide bool) error {
 	return nil
 }
 
+// invalidSpan is encode's error for span i of a batch, which
+// CheckStorable refuses (err).
+func invalidSpan(i int, sp *store.Span, err error) error {
+	return fmt.Errorf("span %d (trace_id %q, span_id %q): %w", i, sp.TraceID, sp.SpanID, err)
+}
+
+// encodeFailed is encode's error for span i, whose what failed to encode
+// with err: for an attribute nested too deep, CheckStorable's error (as
+// when encode checked spans before encoding them), else err.
+func encodeFailed(i int, sp *store.Span, what string, err error) error {
+	if errors.Is(err, store.ErrTooDeep) {
+		if verr := validateSpan(sp); verr != nil {
+			return invalidSpan(i, sp, verr)
+		}
+	}
+	return fmt.Errorf("span %d (%s/%s): %s: %w", i, sp.TraceID, sp.SpanID, what, err)
+}
+
 // fill builds columns of p's spans, reusing b's memory from an earlier
 // fill, and adds p's trace_index rows to b.traces.
 func (b *spanBatch) fill(p *PreparedSpans) {
@@ -701,6 +774,7 @@ func (b *spanBatch) fill(p *PreparedSpans) {
 	b.resSchema, b.resDropped = resize(b.resSchema, n), resize(b.resDropped, n)
 	b.attrsInColumns = resize(b.attrsInColumns, n)
 	b.project, b.expireAt = resize(b.project, n), resize(b.expireAt, n)
+	b.attrKeys = resize(b.attrKeys, n)
 	// A batch read from a spool record older than format 3 holds the
 	// whole attribute JSON: typed attributes are left out here, on a copy.
 	arenas := 0
@@ -747,9 +821,18 @@ func (b *spanBatch) fill(p *PreparedSpans) {
 		b.scopeDropped[i], b.scopeSchema[i] = sp.ScopeDroppedAttributesCount, sp.ScopeSchemaURL
 		b.resSchema[i], b.resDropped[i] = sp.ResourceSchemaURL, sp.ResourceDroppedAttributesCount
 		b.project[i], b.expireAt[i] = sp.Project, p.traces.expiryOf(sp)
+		if p.hasKeys {
+			b.attrKeys[i] = p.keys[p.keyAt[i].from:p.keyAt[i].to:p.keyAt[i].to]
+		}
+		if b.attrKeys[i] == nil {
+			b.attrKeys[i] = noKeys
+		}
 	}
 	b.traces.add(&p.traces)
 }
+
+// noKeys is attr_keys of a span without attributes.
+var noKeys = []string{}
 
 // attributes returns the attribute JSON to store for sp, whose whole JSON
 // is js, and its attributes_in_columns. The result points into b.attrBuf,

@@ -17,8 +17,9 @@ import (
 
 // WriteSpooled stores spooled records, decoding each only when the insert
 // reaches it, exactly once: every span and one trace_index row set per
-// trace; the same records again are one insert deduplicated whole; a record
-// spooled by version 2 (no digest) goes in the same insert; a record that
+// trace; the same records again are one insert deduplicated whole;
+// records spooled by versions 2 (no digest) and 3 (no keys) go in the same
+// insert; a record that
 // does not decode fails the insert and stores nothing of it.
 func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	testtier.Slow(t)
@@ -46,6 +47,14 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 			}
 			return rec, spans
 		}
+		if seed == 103 {
+			// Spooled by version 3: no keys, no labels.
+			rec, err := clickhouse.SpoolRecordV3(spans)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rec, spans
+		}
 		b, err := s.Prepare(spans)
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +70,7 @@ func TestWriteSpooledStoresEachRecordOnce(t *testing.T) {
 	want := 0
 	for seed := range int64(4) {
 		rec, spans := record(100 + seed)
-		if magic := map[bool]string{true: "LWC2", false: "LWC3"}[seed == 2]; !strings.HasPrefix(string(rec), magic) {
+		if magic := [...]string{"LWC4", "LWC4", "LWC2", "LWC3"}[seed]; !strings.HasPrefix(string(rec), magic) {
 			t.Fatalf("record %d starts %q, want %q", seed, rec[:4], magic)
 		}
 		recs = append(recs, rec)
@@ -218,5 +227,71 @@ func TestWriteSpooledSendsALargeInsertInBlocksAsOneInsert(t *testing.T) {
 	}
 	if got := spans(); got != uint64(want) {
 		t.Fatalf("after the same records again: %d spans stored, want %d (one insert, deduplicated whole)", got, want)
+	}
+}
+
+// The attr_keys the store gives (migration 13) are what ClickHouse's
+// JSONExtractKeys finds in the attribute JSON stored beside them, whatever
+// the keys hold (typed attributes left out, markup, non-ASCII, invalid
+// UTF-8, the empty key, no attributes at all), whether the spans went in
+// prepared, from spool records of format 4, or, computed by the server,
+// from records of format 3.
+func TestAttrKeysAreWhatJSONExtractKeysReads(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a database of its own on the shared server
+	srv := chtest.Start(t)
+	s, db := openFresh(t, srv)
+	ctx := store.WithDefaultProject(context.Background())
+	odd := func(seed int64) []store.Span {
+		spans := storetest.GenerateTraces(20, 5, seed)
+		for i := range spans {
+			switch i % 5 {
+			case 0:
+				spans[i].Attributes["bad\xffkey"] = "v"
+				spans[i].Attributes["a<b&c>"] = int64(1)
+			case 1:
+				spans[i].Attributes["é\u2028✓"] = []any{"x", map[string]any{"inner": 1.5}}
+				spans[i].Attributes[""] = "the empty key"
+			case 2:
+				spans[i].Attributes = nil
+			case 3:
+				spans[i].Attributes[semconv.AttrModelLabel] = "label"
+			}
+		}
+		return spans
+	}
+	if err := s.WriteSpans(ctx, odd(1)); err != nil {
+		t.Fatal(err)
+	}
+	var recs [][]byte
+	for seed := int64(2); seed <= 3; seed++ {
+		b, err := s.Prepare(odd(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.AppendBatch(nil, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	if _, err := s.WriteSpooled(ctx, recs); err != nil {
+		t.Fatal(err)
+	}
+	v3, err := clickhouse.SpoolRecordV3(odd(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteSpooled(ctx, [][]byte{v3}); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.QueryUint(t, "SELECT count() FROM "+db+".spans"); n != 400 {
+		t.Fatalf("%d spans stored, want 400", n)
+	}
+	if n := srv.QueryUint(t, "SELECT count() FROM "+db+".spans WHERE attr_keys != JSONExtractKeys(attributes)"); n != 0 {
+		t.Fatalf("%d spans' attr_keys are not JSONExtractKeys(attributes)", n)
+	}
+	if n := srv.QueryUint(t, "SELECT count() FROM "+db+".spans WHERE has(attr_keys, 'bad\uFFFDkey') AND has(attr_keys, 'a<b&c>') AND has(attr_keys, 'gen_ai.request.temperature') = 0 OR has(attr_keys, '')"); n == 0 {
+		t.Fatal("no span has the odd keys: the test proves nothing")
 	}
 }
