@@ -208,29 +208,22 @@ func (s *Store) bloomCandidates(ctx context.Context, hashes []uint64) (map[int64
 }
 
 // bloomDriver is the drive of a filter from its candidate chunks: the
-// traces of those chunks (a rowid range each) one of whose terms of keys
-// matches test, each probed by the primary key of search_terms (a range of
-// (key, trace) alone would read every term of a large trace's).
-func bloomDriver(cand map[int64]bool, keys []int64, test string, testArgs []any) (string, []any) {
+// traces of those chunks (a rowid range each) that satisfy cond (of
+// traces aliased c, with args), each probed by itself (for a trace in
+// span rows, by the primary key of search_terms: a range of (key, trace)
+// alone would read every term of a large trace's).
+func bloomDriver(cand map[int64]bool, cond string, condArgs []any) (string, []any) {
 	chunks := make([]int64, 0, len(cand))
 	for c := range cand {
 		chunks = append(chunks, c)
 	}
 	slices.Sort(chunks)
-	in := "key_id = ?"
-	if len(keys) > 1 {
-		in = "key_id IN " + inList(len(keys))
-	}
 	var parts []string
 	var args []any
 	for _, c := range chunks {
-		parts = append(parts, "SELECT c.seq FROM traces c WHERE c.seq BETWEEN ? AND ? AND EXISTS (SELECT 1 FROM search_terms WHERE "+
-			in+" AND seq = c.seq"+andTest(test)+")")
+		parts = append(parts, "SELECT c.seq FROM traces c WHERE c.seq BETWEEN ? AND ? AND "+cond)
 		args = append(args, c<<bloomChunkShift, (c+1)<<bloomChunkShift-1)
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		args = append(args, testArgs...)
+		args = append(args, condArgs...)
 	}
 	if len(parts) == 0 {
 		return "0", nil

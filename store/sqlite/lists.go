@@ -126,11 +126,23 @@ func (s *Store) TraceCalls(ctx context.Context, traceID string) ([]store.Call, e
 	}
 	defer tx.Rollback()
 	var seq int64
-	switch err := tx.QueryRowContext(ctx, `SELECT seq FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(&seq); {
+	var compact bool
+	switch err := tx.QueryRowContext(ctx, `SELECT seq, compact FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(&seq, &compact); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("trace calls of %s: %w", traceID, store.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("trace calls of %s: %w", traceID, err)
+	}
+	if compact {
+		// No rows of calls: derived from the trace's spans, by the rule
+		// that kept them (store.SummaryBuilder).
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, false)
+		if err != nil {
+			return nil, fmt.Errorf("trace calls of %s: %w", traceID, err)
+		}
+		b := store.NewSummaryBuilder()
+		b.Add(spans)
+		return b.Summary().Calls, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT `+callCols+` FROM trace_calls WHERE trace_seq = ? ORDER BY start_ns, span_id`, seq)
 	if err != nil {
@@ -173,7 +185,13 @@ func (s *Store) updateSessions(ctx context.Context, tx *sql.Tx, groups []*traceG
 				seen[c] = struct{}{}
 			}
 		}
-		if g.sm.exists {
+		switch {
+		case g.compact || g.converted != nil:
+			// Its earlier sessions: its stored spans' conversation ids.
+			for c := range g.convs {
+				seen[c] = struct{}{}
+			}
+		case g.sm.exists:
 			// Its earlier sessions: the conversation ids search_terms
 			// holds for it (a range of its primary key).
 			if convKey < 0 {

@@ -225,6 +225,7 @@ func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.compactBelow = 0 // spans in span rows, as version 8 wrote them
 	callID, doc, session := listsData(t, s, 1200)
 	first, err := s.ListTraces(ctx, store.TraceQuery{Limit: 1, Ascending: true})
 	if err != nil {
@@ -277,7 +278,7 @@ func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{
+	for _, stmt := range append(downgradeTo8[:len(downgradeTo8):len(downgradeTo8)],
 		`DROP INDEX traces_by_start`, `DROP INDEX traces_by_duration`, `DROP INDEX traces_by_spans`,
 		`DROP INDEX traces_by_errors`, `DROP INDEX traces_by_tokens`,
 		`CREATE INDEX traces_by_start ON traces (start_ns, trace_id)`,
@@ -285,7 +286,7 @@ func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
 		`ALTER TABLE traces DROP COLUMN call_groups`,
 		`DROP TABLE session_turns`, `DROP TABLE sessions`, `DROP TABLE search_blooms`,
 		`DELETE FROM schema_migrations WHERE version = 8`, `PRAGMA user_version = 7`,
-	} {
+	) {
 		if _, err := db.Exec(stmt); err != nil {
 			t.Fatalf("make a version 7 file: %s: %v", stmt, err)
 		}

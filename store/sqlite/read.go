@@ -64,11 +64,22 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	}
 	defer tx.Rollback()
 	var seq, count int64
-	switch err := tx.QueryRowContext(ctx, `SELECT seq, span_count FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(&seq, &count); {
+	var compact bool
+	switch err := tx.QueryRowContext(ctx, `SELECT seq, span_count, compact FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(&seq, &count, &compact); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("get trace %s: %w", traceID, store.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
+	}
+	if compact {
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, true)
+		if err != nil {
+			return nil, fmt.Errorf("get trace %s: %w", traceID, err)
+		}
+		if len(spans) == 0 {
+			return nil, fmt.Errorf("get trace %s: %w", traceID, store.ErrNotFound)
+		}
+		return spans, nil
 	}
 	spans, meta, err := readSpanRows(ctx, tx, seq, traceID, count)
 	if err != nil {
@@ -555,6 +566,7 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
+	defer plan.release()
 	if err := s.searchReady(ctx, &q); err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}

@@ -76,7 +76,7 @@ func (s *Store) DeleteTracesBefore(ctx context.Context, project string, cutoff t
 	if err := s.checkWritable(ctx); err != nil {
 		return res, err
 	}
-	p := &deletePass{s: s, project: project, cutoffNS: cutoff.UnixNano(), chunk: chunkInitial, blocks: map[int64]struct{}{}, res: &res}
+	p := &deletePass{s: s, project: project, cutoffNS: cutoff.UnixNano(), chunk: chunkInitial, blocks: map[int64]struct{}{}, sblocks: map[int64]struct{}{}, res: &res}
 	fail := func(what string, err error) (DeleteResult, error) {
 		return res, fmt.Errorf("%s of project %q before %s: %w", what, project, cutoff.UTC().Format(time.RFC3339), err)
 	}
@@ -112,6 +112,7 @@ type deletePass struct {
 	chunk    int   // traces per transaction, adapted to chunkTarget
 	tags     map[tagKey]struct{}
 	blocks   map[int64]struct{} // payload blocks the deleted spans used
+	sblocks  map[int64]struct{} // span blocks the deleted compact traces used
 	res      *DeleteResult
 }
 
@@ -245,6 +246,29 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 	if err := br.Err(); err != nil {
 		return 0, err
 	}
+	// Likewise the span blocks of the compact ones.
+	sb, err := tx.QueryContext(ctx, `SELECT DISTINCT block_id FROM trace_blocks WHERE trace_seq IN `+in, seqs...)
+	if err != nil {
+		return 0, fmt.Errorf("find span blocks: %w", err)
+	}
+	var sblocks []int64
+	for sb.Next() {
+		var b int64
+		if err := sb.Scan(&b); err != nil {
+			sb.Close()
+			return 0, err
+		}
+		sblocks = append(sblocks, b)
+	}
+	sb.Close()
+	if err := sb.Err(); err != nil {
+		return 0, err
+	}
+	// A compact trace's span count, which no span row holds.
+	var compactSpans int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(span_count), 0) FROM traces WHERE compact AND seq IN `+in, seqs...).Scan(&compactSpans); err != nil {
+		return 0, fmt.Errorf("count compact spans: %w", err)
+	}
 	if err := dropSessionTurns(ctx, tx, in, seqs); err != nil {
 		return 0, err
 	}
@@ -257,6 +281,7 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 	}{
 		{"spans", `DELETE FROM spans WHERE trace_seq IN ` + in, seqs, &spans},
 		{"billed calls", `DELETE FROM trace_calls WHERE trace_seq IN ` + in, seqs, nil},
+		{"span block lists", `DELETE FROM trace_blocks WHERE trace_seq IN ` + in, seqs, nil},
 		// What a view derived from a deleted trace (web's windowed rollup).
 		{"derived views", `DELETE FROM trace_derived WHERE trace_seq IN ` + in, seqs, nil},
 		// One range scan of the chunk's seqs per search key (the key
@@ -300,27 +325,45 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 	for _, b := range blocks {
 		p.blocks[b] = struct{}{}
 	}
+	for _, b := range sblocks {
+		p.sblocks[b] = struct{}{}
+	}
 	p.res.Traces += traces
-	p.res.Spans += spans
+	p.res.Spans += spans + compactSpans
 	p.res.Chunks++
 	return len(seqs), nil
 }
 
-// freeBlocks deletes the payload blocks the deleted spans used that no
-// span uses any more. Which blocks spans still use is read once, outside
-// the write lock (spans has no index on payload_block: one would cost
-// every span ~10 bytes and ingest a write): no new span can start using an
-// old block, so what the read finds unused stays unused. The deletes go in
-// chunks of their own.
+// freeBlocks deletes the payload blocks the deleted spans used, and the
+// span blocks the deleted compact traces used, that nothing uses any more.
+// Which blocks are still used is read once, outside the write lock (spans
+// has no index on payload_block: one would cost every span ~10 bytes and
+// ingest a write; trace_blocks is a row per trace and block): no new span
+// can start using an old block, so what the read finds unused stays
+// unused. The deletes go in chunks of their own.
 func (p *deletePass) freeBlocks(ctx context.Context) error {
-	if len(p.blocks) == 0 {
+	if err := p.freeUnused(ctx, p.blocks, `SELECT DISTINCT payload_block FROM spans WHERE payload_block BETWEEN ? AND ?`, "payload_blocks"); err != nil {
+		return err
+	}
+	p.blocks = map[int64]struct{}{}
+	if err := p.freeUnused(ctx, p.sblocks, `SELECT DISTINCT block_id FROM trace_blocks WHERE block_id BETWEEN ? AND ?`, "span_blocks"); err != nil {
+		return err
+	}
+	p.sblocks = map[int64]struct{}{}
+	return nil
+}
+
+// freeUnused deletes from table the blocks of set that used (a query of
+// the blocks in use between two ids) does not return.
+func (p *deletePass) freeUnused(ctx context.Context, set map[int64]struct{}, used, table string) error {
+	if len(set) == 0 {
 		return nil
 	}
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for b := range p.blocks {
+	for b := range set {
 		lo, hi = min(lo, b), max(hi, b)
 	}
-	rows, err := p.s.reader.QueryContext(ctx, `SELECT DISTINCT payload_block FROM spans WHERE payload_block BETWEEN ? AND ?`, lo, hi)
+	rows, err := p.s.reader.QueryContext(ctx, used, lo, hi)
 	if err != nil {
 		return err
 	}
@@ -330,21 +373,21 @@ func (p *deletePass) freeBlocks(ctx context.Context) error {
 			rows.Close()
 			return err
 		}
-		delete(p.blocks, b)
+		delete(set, b)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	unused := make([]any, 0, len(p.blocks))
-	for b := range p.blocks {
+	unused := make([]any, 0, len(set))
+	for b := range set {
 		unused = append(unused, b)
 	}
 	for len(unused) > 0 {
 		part := unused[:min(blocksPerDelete, len(unused))]
 		unused = unused[len(part):]
 		_, err := p.hold(ctx, "free blocks", func() error {
-			r, err := p.s.writer.ExecContext(ctx, `DELETE FROM payload_blocks WHERE id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(part)), ",")+`)`, part...)
+			r, err := p.s.writer.ExecContext(ctx, `DELETE FROM `+table+` WHERE id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(part)), ",")+`)`, part...)
 			if err != nil {
 				return err
 			}
@@ -356,7 +399,6 @@ func (p *deletePass) freeBlocks(ctx context.Context) error {
 			return err
 		}
 	}
-	p.blocks = map[int64]struct{}{}
 	return nil
 }
 

@@ -130,10 +130,14 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 			if h, ok := valueHash(id, v); ok {
 				blooms.add(g.sm.seq, h)
 			}
-			ins.args = append(ins.args, id, g.sm.seq, v)
-			keyErr = ins.rowAdded(ctx)
+			// A compact trace keeps no terms: a search tests its spans.
+			if !g.compact {
+				ins.args = append(ins.args, id, g.sm.seq, v)
+				keyErr = ins.rowAdded(ctx)
+			}
 		}
-		for _, r := range g.inserted {
+		// A trace moved to span rows gets the terms of its stored spans.
+		for _, r := range append(g.converted[:len(g.converted):len(g.converted)], g.inserted...) {
 			sp := r.span
 			add(searchKey{searchName, ""}, sp.Name)
 			for k, v := range sp.Attributes {

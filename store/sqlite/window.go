@@ -27,21 +27,30 @@ var _ store.WindowReader = (*Store)(nil)
 const bigTraceSpans = 10_000
 
 // traceSeq finds a trace of ctx's project: its seq and span count.
-func traceSeq(ctx context.Context, q interface {
+func traceSeq(ctx context.Context, q queryRower, traceID string) (seq, count int64, err error) {
+	seq, count, _, err = traceRef(ctx, q, traceID)
+	return seq, count, err
+}
+
+type queryRower interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, traceID string) (seq, count int64, err error) {
+}
+
+// traceRef finds a trace of ctx's project: its seq, its span count and
+// whether its spans are in compact blocks.
+func traceRef(ctx context.Context, q queryRower, traceID string) (seq, count int64, compact bool, err error) {
 	id, err := decodeID(traceID, 16)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %w", store.ErrBadTraceID, err)
+		return 0, 0, false, fmt.Errorf("%w: %w", store.ErrBadTraceID, err)
 	}
-	switch err := q.QueryRowContext(ctx, `SELECT seq, span_count FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`,
-		id, store.ProjectOf(ctx)).Scan(&seq, &count); {
+	switch err := q.QueryRowContext(ctx, `SELECT seq, span_count, compact FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`,
+		id, store.ProjectOf(ctx)).Scan(&seq, &count, &compact); {
 	case errors.Is(err, sql.ErrNoRows):
-		return 0, 0, store.ErrNotFound
+		return 0, 0, false, store.ErrNotFound
 	case err != nil:
-		return 0, 0, err
+		return 0, 0, false, err
 	}
-	return seq, count, nil
+	return seq, count, compact, nil
 }
 
 // TraceSize returns the span count of the trace's summary row.
@@ -157,9 +166,16 @@ func (s *Store) SpanNodes(ctx context.Context, traceID string, q store.NodeQuery
 		return fail(err)
 	}
 	defer tx.Rollback()
-	seq, count, err := traceSeq(ctx, tx, traceID)
+	seq, count, compact, err := traceRef(ctx, tx, traceID)
 	if err != nil {
 		return fail(err)
+	}
+	if compact {
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, false)
+		if err != nil {
+			return fail(err)
+		}
+		return compactNodes(spans, q, limit), nil
 	}
 	afterNS, afterID, _ := store.DecodeSpanToken(q.PageToken)
 	var where string
@@ -350,7 +366,8 @@ func (s *Store) SpanPage(ctx context.Context, traceID, pageToken string, limit i
 		b, _ := hex.DecodeString(afterID)
 		where, args = " AND (s.start_ns, s.span_id) > (?, ?)", []any{afterNS, b}
 	}
-	spans, err := s.readSpansWhere(ctx, traceID, `INDEXED BY spans_by_start`, where+fmt.Sprintf(" ORDER BY s.start_ns, s.span_id LIMIT %d", limit+1), args, int64(limit+1))
+	spans, err := s.readSpansWhere(ctx, traceID, `INDEXED BY spans_by_start`, where+fmt.Sprintf(" ORDER BY s.start_ns, s.span_id LIMIT %d", limit+1), args, int64(limit+1),
+		func(all []store.Span) []store.Span { return pageAfter(all, afterNS, afterID, limit+1) })
 	if err != nil {
 		return fail(err)
 	}
@@ -372,7 +389,15 @@ func (s *Store) GetSpan(ctx context.Context, traceID, spanID string) (store.Span
 		return store.Span{}, fmt.Errorf("span %s of trace %s: %w", spanID, traceID, store.ErrNotFound)
 	}
 	b, _ := hex.DecodeString(spanID)
-	spans, err := s.readSpansWhere(ctx, traceID, `INDEXED BY spans_by_trace`, " AND s.span_id = ?", []any{b}, 1)
+	spans, err := s.readSpansWhere(ctx, traceID, `INDEXED BY spans_by_trace`, " AND s.span_id = ?", []any{b}, 1,
+		func(all []store.Span) []store.Span {
+			for i := range all {
+				if all[i].SpanID == spanID {
+					return all[i : i+1]
+				}
+			}
+			return nil
+		})
 	if err != nil {
 		return store.Span{}, fmt.Errorf("span %s of trace %s: %w", spanID, traceID, err)
 	}
@@ -384,16 +409,25 @@ func (s *Store) GetSpan(ctx context.Context, traceID, spanID string) (store.Span
 
 // readSpansWhere reads full spans of a trace of ctx's project: those of
 // spans s (hint: index) with trace_seq = the trace's and the condition
-// rest (" AND ..." and any ORDER BY/LIMIT), in the order rest gives.
-func (s *Store) readSpansWhere(ctx context.Context, traceID, hint, rest string, args []any, count int64) ([]store.Span, error) {
+// rest (" AND ..." and any ORDER BY/LIMIT), in the order rest gives. Of a
+// trace in compact blocks, it reads every span and returns what keep
+// keeps of them in canonical order.
+func (s *Store) readSpansWhere(ctx context.Context, traceID, hint, rest string, args []any, count int64, keep func([]store.Span) []store.Span) ([]store.Span, error) {
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
-	seq, _, err := traceSeq(ctx, tx, traceID)
+	seq, _, compact, err := traceRef(ctx, tx, traceID)
 	if err != nil {
 		return nil, err
+	}
+	if compact {
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, true)
+		if err != nil {
+			return nil, err
+		}
+		return keep(spans), nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans s `+hint+` WHERE s.trace_seq = ?`+rest, append([]any{seq}, args...)...)
 	if err != nil {
@@ -438,9 +472,20 @@ func (s *Store) TraceBones(ctx context.Context, traceID string) ([]store.Bone, e
 		return fail(err)
 	}
 	defer tx.Rollback()
-	seq, count, err := traceSeq(ctx, tx, traceID)
+	seq, count, compact, err := traceRef(ctx, tx, traceID)
 	if err != nil {
 		return fail(err)
+	}
+	if compact {
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, true)
+		if err != nil {
+			return fail(err)
+		}
+		bones := make([]store.Bone, len(spans))
+		for i := range spans {
+			bones[i] = store.BoneOf(&spans[i])
+		}
+		return bones, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT span_id, parent_span_id, name, start_ns, end_ns, has_usage, cost_usd
 		FROM spans WHERE trace_seq = ?`, seq)

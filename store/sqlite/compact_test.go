@@ -1,0 +1,195 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/loomwork/loomwork/internal/testtier"
+	"github.com/loomwork/loomwork/semconv"
+	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/storetest"
+)
+
+// downgradeTo8 turns a file of this version whose traces are all in span
+// rows (written with compactBelow 0) into the file version 8 wrote.
+var downgradeTo8 = []string{
+	`DROP TABLE span_blocks`, `DROP TABLE trace_blocks`, `ALTER TABLE traces DROP COLUMN compact`,
+	`DELETE FROM schema_migrations WHERE version = 9`, `PRAGMA user_version = 8`,
+}
+
+// A version 8 file upgrades in place: every list, search, session and
+// trace reads as before, and searches find the traces stored before the
+// upgrade (in span rows) and after it (in compact blocks) alike, also when
+// a trace of before gets more spans after.
+func TestUpgradeToVersion9KeepsTracesAndSearches(t *testing.T) {
+	testtier.Slow(t)
+	t.Parallel() // a file of its own
+	ctx := store.WithDefaultProject(context.Background())
+	path := filepath.Join(t.TempDir(), "traces.db")
+	s, err := Open(ctx, Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.compactBelow = 0 // spans in span rows, as version 8 wrote them
+	callID, doc, session := listsData(t, s, 600)
+	first, err := s.ListTraces(ctx, store.TraceQuery{Limit: 1, Ascending: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := listQueries(t, first.Traces[0].Start.Add(3*time.Minute), callID, doc, session)
+	type snapshot struct {
+		lists  map[string][]store.TraceSummary
+		traces map[string][]store.Span
+	}
+	take := func(st *Store) snapshot {
+		snap := snapshot{lists: map[string][]store.TraceSummary{}, traces: map[string][]store.Span{}}
+		for name, q := range qs {
+			q.Limit = 1000
+			page, err := st.ListTraces(ctx, q)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			snap.lists[name] = page.Traces
+		}
+		for _, tr := range snap.lists["newest"][:20] {
+			spans, err := st.GetTrace(ctx, tr.TraceID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap.traces[tr.TraceID] = spans
+		}
+		return snap
+	}
+	want := take(s)
+	if len(want.lists["attr_eq_one_trace"]) == 0 || len(want.lists["session"]) != 6 {
+		t.Fatalf("fixture problem: %d matches of the selective search, %d turns of %s", len(want.lists["attr_eq_one_trace"]), len(want.lists["session"]), session)
+	}
+	old := want.lists["newest"][0].TraceID
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range downgradeTo8 {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("make a version 8 file: %s: %v", stmt, err)
+		}
+	}
+	db.Close()
+
+	up, err := Open(ctx, Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Shutdown(ctx)
+	got := take(up)
+	for name := range qs {
+		if !reflect.DeepEqual(got.lists[name], want.lists[name]) {
+			t.Errorf("%s after the upgrade: %d traces, want %d (or they differ)", name, len(got.lists[name]), len(want.lists[name]))
+		}
+	}
+	if !reflect.DeepEqual(got.traces, want.traces) {
+		t.Error("traces read after the upgrade differ")
+	}
+
+	// New traces go to compact blocks; one more span of an old trace stays
+	// with its trace in span rows. A search by a value of each finds it.
+	fresh := storetest.GenerateTraces(3, 10, 91)
+	extra := storetest.GenerateTraces(1, 2, 92)[1]
+	extra.TraceID, extra.ParentSpanID = old, want.traces[old][0].SpanID
+	extra.Attributes[semconv.AttrToolCallID] = "call_after_the_upgrade"
+	if err := up.WriteSpans(ctx, append(fresh, extra)); err != nil {
+		t.Fatal(err)
+	}
+	var compact int
+	if err := up.reader.QueryRow(`SELECT count(*) FROM traces WHERE compact`).Scan(&compact); err != nil || compact != 3 {
+		t.Fatalf("%d traces in compact blocks after writing 3 new ones (%v)", compact, err)
+	}
+	var freshCall string
+	for _, sp := range fresh {
+		if sp.ToolCallID != "" {
+			freshCall = sp.ToolCallID
+			break
+		}
+	}
+	for value, trace := range map[string]string{freshCall: fresh[0].TraceID, "call_after_the_upgrade": old, callID: want.lists["attr_eq_one_trace"][0].TraceID} {
+		page, err := up.ListTraces(ctx, store.TraceQuery{Search: mustParse(t, semconv.AttrToolCallID+"="+value)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Traces) != 1 || page.Traces[0].TraceID != trace {
+			t.Errorf("search %s=%s: %d traces, want only %s", semconv.AttrToolCallID, value, len(page.Traces), trace)
+		}
+	}
+	spans, err := up.GetTrace(ctx, old)
+	if err != nil || len(spans) != len(want.traces[old])+1 {
+		t.Fatalf("old trace after one more span: %d spans (%v), want %d", len(spans), err, len(want.traces[old])+1)
+	}
+}
+
+// A trace written in batches moves from compact blocks to span rows when
+// it reaches compactBelow spans, and reads, searches and window reads
+// give what they gave before the move.
+func TestTraceReachingTheThresholdMovesToSpanRows(t *testing.T) {
+	s, _ := openTemp(t)
+	s.compactBelow = 100
+	ctx := context.Background()
+	spans := storetest.GenerateTraces(1, 150, 93)
+	if err := s.WriteSpans(ctx, spans[:60]); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.TraceCalls(ctx, spans[0].TraceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteSpans(ctx, spans[30:90]); err != nil { // overlaps: 30 new
+		t.Fatal(err)
+	}
+	var compact bool
+	if err := s.reader.QueryRow(`SELECT compact FROM traces`).Scan(&compact); err != nil || !compact {
+		t.Fatalf("90 spans: compact %v (%v), want compact", compact, err)
+	}
+	if err := s.WriteSpans(ctx, spans[80:]); err != nil {
+		t.Fatal(err)
+	}
+	var rows, blocks int
+	if err := s.reader.QueryRow(`SELECT (SELECT compact FROM traces), (SELECT count(*) FROM spans), (SELECT count(*) FROM trace_blocks)`).Scan(&compact, &rows, &blocks); err != nil {
+		t.Fatal(err)
+	}
+	if compact || rows != len(spans) || blocks != 0 {
+		t.Fatalf("150 spans: compact %v, %d span rows, %d block refs; want span rows only", compact, rows, blocks)
+	}
+	got, err := s.GetTrace(ctx, spans[0].TraceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSpansEqual(t, got, expectedRead(t, spans))
+	calls, err := s.TraceCalls(ctx, spans[0].TraceID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) <= len(before) {
+		t.Errorf("%d calls after the move, %d before with fewer spans", len(calls), len(before))
+	}
+	b := store.NewSummaryBuilder()
+	b.Add(got)
+	if !reflect.DeepEqual(calls, b.Summary().Calls) {
+		t.Error("calls after the move differ from the trace's")
+	}
+	var callID string
+	for _, sp := range spans[:60] {
+		if sp.ToolCallID != "" {
+			callID = sp.ToolCallID
+		}
+	}
+	page, err := s.ListTraces(ctx, store.TraceQuery{Search: mustParse(t, semconv.AttrToolCallID+"="+callID)})
+	if err != nil || len(page.Traces) != 1 {
+		t.Errorf("search after the move: %d traces (%v), want 1", len(page.Traces), err)
+	}
+}

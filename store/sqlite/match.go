@@ -1,0 +1,149 @@
+package sqlite
+
+import (
+	"database/sql/driver"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"modernc.org/sqlite"
+
+	"github.com/loomwork/loomwork/store"
+)
+
+// Attribute search of traces in compact blocks (migration 0009): such a
+// trace has no search_terms rows, so a list query tests its spans. Two SQL
+// functions, registered with the driver once, do it for one clause
+// (a matcher, registered for the query's lifetime and named by a number
+// the query binds):
+//
+//	loom_match(matcher, block_id, trace_id, project, data) is 1 when a
+//	span of the trace in the block satisfies the clause; data is the
+//	block's blob, or NULL when
+//	loom_cached(matcher, block_id) said the matcher holds the block
+//	decoded already (the traces of a batch share blocks: the query reads
+//	and decodes each block once, not once per trace).
+//
+// The test is store.TraceMatchesSearch's rule, the reference every
+// backend's search agrees with.
+
+// matcher is one clause being tested during one query.
+type matcher struct {
+	codec  *codec
+	clause store.SearchClause // never OpNe: planList splits it
+
+	mu     sync.Mutex
+	blocks map[int64]*matchBlock
+}
+
+// matchBlock is a decoded block and its spans, decoded in full on the
+// first test.
+type matchBlock struct {
+	b     *cblock
+	spans []store.Span
+}
+
+// matcherCacheBlocks bounds the blocks a matcher keeps decoded.
+const matcherCacheBlocks = 64
+
+var (
+	matchers    sync.Map // int64 → *matcher
+	matcherNext atomic.Int64
+)
+
+// newMatcher registers a matcher for clause; release unregisters it.
+func newMatcher(c *codec, clause store.SearchClause) (id int64, release func()) {
+	id = matcherNext.Add(1)
+	matchers.Store(id, &matcher{codec: c, clause: clause, blocks: map[int64]*matchBlock{}})
+	return id, func() { matchers.Delete(id) }
+}
+
+func init() {
+	sqlite.MustRegisterScalarFunction("loom_cached", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		m, err := matcherOf(args[0])
+		if err != nil {
+			return nil, err
+		}
+		id, _ := args[1].(int64)
+		m.mu.Lock()
+		_, ok := m.blocks[id]
+		m.mu.Unlock()
+		if ok {
+			return int64(1), nil
+		}
+		return int64(0), nil
+	})
+	sqlite.MustRegisterScalarFunction("loom_match", 5, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		m, err := matcherOf(args[0])
+		if err != nil {
+			return nil, err
+		}
+		id, _ := args[1].(int64)
+		traceID, _ := args[2].([]byte)
+		project, _ := args[3].(string)
+		data, _ := args[4].([]byte)
+		ok, err := m.match(id, traceID, project, data)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return int64(1), nil
+		}
+		return int64(0), nil
+	})
+}
+
+func matcherOf(v driver.Value) (*matcher, error) {
+	id, _ := v.(int64)
+	m, ok := matchers.Load(id)
+	if !ok {
+		return nil, fmt.Errorf("search matcher %d is not registered", id)
+	}
+	return m.(*matcher), nil
+}
+
+// match tests the spans of trace (traceID, project) in block id.
+func (m *matcher) match(id int64, traceID []byte, project string, data []byte) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mb, ok := m.blocks[id]
+	if !ok {
+		if data == nil {
+			return false, fmt.Errorf("span block %d: no data and not decoded", id)
+		}
+		plain, err := m.codec.unpackOwned(data)
+		if err != nil {
+			return false, fmt.Errorf("span block %d: %w", id, err)
+		}
+		b, err := decodeCompact(plain, true)
+		if err != nil {
+			return false, fmt.Errorf("span block %d: %w", id, err)
+		}
+		if len(m.blocks) >= matcherCacheBlocks {
+			clear(m.blocks)
+		}
+		mb = &matchBlock{b: b}
+		m.blocks[id] = mb
+	}
+	sg := mb.b.seg(traceID, project)
+	if sg == nil {
+		return false, nil
+	}
+	if mb.spans == nil {
+		// Every span of the block in full: its other traces are the next
+		// ones the query tests.
+		mb.spans = make([]store.Span, len(mb.b.spans))
+		var d payloadDecoder
+		for i := range mb.b.spans {
+			mb.spans[i] = mb.b.spans[i].span
+			if m.clause.Field == store.FieldName {
+				continue // the name is a typed field
+			}
+			d.reset(mb.b.payload(i), true)
+			if err := d.decode(&mb.spans[i]); err != nil {
+				return false, fmt.Errorf("span block %d: span %s: %w", id, mb.spans[i].SpanID, err)
+			}
+		}
+	}
+	return store.TraceMatchesSearch(mb.spans[sg.start:sg.end], []store.SearchClause{m.clause}), nil
+}
