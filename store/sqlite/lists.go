@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/binary"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -21,7 +22,9 @@ import (
 // and the sessions tables.
 const versionCallGroups = 8
 
-// jsonGroups is the stored form of a summary's call groups: "[]" for none.
+// jsonGroups is the JSON form of a summary's call groups ("[]" for
+// none), what versions 8 wrote and fillCallGroups writes; summaries
+// written since version 9 hold packGroups' form.
 func jsonGroups(gs []store.CallGroup) string {
 	if len(gs) == 0 {
 		return "[]"
@@ -34,7 +37,60 @@ func jsonGroups(gs []store.CallGroup) string {
 	return string(b)
 }
 
+// groupsPacked is the first byte of packGroups' form (JSON never starts
+// with it).
+const groupsPacked = 1
+
+// groupInts are a call group's integers in packGroups' order. A field
+// added to store.CallGroup must be added at the end (TestPackGroups
+// fails until it is).
+func groupInts(g *store.CallGroup) []*int64 {
+	return []*int64{&g.Calls, &g.Failed, &g.InputTokens, &g.OutputTokens, &g.CacheReadTokens, &g.CacheCreationTokens,
+		&g.ReasoningTokens, &g.ExplicitCalls, &g.ExplicitPicoUSD, &g.ExplicitOutOfRange, &g.ExplicitMagnitude,
+		&g.NoUsage, &g.FailedNoUsage, &g.Priced, &g.PricedUncached, &g.PricedCacheRead, &g.PricedCacheCreation,
+		&g.PricedOutput, &g.Raw, &g.MinPrompt, &g.MaxPrompt}
+}
+
+// packGroups is the stored form of a summary's call groups: a row per
+// trace, so a fifth of the JSON's bytes matter (the JSON was half of a
+// 10-span trace's summary row). groupsPacked, the count, then per group
+// its two models (uvarint length, bytes) and groupInts (zig-zag varints).
+func packGroups(gs []store.CallGroup) []byte {
+	out := []byte{groupsPacked}
+	out = binary.AppendUvarint(out, uint64(len(gs)))
+	for i := range gs {
+		g := &gs[i]
+		out = appendStr(appendStr(out, g.RequestModel), g.ResponseModel)
+		for _, v := range groupInts(g) {
+			out = binary.AppendVarint(out, *v)
+		}
+	}
+	return out
+}
+
+// decodeGroups reads either stored form of call groups.
 func decodeGroups(s string) ([]store.CallGroup, error) {
+	if len(s) > 0 && s[0] == groupsPacked {
+		r := &creader{b: s, pos: 1}
+		gs := make([]store.CallGroup, r.count(2))
+		for i := range gs {
+			g := &gs[i]
+			g.RequestModel, g.ResponseModel = strings.Clone(r.str()), strings.Clone(r.str())
+			for _, v := range groupInts(g) {
+				*v = r.varint()
+			}
+		}
+		if r.err == nil && r.pos != len(s) {
+			r.err = fmt.Errorf("%d bytes after the groups", len(s)-r.pos)
+		}
+		if r.err != nil {
+			return nil, fmt.Errorf("packed call groups: %w", r.err)
+		}
+		if len(gs) == 0 {
+			return nil, nil
+		}
+		return gs, nil
+	}
 	var gs []store.CallGroup
 	if err := json.Unmarshal([]byte(s), &gs); err != nil {
 		return nil, err

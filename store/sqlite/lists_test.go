@@ -310,3 +310,37 @@ func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
 		t.Error("trace calls after the upgrade differ")
 	}
 }
+
+// Every field of a call group survives its stored form, and a field added
+// to store.CallGroup fails here until packGroups stores it.
+func TestPackGroups(t *testing.T) {
+	var g store.CallGroup
+	v := reflect.ValueOf(&g).Elem()
+	ints := 0
+	for i := range v.NumField() {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Int64:
+			f.SetInt(int64(i+1) * -12345678901)
+			ints++
+		case reflect.String:
+			f.SetString(fmt.Sprintf("model-%d", i))
+		default:
+			t.Fatalf("CallGroup.%s is a %s: packGroups does not store it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	if n := len(groupInts(&g)); n != ints {
+		t.Fatalf("groupInts stores %d of CallGroup's %d integers", n, ints)
+	}
+	for _, gs := range [][]store.CallGroup{nil, {g}, {g, {RequestModel: "m", Calls: 1}}} {
+		got, err := decodeGroups(string(packGroups(gs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, gs) {
+			t.Errorf("round trip of %+v gave %+v", gs, got)
+		}
+	}
+	if _, err := decodeGroups(string(packGroups([]store.CallGroup{g})[:20])); err == nil {
+		t.Error("truncated groups decoded without an error")
+	}
+}
