@@ -2,8 +2,8 @@ package sqlite
 
 import (
 	"context"
-	"encoding/binary"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
