@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -42,6 +43,55 @@ type payload struct {
 	DroppedAttrs  uint32 `json:"da,omitempty"`
 	DroppedEvents uint32 `json:"de,omitempty"`
 	DroppedLinks  uint32 `json:"dl,omitempty"`
+	// Derived has bit i set when the attribute derivedAttrs[i] was left
+	// out of Attributes because it equals the typed field the span
+	// carries it in (compact.go); it is put back from that field.
+	Derived uint32 `json:"dv,omitempty"`
+}
+
+// derivedAttrs are the attributes a payload leaves out when they equal a
+// span's typed field (the collector derives the field from them, so they
+// usually do): a tenth of a compact block's bytes. The positions are
+// stored (payload.Derived): append only.
+var derivedAttrs = [...]struct {
+	key   string
+	field func(sp *store.Span) any // the field's value as an attribute value
+}{
+	{semconv.AttrOperationName, func(sp *store.Span) any { return sp.Operation }},
+	{semconv.AttrProviderName, func(sp *store.Span) any { return sp.Provider }},
+	{semconv.AttrRequestModel, func(sp *store.Span) any { return sp.RequestModel }},
+	{semconv.AttrResponseModel, func(sp *store.Span) any { return sp.ResponseModel }},
+	{semconv.AttrAgentName, func(sp *store.Span) any { return sp.AgentName }},
+	{semconv.AttrConversationID, func(sp *store.Span) any { return sp.ConversationID }},
+	{semconv.AttrToolName, func(sp *store.Span) any { return sp.ToolName }},
+	{semconv.AttrToolCallID, func(sp *store.Span) any { return sp.ToolCallID }},
+	{semconv.AttrUsageInputTokens, func(sp *store.Span) any { return sp.InputTokens }},
+	{semconv.AttrUsageOutputTokens, func(sp *store.Span) any { return sp.OutputTokens }},
+	{semconv.AttrUsageCacheReadInputTokens, func(sp *store.Span) any { return sp.CacheReadTokens }},
+}
+
+// derivedMask returns the derivedAttrs sp's attributes hold with exactly
+// its typed field's value and type (a string only when it is valid UTF-8,
+// which JSON would not carry unchanged).
+func derivedMask(sp *store.Span) uint32 {
+	var mask uint32
+	for i, d := range derivedAttrs {
+		v, ok := sp.Attributes[d.key]
+		if !ok {
+			continue
+		}
+		switch t := v.(type) {
+		case string:
+			if f, _ := d.field(sp).(string); f == t && utf8.ValidString(t) {
+				mask |= 1 << i
+			}
+		case int64:
+			if f, ok := d.field(sp).(int64); ok && f == t {
+				mask |= 1 << i
+			}
+		}
+	}
+	return mask
 }
 
 type eventRec struct {
@@ -118,7 +168,11 @@ func (r *scopeRec) applyTo(sp *store.Span) {
 // codec compresses payloads. Safe for concurrent use.
 type codec struct {
 	enc *zstd.Encoder
-	dec *zstd.Decoder
+	// dense compresses compact blocks (compact.go), at a higher level:
+	// they are most of the file, and compressing them costs a fraction of
+	// what the span rows they replace cost to insert.
+	dense *zstd.Encoder
+	dec   *zstd.Decoder
 }
 
 // newCodec builds a codec.
@@ -135,6 +189,15 @@ func newCodec() (*codec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create zstd encoder: %w", err)
 	}
+	dense, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
+		zstd.WithEncoderConcurrency(2),
+		zstd.WithEncoderCRC(false),
+	)
+	if err != nil {
+		enc.Close()
+		return nil, fmt.Errorf("create zstd encoder: %w", err)
+	}
 	dec, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(2),
 		// Cap what a corrupt frame can make the decoder allocate.
@@ -142,25 +205,32 @@ func newCodec() (*codec, error) {
 	)
 	if err != nil {
 		enc.Close()
+		dense.Close()
 		return nil, fmt.Errorf("create zstd decoder: %w", err)
 	}
-	return &codec{enc: enc, dec: dec}, nil
+	return &codec{enc: enc, dense: dense, dec: dec}, nil
 }
 
 func (c *codec) close() {
 	c.enc.Close()
+	c.dense.Close()
 	c.dec.Close()
 }
 
 // pack compresses b, prefixed with its encoding byte.
-func (c *codec) pack(b []byte) []byte {
+func (c *codec) pack(b []byte) []byte { return c.packWith(c.enc, b) }
+
+// packDense is pack at the compact blocks' level.
+func (c *codec) packDense(b []byte) []byte { return c.packWith(c.dense, b) }
+
+func (c *codec) packWith(enc *zstd.Encoder, b []byte) []byte {
 	if len(b) < compressMin {
 		out := make([]byte, 0, len(b)+1)
 		return append(append(out, encRaw), b...)
 	}
 	out := make([]byte, 1, len(b)/2+16)
 	out[0] = encZstd
-	out = c.enc.EncodeAll(b, out)
+	out = enc.EncodeAll(b, out)
 	if len(out) > len(b)+1 {
 		out = append(append(out[:0], encRaw), b...)
 	}
@@ -198,10 +268,25 @@ func (c *codec) unpackOwned(b []byte) ([]byte, error) {
 // appendPayload appends the JSON payload of sp to dst. It writes the JSON
 // directly (json.Marshal of a payload value re-validates and compacts every
 // Attributes MarshalJSON output, and was a fifth of the ingest CPU).
+//
+// The attributes that equal a typed field (derivedAttrs) are left out.
 func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 	var err error
 	dst = append(dst, `{"a":`...)
-	if dst, err = sp.Attributes.AppendJSON(dst); err != nil {
+	mask := derivedMask(sp)
+	if mask == 0 {
+		dst, err = sp.Attributes.AppendJSON(dst)
+	} else {
+		dst, err = sp.Attributes.AppendJSONExcept(dst, func(k string, _ any) bool {
+			for i, d := range derivedAttrs {
+				if mask&(1<<i) != 0 && d.key == k {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("attributes: %w", err)
 	}
 	dst = append(dst, `,"e":`...)
@@ -266,6 +351,7 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 	dst = appendUint(dst, `,"da":`, sp.DroppedAttributesCount)
 	dst = appendUint(dst, `,"de":`, sp.DroppedEventsCount)
 	dst = appendUint(dst, `,"dl":`, sp.DroppedLinksCount)
+	dst = appendUint(dst, `,"dv":`, mask)
 	return append(dst, '}'), nil
 }
 
@@ -387,6 +473,8 @@ func (d *payloadDecoder) decode(sp *store.Span) error {
 			return d.uintField(&p.DroppedEvents)
 		case fieldIs(key, "dl"):
 			return d.uintField(&p.DroppedLinks)
+		case fieldIs(key, "dv"):
+			return d.uintField(&p.Derived)
 		default:
 			return d.skipValue()
 		}
@@ -401,9 +489,17 @@ func (d *payloadDecoder) decode(sp *store.Span) error {
 	return nil
 }
 
-// applyTo copies a decoded payload's fields into sp.
+// applyTo copies a decoded payload's fields into sp, whose typed fields
+// are set.
 func (p *payload) applyTo(sp *store.Span) {
 	sp.Attributes = p.Attributes
+	if p.Derived != 0 && sp.Attributes != nil {
+		for i, d := range derivedAttrs {
+			if p.Derived&(1<<i) != 0 {
+				sp.Attributes[d.key] = d.field(sp)
+			}
+		}
+	}
 	sp.RetrievedDocs = p.Retrieved
 	sp.CitedDocs = p.Cited
 	sp.Flags = p.Flags

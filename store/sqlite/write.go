@@ -259,7 +259,7 @@ func (s *Store) prepareRows(spans []store.Span) ([]spanRow, [][]byte, error) {
 	var arena []byte
 	flush := func() {
 		if len(segs) > 0 {
-			blocks = append(blocks, s.codec.pack(encodeCompact(segs)))
+			blocks = append(blocks, s.codec.packDense(encodeCompact(segs)))
 			segs, raw = nil, 0
 		}
 	}
@@ -628,7 +628,7 @@ func (s *Store) writeCompactBlocks(ctx context.Context, tx *sql.Tx, rows []spanR
 				}
 				segs[len(segs)-1].rows = append(segs[len(segs)-1].rows, r)
 			}
-			data = s.codec.pack(encodeCompact(segs))
+			data = s.codec.packDense(encodeCompact(segs))
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO span_blocks (id, data) VALUES (?, ?)`, id, data); err != nil {
 			return fmt.Errorf("insert span block: %w", err)
