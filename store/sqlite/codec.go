@@ -55,7 +55,7 @@ type payload struct {
 // stored (payload.Derived): append only.
 var derivedAttrs = [...]struct {
 	key   string
-	field func(sp *store.Span) any // the field's value as an attribute value
+	field func(sp *store.Span) any // the field's value as an attribute value; nil: none
 }{
 	{semconv.AttrOperationName, func(sp *store.Span) any { return sp.Operation }},
 	{semconv.AttrProviderName, func(sp *store.Span) any { return sp.Provider }},
@@ -68,30 +68,65 @@ var derivedAttrs = [...]struct {
 	{semconv.AttrUsageInputTokens, func(sp *store.Span) any { return sp.InputTokens }},
 	{semconv.AttrUsageOutputTokens, func(sp *store.Span) any { return sp.OutputTokens }},
 	{semconv.AttrUsageCacheReadInputTokens, func(sp *store.Span) any { return sp.CacheReadTokens }},
+	{semconv.AttrCost, func(sp *store.Span) any {
+		if sp.CostUSD == nil {
+			return nil
+		}
+		return *sp.CostUSD
+	}},
+	{semconv.AttrRetrievalDocuments, func(sp *store.Span) any { return anyStrings(sp.RetrievedDocs) }},
+	{semconv.AttrCitations, func(sp *store.Span) any { return anyStrings(sp.CitedDocs) }},
+}
+
+func anyStrings(l []string) any {
+	if l == nil {
+		return nil
+	}
+	out := make([]any, len(l))
+	for i, s := range l {
+		out[i] = s
+	}
+	return out
 }
 
 // derivedMask returns the derivedAttrs sp's attributes hold with exactly
-// its typed field's value and type (a string only when it is valid UTF-8,
-// which JSON would not carry unchanged).
+// its typed field's value and type (strings only when valid UTF-8, which
+// JSON would not carry unchanged; numbers bit for bit).
 func derivedMask(sp *store.Span) uint32 {
 	var mask uint32
 	for i, d := range derivedAttrs {
 		v, ok := sp.Attributes[d.key]
-		if !ok {
-			continue
-		}
-		switch t := v.(type) {
-		case string:
-			if f, _ := d.field(sp).(string); f == t && utf8.ValidString(t) {
-				mask |= 1 << i
-			}
-		case int64:
-			if f, ok := d.field(sp).(int64); ok && f == t {
-				mask |= 1 << i
-			}
+		if ok && sameValue(v, d.field(sp)) {
+			mask |= 1 << i
 		}
 	}
 	return mask
+}
+
+func sameValue(v, f any) bool {
+	switch t := v.(type) {
+	case string:
+		s, ok := f.(string)
+		return ok && s == t && utf8.ValidString(t)
+	case int64:
+		n, ok := f.(int64)
+		return ok && n == t
+	case float64:
+		x, ok := f.(float64)
+		return ok && math.Float64bits(x) == math.Float64bits(t)
+	case []any:
+		l, ok := f.([]any)
+		if !ok || len(l) != len(t) {
+			return false
+		}
+		for i := range t {
+			if !sameValue(t[i], l[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 type eventRec struct {
@@ -289,11 +324,10 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("attributes: %w", err)
 	}
-	dst = append(dst, `,"e":`...)
-	if sp.Events == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
+	// Absent reads as null does (nil); most spans have no events, links
+	// or documents.
+	if sp.Events != nil {
+		dst = append(dst, `,"e":[`...)
 		for i, e := range sp.Events {
 			ns, err := unixNanos(e.Time)
 			if err != nil {
@@ -315,11 +349,8 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
-	dst = append(dst, `,"l":`...)
-	if sp.Links == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
+	if sp.Links != nil {
+		dst = append(dst, `,"l":[`...)
 		for i, l := range sp.Links {
 			if i > 0 {
 				dst = append(dst, ',')
@@ -340,10 +371,14 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
-	dst = append(dst, `,"r":`...)
-	dst = appendStrings(dst, sp.RetrievedDocs)
-	dst = append(dst, `,"c":`...)
-	dst = appendStrings(dst, sp.CitedDocs)
+	if sp.RetrievedDocs != nil {
+		dst = append(dst, `,"r":`...)
+		dst = appendStrings(dst, sp.RetrievedDocs)
+	}
+	if sp.CitedDocs != nil {
+		dst = append(dst, `,"c":`...)
+		dst = appendStrings(dst, sp.CitedDocs)
+	}
 	if sp.CostUSD != nil && math.IsNaN(*sp.CostUSD) {
 		dst = append(dst, `,"cn":true`...)
 	}
@@ -493,13 +528,6 @@ func (d *payloadDecoder) decode(sp *store.Span) error {
 // are set.
 func (p *payload) applyTo(sp *store.Span) {
 	sp.Attributes = p.Attributes
-	if p.Derived != 0 && sp.Attributes != nil {
-		for i, d := range derivedAttrs {
-			if p.Derived&(1<<i) != 0 {
-				sp.Attributes[d.key] = d.field(sp)
-			}
-		}
-	}
 	sp.RetrievedDocs = p.Retrieved
 	sp.CitedDocs = p.Cited
 	sp.Flags = p.Flags
@@ -521,6 +549,14 @@ func (p *payload) applyTo(sp *store.Span) {
 		for i, l := range p.Links {
 			sp.Links[i] = store.Link{TraceID: l.TraceID, SpanID: l.SpanID, TraceState: l.TraceState, Attributes: l.Attributes,
 				Flags: l.Flags, DroppedAttributesCount: l.Dropped}
+		}
+	}
+	// Last: the fields are all set.
+	if p.Derived != 0 && sp.Attributes != nil {
+		for i, d := range derivedAttrs {
+			if p.Derived&(1<<i) != 0 {
+				sp.Attributes[d.key] = d.field(sp)
+			}
 		}
 	}
 }

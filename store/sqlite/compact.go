@@ -34,6 +34,7 @@ import (
 //	version byte (compactVersion)
 //	segments: count, then per segment trace id (16 bytes), project
 //	  (string), span count — the spans follow in segment order
+//	time units of start deltas and durations (nanoseconds, uvarints)
 //	resources, scopes: count, then 16-byte hashes (resources.hash,
 //	  scopes.hash), which spans refer to by position + 1 (0: none)
 //	dictionary: count, then strings
@@ -41,7 +42,8 @@ import (
 //	  span ids (8 bytes each); parents (0 none, 1 an id in the parent
 //	  id column, k+2 the span id of the segment's k-th span); parent
 //	  ids (8 bytes each, for the 1s); start times (zig-zag varint
-//	  deltas from the previous span's); durations (zig-zag varints);
+//	  deltas from the previous span's, in the start unit); durations
+//	  (zig-zag varints, in the duration unit);
 //	  the string fields (dictionary positions); bits (1 has usage, 2
 //	  has a cost); costs (float64 bits, for the 2s); the five token
 //	  counts (zig-zag varints); resource and scope refs; payload lengths
@@ -94,6 +96,7 @@ func encodeCompact(segs []compactSeg) []byte {
 	var dictList []string
 	ids := make([]byte, 0, 8*n)
 	var parents, parentIDs, starts, durs, bits, costs, toks, refs, lens []byte
+	startDeltas, durations := make([]int64, 0, n), make([]int64, 0, n)
 	var strCols [nStrCols][]byte
 	var payloads []byte
 	prevStart := int64(0)
@@ -122,9 +125,9 @@ func encodeCompact(segs []compactSeg) []byte {
 					parentIDs = append(parentIDs, r.parentID...)
 				}
 			}
-			starts = binary.AppendVarint(starts, r.startNS-prevStart)
+			startDeltas = append(startDeltas, r.startNS-prevStart)
 			prevStart = r.startNS
-			durs = binary.AppendVarint(durs, r.endNS-r.startNS)
+			durations = append(durations, r.endNS-r.startNS)
 			for c, f := range strFields(sp) {
 				i, ok := dict[*f]
 				if !ok {
@@ -165,7 +168,19 @@ func encodeCompact(segs []compactSeg) []byte {
 			payloads = append(payloads, p...)
 		}
 	}
+	// Times in the block's units: many senders' clocks tick in
+	// microseconds or milliseconds, and a varint of nanoseconds spends
+	// 10 or 20 bits a value on zeros.
+	startUnit, durUnit := timeUnit(startDeltas), timeUnit(durations)
+	for _, d := range startDeltas {
+		starts = binary.AppendVarint(starts, d/startUnit)
+	}
+	for _, d := range durations {
+		durs = binary.AppendVarint(durs, d/durUnit)
+	}
 	out := head
+	out = binary.AppendUvarint(out, uint64(startUnit))
+	out = binary.AppendUvarint(out, uint64(durUnit))
 	for _, l := range [][][16]byte{resList, scList} {
 		out = binary.AppendUvarint(out, uint64(len(l)))
 		for _, h := range l {
@@ -187,6 +202,28 @@ func encodeCompact(segs []compactSeg) []byte {
 		out = appendBytes(out, col)
 	}
 	return append(out, payloads...)
+}
+
+// timeUnit is the greatest common divisor of vs (1 when all are 0), at
+// most 1e9 (a second).
+func timeUnit(vs []int64) int64 {
+	g := uint64(0)
+	for _, v := range vs {
+		u := uint64(v)
+		if v < 0 {
+			u = -u
+		}
+		for u != 0 {
+			g, u = u, g%u
+		}
+		if g == 1 {
+			return 1
+		}
+	}
+	if g == 0 || g > 1e9 {
+		return 1
+	}
+	return int64(g)
 }
 
 func appendStr(dst []byte, s string) []byte {
@@ -314,6 +351,10 @@ func decodeCompact(plain []byte, share bool) (*cblock, error) {
 	if r.err == nil && total > len(r.b)/8 {
 		r.err = errShortBlock
 	}
+	startUnit, durUnit := int64(r.uvarint()), int64(r.uvarint())
+	if r.err == nil && (startUnit < 1 || startUnit > 1e9 || durUnit < 1 || durUnit > 1e9) {
+		return nil, fmt.Errorf("compact block: time units %d, %d out of range", startUnit, durUnit)
+	}
 	for _, l := range []*[][16]byte{&b.resources, &b.scopes} {
 		n := r.count(16)
 		for range n {
@@ -362,9 +403,9 @@ func decodeCompact(plain []byte, share bool) (*cblock, error) {
 			default:
 				return nil, fmt.Errorf("compact block: span %d: parent ref %d out of range", i, p)
 			}
-			c.startNS = prev + starts.varint()
+			c.startNS = prev + starts.varint()*startUnit
 			prev = c.startNS
-			c.endNS = c.startNS + durs.varint()
+			c.endNS = c.startNS + durs.varint()*durUnit
 			sp.StartTime, sp.EndTime = time.Unix(0, c.startNS).UTC(), time.Unix(0, c.endNS).UTC()
 			for k, f := range strFields(sp) {
 				d := strc[k].uvarint()
