@@ -17,7 +17,7 @@ import (
 // downgradeTo8 turns a file of this version whose traces are all in span
 // rows (written with compactBelow 0) into the file version 8 wrote.
 var downgradeTo8 = []string{
-	`DROP TABLE span_blocks`, `DROP TABLE trace_blocks`, `ALTER TABLE traces DROP COLUMN compact`,
+	`DROP TABLE span_blocks`, `DROP TABLE trace_blocks`, `DROP TABLE span_names`, `ALTER TABLE traces DROP COLUMN compact`,
 	`DELETE FROM schema_migrations WHERE version = 9`, `PRAGMA user_version = 8`,
 }
 
@@ -34,7 +34,7 @@ func TestUpgradeToVersion9KeepsTracesAndSearches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.compactBelow = 0 // spans in span rows, as version 8 wrote them
+	s.writeV8 = true // what version 8 wrote
 	callID, doc, session := listsData(t, s, 600)
 	first, err := s.ListTraces(ctx, store.TraceQuery{Limit: 1, Ascending: true})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,13 +55,21 @@ func groupInts(g *store.CallGroup) []*int64 {
 // packGroups is the stored form of a summary's call groups: a row per
 // trace, so a fifth of the JSON's bytes matter (the JSON was half of a
 // 10-span trace's summary row). groupsPacked, the count, then per group
-// its two models (uvarint length, bytes) and groupInts (zig-zag varints).
-func packGroups(gs []store.CallGroup) []byte {
+// its two models and groupInts (zig-zag varints). A model is its
+// position in models (the summary's, stored beside) + 1, or 0 and the
+// name (uvarint length, bytes).
+func packGroups(gs []store.CallGroup, models []string) []byte {
 	out := []byte{groupsPacked}
 	out = binary.AppendUvarint(out, uint64(len(gs)))
 	for i := range gs {
 		g := &gs[i]
-		out = appendStr(appendStr(out, g.RequestModel), g.ResponseModel)
+		for _, m := range []string{g.RequestModel, g.ResponseModel} {
+			if k := slices.Index(models, m); k >= 0 {
+				out = binary.AppendUvarint(out, uint64(k)+1)
+			} else {
+				out = appendStr(append(out, 0), m)
+			}
+		}
 		for _, v := range groupInts(g) {
 			out = binary.AppendVarint(out, *v)
 		}
@@ -68,14 +77,28 @@ func packGroups(gs []store.CallGroup) []byte {
 	return out
 }
 
-// decodeGroups reads either stored form of call groups.
-func decodeGroups(s string) ([]store.CallGroup, error) {
+// decodeGroups reads either stored form of call groups; models are the
+// summary's.
+func decodeGroups(s string, models []string) ([]store.CallGroup, error) {
 	if len(s) > 0 && s[0] == groupsPacked {
 		r := &creader{b: s, pos: 1}
 		gs := make([]store.CallGroup, r.count(2))
+		model := func() string {
+			k := r.uvarint()
+			switch {
+			case k == 0:
+				return strings.Clone(r.str())
+			case k <= uint64(len(models)):
+				return models[k-1]
+			case r.err == nil:
+				r.err = fmt.Errorf("model %d of %d", k, len(models))
+			}
+			return ""
+		}
 		for i := range gs {
 			g := &gs[i]
-			g.RequestModel, g.ResponseModel = strings.Clone(r.str()), strings.Clone(r.str())
+			g.RequestModel = model()
+			g.ResponseModel = model()
 			for _, v := range groupInts(g) {
 				*v = r.varint()
 			}

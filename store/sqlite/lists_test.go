@@ -225,7 +225,7 @@ func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.compactBelow = 0 // spans in span rows, as version 8 wrote them
+	s.writeV8 = true // what version 8 wrote
 	callID, doc, session := listsData(t, s, 1200)
 	first, err := s.ListTraces(ctx, store.TraceQuery{Limit: 1, Ascending: true})
 	if err != nil {
@@ -331,8 +331,9 @@ func TestPackGroups(t *testing.T) {
 	if n := len(groupInts(&g)); n != ints {
 		t.Fatalf("groupInts stores %d of CallGroup's %d integers", n, ints)
 	}
+	models := []string{"m", g.ResponseModel}
 	for _, gs := range [][]store.CallGroup{nil, {g}, {g, {RequestModel: "m", Calls: 1}}} {
-		got, err := decodeGroups(string(packGroups(gs)))
+		got, err := decodeGroups(string(packGroups(gs, models)), models)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +341,7 @@ func TestPackGroups(t *testing.T) {
 			t.Errorf("round trip of %+v gave %+v", gs, got)
 		}
 	}
-	if _, err := decodeGroups(string(packGroups([]store.CallGroup{g})[:20])); err == nil {
+	if _, err := decodeGroups(string(packGroups([]store.CallGroup{g}, models)[:20]), models); err == nil {
 		t.Error("truncated groups decoded without an error")
 	}
 }

@@ -223,7 +223,11 @@ func (s *Store) listFilters(ctx context.Context, q *store.TraceQuery, project st
 		fs = append(fs, columnFilter("duration_ns", "traces_by_duration", ">= ?", []any{int64(q.MinDuration)}, project))
 	}
 	if q.Text != "" {
-		fs = append(fs, listFilter{walk: "instr(names_lower, ?) > 0", walkArgs: []any{normName(q.Text)}})
+		f, err := s.textFilter(ctx, normName(q.Text))
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
 	}
 	sf, err := s.searchFilters(ctx, q, releases)
 	if err != nil {

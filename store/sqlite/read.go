@@ -611,7 +611,7 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 		if ts.Models, err = decodeList(models); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s models: %w", ts.TraceID, err)
 		}
-		if ts.Groups, err = decodeGroups(groups); err != nil {
+		if ts.Groups, err = decodeGroups(groups, ts.Models); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s call groups: %w", ts.TraceID, err)
 		}
 		page.Traces = append(page.Traces, ts)

@@ -61,6 +61,8 @@ type Store struct {
 	bulkStmts map[bulkKey]*sql.Stmt
 	// searchKeys caches search key → search_keys.id (see searchKeyID).
 	searchKeys map[searchKey]int64
+	// spanNames caches span_names (names.go), under writeMu.
+	spanNames spanNameCache
 	// big keeps the child counts of huge traces' big parents, by trace
 	// seq (window.go, bigParents).
 	bigMu sync.Mutex
@@ -69,6 +71,9 @@ type Store struct {
 	// rows instead of compact blocks (compact.go): bigTraceSpans; tests
 	// set 0 to write files as versions before 9 did.
 	compactBelow int
+	// writeV8 makes writes store what version 8 stored (span rows, names
+	// as text), for upgrade tests.
+	writeV8 bool
 
 	// life serialises Start and Shutdown (a channel so a Shutdown waiting
 	// for a Start honours its context); state is read by every method.

@@ -108,7 +108,7 @@ func (s *Store) TraceHead(ctx context.Context, traceID string) (store.TraceSumma
 			return fail(fmt.Errorf("%s: %w", l.what, err))
 		}
 	}
-	if ts.Groups, err = decodeGroups(groups); err != nil {
+	if ts.Groups, err = decodeGroups(groups, ts.Models); err != nil {
 		return fail(fmt.Errorf("call groups: %w", err))
 	}
 	// The calls are read apart from the row: a list row carries only the

@@ -122,6 +122,7 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 		clear(s.resourceIDs)
 		clear(s.scopeIDs)
 		clear(s.searchKeys)
+		s.spanNames.clear()
 		return fmt.Errorf("write spans: %w", err)
 	}
 	return nil
@@ -395,7 +396,7 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 		}
 		g.rows = append(g.rows, r)
 	}
-	if err := loadSummaries(sctx, tx, order); err != nil {
+	if err := s.loadSummaries(sctx, tx, order); err != nil {
 		return err
 	}
 
@@ -466,7 +467,7 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 		// A trace stays in compact blocks while it is below bigTraceSpans
 		// (small traces are read whole); one that reaches it gets span
 		// rows and their window indexes, its stored spans moved.
-		big := g.b.Len()+len(g.inserted) >= s.compactBelow
+		big := g.b.Len()+len(g.inserted) >= s.compactBelow || s.writeV8
 		switch {
 		case !g.sm.exists:
 			g.compact = !big
@@ -1019,7 +1020,8 @@ func (s *Store) updateCalls(ctx context.Context, tx *sql.Tx, seq int64, added, r
 }
 
 // selectSummariesSQL reads summaries; loadSummaries appends the IN list.
-const selectSummariesSQL = `SELECT trace_id, project, seq, span_count, model_labels, services, names_lower, agent_names, models, compact
+const selectSummariesSQL = `SELECT trace_id, project, seq, span_count, model_labels, services, names_lower, agent_names, models, compact,
+	typeof(names_lower) = 'blob'
 	FROM traces WHERE trace_id IN `
 
 // summaryColsV2 are the summary columns of schema versions 2 to 7 (what
@@ -1043,18 +1045,14 @@ var (
 	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
 )
 
-// summaryValues are a summary row's summaryCols values.
-func summaryValues(sum *store.TraceSummary, services, names []string) []any {
-	var nb strings.Builder
-	for _, n := range names {
-		nb.WriteString(n)
-		nb.WriteString(namesSep)
-	}
+// summaryValues are a summary row's summaryCols values; names is
+// names_lower's (spanNamesValue).
+func summaryValues(sum *store.TraceSummary, services []string, names any) []any {
 	return []any{
-		sum.ServiceName, sum.RootName, jsonStrings(sum.AgentNames), jsonStrings(sum.Models), jsonStrings(services), nb.String(),
+		sum.ServiceName, sum.RootName, jsonStrings(sum.AgentNames), jsonStrings(sum.Models), jsonStrings(services), names,
 		sum.Start.UnixNano(), sum.End.UnixNano(), int64(sum.Duration), sum.SpanCount, sum.ErrorCount, sum.ModelCalls, sum.ToolCalls,
 		sum.InputTokens, sum.OutputTokens, sum.CacheReadTokens, sum.CacheCreationTokens, sum.ReasoningTokens, sum.InputTokens + sum.OutputTokens,
-		int64(sum.AfterRoot), sum.Fragments, sum.FailedModelCalls, jsonStrings(sum.ModelLabels), packGroups(sum.Groups),
+		int64(sum.AfterRoot), sum.Fragments, sum.FailedModelCalls, jsonStrings(sum.ModelLabels), packGroups(sum.Groups, sum.Models),
 	}
 }
 
@@ -1070,6 +1068,7 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 			upd.Close()
 		}
 	}()
+	var err error
 	for _, g := range groups {
 		if len(g.inserted) == 0 {
 			continue
@@ -1092,8 +1091,13 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 			}
 		}
 		sum := g.b.Figures()
-		vals := summaryValues(&sum, sortedKeys(sm.services), sortedKeys(sm.names))
-		var err error
+		var names any
+		if s.writeV8 {
+			names = namesText(sortedKeys(sm.names))
+		} else if names, err = s.spanNamesValue(ctx, tx, sortedKeys(sm.names)); err != nil {
+			return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
+		}
+		vals := summaryValues(&sum, sortedKeys(sm.services), names)
 		if sm.exists {
 			if upd == nil {
 				upd, err = tx.PrepareContext(ctx, updateSummarySQL)
@@ -1143,7 +1147,7 @@ func newSummary() *summary {
 
 // loadSummaries sets every group's summary: the stored one, or a fresh one
 // for a trace not stored yet. Many traces are read per query.
-func loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
+func (s *Store) loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
 	const chunk = 256
 	byID := make(map[string]*traceGroup, len(groups))
 	args := make([]any, 0, chunk)
@@ -1162,7 +1166,7 @@ func loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error 
 			byID[groupKey(g.project, g.traceID)] = g
 		}
 		q.WriteByte(')')
-		if err := scanSummaries(ctx, tx, q.String(), args, byID); err != nil {
+		if err := s.scanSummaries(ctx, tx, q.String(), args, byID); err != nil {
 			return fmt.Errorf("read trace summaries: %w", err)
 		}
 	}
@@ -1174,7 +1178,7 @@ func loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error 
 	return nil
 }
 
-func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID map[string]*traceGroup) error {
+func (s *Store) scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID map[string]*traceGroup) error {
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return err
@@ -1185,7 +1189,8 @@ func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID m
 		var traceID []byte
 		var project string
 		var labels, services, names, agents, models string
-		if err := rs.Scan(&traceID, &project, &sm.seq, &sm.spanCount, &labels, &services, &names, &agents, &models, &sm.compact); err != nil {
+		var namesIDs bool
+		if err := rs.Scan(&traceID, &project, &sm.seq, &sm.spanCount, &labels, &services, &names, &agents, &models, &sm.compact, &namesIDs); err != nil {
 			return err
 		}
 		g, ok := byID[groupKey(project, traceID)]
@@ -1211,10 +1216,8 @@ func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID m
 				}
 			}
 		}
-		for _, n := range strings.Split(names, namesSep) {
-			if n != "" {
-				sm.names[n] = struct{}{}
-			}
+		if err := s.readSpanNames(ctx, tx, names, namesIDs, sm.names); err != nil {
+			return fmt.Errorf("trace %x: names: %w", traceID, err)
 		}
 		g.sm = sm
 	}

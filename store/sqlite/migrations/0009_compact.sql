@@ -28,3 +28,10 @@ CREATE TABLE trace_blocks (
 	block_id  INTEGER NOT NULL, -- span_blocks.id
 	PRIMARY KEY (trace_seq, block_id)
 ) WITHOUT ROWID;
+
+-- The lower-cased names of the spans, once each: a summary row's
+-- names_lower lists its names' ids (names.go), where it spelled them out.
+CREATE TABLE span_names (
+	id   INTEGER PRIMARY KEY,
+	name TEXT NOT NULL UNIQUE
+);
