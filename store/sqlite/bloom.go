@@ -226,7 +226,9 @@ func bloomDriver(cand map[int64]bool, cond string, condArgs []any) (string, []an
 		args = append(args, condArgs...)
 	}
 	if len(parts) == 0 {
-		return "0", nil
+		// No chunk may hold it: an empty set, still a lookup by rowid
+		// (a constant 0 would plan as a scan, though it reads nothing).
+		return "seq IN (SELECT 0 WHERE 0)", nil
 	}
 	return "seq IN (" + strings.Join(parts, " UNION ALL ") + ")", args
 }

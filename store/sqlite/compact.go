@@ -445,12 +445,29 @@ func decodeCompact(plain []byte, share bool) (*cblock, error) {
 
 // seg returns the segment of the trace (id, project), or nil.
 func (b *cblock) seg(traceID []byte, project string) *cseg {
-	for i := range b.segs {
-		if bytes.Equal(b.segs[i].traceID[:], traceID) && b.segs[i].project == project {
-			return &b.segs[i]
-		}
+	if k := b.segIndex(traceID, project); k >= 0 {
+		return &b.segs[k]
 	}
 	return nil
+}
+
+// segIndex returns the position of the trace's segment, or -1.
+func (b *cblock) segIndex(traceID []byte, project string) int {
+	for i := range b.segs {
+		if bytes.Equal(b.segs[i].traceID[:], traceID) && b.segs[i].project == project {
+			return i
+		}
+	}
+	return -1
+}
+
+// segPayloads is the payloads of a segment's spans, back to back.
+func (b *cblock) segPayloads(sg *cseg) []byte {
+	if sg.start == sg.end {
+		return nil
+	}
+	first, last := &b.spans[sg.start], &b.spans[sg.end-1]
+	return unsafe.Slice(unsafe.StringData(b.plain[b.payBase+first.payOff:]), last.payOff+last.payLen-first.payOff)
 }
 
 // payload is span i's payload JSON.

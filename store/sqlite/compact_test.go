@@ -18,6 +18,11 @@ import (
 // rows (written with compactBelow 0) into the file version 8 wrote.
 var downgradeTo8 = []string{
 	`DROP TABLE span_blocks`, `DROP TABLE trace_blocks`, `DROP TABLE span_names`, `ALTER TABLE traces DROP COLUMN compact`,
+	`CREATE TABLE trace_tags (kind INTEGER NOT NULL, value TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (kind, value, seq)) WITHOUT ROWID`,
+	`INSERT INTO trace_tags SELECT 1, j.value, t.seq FROM traces t, json_each(t.services) j`,
+	`INSERT INTO trace_tags SELECT 2, j.value, t.seq FROM traces t, json_each(t.agent_names) j`,
+	`INSERT INTO trace_tags SELECT 3, j.value, t.seq FROM traces t, json_each(t.models) j`,
+	`DELETE FROM search_keys WHERE kind IN (6, 7, 8)`,
 	`DELETE FROM schema_migrations WHERE version = 9`, `PRAGMA user_version = 8`,
 }
 

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"database/sql/driver"
 	"fmt"
 	"sync"
@@ -31,16 +32,42 @@ import (
 type matcher struct {
 	codec  *codec
 	clause store.SearchClause // never OpNe: planList splits it
+	// needle, when set, is text a trace's payloads must hold to satisfy
+	// the clause (a value or key as JSON writes it): a trace without it is
+	// rejected without decoding its spans.
+	needle []byte
 
 	mu     sync.Mutex
 	blocks map[int64]*matchBlock
 }
 
-// matchBlock is a decoded block and its spans, decoded in full on the
-// first test.
+// matchBlock is a decoded block; its traces' spans are decoded in full
+// the first time one is tested (spans[i] for segment i).
 type matchBlock struct {
 	b     *cblock
-	spans []store.Span
+	spans [][]store.Span
+}
+
+// needleOf is the text the payloads of a trace satisfying c must hold, or
+// nil when there is none to require: a document id (in the payload's
+// document lists), a string attribute's value or an attribute key (an
+// attribute that is also a typed field is left out of the payload, and a
+// number or a boolean has more than one spelling).
+func needleOf(c store.SearchClause) []byte {
+	derived := false
+	for _, d := range derivedAttrs {
+		derived = derived || d.key == c.Key
+	}
+	switch {
+	case c.Field == store.FieldRetrieved || c.Field == store.FieldCited || c.Field == store.FieldEvidence:
+		return store.AppendJSONString(nil, c.Value)
+	case c.Field != store.FieldAttr || derived:
+		return nil
+	case c.Op == store.OpEq && !c.IsNum && c.Value != "true" && c.Value != "false":
+		return store.AppendJSONString(nil, c.Value)
+	default:
+		return append(store.AppendJSONString(nil, c.Key), ':')
+	}
 }
 
 // matcherCacheBlocks bounds the blocks a matcher keeps decoded.
@@ -54,7 +81,7 @@ var (
 // newMatcher registers a matcher for clause; release unregisters it.
 func newMatcher(c *codec, clause store.SearchClause) (id int64, release func()) {
 	id = matcherNext.Add(1)
-	matchers.Store(id, &matcher{codec: c, clause: clause, blocks: map[int64]*matchBlock{}})
+	matchers.Store(id, &matcher{codec: c, clause: clause, needle: needleOf(clause), blocks: map[int64]*matchBlock{}})
 	return id, func() { matchers.Delete(id) }
 }
 
@@ -125,25 +152,32 @@ func (m *matcher) match(id int64, traceID []byte, project string, data []byte) (
 		mb = &matchBlock{b: b}
 		m.blocks[id] = mb
 	}
-	sg := mb.b.seg(traceID, project)
-	if sg == nil {
+	k := mb.b.segIndex(traceID, project)
+	if k < 0 {
+		return false, nil
+	}
+	sg := &mb.b.segs[k]
+	if m.needle != nil && !bytes.Contains(mb.b.segPayloads(sg), m.needle) {
 		return false, nil
 	}
 	if mb.spans == nil {
-		// Every span of the block in full: its other traces are the next
-		// ones the query tests.
-		mb.spans = make([]store.Span, len(mb.b.spans))
+		mb.spans = make([][]store.Span, len(mb.b.segs))
+	}
+	spans := mb.spans[k]
+	if spans == nil {
+		spans = make([]store.Span, sg.end-sg.start)
 		var d payloadDecoder
-		for i := range mb.b.spans {
-			mb.spans[i] = mb.b.spans[i].span
+		for i := range spans {
+			spans[i] = mb.b.spans[sg.start+i].span
 			if m.clause.Field == store.FieldName {
 				continue // the name is a typed field
 			}
-			d.reset(mb.b.payload(i), true)
-			if err := d.decode(&mb.spans[i]); err != nil {
-				return false, fmt.Errorf("span block %d: span %s: %w", id, mb.spans[i].SpanID, err)
+			d.reset(mb.b.payload(sg.start+i), true)
+			if err := d.decode(&spans[i]); err != nil {
+				return false, fmt.Errorf("span block %d: span %s: %w", id, spans[i].SpanID, err)
 			}
 		}
+		mb.spans[k] = spans
 	}
-	return store.TraceMatchesSearch(mb.spans[sg.start:sg.end], []store.SearchClause{m.clause}), nil
+	return store.TraceMatchesSearch(spans, []store.SearchClause{m.clause}), nil
 }

@@ -204,10 +204,15 @@ func (s *Store) listFilters(ctx context.Context, q *store.TraceQuery, project st
 	}
 	for _, t := range []struct {
 		kind int
+		col  string
 		val  string
-	}{{tagService, q.Service}, {tagAgent, q.Agent}, {tagModel, q.Model}} {
+	}{{tagService, "services", q.Service}, {tagAgent, "agent_names", q.Agent}, {tagModel, "models", q.Model}} {
 		if t.val != "" {
-			fs = append(fs, setFilter("trace_tags", "kind = ? AND value = ?", []any{t.kind, t.val}))
+			f, err := s.tagFilter(ctx, t.kind, t.col, t.val)
+			if err != nil {
+				return nil, err
+			}
+			fs = append(fs, f)
 		}
 	}
 	if q.Session != "" {
@@ -234,6 +239,36 @@ func (s *Store) listFilters(ctx context.Context, q *store.TraceQuery, project st
 		return nil, err
 	}
 	return append(fs, sf...), nil
+}
+
+// tagFilter is "the trace's tags of kind (its summary's JSON list col)
+// hold val": tested on the list during a walk (an element follows '[' or
+// ',', and a quote within a JSON string is escaped, so '["val"' or
+// ',"val"' is exactly an element), driven from the search blooms' chunks
+// when they name few (the tags are in the blooms, under their own kinds).
+func (s *Store) tagFilter(ctx context.Context, kind int, col, val string) (listFilter, error) {
+	quoted := store.AppendJSONString(nil, val)
+	args := []any{"[" + string(quoted), "," + string(quoted)}
+	cond := func(t string) string {
+		return "(instr(" + t + col + ", ?) > 0 OR instr(" + t + col + ", ?) > 0)"
+	}
+	f := listFilter{walk: cond(""), walkArgs: args}
+	var key int64
+	switch err := s.reader.QueryRowContext(ctx, `SELECT id FROM search_keys WHERE kind = ? AND key = ''`, tagSearchKind(kind)).Scan(&key); {
+	case errors.Is(err, sql.ErrNoRows):
+		return listFilter{walk: "0"}, nil // no trace has such a tag
+	case err != nil:
+		return f, fmt.Errorf("look up a tag's search key: %w", err)
+	}
+	cand, _, err := s.bloomCandidates(ctx, []uint64{termHash(key, tagText, []byte(val))})
+	if err != nil {
+		return f, fmt.Errorf("read search blooms: %w", err)
+	}
+	if n := len(cand) << bloomChunkShift; n <= selectiveRows {
+		f.drive, f.driveArgs = bloomDriver(cand, cond("c."), args)
+		f.set, f.est = "tag blooms", max(n, 1)
+	}
+	return f, nil
 }
 
 // setFilter is membership of the set of traces (seq) the rows of table
@@ -316,7 +351,7 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery, releases
 			}
 			if n := len(cand) << bloomChunkShift; n <= selectiveRows {
 				f.drive, f.driveArgs = bloomDriver(cand, cond("c"), args)
-				f.set, f.est = "search_terms", max(n, 1)
+				f.set, f.est = "search blooms", max(n, 1)
 			}
 		}
 		fs = append(fs, f)

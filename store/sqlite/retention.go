@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +12,8 @@ import (
 )
 
 // Retention (issue 21): a project's traces older than its retention period
-// are deleted whole — the summary, every span, the tags, billed calls and
-// search terms, and the payload blocks no remaining span uses — and the
+// are deleted whole — the summary, every span, billed calls and search
+// terms, and the payload and span blocks no remaining trace uses — and the
 // freed pages are handed back to the file system with an incremental vacuum.
 // A trace's age is counted from its start (traces.start_ns), so a trace is
 // never cut in half: it is kept or deleted as a unit.
@@ -25,12 +24,14 @@ import (
 // Each chunk of traces is one short transaction under the write lock, and
 // every statement in it is an index lookup bounded by the chunk: the
 // chunk is the next expired traces in seq order (a range of seqs), so the
-// search terms and tags, whose keys lead with the key or tag rather than
-// the seq, are deleted by a range scan per key or tag, not a scan of the
-// whole table per chunk; payload blocks are freed after the last chunk,
-// by one read of the spans table outside the lock (a block holds spans of
-// one batch, possibly of several traces, and only a deleted span could
-// have been its last user: new spans always get new blocks). The chunk
+// search terms, whose key leads with the search key rather than the seq,
+// are deleted by a range scan per key, not a scan of the whole table per
+// chunk; payload and span blocks are freed after the last chunk, by one
+// read of the spans table and of trace_blocks outside the lock (a block
+// holds spans of one batch, possibly of several traces, and only a
+// deleted trace could have been its last user: new spans always get new
+// blocks). The trace tags and search blooms have no rows per trace to
+// delete (a chunk's blooms go when its traces are all gone). The chunk
 // grows or shrinks to take about chunkTarget, and the pass pauses half as
 // long as each chunk took before the next, so ingest waits at most one
 // chunk and gets at least a third of the time. Space goes back to the file
@@ -80,9 +81,6 @@ func (s *Store) DeleteTracesBefore(ctx context.Context, project string, cutoff t
 	fail := func(what string, err error) (DeleteResult, error) {
 		return res, fmt.Errorf("%s of project %q before %s: %w", what, project, cutoff.UTC().Format(time.RFC3339), err)
 	}
-	if err := p.loadTags(ctx); err != nil {
-		return fail("read trace tags", err)
-	}
 	for {
 		n, err := p.deleteChunk(ctx)
 		if err != nil {
@@ -110,31 +108,9 @@ type deletePass struct {
 	cutoffNS int64
 	after    int64 // the last seq looked at
 	chunk    int   // traces per transaction, adapted to chunkTarget
-	tags     map[tagKey]struct{}
 	blocks   map[int64]struct{} // payload blocks the deleted spans used
 	sblocks  map[int64]struct{} // span blocks the deleted compact traces used
 	res      *DeleteResult
-}
-
-// loadTags reads the distinct trace tags (services, agents, models: a
-// few dozen) once per pass, outside the write lock: a chunk deletes its
-// traces' tag rows by a range scan per tag. A tag first written during the
-// pass is found in the deleted traces' summary rows (tagsOf).
-func (p *deletePass) loadTags(ctx context.Context) error {
-	rows, err := p.s.reader.QueryContext(ctx, `SELECT DISTINCT kind, value FROM trace_tags`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	p.tags = map[tagKey]struct{}{}
-	for rows.Next() {
-		var k tagKey
-		if err := rows.Scan(&k.kind, &k.value); err != nil {
-			return err
-		}
-		p.tags[k] = struct{}{}
-	}
-	return rows.Err()
 }
 
 // hold runs f (step names it) under the write lock, measures how long it
@@ -194,29 +170,19 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 	// The next expired traces after the last seq looked at, by the
 	// primary key (the unary + keeps SQLite from choosing the
 	// (project, start_ns) index and sorting every expired trace).
-	rows, err := tx.QueryContext(ctx, `SELECT seq, agent_names, models, services FROM traces
+	rows, err := tx.QueryContext(ctx, `SELECT seq FROM traces
 		WHERE seq > ? AND +project = ? AND +start_ns < ? ORDER BY seq LIMIT ?`, p.after, p.project, p.cutoffNS, p.chunk)
 	if err != nil {
 		return 0, fmt.Errorf("find expired traces: %w", err)
 	}
 	var seqs []any
-	tags := map[tagKey]struct{}{}
 	for rows.Next() {
 		var seq int64
-		var agents, models, services string
-		if err := rows.Scan(&seq, &agents, &models, &services); err != nil {
+		if err := rows.Scan(&seq); err != nil {
 			rows.Close()
 			return 0, err
 		}
 		seqs = append(seqs, seq)
-		for kind, list := range map[int]string{tagService: services, tagAgent: agents, tagModel: models} {
-			var vals []string
-			if json.Unmarshal([]byte(list), &vals) == nil {
-				for _, v := range vals {
-					tags[tagKey{kind, v}] = struct{}{}
-				}
-			}
-		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -295,21 +261,6 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 		}
 		if st.count != nil {
 			*st.count, _ = r.RowsAffected()
-		}
-	}
-	// Tags: a range scan of the chunk's seqs per tag (kind, value lead
-	// trace_tags' primary key).
-	for k := range p.tags {
-		tags[k] = struct{}{}
-	}
-	del, err := tx.PrepareContext(ctx, `DELETE FROM trace_tags WHERE kind = ? AND value = ? AND seq BETWEEN ? AND ? AND seq IN `+in)
-	if err != nil {
-		return 0, fmt.Errorf("delete trace tags: %w", err)
-	}
-	defer del.Close()
-	for k := range tags {
-		if _, err := del.ExecContext(ctx, append([]any{k.kind, k.value, lo, hi}, seqs...)...); err != nil {
-			return 0, fmt.Errorf("delete trace tags: %w", err)
 		}
 	}
 	if err := dropBlooms(ctx, tx); err != nil {

@@ -347,6 +347,8 @@ type traceGroup struct {
 	// convs are the conversation ids of its stored spans (compact traces;
 	// for span rows, search_terms has them).
 	convs map[string]struct{}
+	// newTags are the tags this write gives the trace.
+	newTags []tagKey
 }
 
 func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) error {
@@ -699,14 +701,13 @@ type bulkKey struct {
 const (
 	spansHead       = `INSERT INTO spans (` + spanCols + `) VALUES `
 	traceBlocksHead = `INSERT OR IGNORE INTO trace_blocks (trace_seq, block_id) VALUES `
-	tagsHead        = `INSERT OR IGNORE INTO trace_tags (kind, value, seq) VALUES `
 	callsHead       = `INSERT INTO trace_calls (` + callCols + `) VALUES `
 )
 
 var bulkHeads = []struct {
 	head string
 	cols int
-}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {tagsHead, 3}, {callsHead, callColCount}, {searchTermsHead, 3}, {traceBlocksHead, 2}}
+}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {callsHead, callColCount}, {searchTermsHead, 3}, {traceBlocksHead, 2}}
 
 // prepareBulk prepares the multi-row inserts once per store. It must run
 // outside a transaction: the writer has a single connection, which an open
@@ -1061,7 +1062,6 @@ func summaryValues(sum *store.TraceSummary, services []string, names any) []any 
 // new tag rows. Groups without new spans are left alone.
 func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
 	ins := s.newBulkInsert(tx, insertSummaryHead, summaryColCount)
-	tags := s.newBulkInsert(tx, tagsHead, 3)
 	var upd *sql.Stmt
 	defer func() {
 		if upd != nil {
@@ -1114,26 +1114,21 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 				return fmt.Errorf("write trace summaries: %w", err)
 			}
 		}
+		// The tags (service, agent, model) new to the trace go to the
+		// search blooms (indexSearch).
 		for _, set := range []struct {
 			kind int
 			vals []string
 		}{{tagService, sortedKeys(sm.services)}, {tagAgent, sum.AgentNames}, {tagModel, sum.Models}} {
 			for _, v := range set.vals {
-				if _, ok := sm.oldTags[tagKey{set.kind, v}]; ok {
-					continue
-				}
-				tags.args = append(tags.args, set.kind, v, sm.seq)
-				if err := tags.rowAdded(ctx); err != nil {
-					return fmt.Errorf("write trace tags: %w", err)
+				if _, ok := sm.oldTags[tagKey{set.kind, v}]; !ok {
+					g.newTags = append(g.newTags, tagKey{set.kind, v})
 				}
 			}
 		}
 	}
 	if err := ins.flush(ctx); err != nil {
 		return fmt.Errorf("write trace summaries: %w", err)
-	}
-	if err := tags.flush(ctx); err != nil {
-		return fmt.Errorf("write trace tags: %w", err)
 	}
 	return nil
 }
