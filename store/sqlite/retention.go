@@ -106,8 +106,8 @@ type deletePass struct {
 	s        *Store
 	project  string
 	cutoffNS int64
-	after    int64 // the last seq looked at
-	chunk    int   // traces per transaction, adapted to chunkTarget
+	after    int64              // the last seq looked at
+	chunk    int                // traces per transaction, adapted to chunkTarget
 	blocks   map[int64]struct{} // payload blocks the deleted spans used
 	sblocks  map[int64]struct{} // span blocks the deleted compact traces used
 	res      *DeleteResult
