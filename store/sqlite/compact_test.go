@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +198,37 @@ func TestTraceReachingTheThresholdMovesToSpanRows(t *testing.T) {
 	page, err := s.ListTraces(ctx, store.TraceQuery{Search: mustParse(t, semconv.AttrToolCallID+"="+callID)})
 	if err != nil || len(page.Traces) != 1 {
 		t.Errorf("search after the move: %d traces (%v), want 1", len(page.Traces), err)
+	}
+}
+
+// One batch holding small traces (compact blocks) and a trace in span rows
+// whose payloads fill several payload blocks stores each where it
+// belongs, and every trace reads back as written.
+func TestMixedBatchOfCompactAndSpanRowTraces(t *testing.T) {
+	s, _ := openTemp(t)
+	s.compactBelow = 100
+	ctx := context.Background()
+	big := storetest.GenerateTraces(3, 150, 94) // three traces in span rows, a payload block each
+	for i := range big {
+		big[i].Attributes["filler"] = strings.Repeat(fmt.Sprintf("%d-", i), 200) // ~150 KB of payloads a trace
+	}
+	small := storetest.GenerateTraces(20, 10, 95)
+	batch := append(append(append([]store.Span{}, small[:100]...), big...), small[100:]...)
+	if err := s.WriteSpans(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	var payloadBlocks, spanRows, compact int
+	if err := s.reader.QueryRow(`SELECT (SELECT count(*) FROM payload_blocks), (SELECT count(*) FROM spans), (SELECT count(*) FROM traces WHERE compact)`).Scan(&payloadBlocks, &spanRows, &compact); err != nil {
+		t.Fatal(err)
+	}
+	if payloadBlocks != 3 || spanRows != len(big) || compact != 20 {
+		t.Fatalf("%d payload blocks, %d span rows, %d compact traces; want 3, %d, 20", payloadBlocks, spanRows, compact, len(big))
+	}
+	for _, want := range [][]store.Span{big[:150], big[300:], small[:10], small[190:]} {
+		got, err := s.GetTrace(ctx, want[0].TraceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSpansEqual(t, got, expectedRead(t, want))
 	}
 }

@@ -30,7 +30,8 @@ type spanRow struct {
 	cost     any    // nil or float64
 	payload  []byte // appendPayload's JSON
 	block    int    // index of the span's compact block in the batch
-	off, n   int    // a span row's payload within its (legacy) payload block
+	pblock   int    // a span row's payload block (index in payloadBlocks' result)
+	off, n   int    // a span row's payload within its payload block
 	resHash  [16]byte
 	resAttrs []byte // packed resource attributes; nil when the span has none
 	scHash   [16]byte
@@ -514,7 +515,7 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 				sp.Operation, sp.Provider, sp.RequestModel, sp.ResponseModel, sp.AgentName, sp.ConversationID,
 				sp.ToolName, sp.ToolCallID, sp.HasUsage, sp.InputTokens, sp.OutputTokens,
 				sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens, r.cost,
-				resID, firstPayload+int64(r.block), r.off, r.n, scopeID)
+				resID, firstPayload+int64(r.pblock), r.off, r.n, scopeID)
 			if err := ins.rowAdded(sctx); err != nil {
 				return fmt.Errorf("insert spans: %w", err)
 			}
@@ -576,7 +577,7 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 
 // payloadBlocks encodes the payloads of span rows into compressed blocks
 // of about blockTarget bytes (between traces where possible), setting
-// each row's block (index in the result), off and n.
+// each row's pblock (index in the result), off and n.
 func (s *Store) payloadBlocks(rows []*spanRow) [][]byte {
 	var blocks [][]byte
 	buf := make([]byte, 0, blockTarget+blockTarget/4)
@@ -585,7 +586,7 @@ func (s *Store) payloadBlocks(rows []*spanRow) [][]byte {
 			blocks = append(blocks, s.codec.pack(buf))
 			buf = buf[:0]
 		}
-		r.block, r.off = len(blocks), len(buf)
+		r.pblock, r.off = len(blocks), len(buf)
 		buf = append(buf, r.payload...)
 		r.n = len(r.payload)
 	}
