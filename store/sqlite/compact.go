@@ -246,22 +246,39 @@ type cspan struct {
 	resRef, scopeRef int
 }
 
+// nCols is the number of columns of a compact block.
+const nCols = 4 + nStrCols + 5
+
+// ccursor is a position in every column of a block: where a segment's
+// spans start.
+type ccursor struct {
+	cols      [nCols]creader
+	prevStart int64
+}
+
 // cseg is a decoded segment: one trace's spans in a block.
 type cseg struct {
 	traceID    [16]byte
 	project    string
-	start, end int // spans[start:end] of the block
+	start, end int // spans start..end-1 of the block
+	at         ccursor
 }
 
-// cblock is a decoded compact block. Its strings are substrings of the
-// plain block (no copy per value).
+// cblock is a decoded compact block: its header and where each segment's
+// spans are in the columns, which segSpans decodes. Its strings are
+// substrings of the plain block unless the block was decoded to copy
+// them.
 type cblock struct {
-	plain     string
-	segs      []cseg
-	resources [][16]byte
-	scopes    [][16]byte
-	spans     []cspan
-	payBase   int // offset of the payloads in plain
+	plain              string
+	share              bool
+	segs               []cseg
+	resources          [][16]byte
+	scopes             [][16]byte
+	dict               []string
+	ids                string
+	startUnit, durUnit int64
+	payBase            int
+	payOffs            []int // span i's payload is payOffs[i]:payOffs[i+1] after payBase
 }
 
 var errShortBlock = errors.New("compact block truncated")
@@ -324,12 +341,14 @@ func (r *creader) count(min int) int {
 	return int(n)
 }
 
-// decodeCompact parses a plain compact block. plain must not change
-// afterwards: the result's strings share its memory.
-// Unless share, the strings are copied (a small trace read from a block
-// of many must not keep the whole block alive).
+// decodeCompact parses a plain compact block's header and checks every
+// span's columns, noting where each segment starts (segSpans decodes a
+// segment's spans: a reader wants one trace of the block, or a few).
+// plain must not change afterwards: the result's strings share its
+// memory unless share is false, when they are copied (a small trace read
+// from a block of many must not keep the whole block alive).
 func decodeCompact(plain []byte, share bool) (*cblock, error) {
-	b := &cblock{plain: unsafe.String(unsafe.SliceData(plain), len(plain))}
+	b := &cblock{plain: unsafe.String(unsafe.SliceData(plain), len(plain)), share: share}
 	r := &creader{b: b.plain}
 	if v := r.take(1); r.err != nil || v[0] != compactVersion {
 		return nil, fmt.Errorf("compact block: unknown version")
@@ -351,9 +370,9 @@ func decodeCompact(plain []byte, share bool) (*cblock, error) {
 	if r.err == nil && total > len(r.b)/8 {
 		r.err = errShortBlock
 	}
-	startUnit, durUnit := int64(r.uvarint()), int64(r.uvarint())
-	if r.err == nil && (startUnit < 1 || startUnit > 1e9 || durUnit < 1 || durUnit > 1e9) {
-		return nil, fmt.Errorf("compact block: time units %d, %d out of range", startUnit, durUnit)
+	b.startUnit, b.durUnit = int64(r.uvarint()), int64(r.uvarint())
+	if r.err == nil && (b.startUnit < 1 || b.startUnit > 1e9 || b.durUnit < 1 || b.durUnit > 1e9) {
+		return nil, fmt.Errorf("compact block: time units %d, %d out of range", b.startUnit, b.durUnit)
 	}
 	for _, l := range []*[][16]byte{&b.resources, &b.scopes} {
 		n := r.count(16)
@@ -363,92 +382,134 @@ func decodeCompact(plain []byte, share bool) (*cblock, error) {
 			*l = append(*l, h)
 		}
 	}
-	dict := make([]string, r.count(1))
-	for i := range dict {
-		dict[i] = r.str()
+	b.dict = make([]string, r.count(1))
+	for i := range b.dict {
+		b.dict[i] = r.str()
 		if !share {
-			dict[i] = strings.Clone(dict[i])
+			b.dict[i] = strings.Clone(b.dict[i])
 		}
 	}
 	if r.err != nil {
 		return nil, fmt.Errorf("compact block header: %w", r.err)
 	}
-	b.spans = make([]cspan, total)
-	ids := r.take(uint64(8 * total))
-	cols := make([]creader, 4+nStrCols+5)
-	for i := range cols {
-		cols[i] = creader{b: r.str()}
+	b.ids = r.take(uint64(8 * total))
+	var cur ccursor
+	for i := range cur.cols {
+		cur.cols[i] = creader{b: r.str()}
 	}
 	if r.err != nil {
 		return nil, fmt.Errorf("compact block columns: %w", r.err)
 	}
 	b.payBase = r.pos
-	parents, parentIDs, starts, durs := &cols[0], &cols[1], &cols[2], &cols[3]
-	strc := cols[4 : 4+nStrCols]
-	bits, costs, toks, refs, lens := &cols[4+nStrCols], &cols[5+nStrCols], &cols[6+nStrCols], &cols[7+nStrCols], &cols[8+nStrCols]
-	prev := int64(0)
-	off := 0
-	for _, sg := range b.segs {
+	b.payOffs = make([]int, total+1)
+	for k := range b.segs {
+		sg := &b.segs[k]
+		sg.at = cur
 		for i := sg.start; i < sg.end; i++ {
-			c := &b.spans[i]
-			sp := &c.span
-			sp.SpanID = hex.EncodeToString([]byte(ids[8*i : 8*i+8]))
-			switch p := parents.uvarint(); {
-			case p == 0:
-			case p == 1:
-				sp.ParentSpanID = hex.EncodeToString([]byte(parentIDs.take(8)))
-			case p-2 < uint64(sg.end-sg.start):
-				k := sg.start + int(p-2)
-				sp.ParentSpanID = hex.EncodeToString([]byte(ids[8*k : 8*k+8]))
-			default:
-				return nil, fmt.Errorf("compact block: span %d: parent ref %d out of range", i, p)
+			n, err := b.span(&cur, sg, i, nil)
+			if err != nil {
+				return nil, err
 			}
-			c.startNS = prev + starts.varint()*startUnit
-			prev = c.startNS
-			c.endNS = c.startNS + durs.varint()*durUnit
-			sp.StartTime, sp.EndTime = time.Unix(0, c.startNS).UTC(), time.Unix(0, c.endNS).UTC()
-			for k, f := range strFields(sp) {
-				d := strc[k].uvarint()
-				if d >= uint64(len(dict)) {
-					return nil, fmt.Errorf("compact block: span %d: string %d out of range", i, d)
-				}
-				*f = dict[d]
-			}
-			bt := bits.take(1)
-			if bits.err == nil {
-				sp.HasUsage = bt[0]&bitUsage != 0
-				if bt[0]&bitCost != 0 {
-					v := math.Float64frombits(binary.LittleEndian.Uint64([]byte(costs.take(8))))
-					sp.CostUSD = &v
-				}
-			}
-			sp.InputTokens, sp.OutputTokens = toks.varint(), toks.varint()
-			sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens = toks.varint(), toks.varint(), toks.varint()
-			c.resRef, c.scopeRef = int(refs.uvarint()), int(refs.uvarint())
-			if c.resRef > len(b.resources) || c.scopeRef > len(b.scopes) {
-				return nil, fmt.Errorf("compact block: span %d: resource or scope ref out of range", i)
-			}
-			c.payOff, c.payLen = off, int(lens.uvarint())
-			off += c.payLen
+			b.payOffs[i+1] = b.payOffs[i] + n
 		}
 	}
-	for i := range cols {
-		if cols[i].err != nil {
-			return nil, fmt.Errorf("compact block column %d: %w", i, cols[i].err)
-		}
-	}
-	if off > len(b.plain)-b.payBase {
-		return nil, fmt.Errorf("compact block: payloads run past the end (%d > %d)", off, len(b.plain)-b.payBase)
+	if b.payOffs[total] > len(b.plain)-b.payBase {
+		return nil, fmt.Errorf("compact block: payloads run past the end (%d > %d)", b.payOffs[total], len(b.plain)-b.payBase)
 	}
 	return b, nil
 }
 
-// seg returns the segment of the trace (id, project), or nil.
-func (b *cblock) seg(traceID []byte, project string) *cseg {
-	if k := b.segIndex(traceID, project); k >= 0 {
-		return &b.segs[k]
+// span reads span i (of segment sg) at cur, into c unless c is nil, and
+// returns its payload's length.
+func (b *cblock) span(cur *ccursor, sg *cseg, i int, c *cspan) (int, error) {
+	cols := &cur.cols
+	parents, parentIDs, starts, durs := &cols[0], &cols[1], &cols[2], &cols[3]
+	strc := cols[4 : 4+nStrCols]
+	bits, costs, toks, refs, lens := &cols[4+nStrCols], &cols[5+nStrCols], &cols[6+nStrCols], &cols[7+nStrCols], &cols[8+nStrCols]
+	var sp *store.Span
+	if c != nil {
+		sp = &c.span
+		sp.SpanID = hex.EncodeToString([]byte(b.ids[8*i : 8*i+8]))
 	}
-	return nil
+	switch p := parents.uvarint(); {
+	case p == 0:
+	case p == 1:
+		id := parentIDs.take(8)
+		if sp != nil {
+			sp.ParentSpanID = hex.EncodeToString([]byte(id))
+		}
+	case p-2 < uint64(sg.end-sg.start):
+		if sp != nil {
+			k := sg.start + int(p-2)
+			sp.ParentSpanID = hex.EncodeToString([]byte(b.ids[8*k : 8*k+8]))
+		}
+	default:
+		return 0, fmt.Errorf("compact block: span %d: parent ref %d out of range", i, p)
+	}
+	startNS := cur.prevStart + starts.varint()*b.startUnit
+	cur.prevStart = startNS
+	endNS := startNS + durs.varint()*b.durUnit
+	var fields [nStrCols]*string
+	if sp != nil {
+		c.startNS, c.endNS = startNS, endNS
+		sp.StartTime, sp.EndTime = time.Unix(0, startNS).UTC(), time.Unix(0, endNS).UTC()
+		fields = strFields(sp)
+	}
+	for k := range strc {
+		d := strc[k].uvarint()
+		if d >= uint64(len(b.dict)) {
+			return 0, fmt.Errorf("compact block: span %d: string %d out of range", i, d)
+		}
+		if sp != nil {
+			*fields[k] = b.dict[d]
+		}
+	}
+	bt := bits.take(1)
+	var cost []byte
+	if bits.err == nil && bt[0]&bitCost != 0 {
+		cost = []byte(costs.take(8))
+	}
+	var tok [5]int64
+	for k := range tok {
+		tok[k] = toks.varint()
+	}
+	res, scope := int(refs.uvarint()), int(refs.uvarint())
+	if res < 0 || res > len(b.resources) || scope < 0 || scope > len(b.scopes) {
+		return 0, fmt.Errorf("compact block: span %d: resource or scope ref out of range", i)
+	}
+	n := lens.uvarint()
+	for k := range cols {
+		if cols[k].err != nil {
+			return 0, fmt.Errorf("compact block column %d: %w", k, cols[k].err)
+		}
+	}
+	if n > uint64(len(b.plain)) {
+		return 0, fmt.Errorf("compact block: span %d: payload of %d bytes", i, n)
+	}
+	if sp != nil {
+		sp.HasUsage = bt[0]&bitUsage != 0
+		if cost != nil {
+			v := math.Float64frombits(binary.LittleEndian.Uint64(cost))
+			sp.CostUSD = &v
+		}
+		sp.InputTokens, sp.OutputTokens, sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens = tok[0], tok[1], tok[2], tok[3], tok[4]
+		c.resRef, c.scopeRef = res, scope
+		c.payOff, c.payLen = b.payOffs[i], int(n)
+	}
+	return int(n), nil
+}
+
+// segSpans decodes segment k's spans.
+func (b *cblock) segSpans(k int) ([]cspan, error) {
+	sg := &b.segs[k]
+	cur := sg.at
+	out := make([]cspan, sg.end-sg.start)
+	for i := sg.start; i < sg.end; i++ {
+		if _, err := b.span(&cur, sg, i, &out[i-sg.start]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // segIndex returns the position of the trace's segment, or -1.
@@ -466,13 +527,12 @@ func (b *cblock) segPayloads(sg *cseg) []byte {
 	if sg.start == sg.end {
 		return nil
 	}
-	first, last := &b.spans[sg.start], &b.spans[sg.end-1]
-	return unsafe.Slice(unsafe.StringData(b.plain[b.payBase+first.payOff:]), last.payOff+last.payLen-first.payOff)
+	from, to := b.payBase+b.payOffs[sg.start], b.payBase+b.payOffs[sg.end]
+	return unsafe.Slice(unsafe.StringData(b.plain[from:]), to-from)
 }
 
-// payload is span i's payload JSON.
-func (b *cblock) payload(i int) string {
-	c := &b.spans[i]
+// payload is the payload JSON of a span of the block.
+func (b *cblock) payload(c *cspan) string {
 	return b.plain[b.payBase+c.payOff : b.payBase+c.payOff+c.payLen]
 }
 
@@ -519,12 +579,16 @@ func (s *Store) readCompact(ctx context.Context, tx *sql.Tx, seq int64, traceID 
 		if err != nil {
 			return fmt.Errorf("span block %d: %w", id, err)
 		}
-		sg := b.seg(traceID, project)
-		if sg == nil {
+		k := b.segIndex(traceID, project)
+		if k < 0 {
 			return fmt.Errorf("span block %d holds no spans of the trace", id)
 		}
-		for i := sg.start; i < sg.end; i++ {
-			c := &b.spans[i]
+		cs, err := b.segSpans(k)
+		if err != nil {
+			return fmt.Errorf("span block %d: %w", id, err)
+		}
+		for i := range cs {
+			c := &cs[i]
 			st := storedSpan{span: c.span, startNS: c.startNS, endNS: c.endNS}
 			st.span.TraceID = hexID
 			if c.resRef > 0 {
@@ -534,7 +598,7 @@ func (s *Store) readCompact(ctx context.Context, tx *sql.Tx, seq int64, traceID 
 				st.scope = &b.scopes[c.scopeRef-1]
 			}
 			if full {
-				st.payload = strings.Clone(b.payload(i))
+				st.payload = strings.Clone(b.payload(c))
 				d.reset(st.payload, true)
 				if err := d.decode(&st.span); err != nil {
 					return fmt.Errorf("span block %d: span %s: %w", id, st.span.SpanID, err)

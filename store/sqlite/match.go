@@ -165,14 +165,18 @@ func (m *matcher) match(id int64, traceID []byte, project string, data []byte) (
 	}
 	spans := mb.spans[k]
 	if spans == nil {
-		spans = make([]store.Span, sg.end-sg.start)
+		cs, err := mb.b.segSpans(k)
+		if err != nil {
+			return false, fmt.Errorf("span block %d: %w", id, err)
+		}
+		spans = make([]store.Span, len(cs))
 		var d payloadDecoder
-		for i := range spans {
-			spans[i] = mb.b.spans[sg.start+i].span
+		for i := range cs {
+			spans[i] = cs[i].span
 			if m.clause.Field == store.FieldName {
 				continue // the name is a typed field
 			}
-			d.reset(mb.b.payload(sg.start+i), true)
+			d.reset(mb.b.payload(&cs[i]), true)
 			if err := d.decode(&spans[i]); err != nil {
 				return false, fmt.Errorf("span block %d: span %s: %w", id, spans[i].SpanID, err)
 			}
