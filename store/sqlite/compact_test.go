@@ -232,3 +232,59 @@ func TestMixedBatchOfCompactAndSpanRowTraces(t *testing.T) {
 		checkSpansEqual(t, got, expectedRead(t, want))
 	}
 }
+
+// Search over compact blocks agrees with store.TraceMatchesSearch where an
+// attribute equal to the span's typed field is left out of the payload,
+// where the attribute differs from the field (in the payload), and where
+// it is a number or missing.
+func TestSearchFindsAttributesLeftOutOfThePayload(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := context.Background()
+	base := storetest.GenerateTraces(6, 3, 96)
+	set := func(trace int, toolCallID string, attr any) {
+		for i := trace * 3; i < trace*3+3; i++ {
+			sp := &base[i]
+			sp.ToolCallID = toolCallID
+			if attr == nil {
+				delete(sp.Attributes, semconv.AttrToolCallID)
+			} else {
+				sp.Attributes[semconv.AttrToolCallID] = attr
+			}
+		}
+	}
+	set(0, "same", "same")     // left out of the payload
+	set(1, "field", "payload") // kept: differs from the field
+	set(2, "42", int64(42))    // kept: a number
+	set(3, "only-field", nil)  // no attribute at all
+	set(4, "", "")             // left out: both empty
+	set(5, "true", true)       // kept: a boolean
+	if err := s.WriteSpans(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	byTrace := map[string][]store.Span{}
+	for _, sp := range base {
+		byTrace[sp.TraceID] = append(byTrace[sp.TraceID], sp)
+	}
+	for _, expr := range []string{"same", "field", "payload", "42", "only-field", `""`, "true"} {
+		clauses := mustParse(t, semconv.AttrToolCallID+"="+expr)
+		for _, c := range [][]store.SearchClause{clauses, mustParse(t, semconv.AttrToolCallID), mustParse(t, semconv.AttrToolCallID+"!="+expr)} {
+			want := map[string]bool{}
+			for id, spans := range byTrace {
+				if store.TraceMatchesSearch(spans, c) {
+					want[id] = true
+				}
+			}
+			page, err := s.ListTraces(ctx, store.TraceQuery{Search: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, tr := range page.Traces {
+				got[tr.TraceID] = true
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("search %v: %d traces, want %d", c, len(got), len(want))
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql/driver"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -33,9 +34,12 @@ type matcher struct {
 	codec  *codec
 	clause store.SearchClause // never OpNe: planList splits it
 	// needle, when set, is text a trace's payloads must hold to satisfy
-	// the clause (a value or key as JSON writes it): a trace without it is
-	// rejected without decoding its spans.
+	// the clause (a value or key as JSON writes it), unless field is set
+	// and one of its spans has the value in that typed field (an
+	// attribute equal to a typed field is left out of the payload): a
+	// trace with neither is rejected without decoding its payloads.
 	needle []byte
+	field  func(sp *store.Span) any
 
 	mu     sync.Mutex
 	blocks map[int64]*matchBlock
@@ -48,25 +52,31 @@ type matchBlock struct {
 	spans [][]store.Span
 }
 
-// needleOf is the text the payloads of a trace satisfying c must hold, or
-// nil when there is none to require: a document id (in the payload's
-// document lists), a string attribute's value or an attribute key (an
-// attribute that is also a typed field is left out of the payload, and a
-// number or a boolean has more than one spelling).
-func needleOf(c store.SearchClause) []byte {
-	derived := false
+// needleOf is the text the payloads of a trace satisfying c must hold,
+// or nil when there is none to require, and the typed field that may hold
+// the value instead: a document id (in the payload's document lists), a
+// string attribute's value (or, for an attribute that is also a typed
+// field, that field's), or an attribute key (not one that is also a
+// typed field: the payload leaves it out; a number or a boolean has more
+// than one spelling).
+func needleOf(c store.SearchClause) ([]byte, func(sp *store.Span) any) {
+	var field func(sp *store.Span) any
 	for _, d := range derivedAttrs {
-		derived = derived || d.key == c.Key
+		if d.key == c.Key {
+			field = d.field
+		}
 	}
 	switch {
 	case c.Field == store.FieldRetrieved || c.Field == store.FieldCited || c.Field == store.FieldEvidence:
-		return store.AppendJSONString(nil, c.Value)
-	case c.Field != store.FieldAttr || derived:
-		return nil
+		return store.AppendJSONString(nil, c.Value), nil
+	case c.Field != store.FieldAttr:
+		return nil, nil
 	case c.Op == store.OpEq && !c.IsNum && c.Value != "true" && c.Value != "false":
-		return store.AppendJSONString(nil, c.Value)
+		return store.AppendJSONString(nil, c.Value), field
+	case field != nil:
+		return nil, nil
 	default:
-		return append(store.AppendJSONString(nil, c.Key), ':')
+		return append(store.AppendJSONString(nil, c.Key), ':'), nil
 	}
 }
 
@@ -81,7 +91,8 @@ var (
 // newMatcher registers a matcher for clause; release unregisters it.
 func newMatcher(c *codec, clause store.SearchClause) (id int64, release func()) {
 	id = matcherNext.Add(1)
-	matchers.Store(id, &matcher{codec: c, clause: clause, needle: needleOf(clause), blocks: map[int64]*matchBlock{}})
+	needle, field := needleOf(clause)
+	matchers.Store(id, &matcher{codec: c, clause: clause, needle: needle, field: field, blocks: map[int64]*matchBlock{}})
 	return id, func() { matchers.Delete(id) }
 }
 
@@ -157,17 +168,28 @@ func (m *matcher) match(id int64, traceID []byte, project string, data []byte) (
 		return false, nil
 	}
 	sg := &mb.b.segs[k]
-	if m.needle != nil && !bytes.Contains(mb.b.segPayloads(sg), m.needle) {
-		return false, nil
-	}
 	if mb.spans == nil {
 		mb.spans = make([][]store.Span, len(mb.b.segs))
 	}
 	spans := mb.spans[k]
 	if spans == nil {
-		cs, err := mb.b.segSpans(k)
-		if err != nil {
-			return false, fmt.Errorf("span block %d: %w", id, err)
+		var cs []cspan
+		var err error
+		if m.needle != nil && !bytes.Contains(mb.b.segPayloads(sg), m.needle) {
+			if m.field == nil {
+				return false, nil
+			}
+			if cs, err = mb.b.segSpans(k); err != nil {
+				return false, fmt.Errorf("span block %d: %w", id, err)
+			}
+			if !slices.ContainsFunc(cs, func(c cspan) bool { return m.field(&c.span) == any(m.clause.Value) }) {
+				return false, nil
+			}
+		}
+		if cs == nil {
+			if cs, err = mb.b.segSpans(k); err != nil {
+				return false, fmt.Errorf("span block %d: %w", id, err)
+			}
 		}
 		spans = make([]store.Span, len(cs))
 		var d payloadDecoder
