@@ -612,6 +612,7 @@ func (s *Store) writeCompactBlocks(ctx context.Context, tx *sql.Tx, rows []spanR
 		}
 	}
 	tb := s.newBulkInsert(tx, traceBlocksHead, 2)
+	sb := s.newBulkInsert(tx, spanBlocksHead, 2)
 	id := firstBlock
 	for i, data := range blocks {
 		rs := used[i]
@@ -634,8 +635,9 @@ func (s *Store) writeCompactBlocks(ctx context.Context, tx *sql.Tx, rows []spanR
 			}
 			data = s.codec.packDense(encodeCompact(segs))
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO span_blocks (id, data) VALUES (?, ?)`, id, data); err != nil {
-			return fmt.Errorf("insert span block: %w", err)
+		sb.args = append(sb.args, id, data)
+		if err := sb.rowAdded(ctx); err != nil {
+			return fmt.Errorf("insert span blocks: %w", err)
 		}
 		var last *traceGroup
 		for _, r := range rs {
@@ -650,6 +652,9 @@ func (s *Store) writeCompactBlocks(ctx context.Context, tx *sql.Tx, rows []spanR
 			}
 		}
 		id++
+	}
+	if err := sb.flush(ctx); err != nil {
+		return fmt.Errorf("insert span blocks: %w", err)
 	}
 	if err := tb.flush(ctx); err != nil {
 		return fmt.Errorf("list span blocks: %w", err)
@@ -702,13 +707,14 @@ type bulkKey struct {
 const (
 	spansHead       = `INSERT INTO spans (` + spanCols + `) VALUES `
 	traceBlocksHead = `INSERT OR IGNORE INTO trace_blocks (trace_seq, block_id) VALUES `
+	spanBlocksHead  = `INSERT INTO span_blocks (id, data) VALUES `
 	callsHead       = `INSERT INTO trace_calls (` + callCols + `) VALUES `
 )
 
 var bulkHeads = []struct {
 	head string
 	cols int
-}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {callsHead, callColCount}, {searchTermsHead, 3}, {traceBlocksHead, 2}}
+}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {callsHead, callColCount}, {searchTermsHead, 3}, {traceBlocksHead, 2}, {spanBlocksHead, 2}}
 
 // prepareBulk prepares the multi-row inserts once per store. It must run
 // outside a transaction: the writer has a single connection, which an open
