@@ -19,7 +19,7 @@ import (
 // downgradeTo8 turns a file of this version whose traces are all in span
 // rows (written with compactBelow 0) into the file version 8 wrote.
 var downgradeTo8 = []string{
-	`DROP TABLE span_blocks`, `DROP TABLE trace_blocks`, `DROP TABLE span_names`, `ALTER TABLE traces DROP COLUMN compact`,
+	`DROP TABLE span_blocks`, `DROP TABLE trace_blocks`, `DROP TABLE summary_strings`, `ALTER TABLE traces DROP COLUMN compact`,
 	`CREATE TABLE trace_tags (kind INTEGER NOT NULL, value TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (kind, value, seq)) WITHOUT ROWID`,
 	`INSERT INTO trace_tags SELECT 1, j.value, t.seq FROM traces t, json_each(t.services) j`,
 	`INSERT INTO trace_tags SELECT 2, j.value, t.seq FROM traces t, json_each(t.agent_names) j`,
@@ -132,6 +132,28 @@ func TestUpgradeToVersion9KeepsTracesAndSearches(t *testing.T) {
 		}
 		if len(page.Traces) != 1 || page.Traces[0].TraceID != trace {
 			t.Errorf("search %s=%s: %d traces, want only %s", semconv.AttrToolCallID, value, len(page.Traces), trace)
+		}
+	}
+	// The tag and text filters find rows of both versions: version 8's
+	// spelled out, the new ones as summary string ids.
+	root := fresh[0]
+	for _, q := range []store.TraceQuery{{Service: root.ServiceName}, {Agent: root.AgentName}, {Model: root.RequestModel}, {Text: root.Name}} {
+		q.Limit = store.MaxPageSize
+		page, err := up.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var newRow, oldRow bool
+		for _, tr := range page.Traces {
+			newRow = newRow || tr.TraceID == root.TraceID
+			_, kept := want.traces[tr.TraceID]
+			oldRow = oldRow || kept
+			if tr.TraceID == root.TraceID && (tr.ServiceName != root.ServiceName || tr.RootName != root.Name) {
+				t.Errorf("new trace listed as %q/%q, want %q/%q", tr.ServiceName, tr.RootName, root.ServiceName, root.Name)
+			}
+		}
+		if !newRow || !oldRow {
+			t.Errorf("%+v: new trace listed %v, a trace of before %v; want both", q, newRow, oldRow)
 		}
 	}
 	spans, err := up.GetTrace(ctx, old)

@@ -241,16 +241,24 @@ func (s *Store) listFilters(ctx context.Context, q *store.TraceQuery, project st
 	return append(fs, sf...), nil
 }
 
-// tagFilter is "the trace's tags of kind (its summary's JSON list col)
-// hold val": tested on the list during a walk (an element follows '[' or
-// ',', and a quote within a JSON string is escaped, so '["val"' or
-// ',"val"' is exactly an element), driven from the search blooms' chunks
-// when they name few (the tags are in the blooms, under their own kinds).
+// tagFilter is "the trace's tags of kind (its summary's list col) hold
+// val": tested on the list during a walk (for a JSON list of version 8, an
+// element follows '[' or ',', and a quote within a JSON string is
+// escaped, so '["val"' or ',"val"' is exactly an element; for ids, val's),
+// driven from the search blooms' chunks when they name few (the tags are
+// in the blooms, under their own kinds).
 func (s *Store) tagFilter(ctx context.Context, kind int, col, val string) (listFilter, error) {
 	quoted := store.AppendJSONString(nil, val)
-	args := []any{"[" + string(quoted), "," + string(quoted)}
+	id, err := s.idOf(ctx, val)
+	if err != nil {
+		return listFilter{}, err
+	}
+	args := []any{"[" + string(quoted), "," + string(quoted), appendIDs([]byte{}, []int64{id})}
+	// A list of version 8 is JSON text, one since version 9 ids
+	// (names.go).
 	cond := func(t string) string {
-		return "(instr(" + t + col + ", ?) > 0 OR instr(" + t + col + ", ?) > 0)"
+		return "CASE WHEN typeof(" + t + col + ") = 'text' THEN instr(" + t + col + ", ?) > 0 OR instr(" + t + col + ", ?) > 0 " +
+			"ELSE loom_any_id(" + t + col + ", ?) END"
 	}
 	f := listFilter{walk: cond(""), walkArgs: args}
 	var key int64

@@ -77,7 +77,7 @@ func (s *Store) resummarize(ctx context.Context, tx *sql.Tx) error {
 		if err != nil {
 			return fmt.Errorf("resummarize trace %s: services: %w", id, err)
 		}
-		vals := summaryValues(&sum, services, nil)[:23] // the version 2 columns
+		vals := summaryValues(&sum, services, "")[:23] // the version 2 columns
 		vals[5] = t.names                               // names_lower is kept as it was
 		if _, err := upd.ExecContext(ctx, append(vals, t.seq)...); err != nil {
 			return fmt.Errorf("resummarize trace %s: %w", id, err)
@@ -86,7 +86,7 @@ func (s *Store) resummarize(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// versionCompact is the schema version of compact blocks, span_names and
+// versionCompact is the schema version of compact blocks, summary_strings and
 // tags in the search blooms (migration 0009).
 const versionCompact = 9
 
@@ -114,7 +114,7 @@ func (s *Store) fillTagBlooms(ctx context.Context, tx *sql.Tx) error {
 	n := 0
 	for rows.Next() {
 		var seq int64
-		var services, agents, models string
+		var services, agents, models string // version 8's JSON lists
 		if err := rows.Scan(&seq, &services, &agents, &models); err != nil {
 			return fmt.Errorf("fill tag blooms: %w", err)
 		}

@@ -61,8 +61,8 @@ type Store struct {
 	bulkStmts map[bulkKey]*sql.Stmt
 	// searchKeys caches search key → search_keys.id (see searchKeyID).
 	searchKeys map[searchKey]int64
-	// spanNames caches span_names (names.go), under writeMu.
-	spanNames spanNameCache
+	// strs caches summary_strings (names.go).
+	strs strDict
 	// big keeps the child counts of huge traces' big parents, by trace
 	// seq (window.go, bigParents).
 	bigMu sync.Mutex

@@ -79,14 +79,15 @@ func (s *Store) TraceHead(ctx context.Context, traceID string) (store.TraceSumma
 		return fail(fmt.Errorf("%w: %w", store.ErrBadTraceID, err))
 	}
 	var ts store.TraceSummary
-	var agents, models, labels, groups string
+	var labels, groups string
+	var root, service, agents, models any
 	var startNS, endNS, durNS, afterNS int64
 	err = s.reader.QueryRowContext(ctx, `SELECT call_groups, root_name, service_name, agent_names, models,
 	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens,
 	after_root_ns, fragments, failed_model_calls, model_labels
 	FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(
-		&groups, &ts.RootName, &ts.ServiceName, &agents, &models,
+		&groups, &root, &service, &agents, &models,
 		&startNS, &endNS, &durNS, &ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.ToolCalls,
 		&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens,
 		&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels)
@@ -99,12 +100,18 @@ func (s *Store) TraceHead(ctx context.Context, traceID string) (store.TraceSumma
 	ts.TraceID = traceID
 	ts.Start, ts.End = time.Unix(0, startNS).UTC(), time.Unix(0, endNS).UTC()
 	ts.Duration, ts.AfterRoot = time.Duration(durNS), time.Duration(afterNS)
+	if ts.RootName, err = s.strs.text(ctx, s.reader, root); err != nil {
+		return fail(fmt.Errorf("root name: %w", err))
+	}
+	if ts.ServiceName, err = s.strs.text(ctx, s.reader, service); err != nil {
+		return fail(fmt.Errorf("service: %w", err))
+	}
 	for _, l := range []struct {
-		raw  string
+		raw  any
 		into *[]string
 		what string
 	}{{agents, &ts.AgentNames, "agent names"}, {models, &ts.Models, "models"}, {labels, &ts.ModelLabels, "model labels"}} {
-		if *l.into, err = decodeList(l.raw); err != nil {
+		if *l.into, err = s.strs.list(ctx, s.reader, l.raw); err != nil {
 			return fail(fmt.Errorf("%s: %w", l.what, err))
 		}
 	}

@@ -123,7 +123,7 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 		clear(s.resourceIDs)
 		clear(s.scopeIDs)
 		clear(s.searchKeys)
-		s.spanNames.clear()
+		s.strs.clear()
 		return fmt.Errorf("write spans: %w", err)
 	}
 	return nil
@@ -1028,8 +1028,7 @@ func (s *Store) updateCalls(ctx context.Context, tx *sql.Tx, seq int64, added, r
 }
 
 // selectSummariesSQL reads summaries; loadSummaries appends the IN list.
-const selectSummariesSQL = `SELECT trace_id, project, seq, span_count, model_labels, services, names_lower, agent_names, models, compact,
-	typeof(names_lower) = 'blob'
+const selectSummariesSQL = `SELECT trace_id, project, seq, span_count, model_labels, services, names_lower, agent_names, models, compact
 	FROM traces WHERE trace_id IN `
 
 // summaryColsV2 are the summary columns of schema versions 2 to 7 (what
@@ -1053,9 +1052,9 @@ var (
 	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
 )
 
-// summaryValues are a summary row's summaryCols values; names is
-// names_lower's (spanNamesValue).
-func summaryValues(sum *store.TraceSummary, services []string, names any) []any {
+// summaryValues are a summary row's summaryCols values, the strings
+// spelled out (version 8's form); names is names_lower's.
+func summaryValues(sum *store.TraceSummary, services []string, names string) []any {
 	return []any{
 		sum.ServiceName, sum.RootName, jsonStrings(sum.AgentNames), jsonStrings(sum.Models), jsonStrings(services), names,
 		sum.Start.UnixNano(), sum.End.UnixNano(), int64(sum.Duration), sum.SpanCount, sum.ErrorCount, sum.ModelCalls, sum.ToolCalls,
@@ -1098,13 +1097,18 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 			}
 		}
 		sum := g.b.Figures()
-		var names any
-		if s.writeV8 {
-			names = namesText(sortedKeys(sm.names))
-		} else if names, err = s.spanNamesValue(ctx, tx, sortedKeys(sm.names)); err != nil {
-			return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
+		vals := summaryValues(&sum, sortedKeys(sm.services), namesText(sortedKeys(sm.names)))
+		if !s.writeV8 {
+			// The strings as ids (names.go), in summaryCols' order.
+			for i, l := range [][]string{{sum.ServiceName}, {sum.RootName}, sum.AgentNames, sum.Models, sortedKeys(sm.services)} {
+				if vals[i], err = s.strs.encode(ctx, tx, l); err != nil {
+					return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
+				}
+			}
+			if vals[5], err = s.strs.namesValue(ctx, tx, sortedKeys(sm.names)); err != nil {
+				return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
+			}
 		}
-		vals := summaryValues(&sum, sortedKeys(sm.services), names)
 		if sm.exists {
 			if upd == nil {
 				upd, err = tx.PrepareContext(ctx, updateSummarySQL)
@@ -1181,33 +1185,47 @@ func (s *Store) loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGr
 }
 
 func (s *Store) scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID map[string]*traceGroup) error {
+	type row struct {
+		g                              *traceGroup
+		sm                             *summary
+		labels                         string
+		services, names, agents, models any
+	}
+	var found []row
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return err
 	}
-	defer rs.Close()
 	for rs.Next() {
-		sm := newSummary()
+		r := row{sm: newSummary()}
 		var traceID []byte
 		var project string
-		var labels, services, names, agents, models string
-		var namesIDs bool
-		if err := rs.Scan(&traceID, &project, &sm.seq, &sm.spanCount, &labels, &services, &names, &agents, &models, &sm.compact, &namesIDs); err != nil {
+		if err := rs.Scan(&traceID, &project, &r.sm.seq, &r.sm.spanCount, &r.labels, &r.services, &r.names, &r.agents, &r.models, &r.sm.compact); err != nil {
+			rs.Close()
 			return err
 		}
-		g, ok := byID[groupKey(project, traceID)]
-		if !ok {
-			continue // the same trace id in another project
+		var ok bool
+		if r.g, ok = byID[groupKey(project, traceID)]; ok { // else the same trace id in another project
+			found = append(found, r)
 		}
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	// The strings are resolved once the rows are read (through the same
+	// transaction's connection).
+	for _, r := range found {
+		sm := r.sm
 		sm.exists = true
 		for _, l := range []struct {
 			kind int
-			src  string
+			src  any
 			dst  map[string]struct{}
-		}{{0, labels, sm.labels}, {tagService, services, sm.services}, {tagAgent, agents, nil}, {tagModel, models, nil}} {
-			var vals []string
-			if err := json.Unmarshal([]byte(l.src), &vals); err != nil {
-				return fmt.Errorf("trace %x: decode stored list %q: %w", traceID, l.src, err)
+		}{{0, r.labels, sm.labels}, {tagService, r.services, sm.services}, {tagAgent, r.agents, nil}, {tagModel, r.models, nil}} {
+			vals, err := s.strs.list(ctx, tx, l.src)
+			if err != nil {
+				return fmt.Errorf("trace %x: decode stored list: %w", r.g.traceID, err)
 			}
 			for _, v := range vals {
 				if l.dst != nil {
@@ -1218,12 +1236,12 @@ func (s *Store) scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []
 				}
 			}
 		}
-		if err := s.readSpanNames(ctx, tx, names, namesIDs, sm.names); err != nil {
-			return fmt.Errorf("trace %x: names: %w", traceID, err)
+		if err := s.strs.readNames(ctx, tx, r.names, sm.names); err != nil {
+			return fmt.Errorf("trace %x: names: %w", r.g.traceID, err)
 		}
-		g.sm = sm
+		r.g.sm = sm
 	}
-	return rs.Err()
+	return nil
 }
 
 func sortedKeys(m map[string]struct{}) []string {

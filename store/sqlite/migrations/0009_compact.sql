@@ -29,11 +29,12 @@ CREATE TABLE trace_blocks (
 	PRIMARY KEY (trace_seq, block_id)
 ) WITHOUT ROWID;
 
--- The lower-cased names of the spans, once each: a summary row's
--- names_lower lists its names' ids (names.go), where it spelled them out.
-CREATE TABLE span_names (
-	id   INTEGER PRIMARY KEY,
-	name TEXT NOT NULL UNIQUE
+-- The strings summary rows repeat (root names, services, agents, models,
+-- lower-cased span names), once each: a row written from this version on
+-- holds their ids (names.go), where it spelled them out.
+CREATE TABLE summary_strings (
+	id    INTEGER PRIMARY KEY,
+	value TEXT NOT NULL UNIQUE
 );
 
 -- The list's service, agent and model filters test the summary's JSON
