@@ -78,7 +78,7 @@ func (s *Store) resummarize(ctx context.Context, tx *sql.Tx) error {
 			return fmt.Errorf("resummarize trace %s: services: %w", id, err)
 		}
 		vals := summaryValues(&sum, services, "")[:23] // the version 2 columns
-		vals[5] = t.names                               // names_lower is kept as it was
+		vals[5] = t.names                              // names_lower is kept as it was
 		if _, err := upd.ExecContext(ctx, append(vals, t.seq)...); err != nil {
 			return fmt.Errorf("resummarize trace %s: %w", id, err)
 		}

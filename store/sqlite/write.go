@@ -1186,9 +1186,9 @@ func (s *Store) loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGr
 
 func (s *Store) scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID map[string]*traceGroup) error {
 	type row struct {
-		g                              *traceGroup
-		sm                             *summary
-		labels                         string
+		g                               *traceGroup
+		sm                              *summary
+		labels                          string
 		services, names, agents, models any
 	}
 	var found []row
