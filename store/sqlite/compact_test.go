@@ -19,7 +19,7 @@ import (
 // downgradeTo8 turns a file of this version whose traces are all in span
 // rows (written with compactBelow 0) into the file version 8 wrote.
 var downgradeTo8 = []string{
-	`DROP TABLE span_blocks`, `DROP TABLE trace_blocks`, `DROP TABLE summary_strings`, `ALTER TABLE traces DROP COLUMN compact`,
+	`DROP TABLE span_blocks`, `DROP TABLE trace_blocks`, `DROP TABLE summary_strings`, `DROP TABLE search_ranges`, `ALTER TABLE traces DROP COLUMN compact`,
 	`CREATE TABLE trace_tags (kind INTEGER NOT NULL, value TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (kind, value, seq)) WITHOUT ROWID`,
 	`INSERT INTO trace_tags SELECT 1, j.value, t.seq FROM traces t, json_each(t.services) j`,
 	`INSERT INTO trace_tags SELECT 2, j.value, t.seq FROM traces t, json_each(t.agent_names) j`,
@@ -307,6 +307,54 @@ func TestSearchFindsAttributesLeftOutOfThePayload(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("search %v: %d traces, want %d", c, len(got), len(want))
 			}
+		}
+	}
+}
+
+// A comparison few traces satisfy is answered from the chunks whose
+// search range reaches it (it would otherwise test every trace's spans);
+// one most satisfy walks. Both find what store.TraceMatchesSearch finds.
+func TestRareComparisonsDriveFromSearchRanges(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := context.Background()
+	spans := storetest.GenerateTraces(3000, 4, 97) // 12 chunks: more than selectiveRows traces
+	spans[6001].Attributes["gen_ai.request.max_tokens"] = int64(999_999)
+	for lo := 0; lo < len(spans); lo += 500 {
+		if err := s.WriteSpans(ctx, spans[lo:lo+500]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byTrace := map[string][]store.Span{}
+	for _, sp := range spans {
+		byTrace[sp.TraceID] = append(byTrace[sp.TraceID], sp)
+	}
+	for expr, via := range map[string]string{
+		"gen_ai.request.max_tokens>500000":  "drive search ranges",
+		"gen_ai.request.max_tokens>=999999": "drive search ranges",
+		"gen_ai.request.max_tokens>2000000": "drive search ranges",
+		"gen_ai.request.max_tokens<=4096":   "walk traces_by_start",
+	} {
+		q := store.TraceQuery{Search: mustParse(t, expr), Limit: store.MaxPageSize}
+		p, err := s.planList(ctx, &q, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.release()
+		if got := strings.SplitN(p.via, " (", 2)[0]; got != via {
+			t.Errorf("%s: planned %q, want %q", expr, p.via, via)
+		}
+		want := 0
+		for _, tr := range byTrace {
+			if store.TraceMatchesSearch(tr, q.Search) {
+				want++
+			}
+		}
+		page, err := s.ListTraces(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Traces) != min(want, store.MaxPageSize) {
+			t.Errorf("%s: %d traces, want %d", expr, len(page.Traces), want)
 		}
 	}
 }

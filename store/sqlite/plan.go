@@ -315,8 +315,9 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery, releases
 	// test", negated when not: for a trace in span rows, a probe of its
 	// search terms; for one in compact blocks (match.go), clause tested
 	// on its spans. hashes are the search blooms' hashes of the terms that
-	// can satisfy it (none: the blooms cannot tell).
-	term := func(not bool, keys []int64, hashes func(key int64) []uint64, clause store.SearchClause, test string, testArgs ...any) error {
+	// can satisfy it (none: the blooms cannot tell); rangeOp, when set,
+	// is the comparison of clause.Num the search ranges can tell.
+	term := func(not bool, keys []int64, hashes func(key int64) []uint64, rangeOp string, clause store.SearchClause, test string, testArgs ...any) error {
 		keys = slices.DeleteFunc(keys, func(k int64) bool { return k == 0 })
 		if len(keys) == 0 {
 			cond := "0"
@@ -348,6 +349,16 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery, releases
 				"ELSE " + op + " (SELECT 1 FROM search_terms WHERE " + in + " AND seq = " + t + ".seq" + andTest(test) + ") END"
 		}
 		f := listFilter{walk: cond("traces"), walkArgs: args}
+		if rangeOp != "" {
+			cand, err := s.rangeCandidates(ctx, keys, rangeOp, clause.Num)
+			if err != nil {
+				return fmt.Errorf("read search ranges: %w", err)
+			}
+			if n := len(cand) << bloomChunkShift; n <= selectiveRows {
+				f.drive, f.driveArgs = bloomDriver(cand, cond("c"), args)
+				f.set, f.est = "search ranges", max(n, 1)
+			}
+		}
 		if !not && hashes != nil {
 			var hs []uint64
 			for _, k := range keys {
@@ -392,7 +403,7 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery, releases
 			keys = append(keys, id)
 		}
 		if c.Field != store.FieldAttr {
-			if err := term(false, keys, text(c.Value), c, "value = ?", c.Value); err != nil {
+			if err := term(false, keys, text(c.Value), "", c, "value = ?", c.Value); err != nil {
 				return nil, err
 			}
 			continue
@@ -410,16 +421,16 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery, releases
 		var err error
 		switch c.Op {
 		case store.OpExists:
-			err = term(false, keys, keySet, exists, "")
+			err = term(false, keys, keySet, "", exists, "")
 		case store.OpEq:
-			err = term(false, keys, eqHashes, eqc, eq, eqArgs...)
+			err = term(false, keys, eqHashes, "", eqc, eq, eqArgs...)
 		case store.OpNe:
-			if err = term(false, keys, keySet, exists, ""); err == nil {
-				err = term(true, keys, nil, eqc, eq, eqArgs...)
+			if err = term(false, keys, keySet, "", exists, ""); err == nil {
+				err = term(true, keys, nil, "", eqc, eq, eqArgs...)
 			}
 		default:
 			op := map[store.SearchOp]string{store.OpGt: ">", store.OpGe: ">=", store.OpLt: "<", store.OpLe: "<="}[c.Op]
-			err = term(false, keys, nil, c, "typeof(value) IN ('integer', 'real') AND value "+op+" ?", c.Num)
+			err = term(false, keys, nil, op, c, "typeof(value) IN ('integer', 'real') AND value "+op+" ?", c.Num)
 		}
 		if err != nil {
 			return nil, err

@@ -266,6 +266,9 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 	if err := dropBlooms(ctx, tx); err != nil {
 		return 0, fmt.Errorf("delete search blooms: %w", err)
 	}
+	if err := dropRanges(ctx, tx); err != nil {
+		return 0, fmt.Errorf("delete search ranges: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}

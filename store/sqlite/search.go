@@ -109,6 +109,7 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 		val any
 	}
 	blooms := bloomAdds{}
+	ranges := rangeAdds{}
 	for _, g := range groups {
 		if len(g.inserted) == 0 {
 			continue
@@ -140,6 +141,12 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 			}
 			if h, ok := valueHash(id, v); ok {
 				blooms.add(g.sm.seq, h)
+			}
+			switch n := v.(type) {
+			case int64:
+				ranges.add(id, g.sm.seq, float64(n))
+			case float64:
+				ranges.add(id, g.sm.seq, n)
 			}
 			// A compact trace keeps no terms: a search tests its spans.
 			if !g.compact {
@@ -181,6 +188,9 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 	}
 	if err := blooms.write(ctx, tx); err != nil {
 		return fmt.Errorf("index spans for search: blooms: %w", err)
+	}
+	if err := ranges.write(ctx, tx); err != nil {
+		return fmt.Errorf("index spans for search: ranges: %w", err)
 	}
 	return nil
 }

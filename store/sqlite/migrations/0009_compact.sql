@@ -43,3 +43,19 @@ CREATE TABLE summary_strings (
 -- span, goes. After this file the migration adds the stored traces'
 -- tags to the blooms (resummarize.go).
 DROP TABLE trace_tags;
+
+-- Per chunk of traces (traces.seq >> 8, as the blooms) and search key, the
+-- least and greatest number its traces hold under the key: a comparison
+-- (<, <=, >, >=) that few traces satisfy tests the spans of the chunks
+-- whose range reaches it only, where it probed every trace's terms.
+-- Filled here for the stored traces from their search terms.
+CREATE TABLE search_ranges (
+	key_id INTEGER NOT NULL, -- search_keys.id
+	chunk  INTEGER NOT NULL,
+	lo     REAL    NOT NULL,
+	hi     REAL    NOT NULL,
+	PRIMARY KEY (key_id, chunk)
+) WITHOUT ROWID;
+INSERT INTO search_ranges (key_id, chunk, lo, hi)
+SELECT key_id, seq >> 8, min(value), max(value) FROM search_terms
+WHERE typeof(value) IN ('integer', 'real') GROUP BY key_id, seq >> 8;
