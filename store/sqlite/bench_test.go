@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -212,4 +213,58 @@ func BenchmarkSearch100k(b *testing.B) {
 	defer s.Shutdown(context.Background())
 	p := storetest.LoadSearchBench(b, s, 100_000)
 	storetest.BenchmarkSearch(b, s, p)
+}
+
+// BenchmarkFileSize writes storetest.GenerateTraces(5000, 10, 1) in
+// 512-span batches to a fresh file and reports its bytes per span after
+// Shutdown checkpoints the WAL, and (dbstat) each table's and index's
+// share, the largest first: the measure of issue 36's bytes per span.
+func BenchmarkFileSize(b *testing.B) {
+	spans := storetest.GenerateTraces(5000, 10, 1)
+	for b.Loop() {
+		b.StopTimer()
+		path := filepath.Join(b.TempDir(), "traces.db")
+		s, err := Open(context.Background(), Config{Path: path, Synchronous: SyncNormal})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for i := 0; i < len(spans); i += storetest.BenchBatchSize {
+			if err := s.WriteSpans(context.Background(), spans[i:min(i+storetest.BenchBatchSize, len(spans))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		if err := s.Shutdown(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := float64(len(spans))
+		b.ReportMetric(float64(st.Size())/n, "B/span")
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows, err := db.Query(`SELECT name, sum(pgsize) FROM dbstat GROUP BY name HAVING sum(pgsize) > 4096 ORDER BY 2 DESC`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for rows.Next() {
+			var name string
+			var size int64
+			if err := rows.Scan(&name, &size); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(size)/n, "B/span:"+name)
+		}
+		if err := rows.Err(); err != nil {
+			b.Fatal(err)
+		}
+		rows.Close()
+		db.Close()
+		b.StartTimer()
+	}
 }

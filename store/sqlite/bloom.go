@@ -208,32 +208,27 @@ func (s *Store) bloomCandidates(ctx context.Context, hashes []uint64) (map[int64
 }
 
 // bloomDriver is the drive of a filter from its candidate chunks: the
-// traces of those chunks (a rowid range each) one of whose terms of keys
-// matches test, each probed by the primary key of search_terms (a range of
-// (key, trace) alone would read every term of a large trace's).
-func bloomDriver(cand map[int64]bool, keys []int64, test string, testArgs []any) (string, []any) {
+// traces of those chunks (a rowid range each) that satisfy cond (of
+// traces aliased c, with args), each probed by itself (for a trace in
+// span rows, by the primary key of search_terms: a range of (key, trace)
+// alone would read every term of a large trace's).
+func bloomDriver(cand map[int64]bool, cond string, condArgs []any) (string, []any) {
 	chunks := make([]int64, 0, len(cand))
 	for c := range cand {
 		chunks = append(chunks, c)
 	}
 	slices.Sort(chunks)
-	in := "key_id = ?"
-	if len(keys) > 1 {
-		in = "key_id IN " + inList(len(keys))
-	}
 	var parts []string
 	var args []any
 	for _, c := range chunks {
-		parts = append(parts, "SELECT c.seq FROM traces c WHERE c.seq BETWEEN ? AND ? AND EXISTS (SELECT 1 FROM search_terms WHERE "+
-			in+" AND seq = c.seq"+andTest(test)+")")
+		parts = append(parts, "SELECT c.seq FROM traces c WHERE c.seq BETWEEN ? AND ? AND "+cond)
 		args = append(args, c<<bloomChunkShift, (c+1)<<bloomChunkShift-1)
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		args = append(args, testArgs...)
+		args = append(args, condArgs...)
 	}
 	if len(parts) == 0 {
-		return "0", nil
+		// No chunk may hold it: an empty set, still a lookup by rowid
+		// (a constant 0 would plan as a scan, though it reads nothing).
+		return "seq IN (SELECT 0 WHERE 0)", nil
 	}
 	return "seq IN (" + strings.Join(parts, " UNION ALL ") + ")", args
 }
@@ -290,5 +285,71 @@ func fillBlooms(ctx context.Context, tx *sql.Tx) error {
 // (retention deletes the oldest first).
 func dropBlooms(ctx context.Context, tx *sql.Tx) error {
 	_, err := tx.ExecContext(ctx, `DELETE FROM search_blooms WHERE chunk < (SELECT coalesce(min(seq), 1 << 62) FROM traces) >> ?`, bloomChunkShift)
+	return err
+}
+
+// rangeAdds collects the numbers a write adds, per search key and chunk
+// (search_ranges, migration 0009).
+type rangeAdds map[[2]int64][2]float64
+
+func (a rangeAdds) add(key, seq int64, v float64) {
+	k := [2]int64{key, seq >> bloomChunkShift}
+	r, ok := a[k]
+	if !ok {
+		a[k] = [2]float64{v, v}
+		return
+	}
+	a[k] = [2]float64{min(r[0], v), max(r[1], v)}
+}
+
+// write widens the stored ranges to the collected numbers.
+func (a rangeAdds) write(ctx context.Context, tx *sql.Tx) error {
+	if len(a) == 0 {
+		return nil
+	}
+	put, err := tx.PrepareContext(ctx, `INSERT INTO search_ranges (key_id, chunk, lo, hi) VALUES (?, ?, ?, ?)
+		ON CONFLICT (key_id, chunk) DO UPDATE SET lo = min(lo, excluded.lo), hi = max(hi, excluded.hi)`)
+	if err != nil {
+		return err
+	}
+	defer put.Close()
+	for k, r := range a {
+		if _, err := put.ExecContext(ctx, k[0], k[1], r[0], r[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rangeCandidates returns the chunks whose range of keys reaches op num
+// (one of > >= < <=).
+func (s *Store) rangeCandidates(ctx context.Context, keys []int64, op string, num float64) (map[int64]bool, error) {
+	col, cmp := "hi", op
+	if op == "<" || op == "<=" {
+		col = "lo"
+	}
+	args := make([]any, 0, len(keys)+1)
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT DISTINCT chunk FROM search_ranges WHERE key_id IN `+inList(len(keys))+` AND `+col+` `+cmp+` ?`, append(args, num)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cand := map[int64]bool{}
+	for rows.Next() {
+		var c int64
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		cand[c] = true
+	}
+	return cand, rows.Err()
+}
+
+// dropRanges deletes the ranges of chunks none of whose traces is left.
+func dropRanges(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM search_ranges WHERE chunk < (SELECT coalesce(min(seq), 1 << 62) FROM traces) >> ?`, bloomChunkShift)
 	return err
 }

@@ -29,32 +29,34 @@ type builderCache struct {
 }
 
 type cachedBuilder struct {
-	seq int64
-	b   *store.SummaryBuilder
+	seq   int64
+	b     *store.SummaryBuilder
+	convs map[string]struct{} // conversation ids of the trace's spans (compact traces)
 }
 
 func newBuilderCache() *builderCache {
 	return &builderCache{byTrace: map[int64]*list.Element{}}
 }
 
-// take removes and returns trace seq's builder, nil when none is cached.
-func (c *builderCache) take(seq int64) *store.SummaryBuilder {
+// take removes and returns trace seq's builder and conversation ids, nil
+// when none is cached.
+func (c *builderCache) take(seq int64) (*store.SummaryBuilder, map[string]struct{}) {
 	e, ok := c.byTrace[seq]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	cb := e.Value.(*cachedBuilder)
 	c.lru.Remove(e)
 	delete(c.byTrace, seq)
 	c.spans -= cb.b.Len()
-	return cb.b
+	return cb.b, cb.convs
 }
 
 // put caches a builder, evicting the least recently written ones beyond the
 // bound. A builder larger than the bound is kept alone (a huge trace still
 // being exported is the one that most needs it).
-func (c *builderCache) put(seq int64, b *store.SummaryBuilder) {
-	c.byTrace[seq] = c.lru.PushFront(&cachedBuilder{seq: seq, b: b})
+func (c *builderCache) put(seq int64, b *store.SummaryBuilder, convs map[string]struct{}) {
+	c.byTrace[seq] = c.lru.PushFront(&cachedBuilder{seq: seq, b: b, convs: convs})
 	c.spans += b.Len()
 	for c.spans > builderCacheSpans && c.lru.Len() > 1 {
 		last := c.lru.Back()

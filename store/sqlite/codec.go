@@ -13,6 +13,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/loomwork/loomwork/semconv"
 	"github.com/loomwork/loomwork/store"
 )
 
@@ -42,6 +43,90 @@ type payload struct {
 	DroppedAttrs  uint32 `json:"da,omitempty"`
 	DroppedEvents uint32 `json:"de,omitempty"`
 	DroppedLinks  uint32 `json:"dl,omitempty"`
+	// Derived has bit i set when the attribute derivedAttrs[i] was left
+	// out of Attributes because it equals the typed field the span
+	// carries it in (compact.go); it is put back from that field.
+	Derived uint32 `json:"dv,omitempty"`
+}
+
+// derivedAttrs are the attributes a payload leaves out when they equal a
+// span's typed field (the collector derives the field from them, so they
+// usually do): a tenth of a compact block's bytes. The positions are
+// stored (payload.Derived): append only.
+var derivedAttrs = [...]struct {
+	key   string
+	field func(sp *store.Span) any // the field's value as an attribute value; nil: none
+}{
+	{semconv.AttrOperationName, func(sp *store.Span) any { return sp.Operation }},
+	{semconv.AttrProviderName, func(sp *store.Span) any { return sp.Provider }},
+	{semconv.AttrRequestModel, func(sp *store.Span) any { return sp.RequestModel }},
+	{semconv.AttrResponseModel, func(sp *store.Span) any { return sp.ResponseModel }},
+	{semconv.AttrAgentName, func(sp *store.Span) any { return sp.AgentName }},
+	{semconv.AttrConversationID, func(sp *store.Span) any { return sp.ConversationID }},
+	{semconv.AttrToolName, func(sp *store.Span) any { return sp.ToolName }},
+	{semconv.AttrToolCallID, func(sp *store.Span) any { return sp.ToolCallID }},
+	{semconv.AttrUsageInputTokens, func(sp *store.Span) any { return sp.InputTokens }},
+	{semconv.AttrUsageOutputTokens, func(sp *store.Span) any { return sp.OutputTokens }},
+	{semconv.AttrUsageCacheReadInputTokens, func(sp *store.Span) any { return sp.CacheReadTokens }},
+	{semconv.AttrCost, func(sp *store.Span) any {
+		if sp.CostUSD == nil {
+			return nil
+		}
+		return *sp.CostUSD
+	}},
+	{semconv.AttrRetrievalDocuments, func(sp *store.Span) any { return anyStrings(sp.RetrievedDocs) }},
+	{semconv.AttrCitations, func(sp *store.Span) any { return anyStrings(sp.CitedDocs) }},
+}
+
+func anyStrings(l []string) any {
+	if l == nil {
+		return nil
+	}
+	out := make([]any, len(l))
+	for i, s := range l {
+		out[i] = s
+	}
+	return out
+}
+
+// derivedMask returns the derivedAttrs sp's attributes hold with exactly
+// its typed field's value and type (strings only when valid UTF-8, which
+// JSON would not carry unchanged; numbers bit for bit).
+func derivedMask(sp *store.Span) uint32 {
+	var mask uint32
+	for i, d := range derivedAttrs {
+		v, ok := sp.Attributes[d.key]
+		if ok && sameValue(v, d.field(sp)) {
+			mask |= 1 << i
+		}
+	}
+	return mask
+}
+
+func sameValue(v, f any) bool {
+	switch t := v.(type) {
+	case string:
+		s, ok := f.(string)
+		return ok && s == t && utf8.ValidString(t)
+	case int64:
+		n, ok := f.(int64)
+		return ok && n == t
+	case float64:
+		x, ok := f.(float64)
+		return ok && math.Float64bits(x) == math.Float64bits(t)
+	case []any:
+		l, ok := f.([]any)
+		if !ok || len(l) != len(t) {
+			return false
+		}
+		for i := range t {
+			if !sameValue(t[i], l[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 type eventRec struct {
@@ -118,7 +203,11 @@ func (r *scopeRec) applyTo(sp *store.Span) {
 // codec compresses payloads. Safe for concurrent use.
 type codec struct {
 	enc *zstd.Encoder
-	dec *zstd.Decoder
+	// dense compresses compact blocks (compact.go), at a higher level:
+	// they are most of the file, and compressing them costs a fraction of
+	// what the span rows they replace cost to insert.
+	dense *zstd.Encoder
+	dec   *zstd.Decoder
 }
 
 // newCodec builds a codec.
@@ -135,6 +224,15 @@ func newCodec() (*codec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create zstd encoder: %w", err)
 	}
+	dense, err := zstd.NewWriter(nil,
+		zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
+		zstd.WithEncoderConcurrency(2),
+		zstd.WithEncoderCRC(false),
+	)
+	if err != nil {
+		enc.Close()
+		return nil, fmt.Errorf("create zstd encoder: %w", err)
+	}
 	dec, err := zstd.NewReader(nil,
 		zstd.WithDecoderConcurrency(2),
 		// Cap what a corrupt frame can make the decoder allocate.
@@ -142,25 +240,32 @@ func newCodec() (*codec, error) {
 	)
 	if err != nil {
 		enc.Close()
+		dense.Close()
 		return nil, fmt.Errorf("create zstd decoder: %w", err)
 	}
-	return &codec{enc: enc, dec: dec}, nil
+	return &codec{enc: enc, dense: dense, dec: dec}, nil
 }
 
 func (c *codec) close() {
 	c.enc.Close()
+	c.dense.Close()
 	c.dec.Close()
 }
 
 // pack compresses b, prefixed with its encoding byte.
-func (c *codec) pack(b []byte) []byte {
+func (c *codec) pack(b []byte) []byte { return c.packWith(c.enc, b) }
+
+// packDense is pack at the compact blocks' level.
+func (c *codec) packDense(b []byte) []byte { return c.packWith(c.dense, b) }
+
+func (c *codec) packWith(enc *zstd.Encoder, b []byte) []byte {
 	if len(b) < compressMin {
 		out := make([]byte, 0, len(b)+1)
 		return append(append(out, encRaw), b...)
 	}
 	out := make([]byte, 1, len(b)/2+16)
 	out[0] = encZstd
-	out = c.enc.EncodeAll(b, out)
+	out = enc.EncodeAll(b, out)
 	if len(out) > len(b)+1 {
 		out = append(append(out[:0], encRaw), b...)
 	}
@@ -198,17 +303,31 @@ func (c *codec) unpackOwned(b []byte) ([]byte, error) {
 // appendPayload appends the JSON payload of sp to dst. It writes the JSON
 // directly (json.Marshal of a payload value re-validates and compacts every
 // Attributes MarshalJSON output, and was a fifth of the ingest CPU).
+//
+// The attributes that equal a typed field (derivedAttrs) are left out.
 func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 	var err error
 	dst = append(dst, `{"a":`...)
-	if dst, err = sp.Attributes.AppendJSON(dst); err != nil {
+	mask := derivedMask(sp)
+	if mask == 0 {
+		dst, err = sp.Attributes.AppendJSON(dst)
+	} else {
+		dst, err = sp.Attributes.AppendJSONExcept(dst, func(k string, _ any) bool {
+			for i, d := range derivedAttrs {
+				if mask&(1<<i) != 0 && d.key == k {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("attributes: %w", err)
 	}
-	dst = append(dst, `,"e":`...)
-	if sp.Events == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
+	// Absent reads as null does (nil); most spans have no events, links
+	// or documents.
+	if sp.Events != nil {
+		dst = append(dst, `,"e":[`...)
 		for i, e := range sp.Events {
 			ns, err := unixNanos(e.Time)
 			if err != nil {
@@ -230,11 +349,8 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
-	dst = append(dst, `,"l":`...)
-	if sp.Links == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
+	if sp.Links != nil {
+		dst = append(dst, `,"l":[`...)
 		for i, l := range sp.Links {
 			if i > 0 {
 				dst = append(dst, ',')
@@ -255,10 +371,14 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 		}
 		dst = append(dst, ']')
 	}
-	dst = append(dst, `,"r":`...)
-	dst = appendStrings(dst, sp.RetrievedDocs)
-	dst = append(dst, `,"c":`...)
-	dst = appendStrings(dst, sp.CitedDocs)
+	if sp.RetrievedDocs != nil {
+		dst = append(dst, `,"r":`...)
+		dst = appendStrings(dst, sp.RetrievedDocs)
+	}
+	if sp.CitedDocs != nil {
+		dst = append(dst, `,"c":`...)
+		dst = appendStrings(dst, sp.CitedDocs)
+	}
 	if sp.CostUSD != nil && math.IsNaN(*sp.CostUSD) {
 		dst = append(dst, `,"cn":true`...)
 	}
@@ -266,6 +386,7 @@ func appendPayload(dst []byte, sp *store.Span) ([]byte, error) {
 	dst = appendUint(dst, `,"da":`, sp.DroppedAttributesCount)
 	dst = appendUint(dst, `,"de":`, sp.DroppedEventsCount)
 	dst = appendUint(dst, `,"dl":`, sp.DroppedLinksCount)
+	dst = appendUint(dst, `,"dv":`, mask)
 	return append(dst, '}'), nil
 }
 
@@ -387,6 +508,8 @@ func (d *payloadDecoder) decode(sp *store.Span) error {
 			return d.uintField(&p.DroppedEvents)
 		case fieldIs(key, "dl"):
 			return d.uintField(&p.DroppedLinks)
+		case fieldIs(key, "dv"):
+			return d.uintField(&p.Derived)
 		default:
 			return d.skipValue()
 		}
@@ -401,7 +524,8 @@ func (d *payloadDecoder) decode(sp *store.Span) error {
 	return nil
 }
 
-// applyTo copies a decoded payload's fields into sp.
+// applyTo copies a decoded payload's fields into sp, whose typed fields
+// are set.
 func (p *payload) applyTo(sp *store.Span) {
 	sp.Attributes = p.Attributes
 	sp.RetrievedDocs = p.Retrieved
@@ -425,6 +549,14 @@ func (p *payload) applyTo(sp *store.Span) {
 		for i, l := range p.Links {
 			sp.Links[i] = store.Link{TraceID: l.TraceID, SpanID: l.SpanID, TraceState: l.TraceState, Attributes: l.Attributes,
 				Flags: l.Flags, DroppedAttributesCount: l.Dropped}
+		}
+	}
+	// Last: the fields are all set.
+	if p.Derived != 0 && sp.Attributes != nil {
+		for i, d := range derivedAttrs {
+			if p.Derived&(1<<i) != 0 {
+				sp.Attributes[d.key] = d.field(sp)
+			}
 		}
 	}
 }

@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +23,9 @@ import (
 // and the sessions tables.
 const versionCallGroups = 8
 
-// jsonGroups is the stored form of a summary's call groups: "[]" for none.
+// jsonGroups is the JSON form of a summary's call groups ("[]" for
+// none), what versions 8 wrote and fillCallGroups writes; summaries
+// written since version 9 hold packGroups' form.
 func jsonGroups(gs []store.CallGroup) string {
 	if len(gs) == 0 {
 		return "[]"
@@ -34,7 +38,82 @@ func jsonGroups(gs []store.CallGroup) string {
 	return string(b)
 }
 
-func decodeGroups(s string) ([]store.CallGroup, error) {
+// groupsPacked is the first byte of packGroups' form (JSON never starts
+// with it).
+const groupsPacked = 1
+
+// groupInts are a call group's integers in packGroups' order. A field
+// added to store.CallGroup must be added at the end (TestPackGroups
+// fails until it is).
+func groupInts(g *store.CallGroup) []*int64 {
+	return []*int64{&g.Calls, &g.Failed, &g.InputTokens, &g.OutputTokens, &g.CacheReadTokens, &g.CacheCreationTokens,
+		&g.ReasoningTokens, &g.ExplicitCalls, &g.ExplicitPicoUSD, &g.ExplicitOutOfRange, &g.ExplicitMagnitude,
+		&g.NoUsage, &g.FailedNoUsage, &g.Priced, &g.PricedUncached, &g.PricedCacheRead, &g.PricedCacheCreation,
+		&g.PricedOutput, &g.Raw, &g.MinPrompt, &g.MaxPrompt}
+}
+
+// packGroups is the stored form of a summary's call groups: a row per
+// trace, so a fifth of the JSON's bytes matter (the JSON was half of a
+// 10-span trace's summary row). groupsPacked, the count, then per group
+// its two models and groupInts (zig-zag varints). A model is its
+// position in models (the summary's, stored beside) + 1, or 0 and the
+// name (uvarint length, bytes).
+func packGroups(gs []store.CallGroup, models []string) []byte {
+	out := []byte{groupsPacked}
+	out = binary.AppendUvarint(out, uint64(len(gs)))
+	for i := range gs {
+		g := &gs[i]
+		for _, m := range []string{g.RequestModel, g.ResponseModel} {
+			if k := slices.Index(models, m); k >= 0 {
+				out = binary.AppendUvarint(out, uint64(k)+1)
+			} else {
+				out = appendStr(append(out, 0), m)
+			}
+		}
+		for _, v := range groupInts(g) {
+			out = binary.AppendVarint(out, *v)
+		}
+	}
+	return out
+}
+
+// decodeGroups reads either stored form of call groups; models are the
+// summary's.
+func decodeGroups(s string, models []string) ([]store.CallGroup, error) {
+	if len(s) > 0 && s[0] == groupsPacked {
+		r := &creader{b: s, pos: 1}
+		gs := make([]store.CallGroup, r.count(2))
+		model := func() string {
+			k := r.uvarint()
+			switch {
+			case k == 0:
+				return strings.Clone(r.str())
+			case k <= uint64(len(models)):
+				return models[k-1]
+			case r.err == nil:
+				r.err = fmt.Errorf("model %d of %d", k, len(models))
+			}
+			return ""
+		}
+		for i := range gs {
+			g := &gs[i]
+			g.RequestModel = model()
+			g.ResponseModel = model()
+			for _, v := range groupInts(g) {
+				*v = r.varint()
+			}
+		}
+		if r.err == nil && r.pos != len(s) {
+			r.err = fmt.Errorf("%d bytes after the groups", len(s)-r.pos)
+		}
+		if r.err != nil {
+			return nil, fmt.Errorf("packed call groups: %w", r.err)
+		}
+		if len(gs) == 0 {
+			return nil, nil
+		}
+		return gs, nil
+	}
 	var gs []store.CallGroup
 	if err := json.Unmarshal([]byte(s), &gs); err != nil {
 		return nil, err
@@ -126,11 +205,23 @@ func (s *Store) TraceCalls(ctx context.Context, traceID string) ([]store.Call, e
 	}
 	defer tx.Rollback()
 	var seq int64
-	switch err := tx.QueryRowContext(ctx, `SELECT seq FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(&seq); {
+	var compact bool
+	switch err := tx.QueryRowContext(ctx, `SELECT seq, compact FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(&seq, &compact); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("trace calls of %s: %w", traceID, store.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("trace calls of %s: %w", traceID, err)
+	}
+	if compact {
+		// No rows of calls: derived from the trace's spans, by the rule
+		// that kept them (store.SummaryBuilder).
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, false)
+		if err != nil {
+			return nil, fmt.Errorf("trace calls of %s: %w", traceID, err)
+		}
+		b := store.NewSummaryBuilder()
+		b.Add(spans)
+		return b.Summary().Calls, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT `+callCols+` FROM trace_calls WHERE trace_seq = ? ORDER BY start_ns, span_id`, seq)
 	if err != nil {
@@ -173,7 +264,13 @@ func (s *Store) updateSessions(ctx context.Context, tx *sql.Tx, groups []*traceG
 				seen[c] = struct{}{}
 			}
 		}
-		if g.sm.exists {
+		switch {
+		case g.compact || g.converted != nil:
+			// Its earlier sessions: its stored spans' conversation ids.
+			for c := range g.convs {
+				seen[c] = struct{}{}
+			}
+		case g.sm.exists:
 			// Its earlier sessions: the conversation ids search_terms
 			// holds for it (a range of its primary key).
 			if convKey < 0 {

@@ -110,11 +110,11 @@ func TestListQueryPlansUseIndexes(t *testing.T) {
 	// none): the plan drives from it when it matches at most
 	// selectiveRows traces, and otherwise walks the sort key's index.
 	drives := map[string]string{
-		"service": "trace_tags", "agent": "trace_tags", "model": "trace_tags", "model_rare": "trace_tags",
+		"service": "tag blooms", "agent": "tag blooms", "model": "tag blooms", "model_rare": "tag blooms",
 		"status_error": "traces_by_errors", "status_ok": "traces_by_errors",
 		"min_duration": "traces_by_duration", "min_duration_rare": "traces_by_duration",
-		"attr_eq_common": "search_terms", "attr_eq_one_trace": "search_terms", "attr_exists": "search_terms",
-		"evidence": "search_terms", "session": "session_turns", "sessioned_tokens": "session_turns",
+		"attr_eq_common": "search blooms", "attr_eq_one_trace": "search blooms", "attr_exists": "search blooms",
+		"evidence": "search blooms", "session": "session_turns", "sessioned_tokens": "session_turns",
 	}
 	seen := map[string]bool{}
 	for name, q := range listQueries(t, mid, callID, doc, session) {
@@ -142,7 +142,7 @@ func TestListQueryPlansUseIndexes(t *testing.T) {
 		got := strings.SplitN(p.via, " (", 2)[0]
 		// A bloom is a candidate set: a rare value's drive is certain,
 		// a common one may walk though it matches few traces.
-		if got != want && !(drives[name] == "search_terms" && got == "walk traces_by_start" && matches > 50) {
+		if got != want && !(strings.HasSuffix(drives[name], " blooms") && got == "walk traces_by_start" && matches > 50) {
 			t.Errorf("%s (%d matches): planned %q, want %q", name, matches, p.via, want)
 		}
 		seen[got] = true
@@ -150,8 +150,21 @@ func TestListQueryPlansUseIndexes(t *testing.T) {
 		for _, line := range plan {
 			// A full scan reads "SCAN <table>" with no index; a scan of a
 			// covering index or a subquery's result is not one.
-			if (strings.HasPrefix(line, "SCAN traces") || strings.HasPrefix(line, "SCAN spans") || strings.HasPrefix(line, "SCAN search_terms")) && !strings.Contains(line, "INDEX") {
-				t.Errorf("%s: full scan %q in plan\n%s", name, line, strings.Join(plan, "\n"))
+			for _, table := range []string{"traces", "spans", "search_terms", "tb", "trace_blocks", "span_blocks"} {
+				if (line == "SCAN "+table || strings.HasPrefix(line, "SCAN "+table+" ")) && !strings.Contains(line, "INDEX") {
+					t.Errorf("%s: full scan %q in plan\n%s", name, line, strings.Join(plan, "\n"))
+				}
+			}
+		}
+		// A search clause tests a trace by its own keys: a trace in compact
+		// blocks by the blocks its trace_blocks range lists, one in span
+		// rows by its search terms.
+		if len(q.Search) > 0 {
+			for _, probe := range []string{"SEARCH tb USING PRIMARY KEY (trace_seq=?)", "SEARCH span_blocks USING INTEGER PRIMARY KEY (rowid=?)",
+				"SEARCH search_terms USING PRIMARY KEY (key_id=? AND seq=?"} {
+				if !slicesContains(plan, probe) {
+					t.Errorf("%s: no %q in plan\n%s", name, probe, strings.Join(plan, "\n"))
+				}
 			}
 		}
 		if strings.HasPrefix(p.via, "walk ") {
@@ -167,7 +180,7 @@ func TestListQueryPlansUseIndexes(t *testing.T) {
 			t.Errorf("%s: empty page: the plan proves little", name)
 		}
 	}
-	for _, way := range []string{"walk traces_by_start", "drive trace_tags", "drive traces_by_duration", "drive search_terms", "drive session_turns", "walk traces_by_tokens"} {
+	for _, way := range []string{"walk traces_by_start", "drive tag blooms", "drive traces_by_duration", "drive search blooms", "drive session_turns", "walk traces_by_tokens"} {
 		if !seen[way] {
 			t.Errorf("no query planned %q: the fixture does not cover it", way)
 		}
@@ -225,6 +238,7 @@ func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.writeV8 = true // what version 8 wrote
 	callID, doc, session := listsData(t, s, 1200)
 	first, err := s.ListTraces(ctx, store.TraceQuery{Limit: 1, Ascending: true})
 	if err != nil {
@@ -277,7 +291,7 @@ func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{
+	for _, stmt := range append(downgradeTo8[:len(downgradeTo8):len(downgradeTo8)],
 		`DROP INDEX traces_by_start`, `DROP INDEX traces_by_duration`, `DROP INDEX traces_by_spans`,
 		`DROP INDEX traces_by_errors`, `DROP INDEX traces_by_tokens`,
 		`CREATE INDEX traces_by_start ON traces (start_ns, trace_id)`,
@@ -285,7 +299,7 @@ func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
 		`ALTER TABLE traces DROP COLUMN call_groups`,
 		`DROP TABLE session_turns`, `DROP TABLE sessions`, `DROP TABLE search_blooms`,
 		`DELETE FROM schema_migrations WHERE version = 8`, `PRAGMA user_version = 7`,
-	} {
+	) {
 		if _, err := db.Exec(stmt); err != nil {
 			t.Fatalf("make a version 7 file: %s: %v", stmt, err)
 		}
@@ -307,5 +321,40 @@ func TestUpgradeToVersion8KeepsListsAndSessions(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.calls, want.calls) {
 		t.Error("trace calls after the upgrade differ")
+	}
+}
+
+// Every field of a call group survives its stored form, and a field added
+// to store.CallGroup fails here until packGroups stores it.
+func TestPackGroups(t *testing.T) {
+	var g store.CallGroup
+	v := reflect.ValueOf(&g).Elem()
+	ints := 0
+	for i := range v.NumField() {
+		switch f := v.Field(i); f.Kind() {
+		case reflect.Int64:
+			f.SetInt(int64(i+1) * -12345678901)
+			ints++
+		case reflect.String:
+			f.SetString(fmt.Sprintf("model-%d", i))
+		default:
+			t.Fatalf("CallGroup.%s is a %s: packGroups does not store it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	if n := len(groupInts(&g)); n != ints {
+		t.Fatalf("groupInts stores %d of CallGroup's %d integers", n, ints)
+	}
+	models := []string{"m", g.ResponseModel}
+	for _, gs := range [][]store.CallGroup{nil, {g}, {g, {RequestModel: "m", Calls: 1}}} {
+		got, err := decodeGroups(string(packGroups(gs, models)), models)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, gs) {
+			t.Errorf("round trip of %+v gave %+v", gs, got)
+		}
+	}
+	if _, err := decodeGroups(string(packGroups([]store.CallGroup{g}, models)[:20]), models); err == nil {
+		t.Error("truncated groups decoded without an error")
 	}
 }

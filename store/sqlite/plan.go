@@ -80,6 +80,9 @@ type queryPlan struct {
 	// via names the way: "walk <index>" or "drive <what>", for the plan
 	// tests and the benchmark.
 	via string
+	// release unregisters the query's search matchers (match.go): call
+	// it once the query is done.
+	release func()
 }
 
 // planList validates q and builds the SQL for one page of project's
@@ -98,8 +101,15 @@ func (s *Store) planList(ctx context.Context, q *store.TraceQuery, project strin
 	if !ok {
 		return p, fmt.Errorf("sort_by %q is not supported by the embedded store", p.SortBy)
 	}
-	filters, err := s.listFilters(ctx, &p.TraceQuery, project)
+	var releases []func()
+	p.release = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	filters, err := s.listFilters(ctx, &p.TraceQuery, project, &releases)
 	if err != nil {
+		p.release()
 		return p, err
 	}
 	// The cheapest driver, if one is selective enough.
@@ -111,6 +121,7 @@ func (s *Store) planList(ctx context.Context, q *store.TraceQuery, project strin
 		n := f.est
 		if f.count != "" {
 			if err := s.reader.QueryRowContext(ctx, f.count, f.countArgs...).Scan(&n); err != nil {
+				p.release()
 				return p, fmt.Errorf("estimate a filter: %w", err)
 			}
 		}
@@ -169,7 +180,7 @@ func countSQL(sel string) string {
 }
 
 // listFilters returns q's filters (other than the sort and page).
-func (s *Store) listFilters(ctx context.Context, q *store.TraceQuery, project string) ([]listFilter, error) {
+func (s *Store) listFilters(ctx context.Context, q *store.TraceQuery, project string, releases *[]func()) ([]listFilter, error) {
 	var fs []listFilter
 	// The time range is one filter: a range of traces_by_start.
 	if !q.Start.IsZero() || !q.End.IsZero() {
@@ -193,10 +204,15 @@ func (s *Store) listFilters(ctx context.Context, q *store.TraceQuery, project st
 	}
 	for _, t := range []struct {
 		kind int
+		col  string
 		val  string
-	}{{tagService, q.Service}, {tagAgent, q.Agent}, {tagModel, q.Model}} {
+	}{{tagService, "services", q.Service}, {tagAgent, "agent_names", q.Agent}, {tagModel, "models", q.Model}} {
 		if t.val != "" {
-			fs = append(fs, setFilter("trace_tags", "kind = ? AND value = ?", []any{t.kind, t.val}))
+			f, err := s.tagFilter(ctx, t.kind, t.col, t.val)
+			if err != nil {
+				return nil, err
+			}
+			fs = append(fs, f)
 		}
 	}
 	if q.Session != "" {
@@ -212,13 +228,55 @@ func (s *Store) listFilters(ctx context.Context, q *store.TraceQuery, project st
 		fs = append(fs, columnFilter("duration_ns", "traces_by_duration", ">= ?", []any{int64(q.MinDuration)}, project))
 	}
 	if q.Text != "" {
-		fs = append(fs, listFilter{walk: "instr(names_lower, ?) > 0", walkArgs: []any{normName(q.Text)}})
+		f, err := s.textFilter(ctx, normName(q.Text))
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
 	}
-	sf, err := s.searchFilters(ctx, q)
+	sf, err := s.searchFilters(ctx, q, releases)
 	if err != nil {
 		return nil, err
 	}
 	return append(fs, sf...), nil
+}
+
+// tagFilter is "the trace's tags of kind (its summary's list col) hold
+// val": tested on the list during a walk (for a JSON list of version 8, an
+// element follows '[' or ',', and a quote within a JSON string is
+// escaped, so '["val"' or ',"val"' is exactly an element; for ids, val's),
+// driven from the search blooms' chunks when they name few (the tags are
+// in the blooms, under their own kinds).
+func (s *Store) tagFilter(ctx context.Context, kind int, col, val string) (listFilter, error) {
+	quoted := store.AppendJSONString(nil, val)
+	id, err := s.idOf(ctx, val)
+	if err != nil {
+		return listFilter{}, err
+	}
+	args := []any{"[" + string(quoted), "," + string(quoted), appendIDs([]byte{}, []int64{id})}
+	// A list of version 8 is JSON text, one since version 9 ids
+	// (names.go).
+	cond := func(t string) string {
+		return "CASE WHEN typeof(" + t + col + ") = 'text' THEN instr(" + t + col + ", ?) > 0 OR instr(" + t + col + ", ?) > 0 " +
+			"ELSE loom_any_id(" + t + col + ", ?) END"
+	}
+	f := listFilter{walk: cond(""), walkArgs: args}
+	var key int64
+	switch err := s.reader.QueryRowContext(ctx, `SELECT id FROM search_keys WHERE kind = ? AND key = ''`, tagSearchKind(kind)).Scan(&key); {
+	case errors.Is(err, sql.ErrNoRows):
+		return listFilter{walk: "0"}, nil // no trace has such a tag
+	case err != nil:
+		return f, fmt.Errorf("look up a tag's search key: %w", err)
+	}
+	cand, _, err := s.bloomCandidates(ctx, []uint64{termHash(key, tagText, []byte(val))})
+	if err != nil {
+		return f, fmt.Errorf("read search blooms: %w", err)
+	}
+	if n := len(cand) << bloomChunkShift; n <= selectiveRows {
+		f.drive, f.driveArgs = bloomDriver(cand, cond("c."), args)
+		f.set, f.est = "tag blooms", max(n, 1)
+	}
+	return f, nil
 }
 
 // setFilter is membership of the set of traces (seq) the rows of table
@@ -243,7 +301,7 @@ func columnFilter(col, index, op string, args []any, project string) listFilter 
 
 // searchFilters returns a filter per search clause, each testing the
 // trace's search terms by their primary key (key, trace, value).
-func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery) ([]listFilter, error) {
+func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery, releases *[]func()) ([]listFilter, error) {
 	var fs []listFilter
 	keyID := func(kind int, key string) (int64, error) {
 		var id int64
@@ -254,9 +312,12 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery) ([]listF
 		return id, err
 	}
 	// term is "a term of keys (ids, 0 for none) whose value satisfies
-	// test", negated when not. hashes are the search blooms' hashes of
-	// the terms that can satisfy it (none: the blooms cannot tell).
-	term := func(not bool, keys []int64, hashes func(key int64) []uint64, test string, testArgs ...any) error {
+	// test", negated when not: for a trace in span rows, a probe of its
+	// search terms; for one in compact blocks (match.go), clause tested
+	// on its spans. hashes are the search blooms' hashes of the terms that
+	// can satisfy it (none: the blooms cannot tell); rangeOp, when set,
+	// is the comparison of clause.Num the search ranges can tell.
+	term := func(not bool, keys []int64, hashes func(key int64) []uint64, rangeOp string, clause store.SearchClause, test string, testArgs ...any) error {
 		keys = slices.DeleteFunc(keys, func(k int64) bool { return k == 0 })
 		if len(keys) == 0 {
 			cond := "0"
@@ -270,20 +331,34 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery) ([]listF
 		if len(keys) > 1 {
 			in = "key_id IN " + inList(len(keys))
 		}
-		args := make([]any, 0, len(keys)+len(testArgs))
+		m, release := newMatcher(s.codec, clause)
+		*releases = append(*releases, release)
+		args := []any{m, m}
 		for _, k := range keys {
 			args = append(args, k)
-		}
-		cond := in + " AND seq = traces.seq"
-		if test != "" {
-			cond += " AND " + test
 		}
 		args = append(args, testArgs...)
 		op := "EXISTS"
 		if not {
 			op = "NOT EXISTS"
 		}
-		f := listFilter{walk: op + " (SELECT 1 FROM search_terms WHERE " + cond + ")", walkArgs: args}
+		cond := func(t string) string {
+			return "CASE WHEN " + t + ".compact THEN " + op + " (SELECT 1 FROM trace_blocks tb WHERE tb.trace_seq = " + t + ".seq AND " +
+				"loom_match(?, tb.block_id, " + t + ".trace_id, " + t + ".project, " +
+				"CASE WHEN loom_cached(?, tb.block_id) THEN NULL ELSE (SELECT data FROM span_blocks WHERE id = tb.block_id) END)) " +
+				"ELSE " + op + " (SELECT 1 FROM search_terms WHERE " + in + " AND seq = " + t + ".seq" + andTest(test) + ") END"
+		}
+		f := listFilter{walk: cond("traces"), walkArgs: args}
+		if rangeOp != "" {
+			cand, err := s.rangeCandidates(ctx, keys, rangeOp, clause.Num)
+			if err != nil {
+				return fmt.Errorf("read search ranges: %w", err)
+			}
+			if n := len(cand) << bloomChunkShift; n <= selectiveRows {
+				f.drive, f.driveArgs = bloomDriver(cand, cond("c"), args)
+				f.set, f.est = "search ranges", max(n, 1)
+			}
+		}
 		if !not && hashes != nil {
 			var hs []uint64
 			for _, k := range keys {
@@ -294,8 +369,8 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery) ([]listF
 				return fmt.Errorf("read search blooms: %w", err)
 			}
 			if n := len(cand) << bloomChunkShift; n <= selectiveRows {
-				f.drive, f.driveArgs = bloomDriver(cand, keys, test, testArgs)
-				f.set, f.est = "search_terms", max(n, 1)
+				f.drive, f.driveArgs = bloomDriver(cand, cond("c"), args)
+				f.set, f.est = "search blooms", max(n, 1)
 			}
 		}
 		fs = append(fs, f)
@@ -328,7 +403,7 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery) ([]listF
 			keys = append(keys, id)
 		}
 		if c.Field != store.FieldAttr {
-			if err := term(false, keys, text(c.Value), "value = ?", c.Value); err != nil {
+			if err := term(false, keys, text(c.Value), "", c, "value = ?", c.Value); err != nil {
 				return nil, err
 			}
 			continue
@@ -341,19 +416,21 @@ func (s *Store) searchFilters(ctx context.Context, q *store.TraceQuery) ([]listF
 			eqHashes = func(k int64) []uint64 { return []uint64{termHash(k, tagText, []byte(c.Value)), numHash(k, c.Num)} }
 		}
 		keySet := func(k int64) []uint64 { return []uint64{keySetHash(k)} }
+		exists, eqc := c, c
+		exists.Op, eqc.Op = store.OpExists, store.OpEq
 		var err error
 		switch c.Op {
 		case store.OpExists:
-			err = term(false, keys, keySet, "")
+			err = term(false, keys, keySet, "", exists, "")
 		case store.OpEq:
-			err = term(false, keys, eqHashes, eq, eqArgs...)
+			err = term(false, keys, eqHashes, "", eqc, eq, eqArgs...)
 		case store.OpNe:
-			if err = term(false, keys, keySet, ""); err == nil {
-				err = term(true, keys, nil, eq, eqArgs...)
+			if err = term(false, keys, keySet, "", exists, ""); err == nil {
+				err = term(true, keys, nil, "", eqc, eq, eqArgs...)
 			}
 		default:
 			op := map[store.SearchOp]string{store.OpGt: ">", store.OpGe: ">=", store.OpLt: "<", store.OpLe: "<="}[c.Op]
-			err = term(false, keys, nil, "typeof(value) IN ('integer', 'real') AND value "+op+" ?", c.Num)
+			err = term(false, keys, nil, op, c, "typeof(value) IN ('integer', 'real') AND value "+op+" ?", c.Num)
 		}
 		if err != nil {
 			return nil, err

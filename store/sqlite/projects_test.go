@@ -138,7 +138,8 @@ func TestRetentionDeletesWholeExpiredTracesOfTheProjectAndReclaimsSpace(t *testi
 	// Nothing of the deleted traces is left behind.
 	for _, q := range []string{
 		`SELECT count(*) FROM spans WHERE trace_seq NOT IN (SELECT seq FROM traces)`,
-		`SELECT count(*) FROM trace_tags WHERE seq NOT IN (SELECT seq FROM traces)`,
+		`SELECT count(*) FROM trace_blocks WHERE trace_seq NOT IN (SELECT seq FROM traces)`,
+		`SELECT count(*) FROM span_blocks WHERE id NOT IN (SELECT block_id FROM trace_blocks)`,
 		`SELECT count(*) FROM trace_calls WHERE trace_seq NOT IN (SELECT seq FROM traces)`,
 		`SELECT count(*) FROM search_terms WHERE seq NOT IN (SELECT seq FROM traces)`,
 		`SELECT count(*) FROM payload_blocks WHERE id NOT IN (SELECT payload_block FROM spans)`,
@@ -269,7 +270,8 @@ func TestRetentionDuringIngestKeepsEveryNewSpanAndLeavesNothingBehind(t *testing
 	for _, q := range []string{
 		`SELECT count(*) FROM traces WHERE start_ns < ` + fmt.Sprint(now.Add(-24*time.Hour).UnixNano()),
 		`SELECT count(*) FROM spans WHERE trace_seq NOT IN (SELECT seq FROM traces)`,
-		`SELECT count(*) FROM trace_tags WHERE seq NOT IN (SELECT seq FROM traces)`,
+		`SELECT count(*) FROM trace_blocks WHERE trace_seq NOT IN (SELECT seq FROM traces)`,
+		`SELECT count(*) FROM span_blocks WHERE id NOT IN (SELECT block_id FROM trace_blocks)`,
 		`SELECT count(*) FROM trace_calls WHERE trace_seq NOT IN (SELECT seq FROM traces)`,
 		`SELECT count(*) FROM search_terms WHERE seq NOT IN (SELECT seq FROM traces)`,
 		`SELECT count(*) FROM payload_blocks WHERE id NOT IN (SELECT payload_block FROM spans)`,

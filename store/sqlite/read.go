@@ -64,11 +64,22 @@ func (s *Store) GetTrace(ctx context.Context, traceID string) ([]store.Span, err
 	}
 	defer tx.Rollback()
 	var seq, count int64
-	switch err := tx.QueryRowContext(ctx, `SELECT seq, span_count FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(&seq, &count); {
+	var compact bool
+	switch err := tx.QueryRowContext(ctx, `SELECT seq, span_count, compact FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(&seq, &count, &compact); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("get trace %s: %w", traceID, store.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("get trace %s: %w", traceID, err)
+	}
+	if compact {
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, true)
+		if err != nil {
+			return nil, fmt.Errorf("get trace %s: %w", traceID, err)
+		}
+		if len(spans) == 0 {
+			return nil, fmt.Errorf("get trace %s: %w", traceID, store.ErrNotFound)
+		}
+		return spans, nil
 	}
 	spans, meta, err := readSpanRows(ctx, tx, seq, traceID, count)
 	if err != nil {
@@ -555,6 +566,7 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	if err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
+	defer plan.release()
 	if err := s.searchReady(ctx, &q); err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
 	}
@@ -564,6 +576,11 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 	}
 	defer rows.Close()
 	page := store.TracePage{Traces: []store.TraceSummary{}}
+	type rawStrings struct {
+		root, service, agents, models any
+		groups                        string
+	}
+	var raw []rawStrings
 	var last store.PagePosition
 	more := false
 	for rows.Next() {
@@ -573,9 +590,10 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 		}
 		var ts store.TraceSummary
 		var id []byte
-		var agents, models, labels, groups string
+		var labels, groups string
+		var root, service, agents, models any
 		var startNS, endNS, durNS, afterNS, sortValue int64
-		if err := rows.Scan(&id, &ts.RootName, &ts.ServiceName, &agents, &models,
+		if err := rows.Scan(&id, &root, &service, &agents, &models,
 			&startNS, &endNS, &durNS, &ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.ToolCalls,
 			&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens,
 			&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels, &groups,
@@ -593,21 +611,35 @@ func (s *Store) ListTraces(ctx context.Context, q store.TraceQuery) (store.Trace
 		if ts.ModelLabels, err = decodeList(labels); err != nil {
 			return store.TracePage{}, fmt.Errorf("list traces: trace %s model labels: %w", ts.TraceID, err)
 		}
-		if ts.AgentNames, err = decodeList(agents); err != nil {
-			return store.TracePage{}, fmt.Errorf("list traces: trace %s agent names: %w", ts.TraceID, err)
-		}
-		if ts.Models, err = decodeList(models); err != nil {
-			return store.TracePage{}, fmt.Errorf("list traces: trace %s models: %w", ts.TraceID, err)
-		}
-		if ts.Groups, err = decodeGroups(groups); err != nil {
-			return store.TracePage{}, fmt.Errorf("list traces: trace %s call groups: %w", ts.TraceID, err)
-		}
 		page.Traces = append(page.Traces, ts)
+		raw = append(raw, rawStrings{root, service, agents, models, groups})
 		last.SortValue = sortValue
 		copy(last.TraceID[:], id)
 	}
 	if err := rows.Err(); err != nil {
 		return store.TracePage{}, fmt.Errorf("list traces: %w", err)
+	}
+	// The strings are resolved once the rows are closed: a string not
+	// cached is read through another connection of the pool, which
+	// concurrent lists each holding one could otherwise exhaust.
+	rows.Close()
+	for i := range page.Traces {
+		ts, r := &page.Traces[i], &raw[i]
+		if ts.RootName, err = s.strs.text(ctx, s.reader, r.root); err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: trace %s root name: %w", ts.TraceID, err)
+		}
+		if ts.ServiceName, err = s.strs.text(ctx, s.reader, r.service); err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: trace %s service: %w", ts.TraceID, err)
+		}
+		if ts.AgentNames, err = s.strs.list(ctx, s.reader, r.agents); err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: trace %s agent names: %w", ts.TraceID, err)
+		}
+		if ts.Models, err = s.strs.list(ctx, s.reader, r.models); err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: trace %s models: %w", ts.TraceID, err)
+		}
+		if ts.Groups, err = decodeGroups(r.groups, ts.Models); err != nil {
+			return store.TracePage{}, fmt.Errorf("list traces: trace %s call groups: %w", ts.TraceID, err)
+		}
 	}
 	if more {
 		page.NextPageToken = plan.NextPageToken(last)

@@ -140,35 +140,73 @@ func TestGetTraceResultsAreIndependentCopies(t *testing.T) {
 }
 
 // A corrupt payload is an error naming the trace and span, not a panic or
-// a silently partial trace.
+// a silently partial trace: in a payload block of span rows and in a
+// compact block alike.
 func TestGetTraceReportsCorruptPayloadBlock(t *testing.T) {
+	for _, tc := range []struct {
+		layout       string
+		compactBelow int
+		table        string
+	}{{"compact blocks", bigTraceSpans, "span_blocks"}, {"span rows", 0, "payload_blocks"}} {
+		t.Run(tc.layout, func(t *testing.T) {
+			s, _ := openTemp(t)
+			s.compactBelow = tc.compactBelow
+			ctx := context.Background()
+			spans := storetest.GenerateTraces(1, 10, 24)
+			if err := s.WriteSpans(ctx, spans); err != nil {
+				t.Fatal(err)
+			}
+			// Same length, so every span's offsets stay inside the block:
+			// the first attribute map becomes an array.
+			var packed []byte
+			if err := s.reader.QueryRow(`SELECT data FROM ` + tc.table).Scan(&packed); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := s.codec.unpack(packed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := bytes.Index(raw, []byte(`{"a":{`))
+			if i < 0 {
+				t.Fatalf("no attribute map in %q", raw)
+			}
+			raw[i+5] = '['
+			if _, err := s.writer.Exec(`UPDATE `+tc.table+` SET data = ?`, append([]byte{encRaw}, raw...)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.GetTrace(ctx, spans[0].TraceID)
+			if err == nil || !strings.Contains(err.Error(), spans[0].TraceID) || !strings.Contains(err.Error(), "expected an object") {
+				t.Fatalf("GetTrace of a corrupt payload = %v, want an error naming the trace and what is wrong", err)
+			}
+		})
+	}
+}
+
+// A compact block cut short anywhere is an error naming the trace, not a
+// panic or a silently partial trace.
+func TestGetTraceReportsTruncatedCompactBlock(t *testing.T) {
 	s, _ := openTemp(t)
 	ctx := context.Background()
-	spans := storetest.GenerateTraces(1, 10, 24)
+	spans := storetest.GenerateTraces(1, 10, 26)
 	if err := s.WriteSpans(ctx, spans); err != nil {
 		t.Fatal(err)
 	}
-	// Same length, so every span's offsets stay inside the block: the
-	// first attribute map becomes an array.
 	var packed []byte
-	if err := s.reader.QueryRow(`SELECT data FROM payload_blocks`).Scan(&packed); err != nil {
+	if err := s.reader.QueryRow(`SELECT data FROM span_blocks`).Scan(&packed); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := s.codec.unpack(packed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(raw, []byte(`{"a":{`))
-	if i < 0 {
-		t.Fatalf("no attribute map in %q", raw)
-	}
-	raw[i+5] = '['
-	if _, err := s.writer.Exec(`UPDATE payload_blocks SET data = ?`, append([]byte{encRaw}, raw...)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.GetTrace(ctx, spans[0].TraceID)
-	if err == nil || !strings.Contains(err.Error(), spans[0].TraceID) || !strings.Contains(err.Error(), "expected an object") {
-		t.Fatalf("GetTrace of a corrupt payload = %v, want an error naming the trace and what is wrong", err)
+	for _, n := range []int{0, 1, 20, len(raw) / 3, len(raw) / 2, len(raw) - 1} {
+		if _, err := s.writer.Exec(`UPDATE span_blocks SET data = ?`, append([]byte{encRaw}, raw[:n]...)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.GetTrace(ctx, spans[0].TraceID)
+		if err == nil || !strings.Contains(err.Error(), spans[0].TraceID) {
+			t.Fatalf("block cut to %d of %d bytes: GetTrace = %v, want an error naming the trace", n, len(raw), err)
+		}
 	}
 }
 
@@ -177,6 +215,7 @@ func TestGetTraceReportsCorruptPayloadBlock(t *testing.T) {
 func TestGetTraceReportsPayloadOutsideItsBlock(t *testing.T) {
 	s, _ := openTemp(t)
 	ctx := context.Background()
+	s.compactBelow = 0 // span rows carry payload offsets
 	spans := storetest.GenerateTraces(1, 10, 25)
 	if err := s.WriteSpans(ctx, spans); err != nil {
 		t.Fatal(err)

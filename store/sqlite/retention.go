@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +12,8 @@ import (
 )
 
 // Retention (issue 21): a project's traces older than its retention period
-// are deleted whole — the summary, every span, the tags, billed calls and
-// search terms, and the payload blocks no remaining span uses — and the
+// are deleted whole — the summary, every span, billed calls and search
+// terms, and the payload and span blocks no remaining trace uses — and the
 // freed pages are handed back to the file system with an incremental vacuum.
 // A trace's age is counted from its start (traces.start_ns), so a trace is
 // never cut in half: it is kept or deleted as a unit.
@@ -25,12 +24,14 @@ import (
 // Each chunk of traces is one short transaction under the write lock, and
 // every statement in it is an index lookup bounded by the chunk: the
 // chunk is the next expired traces in seq order (a range of seqs), so the
-// search terms and tags, whose keys lead with the key or tag rather than
-// the seq, are deleted by a range scan per key or tag, not a scan of the
-// whole table per chunk; payload blocks are freed after the last chunk,
-// by one read of the spans table outside the lock (a block holds spans of
-// one batch, possibly of several traces, and only a deleted span could
-// have been its last user: new spans always get new blocks). The chunk
+// search terms, whose key leads with the search key rather than the seq,
+// are deleted by a range scan per key, not a scan of the whole table per
+// chunk; payload and span blocks are freed after the last chunk, by one
+// read of the spans table and of trace_blocks outside the lock (a block
+// holds spans of one batch, possibly of several traces, and only a
+// deleted trace could have been its last user: new spans always get new
+// blocks). The trace tags and search blooms have no rows per trace to
+// delete (a chunk's blooms go when its traces are all gone). The chunk
 // grows or shrinks to take about chunkTarget, and the pass pauses half as
 // long as each chunk took before the next, so ingest waits at most one
 // chunk and gets at least a third of the time. Space goes back to the file
@@ -76,12 +77,9 @@ func (s *Store) DeleteTracesBefore(ctx context.Context, project string, cutoff t
 	if err := s.checkWritable(ctx); err != nil {
 		return res, err
 	}
-	p := &deletePass{s: s, project: project, cutoffNS: cutoff.UnixNano(), chunk: chunkInitial, blocks: map[int64]struct{}{}, res: &res}
+	p := &deletePass{s: s, project: project, cutoffNS: cutoff.UnixNano(), chunk: chunkInitial, blocks: map[int64]struct{}{}, sblocks: map[int64]struct{}{}, res: &res}
 	fail := func(what string, err error) (DeleteResult, error) {
 		return res, fmt.Errorf("%s of project %q before %s: %w", what, project, cutoff.UTC().Format(time.RFC3339), err)
-	}
-	if err := p.loadTags(ctx); err != nil {
-		return fail("read trace tags", err)
 	}
 	for {
 		n, err := p.deleteChunk(ctx)
@@ -108,32 +106,11 @@ type deletePass struct {
 	s        *Store
 	project  string
 	cutoffNS int64
-	after    int64 // the last seq looked at
-	chunk    int   // traces per transaction, adapted to chunkTarget
-	tags     map[tagKey]struct{}
+	after    int64              // the last seq looked at
+	chunk    int                // traces per transaction, adapted to chunkTarget
 	blocks   map[int64]struct{} // payload blocks the deleted spans used
+	sblocks  map[int64]struct{} // span blocks the deleted compact traces used
 	res      *DeleteResult
-}
-
-// loadTags reads the distinct trace tags (services, agents, models: a
-// few dozen) once per pass, outside the write lock: a chunk deletes its
-// traces' tag rows by a range scan per tag. A tag first written during the
-// pass is found in the deleted traces' summary rows (tagsOf).
-func (p *deletePass) loadTags(ctx context.Context) error {
-	rows, err := p.s.reader.QueryContext(ctx, `SELECT DISTINCT kind, value FROM trace_tags`)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	p.tags = map[tagKey]struct{}{}
-	for rows.Next() {
-		var k tagKey
-		if err := rows.Scan(&k.kind, &k.value); err != nil {
-			return err
-		}
-		p.tags[k] = struct{}{}
-	}
-	return rows.Err()
 }
 
 // hold runs f (step names it) under the write lock, measures how long it
@@ -193,29 +170,19 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 	// The next expired traces after the last seq looked at, by the
 	// primary key (the unary + keeps SQLite from choosing the
 	// (project, start_ns) index and sorting every expired trace).
-	rows, err := tx.QueryContext(ctx, `SELECT seq, agent_names, models, services FROM traces
+	rows, err := tx.QueryContext(ctx, `SELECT seq FROM traces
 		WHERE seq > ? AND +project = ? AND +start_ns < ? ORDER BY seq LIMIT ?`, p.after, p.project, p.cutoffNS, p.chunk)
 	if err != nil {
 		return 0, fmt.Errorf("find expired traces: %w", err)
 	}
 	var seqs []any
-	tags := map[tagKey]struct{}{}
 	for rows.Next() {
 		var seq int64
-		var agents, models, services string
-		if err := rows.Scan(&seq, &agents, &models, &services); err != nil {
+		if err := rows.Scan(&seq); err != nil {
 			rows.Close()
 			return 0, err
 		}
 		seqs = append(seqs, seq)
-		for kind, list := range map[int]string{tagService: services, tagAgent: agents, tagModel: models} {
-			var vals []string
-			if json.Unmarshal([]byte(list), &vals) == nil {
-				for _, v := range vals {
-					tags[tagKey{kind, v}] = struct{}{}
-				}
-			}
-		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -245,6 +212,29 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 	if err := br.Err(); err != nil {
 		return 0, err
 	}
+	// Likewise the span blocks of the compact ones.
+	sb, err := tx.QueryContext(ctx, `SELECT DISTINCT block_id FROM trace_blocks WHERE trace_seq IN `+in, seqs...)
+	if err != nil {
+		return 0, fmt.Errorf("find span blocks: %w", err)
+	}
+	var sblocks []int64
+	for sb.Next() {
+		var b int64
+		if err := sb.Scan(&b); err != nil {
+			sb.Close()
+			return 0, err
+		}
+		sblocks = append(sblocks, b)
+	}
+	sb.Close()
+	if err := sb.Err(); err != nil {
+		return 0, err
+	}
+	// A compact trace's span count, which no span row holds.
+	var compactSpans int64
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(span_count), 0) FROM traces WHERE compact AND seq IN `+in, seqs...).Scan(&compactSpans); err != nil {
+		return 0, fmt.Errorf("count compact spans: %w", err)
+	}
 	if err := dropSessionTurns(ctx, tx, in, seqs); err != nil {
 		return 0, err
 	}
@@ -257,6 +247,7 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 	}{
 		{"spans", `DELETE FROM spans WHERE trace_seq IN ` + in, seqs, &spans},
 		{"billed calls", `DELETE FROM trace_calls WHERE trace_seq IN ` + in, seqs, nil},
+		{"span block lists", `DELETE FROM trace_blocks WHERE trace_seq IN ` + in, seqs, nil},
 		// What a view derived from a deleted trace (web's windowed rollup).
 		{"derived views", `DELETE FROM trace_derived WHERE trace_seq IN ` + in, seqs, nil},
 		// One range scan of the chunk's seqs per search key (the key
@@ -272,23 +263,11 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 			*st.count, _ = r.RowsAffected()
 		}
 	}
-	// Tags: a range scan of the chunk's seqs per tag (kind, value lead
-	// trace_tags' primary key).
-	for k := range p.tags {
-		tags[k] = struct{}{}
-	}
-	del, err := tx.PrepareContext(ctx, `DELETE FROM trace_tags WHERE kind = ? AND value = ? AND seq BETWEEN ? AND ? AND seq IN `+in)
-	if err != nil {
-		return 0, fmt.Errorf("delete trace tags: %w", err)
-	}
-	defer del.Close()
-	for k := range tags {
-		if _, err := del.ExecContext(ctx, append([]any{k.kind, k.value, lo, hi}, seqs...)...); err != nil {
-			return 0, fmt.Errorf("delete trace tags: %w", err)
-		}
-	}
 	if err := dropBlooms(ctx, tx); err != nil {
 		return 0, fmt.Errorf("delete search blooms: %w", err)
+	}
+	if err := dropRanges(ctx, tx); err != nil {
+		return 0, fmt.Errorf("delete search ranges: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
@@ -300,27 +279,45 @@ func (p *deletePass) deleteChunkLocked(ctx context.Context) (int, error) {
 	for _, b := range blocks {
 		p.blocks[b] = struct{}{}
 	}
+	for _, b := range sblocks {
+		p.sblocks[b] = struct{}{}
+	}
 	p.res.Traces += traces
-	p.res.Spans += spans
+	p.res.Spans += spans + compactSpans
 	p.res.Chunks++
 	return len(seqs), nil
 }
 
-// freeBlocks deletes the payload blocks the deleted spans used that no
-// span uses any more. Which blocks spans still use is read once, outside
-// the write lock (spans has no index on payload_block: one would cost
-// every span ~10 bytes and ingest a write): no new span can start using an
-// old block, so what the read finds unused stays unused. The deletes go in
-// chunks of their own.
+// freeBlocks deletes the payload blocks the deleted spans used, and the
+// span blocks the deleted compact traces used, that nothing uses any more.
+// Which blocks are still used is read once, outside the write lock (spans
+// has no index on payload_block: one would cost every span ~10 bytes and
+// ingest a write; trace_blocks is a row per trace and block): no new span
+// can start using an old block, so what the read finds unused stays
+// unused. The deletes go in chunks of their own.
 func (p *deletePass) freeBlocks(ctx context.Context) error {
-	if len(p.blocks) == 0 {
+	if err := p.freeUnused(ctx, p.blocks, `SELECT DISTINCT payload_block FROM spans WHERE payload_block BETWEEN ? AND ?`, "payload_blocks"); err != nil {
+		return err
+	}
+	p.blocks = map[int64]struct{}{}
+	if err := p.freeUnused(ctx, p.sblocks, `SELECT DISTINCT block_id FROM trace_blocks WHERE block_id BETWEEN ? AND ?`, "span_blocks"); err != nil {
+		return err
+	}
+	p.sblocks = map[int64]struct{}{}
+	return nil
+}
+
+// freeUnused deletes from table the blocks of set that used (a query of
+// the blocks in use between two ids) does not return.
+func (p *deletePass) freeUnused(ctx context.Context, set map[int64]struct{}, used, table string) error {
+	if len(set) == 0 {
 		return nil
 	}
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for b := range p.blocks {
+	for b := range set {
 		lo, hi = min(lo, b), max(hi, b)
 	}
-	rows, err := p.s.reader.QueryContext(ctx, `SELECT DISTINCT payload_block FROM spans WHERE payload_block BETWEEN ? AND ?`, lo, hi)
+	rows, err := p.s.reader.QueryContext(ctx, used, lo, hi)
 	if err != nil {
 		return err
 	}
@@ -330,21 +327,21 @@ func (p *deletePass) freeBlocks(ctx context.Context) error {
 			rows.Close()
 			return err
 		}
-		delete(p.blocks, b)
+		delete(set, b)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	unused := make([]any, 0, len(p.blocks))
-	for b := range p.blocks {
+	unused := make([]any, 0, len(set))
+	for b := range set {
 		unused = append(unused, b)
 	}
 	for len(unused) > 0 {
 		part := unused[:min(blocksPerDelete, len(unused))]
 		unused = unused[len(part):]
 		_, err := p.hold(ctx, "free blocks", func() error {
-			r, err := p.s.writer.ExecContext(ctx, `DELETE FROM payload_blocks WHERE id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(part)), ",")+`)`, part...)
+			r, err := p.s.writer.ExecContext(ctx, `DELETE FROM `+table+` WHERE id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(part)), ",")+`)`, part...)
 			if err != nil {
 				return err
 			}
@@ -356,7 +353,6 @@ func (p *deletePass) freeBlocks(ctx context.Context) error {
 			return err
 		}
 	}
-	p.blocks = map[int64]struct{}{}
 	return nil
 }
 

@@ -20,7 +20,18 @@ const (
 	searchRetrieved    = 3
 	searchCited        = 4
 	searchConversation = 5
+	// The trace tags (version 9): in the search blooms only, under these
+	// kinds (with key ''), for the list's service, agent and model
+	// filters.
+	searchService = 6
+	searchAgent   = 7
+	searchModel   = 8
 )
+
+// tagSearchKind is the search key kind of a tag kind.
+func tagSearchKind(tag int) int {
+	return map[int]int{tagService: searchService, tagAgent: searchAgent, tagModel: searchModel}[tag]
+}
 
 // searchKey names a search key: a kind and, for attributes, the key.
 type searchKey struct {
@@ -98,6 +109,7 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 		val any
 	}
 	blooms := bloomAdds{}
+	ranges := rangeAdds{}
 	for _, g := range groups {
 		if len(g.inserted) == 0 {
 			continue
@@ -130,10 +142,27 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 			if h, ok := valueHash(id, v); ok {
 				blooms.add(g.sm.seq, h)
 			}
-			ins.args = append(ins.args, id, g.sm.seq, v)
-			keyErr = ins.rowAdded(ctx)
+			switch n := v.(type) {
+			case int64:
+				ranges.add(id, g.sm.seq, float64(n))
+			case float64:
+				ranges.add(id, g.sm.seq, n)
+			}
+			// A compact trace keeps no terms: a search tests its spans.
+			if !g.compact {
+				ins.args = append(ins.args, id, g.sm.seq, v)
+				keyErr = ins.rowAdded(ctx)
+			}
 		}
-		for _, r := range g.inserted {
+		for _, t := range g.newTags {
+			id, err := s.searchKeyID(ctx, tx, searchKey{tagSearchKind(t.kind), ""})
+			if err != nil {
+				return fmt.Errorf("index trace %x for search: %w", g.traceID, err)
+			}
+			blooms.add(g.sm.seq, termHash(id, tagText, []byte(t.value)))
+		}
+		// A trace moved to span rows gets the terms of its stored spans.
+		for _, r := range append(g.converted[:len(g.converted):len(g.converted)], g.inserted...) {
 			sp := r.span
 			add(searchKey{searchName, ""}, sp.Name)
 			for k, v := range sp.Attributes {
@@ -159,6 +188,9 @@ func (s *Store) indexSearch(ctx context.Context, tx *sql.Tx, groups []*traceGrou
 	}
 	if err := blooms.write(ctx, tx); err != nil {
 		return fmt.Errorf("index spans for search: blooms: %w", err)
+	}
+	if err := ranges.write(ctx, tx); err != nil {
+		return fmt.Errorf("index spans for search: ranges: %w", err)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ func TestSearchBackfillIndexesTracesStoredBeforeTheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.writeV8 = true // span rows and search terms, as the versions that backfill wrote
 	spans := storetest.GenerateTraces(backfillChunk+40, 4, 5)
 	if err := s.WriteSpans(ctx, spans); err != nil {
 		t.Fatal(err)

@@ -61,10 +61,19 @@ type Store struct {
 	bulkStmts map[bulkKey]*sql.Stmt
 	// searchKeys caches search key → search_keys.id (see searchKeyID).
 	searchKeys map[searchKey]int64
+	// strs caches summary_strings (names.go).
+	strs strDict
 	// big keeps the child counts of huge traces' big parents, by trace
 	// seq (window.go, bigParents).
 	bigMu sync.Mutex
 	big   map[int64]bigParentSet
+	// compactBelow is the span count from which a trace is kept in span
+	// rows instead of compact blocks (compact.go): bigTraceSpans; tests
+	// set 0 to write files as versions before 9 did.
+	compactBelow int
+	// writeV8 makes writes store what version 8 stored (span rows, names
+	// as text), for upgrade tests.
+	writeV8 bool
 
 	// life serialises Start and Shutdown (a channel so a Shutdown waiting
 	// for a Start honours its context); state is read by every method.
@@ -84,14 +93,15 @@ func New(cfg Config) (*Store, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Store{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		resourceIDs: make(map[[16]byte]int64),
-		builders:    newBuilderCache(),
-		searchKeys:  make(map[searchKey]int64),
-		scopeIDs:    make(map[[16]byte]int64),
-		life:        ctxlock.New(),
-		stopped:     make(chan struct{}),
+		cfg:          cfg,
+		log:          cfg.Logger,
+		resourceIDs:  make(map[[16]byte]int64),
+		builders:     newBuilderCache(),
+		compactBelow: bigTraceSpans,
+		searchKeys:   make(map[searchKey]int64),
+		scopeIDs:     make(map[[16]byte]int64),
+		life:         ctxlock.New(),
+		stopped:      make(chan struct{}),
 	}, nil
 }
 

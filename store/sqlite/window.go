@@ -27,21 +27,30 @@ var _ store.WindowReader = (*Store)(nil)
 const bigTraceSpans = 10_000
 
 // traceSeq finds a trace of ctx's project: its seq and span count.
-func traceSeq(ctx context.Context, q interface {
+func traceSeq(ctx context.Context, q queryRower, traceID string) (seq, count int64, err error) {
+	seq, count, _, err = traceRef(ctx, q, traceID)
+	return seq, count, err
+}
+
+type queryRower interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, traceID string) (seq, count int64, err error) {
+}
+
+// traceRef finds a trace of ctx's project: its seq, its span count and
+// whether its spans are in compact blocks.
+func traceRef(ctx context.Context, q queryRower, traceID string) (seq, count int64, compact bool, err error) {
 	id, err := decodeID(traceID, 16)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %w", store.ErrBadTraceID, err)
+		return 0, 0, false, fmt.Errorf("%w: %w", store.ErrBadTraceID, err)
 	}
-	switch err := q.QueryRowContext(ctx, `SELECT seq, span_count FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`,
-		id, store.ProjectOf(ctx)).Scan(&seq, &count); {
+	switch err := q.QueryRowContext(ctx, `SELECT seq, span_count, compact FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`,
+		id, store.ProjectOf(ctx)).Scan(&seq, &count, &compact); {
 	case errors.Is(err, sql.ErrNoRows):
-		return 0, 0, store.ErrNotFound
+		return 0, 0, false, store.ErrNotFound
 	case err != nil:
-		return 0, 0, err
+		return 0, 0, false, err
 	}
-	return seq, count, nil
+	return seq, count, compact, nil
 }
 
 // TraceSize returns the span count of the trace's summary row.
@@ -70,14 +79,15 @@ func (s *Store) TraceHead(ctx context.Context, traceID string) (store.TraceSumma
 		return fail(fmt.Errorf("%w: %w", store.ErrBadTraceID, err))
 	}
 	var ts store.TraceSummary
-	var agents, models, labels, groups string
+	var labels, groups string
+	var root, service, agents, models any
 	var startNS, endNS, durNS, afterNS int64
 	err = s.reader.QueryRowContext(ctx, `SELECT call_groups, root_name, service_name, agent_names, models,
 	start_ns, end_ns, duration_ns, span_count, error_count, model_calls, tool_calls,
 	input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, reasoning_tokens,
 	after_root_ns, fragments, failed_model_calls, model_labels
 	FROM traces INDEXED BY traces_by_id WHERE trace_id = ? AND project = ?`, id, store.ProjectOf(ctx)).Scan(
-		&groups, &ts.RootName, &ts.ServiceName, &agents, &models,
+		&groups, &root, &service, &agents, &models,
 		&startNS, &endNS, &durNS, &ts.SpanCount, &ts.ErrorCount, &ts.ModelCalls, &ts.ToolCalls,
 		&ts.InputTokens, &ts.OutputTokens, &ts.CacheReadTokens, &ts.CacheCreationTokens, &ts.ReasoningTokens,
 		&afterNS, &ts.Fragments, &ts.FailedModelCalls, &labels)
@@ -90,16 +100,22 @@ func (s *Store) TraceHead(ctx context.Context, traceID string) (store.TraceSumma
 	ts.TraceID = traceID
 	ts.Start, ts.End = time.Unix(0, startNS).UTC(), time.Unix(0, endNS).UTC()
 	ts.Duration, ts.AfterRoot = time.Duration(durNS), time.Duration(afterNS)
+	if ts.RootName, err = s.strs.text(ctx, s.reader, root); err != nil {
+		return fail(fmt.Errorf("root name: %w", err))
+	}
+	if ts.ServiceName, err = s.strs.text(ctx, s.reader, service); err != nil {
+		return fail(fmt.Errorf("service: %w", err))
+	}
 	for _, l := range []struct {
-		raw  string
+		raw  any
 		into *[]string
 		what string
 	}{{agents, &ts.AgentNames, "agent names"}, {models, &ts.Models, "models"}, {labels, &ts.ModelLabels, "model labels"}} {
-		if *l.into, err = decodeList(l.raw); err != nil {
+		if *l.into, err = s.strs.list(ctx, s.reader, l.raw); err != nil {
 			return fail(fmt.Errorf("%s: %w", l.what, err))
 		}
 	}
-	if ts.Groups, err = decodeGroups(groups); err != nil {
+	if ts.Groups, err = decodeGroups(groups, ts.Models); err != nil {
 		return fail(fmt.Errorf("call groups: %w", err))
 	}
 	// The calls are read apart from the row: a list row carries only the
@@ -157,9 +173,16 @@ func (s *Store) SpanNodes(ctx context.Context, traceID string, q store.NodeQuery
 		return fail(err)
 	}
 	defer tx.Rollback()
-	seq, count, err := traceSeq(ctx, tx, traceID)
+	seq, count, compact, err := traceRef(ctx, tx, traceID)
 	if err != nil {
 		return fail(err)
+	}
+	if compact {
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, false)
+		if err != nil {
+			return fail(err)
+		}
+		return compactNodes(spans, q, limit), nil
 	}
 	afterNS, afterID, _ := store.DecodeSpanToken(q.PageToken)
 	var where string
@@ -350,7 +373,8 @@ func (s *Store) SpanPage(ctx context.Context, traceID, pageToken string, limit i
 		b, _ := hex.DecodeString(afterID)
 		where, args = " AND (s.start_ns, s.span_id) > (?, ?)", []any{afterNS, b}
 	}
-	spans, err := s.readSpansWhere(ctx, traceID, `INDEXED BY spans_by_start`, where+fmt.Sprintf(" ORDER BY s.start_ns, s.span_id LIMIT %d", limit+1), args, int64(limit+1))
+	spans, err := s.readSpansWhere(ctx, traceID, `INDEXED BY spans_by_start`, where+fmt.Sprintf(" ORDER BY s.start_ns, s.span_id LIMIT %d", limit+1), args, int64(limit+1),
+		func(all []store.Span) []store.Span { return pageAfter(all, afterNS, afterID, limit+1) })
 	if err != nil {
 		return fail(err)
 	}
@@ -372,7 +396,15 @@ func (s *Store) GetSpan(ctx context.Context, traceID, spanID string) (store.Span
 		return store.Span{}, fmt.Errorf("span %s of trace %s: %w", spanID, traceID, store.ErrNotFound)
 	}
 	b, _ := hex.DecodeString(spanID)
-	spans, err := s.readSpansWhere(ctx, traceID, `INDEXED BY spans_by_trace`, " AND s.span_id = ?", []any{b}, 1)
+	spans, err := s.readSpansWhere(ctx, traceID, `INDEXED BY spans_by_trace`, " AND s.span_id = ?", []any{b}, 1,
+		func(all []store.Span) []store.Span {
+			for i := range all {
+				if all[i].SpanID == spanID {
+					return all[i : i+1]
+				}
+			}
+			return nil
+		})
 	if err != nil {
 		return store.Span{}, fmt.Errorf("span %s of trace %s: %w", spanID, traceID, err)
 	}
@@ -384,16 +416,25 @@ func (s *Store) GetSpan(ctx context.Context, traceID, spanID string) (store.Span
 
 // readSpansWhere reads full spans of a trace of ctx's project: those of
 // spans s (hint: index) with trace_seq = the trace's and the condition
-// rest (" AND ..." and any ORDER BY/LIMIT), in the order rest gives.
-func (s *Store) readSpansWhere(ctx context.Context, traceID, hint, rest string, args []any, count int64) ([]store.Span, error) {
+// rest (" AND ..." and any ORDER BY/LIMIT), in the order rest gives. Of a
+// trace in compact blocks, it reads every span and returns what keep
+// keeps of them in canonical order.
+func (s *Store) readSpansWhere(ctx context.Context, traceID, hint, rest string, args []any, count int64, keep func([]store.Span) []store.Span) ([]store.Span, error) {
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
-	seq, _, err := traceSeq(ctx, tx, traceID)
+	seq, _, compact, err := traceRef(ctx, tx, traceID)
 	if err != nil {
 		return nil, err
+	}
+	if compact {
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, true)
+		if err != nil {
+			return nil, err
+		}
+		return keep(spans), nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans s `+hint+` WHERE s.trace_seq = ?`+rest, append([]any{seq}, args...)...)
 	if err != nil {
@@ -438,9 +479,20 @@ func (s *Store) TraceBones(ctx context.Context, traceID string) ([]store.Bone, e
 		return fail(err)
 	}
 	defer tx.Rollback()
-	seq, count, err := traceSeq(ctx, tx, traceID)
+	seq, count, compact, err := traceRef(ctx, tx, traceID)
 	if err != nil {
 		return fail(err)
+	}
+	if compact {
+		spans, err := s.compactTrace(ctx, tx, seq, traceID, true)
+		if err != nil {
+			return fail(err)
+		}
+		bones := make([]store.Bone, len(spans))
+		for i := range spans {
+			bones[i] = store.BoneOf(&spans[i])
+		}
+		return bones, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT span_id, parent_span_id, name, start_ns, end_ns, has_usage, cost_usd
 		FROM spans WHERE trace_seq = ?`, seq)

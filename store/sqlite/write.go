@@ -27,9 +27,11 @@ type spanRow struct {
 	parentID []byte // nil for a root
 	startNS  int64
 	endNS    int64
-	cost     any // nil or float64
-	block    int // index of the span's payload block in the batch
-	off, n   int // the span's payload within the decompressed block
+	cost     any    // nil or float64
+	payload  []byte // appendPayload's JSON
+	block    int    // index of the span's compact block in the batch
+	pblock   int    // a span row's payload block (index in payloadBlocks' result)
+	off, n   int    // a span row's payload within its payload block
 	resHash  [16]byte
 	resAttrs []byte // packed resource attributes; nil when the span has none
 	scHash   [16]byte
@@ -121,6 +123,7 @@ func (s *Store) WritePrepared(ctx context.Context, batches ...*PreparedSpans) er
 		clear(s.resourceIDs)
 		clear(s.scopeIDs)
 		clear(s.searchKeys)
+		s.strs.clear()
 		return fmt.Errorf("write spans: %w", err)
 	}
 	return nil
@@ -143,6 +146,14 @@ func (s *Store) checkWritable(ctx context.Context) error {
 // block (between traces). Larger blocks compress a little better; smaller
 // ones make GetTrace decompress less.
 const blockTarget = 64 << 10
+
+// compactTarget is the plain size at which prepareRows starts a new
+// compact block (between traces): about a 512-span batch. One block per
+// batch compresses a tenth smaller than blocks of blockTarget, and each
+// block's row wastes half an overflow page on average (measured: 112 vs
+// 80 bytes a span); GetTrace of a small trace decompresses the whole
+// block, ~0.3 ms.
+const compactTarget = 1 << 20
 
 // prepareRows validates spans and converts them to rows, with their
 // payloads in compressed blocks of about blockTarget bytes, each holding
@@ -231,31 +242,54 @@ func (s *Store) prepareRows(spans []store.Span) ([]spanRow, [][]byte, error) {
 		}
 	}
 
-	// Payloads, in trace order so that a trace's spans share a block.
+	// Compact blocks (compact.go), in trace order so that a trace's spans
+	// share a block. Each row keeps its payload JSON too, for a block
+	// re-encoded under the write lock or a trace kept in span rows.
 	order := make([]int, len(rows))
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return bytes.Compare(rows[order[a]].traceID, rows[order[b]].traceID) < 0 })
+	sort.SliceStable(order, func(a, b int) bool {
+		if c := bytes.Compare(rows[order[a]].traceID, rows[order[b]].traceID); c != 0 {
+			return c < 0
+		}
+		return rows[order[a]].span.Project < rows[order[b]].span.Project
+	})
 	var blocks [][]byte
-	buf := make([]byte, 0, blockTarget+blockTarget/4)
+	var segs []compactSeg
+	raw := 0
+	var arena []byte
 	flush := func() {
-		if len(buf) > 0 {
-			blocks = append(blocks, s.codec.pack(buf))
-			buf = buf[:0]
+		if len(segs) > 0 {
+			blocks = append(blocks, s.codec.packDense(encodeCompact(segs)))
+			segs, raw = nil, 0
 		}
 	}
 	for k, i := range order {
 		r := &rows[i]
-		if k > 0 && len(buf) >= blockTarget && !bytes.Equal(r.traceID, rows[order[k-1]].traceID) {
+		first := k == 0
+		if !first {
+			prev := &rows[order[k-1]]
+			first = !bytes.Equal(r.traceID, prev.traceID) || r.span.Project != prev.span.Project
+		}
+		if first && raw >= compactTarget {
 			flush()
 		}
-		r.block, r.off = len(blocks), len(buf)
+		if first {
+			segs = append(segs, compactSeg{traceID: r.traceID, project: r.span.Project})
+		}
+		if cap(arena)-len(arena) < 4096 {
+			arena = make([]byte, 0, 64<<10)
+		}
+		at := len(arena)
 		var err error
-		if buf, err = appendPayload(buf, r.span); err != nil {
+		if arena, err = appendPayload(arena, r.span); err != nil {
 			return nil, nil, fmt.Errorf("span %d (%s/%s): %w", i, r.span.TraceID, r.span.SpanID, err)
 		}
-		r.n = len(buf) - r.off
+		r.payload = arena[at:len(arena):len(arena)]
+		r.block = len(blocks)
+		segs[len(segs)-1].rows = append(segs[len(segs)-1].rows, r)
+		raw += len(r.payload) + 64
 	}
 	flush()
 	return rows, blocks, nil
@@ -306,6 +340,16 @@ type traceGroup struct {
 	b        *store.SummaryBuilder // the trace's summary, stored spans added
 	rows     []*spanRow            // in batch order
 	inserted []*spanRow
+	// compact: the trace's spans are in compact blocks (after this
+	// write); converted holds its stored spans when this write moves it
+	// from compact blocks to span rows (it reached bigTraceSpans).
+	compact   bool
+	converted []*spanRow
+	// convs are the conversation ids of its stored spans (compact traces;
+	// for span rows, search_terms has them).
+	convs map[string]struct{}
+	// newTags are the tags this write gives the trace.
+	newTags []tagKey
 }
 
 func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) error {
@@ -327,11 +371,11 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 	// Block ids and new traces' sequence numbers are assigned here, under
 	// the write lock of an immediate transaction (so also safe against
 	// another process writing the file).
-	var firstBlock, nextSeq int64
-	if err := tx.QueryRowContext(sctx, `SELECT (SELECT coalesce(max(id), 0) + 1 FROM payload_blocks), (SELECT coalesce(max(seq), 0) + 1 FROM traces)`).Scan(&firstBlock, &nextSeq); err != nil {
+	var firstPayload, firstBlock, nextSeq int64
+	if err := tx.QueryRowContext(sctx, `SELECT (SELECT coalesce(max(id), 0) + 1 FROM payload_blocks),
+		(SELECT coalesce(max(id), 0) + 1 FROM span_blocks), (SELECT coalesce(max(seq), 0) + 1 FROM traces)`).Scan(&firstPayload, &firstBlock, &nextSeq); err != nil {
 		return fmt.Errorf("allocate ids: %w", err)
 	}
-	blockUsed := make([]bool, len(blocks))
 
 	resIDs, err := s.resolveShared(sctx, tx, sharedResources, rows)
 	if err != nil {
@@ -355,7 +399,7 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 		}
 		g.rows = append(g.rows, r)
 	}
-	if err := loadSummaries(sctx, tx, order); err != nil {
+	if err := s.loadSummaries(sctx, tx, order); err != nil {
 		return err
 	}
 
@@ -363,31 +407,48 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 	// answer and can carry many rows each: a trace without a summary row
 	// has no stored spans (both are written in one transaction); for a
 	// known trace, its stored span ids are read. A span repeated within the
-	// batch is stored once, first copy wins. The insert has no OR IGNORE: if
-	// this reasoning were ever wrong, the unique index fails the whole
-	// transaction instead of letting a summary count a span twice.
-	ins := s.newBulkInsert(tx, spansHead, spanColCount)
+	// batch is stored once, first copy wins. The span row insert has no OR
+	// IGNORE: if this reasoning were ever wrong, the unique index fails the
+	// whole transaction instead of letting a summary count a span twice.
 	var existing *sql.Stmt
 	defer func() {
 		if existing != nil {
 			existing.Close()
 		}
 	}()
+	inBlock := make(map[*spanRow]bool) // rows stored in compact blocks
+	var legacy []*spanRow              // rows stored as span rows
 	for _, g := range order {
 		if !g.sm.exists {
 			g.sm.seq = nextSeq
 			nextSeq++
 			g.b = store.NewSummaryBuilder()
-		} else if g.b = s.builders.take(g.sm.seq); g.b == nil || int64(g.b.Len()) != g.sm.spanCount {
+			g.convs = map[string]struct{}{}
+		} else if g.b, g.convs = s.builders.take(g.sm.seq); g.b == nil || int64(g.b.Len()) != g.sm.spanCount {
 			// Not cached (or stale): rebuild from the stored spans.
-			if existing == nil {
-				if existing, err = tx.PrepareContext(sctx, `SELECT `+lightSpanCols+` FROM spans WHERE trace_seq = ?`); err != nil {
-					return fmt.Errorf("prepare stored span lookup: %w", err)
+			var stored []store.Span
+			g.convs = map[string]struct{}{}
+			if g.sm.compact {
+				cs, err := s.readCompact(sctx, tx, g.sm.seq, g.traceID, g.project, false)
+				if err != nil {
+					return fmt.Errorf("read stored spans of trace %x: %w", g.traceID, err)
 				}
-			}
-			stored, err := readLightSpans(sctx, existing, g.sm.seq, hex.EncodeToString(g.traceID))
-			if err != nil {
-				return fmt.Errorf("read stored spans of trace %x: %w", g.traceID, err)
+				stored = make([]store.Span, len(cs))
+				for i := range cs {
+					stored[i] = cs[i].span
+					if c := cs[i].span.ConversationID; c != "" {
+						g.convs[c] = struct{}{}
+					}
+				}
+			} else {
+				if existing == nil {
+					if existing, err = tx.PrepareContext(sctx, `SELECT `+lightSpanCols+` FROM spans WHERE trace_seq = ?`); err != nil {
+						return fmt.Errorf("prepare stored span lookup: %w", err)
+					}
+				}
+				if stored, err = readLightSpans(sctx, existing, g.sm.seq, hex.EncodeToString(g.traceID)); err != nil {
+					return fmt.Errorf("read stored spans of trace %x: %w", g.traceID, err)
+				}
 			}
 			g.b = store.NewSummaryBuilder()
 			g.b.Add(stored)
@@ -402,7 +463,39 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 			}
 			seen[id] = struct{}{}
 			g.inserted = append(g.inserted, r)
-			blockUsed[r.block] = true
+		}
+		if len(g.inserted) == 0 {
+			continue
+		}
+		// A trace stays in compact blocks while it is below bigTraceSpans
+		// (small traces are read whole); one that reaches it gets span
+		// rows and their window indexes, its stored spans moved.
+		big := g.b.Len()+len(g.inserted) >= s.compactBelow || s.writeV8
+		switch {
+		case !g.sm.exists:
+			g.compact = !big
+		case g.sm.compact && big:
+			if g.converted, err = s.convertedRows(sctx, tx, g, resIDs, scopeIDs); err != nil {
+				return fmt.Errorf("move trace %x to span rows: %w", g.traceID, err)
+			}
+			legacy = append(legacy, g.converted...)
+		default:
+			g.compact = g.sm.compact
+		}
+		if g.compact {
+			for _, r := range g.inserted {
+				inBlock[r] = true
+			}
+		} else {
+			legacy = append(legacy, g.inserted...)
+		}
+	}
+
+	// Span rows, with their payloads in blocks of their own.
+	if len(legacy) > 0 {
+		pblocks := s.payloadBlocks(legacy)
+		ins := s.newBulkInsert(tx, spansHead, spanColCount)
+		for _, r := range legacy {
 			sp := r.span
 			var resID any
 			if r.resAttrs != nil {
@@ -417,26 +510,42 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 				parent = r.parentID
 			}
 			ins.args = append(ins.args,
-				g.sm.seq, r.spanID, parent, sp.TraceState, sp.Name, sp.Kind, r.startNS, r.endNS,
+				groups[groupKey(sp.Project, r.traceID)].sm.seq, r.spanID, parent, sp.TraceState, sp.Name, sp.Kind, r.startNS, r.endNS,
 				sp.StatusCode, sp.StatusMessage, sp.ServiceName, sp.ScopeName, sp.ScopeVersion,
 				sp.Operation, sp.Provider, sp.RequestModel, sp.ResponseModel, sp.AgentName, sp.ConversationID,
 				sp.ToolName, sp.ToolCallID, sp.HasUsage, sp.InputTokens, sp.OutputTokens,
 				sp.CacheReadTokens, sp.CacheCreationTokens, sp.ReasoningTokens, r.cost,
-				resID, firstBlock+int64(r.block), r.off, r.n, scopeID)
+				resID, firstPayload+int64(r.pblock), r.off, r.n, scopeID)
 			if err := ins.rowAdded(sctx); err != nil {
 				return fmt.Errorf("insert spans: %w", err)
 			}
 		}
+		if err := ins.flush(sctx); err != nil {
+			return fmt.Errorf("insert spans: %w", err)
+		}
+		for i, data := range pblocks {
+			if _, err := tx.ExecContext(sctx, `INSERT INTO payload_blocks (id, data) VALUES (?, ?)`, firstPayload+int64(i), data); err != nil {
+				return fmt.Errorf("insert payload block: %w", err)
+			}
+		}
 	}
-	if err := ins.flush(sctx); err != nil {
-		return fmt.Errorf("insert spans: %w", err)
+
+	// Compact blocks: a prepared block is stored as it is when every span
+	// in it is new and compact (the usual case), re-encoded with those
+	// that are when only some are (a retried batch, a trace that went to
+	// span rows), and not at all when none is.
+	if err := s.writeCompactBlocks(sctx, tx, rows, blocks, inBlock, firstBlock, groups); err != nil {
+		return err
 	}
-	for i, data := range blocks {
-		if !blockUsed[i] {
+	for _, g := range order {
+		if g.converted == nil {
 			continue
 		}
-		if _, err := tx.ExecContext(sctx, `INSERT INTO payload_blocks (id, data) VALUES (?, ?)`, firstBlock+int64(i), data); err != nil {
-			return fmt.Errorf("insert payload block: %w", err)
+		if _, err := tx.ExecContext(sctx, `DELETE FROM trace_blocks WHERE trace_seq = ?`, g.sm.seq); err != nil {
+			return fmt.Errorf("move trace %x to span rows: %w", g.traceID, err)
+		}
+		if _, err := tx.ExecContext(sctx, `UPDATE traces SET compact = 0 WHERE seq = ?`, g.sm.seq); err != nil {
+			return fmt.Errorf("move trace %x to span rows: %w", g.traceID, err)
 		}
 	}
 	if err := s.updateSummaries(sctx, tx, order); err != nil {
@@ -456,7 +565,99 @@ func (s *Store) writeRows(ctx context.Context, rows []spanRow, blocks [][]byte) 
 	}
 	// Only now do the builders match what is stored.
 	for _, g := range order {
-		s.builders.put(g.sm.seq, g.b)
+		for _, r := range g.inserted {
+			if c := r.span.ConversationID; c != "" && g.convs != nil {
+				g.convs[c] = struct{}{}
+			}
+		}
+		s.builders.put(g.sm.seq, g.b, g.convs)
+	}
+	return nil
+}
+
+// payloadBlocks encodes the payloads of span rows into compressed blocks
+// of about blockTarget bytes (between traces where possible), setting
+// each row's pblock (index in the result), off and n.
+func (s *Store) payloadBlocks(rows []*spanRow) [][]byte {
+	var blocks [][]byte
+	buf := make([]byte, 0, blockTarget+blockTarget/4)
+	for k, r := range rows {
+		if k > 0 && len(buf) >= blockTarget && !bytes.Equal(r.traceID, rows[k-1].traceID) {
+			blocks = append(blocks, s.codec.pack(buf))
+			buf = buf[:0]
+		}
+		r.pblock, r.off = len(blocks), len(buf)
+		buf = append(buf, r.payload...)
+		r.n = len(r.payload)
+	}
+	if len(buf) > 0 {
+		blocks = append(blocks, s.codec.pack(buf))
+	}
+	return blocks
+}
+
+// writeCompactBlocks stores the compact blocks of the rows in inBlock and
+// lists each in trace_blocks for its traces.
+func (s *Store) writeCompactBlocks(ctx context.Context, tx *sql.Tx, rows []spanRow, blocks [][]byte, inBlock map[*spanRow]bool, firstBlock int64, groups map[string]*traceGroup) error {
+	if len(inBlock) == 0 {
+		return nil
+	}
+	total := make([]int, len(blocks))
+	used := make([][]*spanRow, len(blocks))
+	for i := range rows {
+		r := &rows[i]
+		total[r.block]++
+		if inBlock[r] {
+			used[r.block] = append(used[r.block], r)
+		}
+	}
+	tb := s.newBulkInsert(tx, traceBlocksHead, 2)
+	sb := s.newBulkInsert(tx, spanBlocksHead, 2)
+	id := firstBlock
+	for i, data := range blocks {
+		rs := used[i]
+		if len(rs) == 0 {
+			continue
+		}
+		if len(rs) < total[i] {
+			sort.SliceStable(rs, func(a, b int) bool {
+				if c := bytes.Compare(rs[a].traceID, rs[b].traceID); c != 0 {
+					return c < 0
+				}
+				return rs[a].span.Project < rs[b].span.Project
+			})
+			var segs []compactSeg
+			for k, r := range rs {
+				if k == 0 || !bytes.Equal(r.traceID, rs[k-1].traceID) || r.span.Project != rs[k-1].span.Project {
+					segs = append(segs, compactSeg{traceID: r.traceID, project: r.span.Project})
+				}
+				segs[len(segs)-1].rows = append(segs[len(segs)-1].rows, r)
+			}
+			data = s.codec.packDense(encodeCompact(segs))
+		}
+		sb.args = append(sb.args, id, data)
+		if err := sb.rowAdded(ctx); err != nil {
+			return fmt.Errorf("insert span blocks: %w", err)
+		}
+		var last *traceGroup
+		for _, r := range rs {
+			g := groups[groupKey(r.span.Project, r.traceID)]
+			if g == last {
+				continue
+			}
+			last = g
+			tb.args = append(tb.args, g.sm.seq, id)
+			if err := tb.rowAdded(ctx); err != nil {
+				return fmt.Errorf("list span blocks: %w", err)
+			}
+		}
+		id++
+	}
+	if err := sb.flush(ctx); err != nil {
+		return fmt.Errorf("insert span blocks: %w", err)
+	}
+	if err := tb.flush(ctx); err != nil {
+		return fmt.Errorf("list span blocks: %w", err)
 	}
 	return nil
 }
@@ -504,15 +705,16 @@ type bulkKey struct {
 
 // The multi-row inserts writeRows uses, by head, with their column counts.
 const (
-	spansHead = `INSERT INTO spans (` + spanCols + `) VALUES `
-	tagsHead  = `INSERT OR IGNORE INTO trace_tags (kind, value, seq) VALUES `
-	callsHead = `INSERT INTO trace_calls (` + callCols + `) VALUES `
+	spansHead       = `INSERT INTO spans (` + spanCols + `) VALUES `
+	traceBlocksHead = `INSERT OR IGNORE INTO trace_blocks (trace_seq, block_id) VALUES `
+	spanBlocksHead  = `INSERT INTO span_blocks (id, data) VALUES `
+	callsHead       = `INSERT INTO trace_calls (` + callCols + `) VALUES `
 )
 
 var bulkHeads = []struct {
 	head string
 	cols int
-}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {tagsHead, 3}, {callsHead, callColCount}, {searchTermsHead, 3}}
+}{{spansHead, spanColCount}, {insertSummaryHead, summaryColCount}, {callsHead, callColCount}, {searchTermsHead, 3}, {traceBlocksHead, 2}, {spanBlocksHead, 2}}
 
 // prepareBulk prepares the multi-row inserts once per store. It must run
 // outside a transaction: the writer has a single connection, which an open
@@ -668,8 +870,9 @@ func (s *Store) resolveShared(ctx context.Context, tx *sql.Tx, t *sharedTable, r
 // names_lower) and the model labels, which no span column holds, are kept
 // up by merging.
 type summary struct {
-	exists bool
-	seq    int64
+	exists  bool
+	seq     int64
+	compact bool // its spans are in compact blocks
 
 	spanCount int64 // as stored: a cached builder holding as many spans is current
 
@@ -825,7 +1028,7 @@ func (s *Store) updateCalls(ctx context.Context, tx *sql.Tx, seq int64, added, r
 }
 
 // selectSummariesSQL reads summaries; loadSummaries appends the IN list.
-const selectSummariesSQL = `SELECT trace_id, project, seq, span_count, model_labels, services, names_lower, agent_names, models
+const selectSummariesSQL = `SELECT trace_id, project, seq, span_count, model_labels, services, names_lower, agent_names, models, compact
 	FROM traces WHERE trace_id IN `
 
 // summaryColsV2 are the summary columns of schema versions 2 to 7 (what
@@ -841,26 +1044,22 @@ const (
 )
 
 var (
-	insertSummaryHead = `INSERT INTO traces (seq, trace_id, project, ` + summaryCols + `) VALUES `
-	summaryColCount   = 27
+	insertSummaryHead = `INSERT INTO traces (seq, trace_id, project, compact, ` + summaryCols + `) VALUES `
+	summaryColCount   = 28
 	updateSummarySQL  = `UPDATE traces SET (` + summaryCols + `) =
 	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
 	updateSummaryV2SQL = `UPDATE traces SET (` + summaryColsV2 + `) =
 	(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) WHERE seq = ?`
 )
 
-// summaryValues are a summary row's summaryCols values.
-func summaryValues(sum *store.TraceSummary, services, names []string) []any {
-	var nb strings.Builder
-	for _, n := range names {
-		nb.WriteString(n)
-		nb.WriteString(namesSep)
-	}
+// summaryValues are a summary row's summaryCols values, the strings
+// spelled out (version 8's form); names is names_lower's.
+func summaryValues(sum *store.TraceSummary, services []string, names string) []any {
 	return []any{
-		sum.ServiceName, sum.RootName, jsonStrings(sum.AgentNames), jsonStrings(sum.Models), jsonStrings(services), nb.String(),
+		sum.ServiceName, sum.RootName, jsonStrings(sum.AgentNames), jsonStrings(sum.Models), jsonStrings(services), names,
 		sum.Start.UnixNano(), sum.End.UnixNano(), int64(sum.Duration), sum.SpanCount, sum.ErrorCount, sum.ModelCalls, sum.ToolCalls,
 		sum.InputTokens, sum.OutputTokens, sum.CacheReadTokens, sum.CacheCreationTokens, sum.ReasoningTokens, sum.InputTokens + sum.OutputTokens,
-		int64(sum.AfterRoot), sum.Fragments, sum.FailedModelCalls, jsonStrings(sum.ModelLabels), jsonGroups(sum.Groups),
+		int64(sum.AfterRoot), sum.Fragments, sum.FailedModelCalls, jsonStrings(sum.ModelLabels), packGroups(sum.Groups, sum.Models),
 	}
 }
 
@@ -869,13 +1068,13 @@ func summaryValues(sum *store.TraceSummary, services, names []string) []any {
 // new tag rows. Groups without new spans are left alone.
 func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
 	ins := s.newBulkInsert(tx, insertSummaryHead, summaryColCount)
-	tags := s.newBulkInsert(tx, tagsHead, 3)
 	var upd *sql.Stmt
 	defer func() {
 		if upd != nil {
 			upd.Close()
 		}
 	}()
+	var err error
 	for _, g := range groups {
 		if len(g.inserted) == 0 {
 			continue
@@ -887,12 +1086,29 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 			light = append(light, lightSpan(r))
 		}
 		added, removed := g.b.Add(light)
-		if err := s.updateCalls(ctx, tx, sm.seq, added, removed); err != nil {
-			return fmt.Errorf("write billed calls of trace %x: %w", g.traceID, err)
+		// A trace in compact blocks keeps no rows of calls: TraceCalls
+		// derives them from its spans. One moved to span rows gets all.
+		if g.converted != nil {
+			added, removed = g.b.Summary().Calls, nil
+		}
+		if !g.compact {
+			if err := s.updateCalls(ctx, tx, sm.seq, added, removed); err != nil {
+				return fmt.Errorf("write billed calls of trace %x: %w", g.traceID, err)
+			}
 		}
 		sum := g.b.Figures()
-		vals := summaryValues(&sum, sortedKeys(sm.services), sortedKeys(sm.names))
-		var err error
+		vals := summaryValues(&sum, sortedKeys(sm.services), namesText(sortedKeys(sm.names)))
+		if !s.writeV8 {
+			// The strings as ids (names.go), in summaryCols' order.
+			for i, l := range [][]string{{sum.ServiceName}, {sum.RootName}, sum.AgentNames, sum.Models, sortedKeys(sm.services)} {
+				if vals[i], err = s.strs.encode(ctx, tx, l); err != nil {
+					return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
+				}
+			}
+			if vals[5], err = s.strs.namesValue(ctx, tx, sortedKeys(sm.names)); err != nil {
+				return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
+			}
+		}
 		if sm.exists {
 			if upd == nil {
 				upd, err = tx.PrepareContext(ctx, updateSummarySQL)
@@ -904,31 +1120,26 @@ func (s *Store) updateSummaries(ctx context.Context, tx *sql.Tx, groups []*trace
 				return fmt.Errorf("write summary of trace %x: %w", g.traceID, err)
 			}
 		} else {
-			ins.args = append(append(ins.args, sm.seq, g.traceID, g.project), vals...)
+			ins.args = append(append(ins.args, sm.seq, g.traceID, g.project, g.compact), vals...)
 			if err := ins.rowAdded(ctx); err != nil {
 				return fmt.Errorf("write trace summaries: %w", err)
 			}
 		}
+		// The tags (service, agent, model) new to the trace go to the
+		// search blooms (indexSearch).
 		for _, set := range []struct {
 			kind int
 			vals []string
 		}{{tagService, sortedKeys(sm.services)}, {tagAgent, sum.AgentNames}, {tagModel, sum.Models}} {
 			for _, v := range set.vals {
-				if _, ok := sm.oldTags[tagKey{set.kind, v}]; ok {
-					continue
-				}
-				tags.args = append(tags.args, set.kind, v, sm.seq)
-				if err := tags.rowAdded(ctx); err != nil {
-					return fmt.Errorf("write trace tags: %w", err)
+				if _, ok := sm.oldTags[tagKey{set.kind, v}]; !ok {
+					g.newTags = append(g.newTags, tagKey{set.kind, v})
 				}
 			}
 		}
 	}
 	if err := ins.flush(ctx); err != nil {
 		return fmt.Errorf("write trace summaries: %w", err)
-	}
-	if err := tags.flush(ctx); err != nil {
-		return fmt.Errorf("write trace tags: %w", err)
 	}
 	return nil
 }
@@ -942,7 +1153,7 @@ func newSummary() *summary {
 
 // loadSummaries sets every group's summary: the stored one, or a fresh one
 // for a trace not stored yet. Many traces are read per query.
-func loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
+func (s *Store) loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error {
 	const chunk = 256
 	byID := make(map[string]*traceGroup, len(groups))
 	args := make([]any, 0, chunk)
@@ -961,7 +1172,7 @@ func loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error 
 			byID[groupKey(g.project, g.traceID)] = g
 		}
 		q.WriteByte(')')
-		if err := scanSummaries(ctx, tx, q.String(), args, byID); err != nil {
+		if err := s.scanSummaries(ctx, tx, q.String(), args, byID); err != nil {
 			return fmt.Errorf("read trace summaries: %w", err)
 		}
 	}
@@ -973,33 +1184,48 @@ func loadSummaries(ctx context.Context, tx *sql.Tx, groups []*traceGroup) error 
 	return nil
 }
 
-func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID map[string]*traceGroup) error {
+func (s *Store) scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID map[string]*traceGroup) error {
+	type row struct {
+		g                               *traceGroup
+		sm                              *summary
+		labels                          string
+		services, names, agents, models any
+	}
+	var found []row
 	rs, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return err
 	}
-	defer rs.Close()
 	for rs.Next() {
-		sm := newSummary()
+		r := row{sm: newSummary()}
 		var traceID []byte
 		var project string
-		var labels, services, names, agents, models string
-		if err := rs.Scan(&traceID, &project, &sm.seq, &sm.spanCount, &labels, &services, &names, &agents, &models); err != nil {
+		if err := rs.Scan(&traceID, &project, &r.sm.seq, &r.sm.spanCount, &r.labels, &r.services, &r.names, &r.agents, &r.models, &r.sm.compact); err != nil {
+			rs.Close()
 			return err
 		}
-		g, ok := byID[groupKey(project, traceID)]
-		if !ok {
-			continue // the same trace id in another project
+		var ok bool
+		if r.g, ok = byID[groupKey(project, traceID)]; ok { // else the same trace id in another project
+			found = append(found, r)
 		}
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	// The strings are resolved once the rows are read (through the same
+	// transaction's connection).
+	for _, r := range found {
+		sm := r.sm
 		sm.exists = true
 		for _, l := range []struct {
 			kind int
-			src  string
+			src  any
 			dst  map[string]struct{}
-		}{{0, labels, sm.labels}, {tagService, services, sm.services}, {tagAgent, agents, nil}, {tagModel, models, nil}} {
-			var vals []string
-			if err := json.Unmarshal([]byte(l.src), &vals); err != nil {
-				return fmt.Errorf("trace %x: decode stored list %q: %w", traceID, l.src, err)
+		}{{0, r.labels, sm.labels}, {tagService, r.services, sm.services}, {tagAgent, r.agents, nil}, {tagModel, r.models, nil}} {
+			vals, err := s.strs.list(ctx, tx, l.src)
+			if err != nil {
+				return fmt.Errorf("trace %x: decode stored list: %w", r.g.traceID, err)
 			}
 			for _, v := range vals {
 				if l.dst != nil {
@@ -1010,14 +1236,12 @@ func scanSummaries(ctx context.Context, tx *sql.Tx, q string, args []any, byID m
 				}
 			}
 		}
-		for _, n := range strings.Split(names, namesSep) {
-			if n != "" {
-				sm.names[n] = struct{}{}
-			}
+		if err := s.strs.readNames(ctx, tx, r.names, sm.names); err != nil {
+			return fmt.Errorf("trace %x: names: %w", r.g.traceID, err)
 		}
-		g.sm = sm
+		r.g.sm = sm
 	}
-	return rs.Err()
+	return nil
 }
 
 func sortedKeys(m map[string]struct{}) []string {
