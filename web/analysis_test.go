@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loomwork/loomwork/store"
+	"github.com/loomwork/loomwork/store/sqlite"
 )
 
 // heldBones is the real store with its TraceBones held until released: an
@@ -33,27 +33,18 @@ func (h *heldBones) TraceBones(ctx context.Context, id string) ([]store.Bone, er
 	return h.WindowReader.TraceBones(ctx, id)
 }
 
-// getResp GETs path and returns the response (its body read) and body.
-func getResp(t *testing.T, ts *httptest.Server, path string) (*http.Response, string) {
-	t.Helper()
-	resp, err := http.Get(ts.URL + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(b)
-}
-
-// heldServer is a UI on st's huge trace (bigTraceSpans(1_600)) whose
+// heldServer stores a huge trace (bigTraceSpans(1_600)) in a fresh
+// SQLite store and returns its spans, the store, and a UI on it whose
 // analyses wait for held.release, with a started Keeper (stopped at the
 // test's end unless the test stops it).
-func heldServer(t *testing.T, st store.Store, wait time.Duration) (*heldBones, *Server, *Keeper) {
+func heldServer(t *testing.T, wait time.Duration) ([]store.Span, *sqlite.Store, *heldBones, *Server, *Keeper) {
 	t.Helper()
-	held := &heldBones{Store: st, WindowReader: st.(store.WindowReader), release: make(chan struct{})}
+	st := openStore(t)
+	spans := bigTraceSpans(1_600)
+	if err := st.WriteSpans(store.WithDefaultProject(context.Background()), spans); err != nil {
+		t.Fatal(err)
+	}
+	held := &heldBones{Store: st, WindowReader: st, release: make(chan struct{})}
 	srv, err := New(Config{WindowSpans: 1_000, AnalysisWait: wait}, Deps{Traces: held})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +63,7 @@ func heldServer(t *testing.T, st store.Store, wait time.Duration) (*heldBones, *
 			t.Error(err)
 		}
 	})
-	return held, srv, k
+	return spans, st, held, srv, k
 }
 
 // The first open of a huge trace nothing has analysed answers within
@@ -84,27 +75,21 @@ func heldServer(t *testing.T, st store.Store, wait time.Duration) (*heldBones, *
 // machine, a million spans) the request answered 503 and dropped the
 // work, so no retry ever opened the trace.
 func TestFirstOpenOfAHugeTraceAnswersWhileTheKeeperAnalysesIt(t *testing.T) {
-	ctx := store.WithDefaultProject(context.Background())
-	st := openStore(t)
-	spans := bigTraceSpans(1_600)
-	if err := st.WriteSpans(ctx, spans); err != nil {
-		t.Fatal(err)
-	}
-	held, srv, _ := heldServer(t, st, 50*time.Millisecond)
+	spans, _, held, srv, _ := heldServer(t, 50*time.Millisecond)
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	id := spans[0].TraceID
 	n := len(spans)
 
 	for i := range 3 {
-		resp, body := getResp(t, ts, "/traces/"+id)
+		resp, body := fetch(t, ts, "/traces/"+id)
 		if resp.StatusCode != 200 || resp.Header.Get("Refresh") == "" || !strings.Contains(body, "being analysed") ||
 			!strings.Contains(body, fmt.Sprintf("<b>%s</b><span>spans</span>", fmtInt(int64(n)))) {
 			t.Fatalf("open %d during the analysis: %d, Refresh %q; want 200 with a Refresh header, naming %d spans:\n%.600s",
 				i+1, resp.StatusCode, resp.Header.Get("Refresh"), n, body)
 		}
 	}
-	resp, body := getResp(t, ts, "/api/v1/traces/"+id+"/rollup")
+	resp, body := fetch(t, ts, "/api/v1/traces/"+id+"/rollup")
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, `"analysing": true`) {
 		t.Errorf("the API during the analysis: %d, Retry-After %q, %s; want 503 with Retry-After and analysing: true",
 			resp.StatusCode, resp.Header.Get("Retry-After"), body)
@@ -116,7 +101,7 @@ func TestFirstOpenOfAHugeTraceAnswersWhileTheKeeperAnalysesIt(t *testing.T) {
 	close(held.release)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		resp, body = getResp(t, ts, "/traces/"+id)
+		resp, body = fetch(t, ts, "/traces/"+id)
 		if !strings.Contains(body, "being analysed") {
 			break
 		}
@@ -139,12 +124,7 @@ func TestFirstOpenOfAHugeTraceAnswersWhileTheKeeperAnalysesIt(t *testing.T) {
 // analyses it again; the Keeper's new analysis then replaces it.
 func TestAGrownHugeTraceOpensWithItsOlderAnalysisAndANote(t *testing.T) {
 	ctx := store.WithDefaultProject(context.Background())
-	st := openStore(t)
-	spans := bigTraceSpans(1_600)
-	if err := st.WriteSpans(ctx, spans); err != nil {
-		t.Fatal(err)
-	}
-	held, srv, _ := heldServer(t, st, 50*time.Millisecond)
+	spans, st, held, srv, _ := heldServer(t, 50*time.Millisecond)
 	id := spans[0].TraceID
 	// Kept for 1,551 spans (a pass of an earlier keeper), then 10 more.
 	if _, err := srv.keptWindow(ctx, st, id, int64(len(spans))); err != nil {
@@ -162,7 +142,7 @@ func TestAGrownHugeTraceOpensWithItsOlderAnalysisAndANote(t *testing.T) {
 	defer ts.Close()
 
 	note := fmt.Sprintf("this analysis is of the trace&#39;s first %s spans; it now has %s", fmtInt(int64(len(spans))), fmtInt(int64(len(spans)+10)))
-	resp, body := getResp(t, ts, "/traces/"+id)
+	resp, body := fetch(t, ts, "/traces/"+id)
 	if resp.StatusCode != 200 || !strings.Contains(body, "invoke_agent orchestrator") || !strings.Contains(body, note) {
 		t.Fatalf("the grown trace during its new analysis: %d; want 200, the older analysis's rows and the note %q:\n%.3000s", resp.StatusCode, note, body)
 	}
@@ -173,7 +153,7 @@ func TestAGrownHugeTraceOpensWithItsOlderAnalysisAndANote(t *testing.T) {
 			t.Fatal("the note stayed after the new analysis was released")
 		}
 		time.Sleep(20 * time.Millisecond)
-		_, body = getResp(t, ts, "/traces/"+id)
+		_, body = fetch(t, ts, "/traces/"+id)
 	}
 	if !strings.Contains(body, fmt.Sprintf("<b>%s</b><span>spans</span>", fmtInt(int64(len(spans)+10)))) {
 		t.Errorf("the page after the new analysis does not name %d spans", len(spans)+10)
@@ -184,12 +164,7 @@ func TestAGrownHugeTraceOpensWithItsOlderAnalysisAndANote(t *testing.T) {
 // shutting down) is answered 503 with Retry-After, not left hanging.
 func TestAReaderWaitingWhenTheKeeperStopsIsToldToRetry(t *testing.T) {
 	ctx := store.WithDefaultProject(context.Background())
-	st := openStore(t)
-	spans := bigTraceSpans(1_600)
-	if err := st.WriteSpans(ctx, spans); err != nil {
-		t.Fatal(err)
-	}
-	held, srv, k := heldServer(t, st, time.Hour)
+	spans, _, held, srv, k := heldServer(t, time.Hour)
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	got := make(chan *http.Response, 1)
