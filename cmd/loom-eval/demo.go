@@ -139,12 +139,20 @@ const (
 // awaitStored waits until serve's UI at ui serves the trace (its JSON
 // API), so the links and commands demo prints work when they are read: an
 // acknowledgement means the spans are safe, and a ClickHouse store gets
-// them from serve's spool a moment later.
+// them from serve's spool a moment later. It asks by the id's first eight
+// digits, as a user copying the id often does: a prefix is resolved
+// through the store's trace index, which ClickHouse writes apart from the
+// spans (a full id is not), so the trace is found both ways once it
+// answers.
 func (m *Main) awaitStored(ctx context.Context, ui, traceID string) int {
 	client := &http.Client{Timeout: 2 * time.Second}
 	answered := false
+	prefix := traceID
+	if len(prefix) > 8 {
+		prefix = prefix[:8]
+	}
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ui+"/api/v1/traces/"+traceID, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, ui+"/api/v1/traces/"+prefix+"?limit=1", nil)
 		if err != nil {
 			return storedUnknown
 		}
@@ -155,7 +163,7 @@ func (m *Main) awaitStored(ctx context.Context, ui, traceID string) int {
 		if err == nil {
 			resp.Body.Close()
 			switch resp.StatusCode {
-			case http.StatusOK:
+			case http.StatusOK, http.StatusConflict: // 409: the prefix names it and another
 				return storedYes
 			case http.StatusNotFound:
 				answered = true

@@ -2,46 +2,38 @@ package reliability
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 
-	_ "modernc.org/sqlite" // the driver the embedded store uses
+	"github.com/loomwork/loomwork/store/sqlite"
 )
 
-// sqliteKeys reads every stored span of the embedded store at path (serve
-// has exited): the suite's keys with how many rows each has. The store's
-// unique index on (trace, span id) makes a count above 1 impossible; the
-// suite counts anyway rather than trust it.
+// sqliteKeys reads every stored span record of the embedded store at path
+// (serve has exited), whichever layout holds it (span rows, or a trace's
+// compact blocks): the suite's keys with how many records each has. The
+// store's rules make a count above 1 impossible; the suite counts anyway
+// rather than trust them (sqlite.EachStoredSpan passes a span stored twice
+// twice).
 func sqliteKeys(t *testing.T, path string, nonce [8]byte) (map[uint64]int, storeCounts) {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}
-	defer db.Close()
-	ctx := context.Background()
-	rows, err := db.QueryContext(ctx, "SELECT t.trace_id, s.span_id FROM spans s JOIN traces t ON t.seq = s.trace_seq")
-	if err != nil {
-		t.Fatalf("read span ids of %s: %v", path, err)
-	}
-	defer rows.Close()
+	defer st.Shutdown(ctx)
 	keys := map[uint64]int{}
 	var sc storeCounts
-	for rows.Next() {
-		var tid, sid []byte
-		if err := rows.Scan(&tid, &sid); err != nil {
-			t.Fatal(err)
-		}
+	err = st.EachStoredSpan(ctx, func(tid [16]byte, sid [8]byte) {
 		sc.Rows++
-		k, ok := keyOf(tid, sid, nonce)
+		k, ok := keyOf(tid[:], sid[:], nonce)
 		if !ok {
 			sc.Foreign++
-			continue
+			return
 		}
 		keys[k]++
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	})
+	if err != nil {
+		t.Fatalf("read span ids of %s: %v", path, err)
 	}
 	sc.Distinct = uint64(len(keys))
 	return keys, sc
