@@ -165,11 +165,16 @@ func (m *Main) awaitStored(ctx context.Context, ui, traceID string) int {
 			switch resp.StatusCode {
 			case http.StatusOK, http.StatusConflict: // 409: the prefix names it and another
 				return storedYes
-			case http.StatusNotFound:
+			case http.StatusNotFound, http.StatusServiceUnavailable:
+				// 503: serve is still connecting to its store (it starts
+				// during an outage and feeds its spool once the store
+				// answers), or the read timed out: not yet.
 				answered = true
 			default:
 				return storedUnknown
 			}
+		} else if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			answered = true // a UI too busy to answer in 2 s is there
 		} else if !answered {
 			return storedUnknown
 		}

@@ -381,7 +381,12 @@ func (s *Store) firstPing(ctx context.Context, conn driver.Conn, wait time.Durat
 		switch {
 		case err == nil:
 			return nil
-		case errors.As(err, &ex), ctx.Err() != nil, !time.Now().Add(delay).Before(deadline):
+		case ctx.Err() != nil:
+			// The caller's context ended during the ping, whose own error
+			// may be the connection's (reset, refused): say both, so a
+			// caller matching the deadline with errors.Is finds it.
+			return fmt.Errorf("after %d attempts: %w", attempt, errors.Join(err, ctx.Err()))
+		case errors.As(err, &ex), !time.Now().Add(delay).Before(deadline):
 			if attempt > 1 {
 				return fmt.Errorf("after %d attempts over %s: %w", attempt, wait, err)
 			}
