@@ -196,7 +196,8 @@ bg=""
 stop_bg() {
   if [ -n "$bg" ]; then kill -TERM "$bg" 2>/dev/null; wait "$bg" 2>/dev/null; bg=""; fi
 }
-trap 'stop_bg; ./scripts/demo.sh stop >/dev/null 2>&1' EXIT
+# A tour that fails before its ClickHouse section's stop leaves no server behind.
+trap 'stop_bg; ./scripts/demo.sh stop >/dev/null 2>&1; [ ! -d .loomwork/ch ] || ./scripts/clickhouse.sh stop .loomwork/ch >/dev/null 2>&1' EXIT
 wait_ui() { # until the server accepts on its OTLP ports and its UI port, or it exited
   # serve binds the UI's port first and the collector's after: a connect
   # to the UI alone can come before the OTLP ports exist.
