@@ -25,16 +25,23 @@ const (
 // store and returns its path.
 func tracesStore(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "traces.db")
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	var spans []store.Span
 	for i, id := range []string{tracesA, tracesB, tracesOther} {
 		spans = append(spans, store.Span{TraceID: id, SpanID: "00000000000000a" + string(rune('1'+i)), Name: "invoke_agent research-" + id[:4],
 			Kind: "internal", StartTime: at, EndTime: at.Add(time.Second), StatusCode: store.StatusOK, ServiceName: "research-agent"})
+	}
+	return storeOf(t, spans)
+}
+
+// storeOf writes spans into a new embedded store, closes it and returns
+// its path.
+func storeOf(t *testing.T, spans []store.Span) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "traces.db")
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if err := st.WriteSpans(context.Background(), spans); err != nil {
 		t.Fatal(err)
@@ -153,11 +160,6 @@ func TestTracesTextOutputEscapesTerminalControls(t *testing.T) {
 // is unknown: the row issue 40 measured at 269–620 characters.
 func wideTraceStore(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "traces.db")
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	long := strings.Repeat("very-long-name-", 6)
 	root := store.Span{TraceID: tracesA, SpanID: "00000000000000a1", Name: "invoke_agent " + long + "agent", Kind: "internal",
@@ -165,13 +167,7 @@ func wideTraceStore(t *testing.T) string {
 	chat := store.Span{TraceID: tracesA, SpanID: "00000000000000a2", ParentSpanID: root.SpanID, Name: "chat " + long + "model", Kind: "client",
 		StartTime: at.Add(time.Second), EndTime: at.Add(2 * time.Second), StatusCode: store.StatusOK, ServiceName: root.ServiceName,
 		Operation: "chat", Provider: "acme", RequestModel: long + "model", ResponseModel: long + "model-2026", InputTokens: 1200, OutputTokens: 300}
-	if err := st.WriteSpans(context.Background(), []store.Span{root, chat}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return storeOf(t, []store.Span{root, chat})
 }
 
 // The human `traces list` fits the terminal (issue 40: rows of 269–620
